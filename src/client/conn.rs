@@ -1,0 +1,997 @@
+//! The session: shared state, the request path callers use, and the one connection thread
+//! per client that reads every frame, routes replies and watch events, pings, detects
+//! silence, reconnects with back-off, re-arms watches and replays auth.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+
+use super::path;
+use super::proto::{self, code, op, xid, Malformed, Reader, ReplyHeader};
+use super::types::{EventType, LossReason, SessionEvent, SessionState, WatchedEvent};
+use crate::error::{Error, Result};
+
+/// What the caller gets back for one request: the raw reply, or why there is none.
+pub(crate) type ReplyMsg = Result<RawReply>;
+
+/// A reply as it came from the server.
+pub(crate) struct RawReply {
+    pub err: i32,
+    pub body: Vec<u8>,
+}
+
+/// Which of the server's watch tables a watch lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchKind {
+    /// getData, or exists on a node that exists.
+    Data,
+    /// exists on a node that does not exist.
+    Exist,
+    /// getChildren.
+    Child,
+}
+
+/// A watch to register when the reply arrives (and only if it says the server set it).
+pub(crate) struct WatchReg {
+    pub server_path: String,
+    pub kind: WatchKind,
+    pub tx: Sender<WatchedEvent>,
+}
+
+/// A request ready to be written.
+pub(crate) struct Outgoing {
+    pub opcode: i32,
+    pub body: Vec<u8>,
+    pub watch: Option<WatchReg>,
+    pub tx: Sender<ReplyMsg>,
+}
+
+struct InFlight {
+    opcode: i32,
+    watch: Option<WatchReg>,
+    tx: Sender<ReplyMsg>,
+}
+
+/// Settings fixed at build time.
+pub(crate) struct Config {
+    pub hosts: Vec<String>,
+    pub chroot: String,
+    pub session_timeout: Duration,
+    pub auth: Vec<(String, Vec<u8>)>,
+}
+
+/// Internal phase; `Connecting` only exists before the first session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Connecting,
+    Connected,
+    Suspended,
+    Lost,
+    Closed,
+}
+
+struct SessionInfo {
+    phase: Phase,
+    session_id: i64,
+    passwd: Vec<u8>,
+    negotiated: Duration,
+    /// Moves every time a session is lost, so waiters can tell "same session" from "new one".
+    epoch: u64,
+    closing: bool,
+    server: Option<SocketAddr>,
+    subscribers: Vec<Sender<SessionEvent>>,
+    /// Per host, the last thing that went wrong there (for the connect error).
+    failures: Vec<String>,
+}
+
+struct Io {
+    stream: Option<TcpStream>,
+    next_xid: i32,
+}
+
+#[derive(Default)]
+struct Watches {
+    data: HashMap<String, Vec<Sender<WatchedEvent>>>,
+    exist: HashMap<String, Vec<Sender<WatchedEvent>>>,
+    child: HashMap<String, Vec<Sender<WatchedEvent>>>,
+    closed: bool,
+}
+
+/// Counters for tests and benchmarks.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub watch_events: AtomicU64,
+    pub connects: AtomicU64,
+    pub sessions: AtomicU64,
+}
+
+/// State shared between the client handles and the connection thread.
+pub(crate) struct Shared {
+    pub cfg: Config,
+    io: Mutex<Io>,
+    pending: Mutex<HashMap<i32, InFlight>>,
+    watches: Mutex<Watches>,
+    session: Mutex<SessionInfo>,
+    changed: Condvar,
+    base: Instant,
+    last_send_us: AtomicU64,
+    last_recv_us: AtomicU64,
+    last_zxid: AtomicI64,
+    wake: (Sender<()>, Receiver<()>),
+    pub counters: Counters,
+}
+
+/// How long a close waits for the server to confirm.
+pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+impl Shared {
+    pub fn new(cfg: Config) -> Shared {
+        let hosts = cfg.hosts.len();
+        Shared {
+            cfg,
+            io: Mutex::new(Io {
+                stream: None,
+                next_xid: 1,
+            }),
+            pending: Mutex::new(HashMap::new()),
+            watches: Mutex::new(Watches::default()),
+            session: Mutex::new(SessionInfo {
+                phase: Phase::Connecting,
+                session_id: 0,
+                passwd: Vec::new(),
+                negotiated: Duration::ZERO,
+                epoch: 0,
+                closing: false,
+                server: None,
+                subscribers: Vec::new(),
+                failures: vec![String::new(); hosts],
+            }),
+            changed: Condvar::new(),
+            base: Instant::now(),
+            last_send_us: AtomicU64::new(0),
+            last_recv_us: AtomicU64::new(0),
+            last_zxid: AtomicI64::new(0),
+            wake: crossbeam_channel::unbounded(),
+            counters: Counters::default(),
+        }
+    }
+
+    fn now_us(&self) -> u64 {
+        self.base.elapsed().as_micros() as u64
+    }
+
+    fn since(&self, stamp: &AtomicU64) -> Duration {
+        Duration::from_micros(self.now_us().saturating_sub(stamp.load(Ordering::Relaxed)))
+    }
+
+    // ---------------------------------------------------------------- public views
+
+    pub fn state(&self) -> SessionState {
+        match self.session.lock().phase {
+            Phase::Connected => SessionState::Connected,
+            Phase::Suspended | Phase::Connecting => SessionState::Suspended,
+            Phase::Lost => SessionState::Lost,
+            Phase::Closed => SessionState::Closed,
+        }
+    }
+
+    pub fn session_id(&self) -> i64 {
+        self.session.lock().session_id
+    }
+
+    pub fn negotiated_timeout(&self) -> Duration {
+        let s = self.session.lock();
+        if s.negotiated.is_zero() {
+            self.cfg.session_timeout
+        } else {
+            s.negotiated
+        }
+    }
+
+    pub fn server(&self) -> Option<SocketAddr> {
+        let s = self.session.lock();
+        if s.phase == Phase::Connected {
+            s.server
+        } else {
+            None
+        }
+    }
+
+    pub fn subscribe(&self) -> Receiver<SessionEvent> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.session.lock().subscribers.push(tx);
+        rx
+    }
+
+    /// Blocks until the first session exists, or fails naming every server tried.
+    pub fn wait_first_session(&self, deadline: Instant, connect_timeout: Duration) -> Result<()> {
+        let mut s = self.session.lock();
+        loop {
+            match s.phase {
+                Phase::Connected => return Ok(()),
+                Phase::Closed => return Err(Error::Closed),
+                _ => {}
+            }
+            if self.changed.wait_until(&mut s, deadline).timed_out() && s.phase != Phase::Connected {
+                let tried = self
+                    .cfg
+                    .hosts
+                    .iter()
+                    .zip(&s.failures)
+                    .map(|(h, f)| {
+                        if f.is_empty() {
+                            format!("{h} (not reached before the deadline)")
+                        } else {
+                            format!("{h} ({f})")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(Error::Connect {
+                    tried,
+                    after: connect_timeout,
+                });
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- the request path
+
+    /// Writes the requests back to back (one write) once connected, or hands each its error.
+    /// The server applies requests of one session in order, so this is how a caller pipelines.
+    pub fn submit(&self, reqs: Vec<Outgoing>, deadline: Instant, closing_ok: bool) {
+        if reqs.is_empty() {
+            return;
+        }
+        if let Err(e) = self.wait_writable(deadline, closing_ok) {
+            for r in reqs {
+                let _ = r.tx.send(Err(e.clone()));
+            }
+            return;
+        }
+        let mut io = self.io.lock();
+        let Some(stream) = io.stream.as_ref() else {
+            drop(io);
+            // Lost the connection between the wait and the lock: try again within the deadline.
+            return self.submit(reqs, deadline, closing_ok);
+        };
+        let mut stream = match stream.try_clone() {
+            Ok(s) => s,
+            Err(e) => {
+                drop(io);
+                log::warn!("zkguard: cannot use the connection: {e}");
+                for r in reqs {
+                    let _ = r.tx.send(Err(Error::ConnectionLoss));
+                }
+                return;
+            }
+        };
+        let mut bytes = Vec::new();
+        let mut xids = Vec::with_capacity(reqs.len());
+        {
+            let mut pending = self.pending.lock();
+            for r in reqs {
+                let x = io.next_xid;
+                io.next_xid = if x >= i32::MAX - 1 { 1 } else { x + 1 };
+                bytes.extend_from_slice(&proto::request_frame(x, r.opcode, &r.body));
+                xids.push(x);
+                pending.insert(
+                    x,
+                    InFlight {
+                        opcode: r.opcode,
+                        watch: r.watch,
+                        tx: r.tx,
+                    },
+                );
+            }
+        }
+        match stream.write_all(&bytes) {
+            Ok(()) => {
+                self.last_send_us.store(self.now_us(), Ordering::Relaxed);
+            }
+            Err(e) => {
+                // A partial frame may be on the wire: this connection is finished.
+                log::warn!("zkguard: write failed, dropping the connection: {e}");
+                let _ = stream.shutdown(Shutdown::Both);
+                io.stream = None;
+                drop(io);
+                let mut pending = self.pending.lock();
+                for x in xids {
+                    if let Some(f) = pending.remove(&x) {
+                        let _ = f.tx.send(Err(Error::ConnectionLoss));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until requests can be written on the current session.
+    fn wait_writable(&self, deadline: Instant, closing_ok: bool) -> Result<()> {
+        let mut s = self.session.lock();
+        let epoch = s.epoch;
+        let had_session = matches!(s.phase, Phase::Connected | Phase::Suspended);
+        loop {
+            if s.phase == Phase::Closed || (s.closing && !closing_ok) {
+                return Err(Error::Closed);
+            }
+            if had_session && s.epoch != epoch {
+                return Err(Error::SessionExpired);
+            }
+            if s.phase == Phase::Connected {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                // Reported as a timeout by the caller's Pending, which knows the op and path.
+                return Err(Error::ConnectionLoss);
+            }
+            self.changed.wait_until(&mut s, deadline);
+        }
+    }
+
+    // ---------------------------------------------------------------- closing
+
+    /// Ends the session: asks the server to close it (bounded wait), then stops everything.
+    pub fn close(&self, done: &Receiver<()>) -> Result<()> {
+        let was_connected = {
+            let mut s = self.session.lock();
+            if s.phase == Phase::Closed || s.closing {
+                return Ok(());
+            }
+            s.closing = true;
+            s.phase == Phase::Connected
+        };
+        let mut result = Ok(());
+        if was_connected {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            let deadline = Instant::now() + CLOSE_WAIT;
+            self.submit(
+                vec![Outgoing {
+                    opcode: op::CLOSE,
+                    body: Vec::new(),
+                    watch: None,
+                    tx,
+                }],
+                deadline,
+                true,
+            );
+            result = match rx.recv_deadline(deadline) {
+                Ok(Ok(r)) if r.err == code::OK => Ok(()),
+                Ok(Ok(r)) => Err(Error::from_code(r.err, "")),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(Error::Timeout {
+                    op: "close",
+                    path: String::new(),
+                    after: CLOSE_WAIT,
+                }),
+            };
+        }
+        {
+            let mut s = self.session.lock();
+            s.phase = Phase::Closed;
+            s.session_id = 0;
+            self.emit(&mut s, SessionEvent::Closed);
+            self.changed.notify_all();
+        }
+        self.fire_all_watches(EventType::Closed, true);
+        self.drop_connection(Error::Closed);
+        let _ = self.wake.0.send(());
+        // The connection thread exits at once unless it is inside a connect attempt (bounded).
+        let _ = done.recv_timeout(CLOSE_WAIT);
+        if result.is_err() {
+            log::info!("zkguard: close was not confirmed by the server ({result:?}); the session will expire on its own");
+        }
+        result
+    }
+
+    fn is_closing(&self) -> bool {
+        let s = self.session.lock();
+        s.closing || s.phase == Phase::Closed
+    }
+
+    // ---------------------------------------------------------------- events
+
+    fn emit(&self, s: &mut SessionInfo, ev: SessionEvent) {
+        log::debug!("zkguard: session event {ev:?}");
+        s.subscribers.retain(|tx| tx.send(ev).is_ok());
+    }
+
+    /// Every watch receives `kind` and is forgotten.
+    fn fire_all_watches(&self, kind: EventType, close: bool) {
+        let mut w = self.watches.lock();
+        if close {
+            w.closed = true;
+        }
+        let maps = [
+            std::mem::take(&mut w.data),
+            std::mem::take(&mut w.exist),
+            std::mem::take(&mut w.child),
+        ];
+        drop(w);
+        for map in maps {
+            for (p, senders) in map {
+                let ev = WatchedEvent {
+                    event_type: kind,
+                    path: path::from_server(&self.cfg.chroot, &p),
+                };
+                for tx in senders {
+                    let _ = tx.send(ev.clone());
+                }
+            }
+        }
+    }
+
+    /// Closes the current connection (if any) and fails every request in flight.
+    fn drop_connection(&self, why: Error) {
+        if let Some(s) = self.io.lock().stream.take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let drained: Vec<InFlight> = self.pending.lock().drain().map(|(_, f)| f).collect();
+        for f in drained {
+            let _ = f.tx.send(Err(why.clone()));
+        }
+    }
+
+    /// The session is gone: tell everyone, forget its watches, start over with a new one.
+    fn lose(&self, reason: LossReason) {
+        {
+            let mut s = self.session.lock();
+            if s.session_id == 0 || s.closing {
+                return;
+            }
+            let session_id = s.session_id;
+            log::warn!("zkguard: session 0x{session_id:x} lost ({reason:?})");
+            s.session_id = 0;
+            s.passwd.clear();
+            s.epoch += 1;
+            s.phase = Phase::Lost;
+            self.emit(&mut s, SessionEvent::Lost { session_id, reason });
+            self.changed.notify_all();
+        }
+        self.fire_all_watches(EventType::SessionLost, false);
+    }
+
+    // ---------------------------------------------------------------- the connection thread
+
+    /// The connection thread's body. Returns when the client is closed.
+    pub fn run(self: Arc<Shared>, mut next_host: usize) {
+        let mut failures_in_row: u32 = 0;
+        let mut rng = uuid::Uuid::new_v4().as_u128() as u64 | 1;
+        loop {
+            if self.is_closing() {
+                break;
+            }
+            self.check_timeout_loss();
+            let host_idx = next_host % self.cfg.hosts.len();
+            next_host += 1;
+            match self.connect_once(host_idx) {
+                Ok(Some((stream, frames))) => {
+                    failures_in_row = 0;
+                    self.serve(stream, frames);
+                    self.after_disconnect();
+                    // Reconnect at once (to the next server) after a connection that worked.
+                    continue;
+                }
+                Ok(None) => {
+                    // Expired session or closing: go round at once.
+                    continue;
+                }
+                Err(why) => {
+                    log::debug!("zkguard: connect to {} failed: {why}", self.cfg.hosts[host_idx]);
+                    self.session.lock().failures[host_idx] = why;
+                    self.changed.notify_all();
+                    failures_in_row += 1;
+                }
+            }
+            // After every server of the list failed once in a row, back off (with jitter) so a
+            // client waiting for a dead ensemble stays idle.
+            if failures_in_row as usize % self.cfg.hosts.len() == 0 {
+                let rounds = failures_in_row as usize / self.cfg.hosts.len();
+                let base = Duration::from_millis(25u64 << rounds.min(6)).min(Duration::from_secs(1));
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let jitter = Duration::from_micros(rng % (base.as_micros() as u64 / 2 + 1));
+                let mut pause = base / 2 + jitter;
+                if let Some(left) = self.time_until_loss() {
+                    pause = pause.min(left);
+                }
+                let _ = self.wake.1.recv_timeout(pause);
+            }
+        }
+        log::debug!("zkguard: connection thread exits");
+    }
+
+    /// Time left before the current suspended session counts as lost, if there is one.
+    fn time_until_loss(&self) -> Option<Duration> {
+        let s = self.session.lock();
+        if s.session_id == 0 || s.phase == Phase::Connected {
+            return None;
+        }
+        Some(s.negotiated.saturating_sub(self.since(&self.last_recv_us)))
+    }
+
+    fn check_timeout_loss(&self) {
+        if self.time_until_loss() == Some(Duration::ZERO) {
+            self.lose(LossReason::Timeout);
+        }
+    }
+
+    /// One attempt at one server: TCP connect, session handshake, auth, SetWatches, publish.
+    /// `Ok(Some(..))` is a live connection, `Ok(None)` an attempt to repeat at once.
+    fn connect_once(&self, host_idx: usize) -> std::result::Result<Option<(TcpStream, FrameReader)>, String> {
+        let host = &self.cfg.hosts[host_idx];
+        let (session_id, passwd, requested) = {
+            let s = self.session.lock();
+            (s.session_id, s.passwd.clone(), self.cfg.session_timeout)
+        };
+        // One attempt gets a third of the session timeout (at most 2 s, at least 250 ms), and
+        // never runs past the moment the current session would count as lost.
+        let mut budget = (requested / 3).clamp(Duration::from_millis(250), Duration::from_secs(2));
+        if let Some(left) = self.time_until_loss() {
+            budget = budget.min(left.max(Duration::from_millis(1)));
+        }
+        let deadline = Instant::now() + budget;
+        let addrs: Vec<SocketAddr> = host
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve: {e}"))?
+            .collect();
+        if addrs.is_empty() {
+            return Err("resolves to no address".into());
+        }
+        let mut last_err = String::new();
+        for addr in addrs {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                last_err = format!("{addr}: no time left in this attempt");
+                break;
+            }
+            match self.handshake(addr, session_id, &passwd, deadline) {
+                Ok(Handshake::Live(stream, frames)) => return Ok(Some((stream, frames))),
+                Ok(Handshake::Expired) => return Ok(None),
+                Err(e) => last_err = format!("{addr}: {e}"),
+            }
+        }
+        Err(last_err)
+    }
+
+    fn handshake(
+        &self,
+        addr: SocketAddr,
+        session_id: i64,
+        passwd: &[u8],
+        deadline: Instant,
+    ) -> std::result::Result<Handshake, String> {
+        self.counters.connects.fetch_add(1, Ordering::Relaxed);
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        let mut stream = TcpStream::connect_timeout(&addr, left).map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        let io_err = |e: io::Error| e.to_string();
+        let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
+        stream
+            .set_write_timeout(Some(left))
+            .map_err(io_err)?;
+        stream
+            .write_all(&proto::connect_request(
+                self.last_zxid.load(Ordering::Relaxed),
+                timeout_ms,
+                session_id,
+                passwd,
+            ))
+            .map_err(io_err)?;
+        let mut frames = FrameReader::default();
+        let resp = frames
+            .read_frame_by(&mut stream, deadline)
+            .map_err(|e| format!("during the handshake: {e}"))?;
+        let resp = proto::decode_connect_response(&resp).map_err(|m| format!("malformed handshake reply: {}", m.0))?;
+        if resp.timeout_ms <= 0 {
+            let _ = stream.shutdown(Shutdown::Both);
+            if session_id == 0 {
+                return Err("server refused a new session".into());
+            }
+            self.lose(LossReason::Expired);
+            return Ok(Handshake::Expired);
+        }
+        let negotiated = Duration::from_millis(resp.timeout_ms as u64);
+        // Replay auth before anyone else can write, and wait for the verdict.
+        for (scheme, auth) in &self.cfg.auth {
+            let mut w = proto::Writer::default();
+            w.int(0).string(scheme).buffer(auth);
+            stream
+                .write_all(&proto::request_frame(xid::AUTH, op::AUTH, &w.buf))
+                .map_err(io_err)?;
+        }
+        let mut auth_left = self.cfg.auth.len();
+        let mut early = Vec::new();
+        while auth_left > 0 {
+            let frame = frames
+                .read_frame_by(&mut stream, deadline)
+                .map_err(|e| format!("waiting for the auth reply: {e}"))?;
+            let mut r = Reader::new(&frame);
+            let h = proto::decode_reply_header(&mut r).map_err(|m| m.0)?;
+            if h.xid == xid::AUTH {
+                if h.err != code::OK {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    self.fail_auth();
+                    return Err("authentication failed".into());
+                }
+                auth_left -= 1;
+            } else {
+                early.push(frame);
+            }
+        }
+        // Re-arm every watch of this session (none for a new session).
+        let frames_out = {
+            let w = self.watches.lock();
+            let keys = |m: &HashMap<String, Vec<Sender<WatchedEvent>>>| m.keys().cloned().collect::<Vec<_>>();
+            if session_id == resp.session_id {
+                proto::set_watches_frames(
+                    self.last_zxid.load(Ordering::Relaxed),
+                    &keys(&w.data),
+                    &keys(&w.exist),
+                    &keys(&w.child),
+                )
+            } else {
+                Vec::new()
+            }
+        };
+        for f in &frames_out {
+            stream.write_all(f).map_err(io_err)?;
+        }
+        let write_timeout = (negotiated / 3).max(Duration::from_millis(100));
+        stream.set_write_timeout(Some(write_timeout)).map_err(io_err)?;
+        let clone = stream.try_clone().map_err(io_err)?;
+        // Publish.
+        let now = self.now_us();
+        self.last_recv_us.store(now, Ordering::Relaxed);
+        self.last_send_us.store(now, Ordering::Relaxed);
+        {
+            let mut s = self.session.lock();
+            if s.closing {
+                // Closed while we were connecting: do not leave this session behind.
+                let _ = stream.write_all(&proto::request_frame(1, op::CLOSE, &[]));
+                let _ = stream.shutdown(Shutdown::Both);
+                return Ok(Handshake::Expired);
+            }
+            self.io.lock().stream = Some(clone);
+            let same = session_id != 0 && session_id == resp.session_id;
+            s.session_id = resp.session_id;
+            s.passwd = resp.passwd;
+            s.negotiated = negotiated;
+            s.server = Some(addr);
+            s.phase = Phase::Connected;
+            let ev = if same {
+                SessionEvent::Reconnected {
+                    session_id: resp.session_id,
+                }
+            } else {
+                self.counters.sessions.fetch_add(1, Ordering::Relaxed);
+                SessionEvent::Connected {
+                    session_id: resp.session_id,
+                }
+            };
+            log::info!("zkguard: {ev:?} via {addr}, session timeout {negotiated:?}");
+            self.emit(&mut s, ev);
+            self.changed.notify_all();
+        }
+        for frame in early {
+            if let Err(m) = self.dispatch(&frame) {
+                return Err(format!("malformed frame: {}", m.0));
+            }
+        }
+        Ok(Handshake::Live(stream, frames))
+    }
+
+    fn fail_auth(&self) {
+        log::error!("zkguard: the server rejected the client's credentials; closing the client");
+        let mut s = self.session.lock();
+        s.closing = true;
+        s.phase = Phase::Closed;
+        self.emit(&mut s, SessionEvent::Closed);
+        self.changed.notify_all();
+    }
+
+    /// Reads frames until the connection breaks, pinging when idle and giving up on a
+    /// silent server after two thirds of the session timeout.
+    fn serve(&self, mut stream: TcpStream, mut frames: FrameReader) {
+        let t = self.negotiated_timeout();
+        let ping_every = t / 3;
+        let silence_limit = t * 2 / 3;
+        loop {
+            // Frames already buffered (read together with the handshake).
+            loop {
+                match frames.pop() {
+                    Ok(Some(frame)) => {
+                        if let Err(m) = self.dispatch(&frame) {
+                            log::error!("zkguard: malformed frame from the server, dropping the connection: {}", m.0);
+                            return;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(m) => {
+                        log::error!("zkguard: malformed frame from the server, dropping the connection: {}", m.0);
+                        return;
+                    }
+                }
+            }
+            if self.session_ended() {
+                return;
+            }
+            let silent = self.since(&self.last_recv_us);
+            if silent >= silence_limit {
+                log::warn!("zkguard: no frame from the server for {silent:?}; reconnecting");
+                return;
+            }
+            let idle = self.since(&self.last_send_us);
+            if idle >= ping_every {
+                self.send_ping();
+            }
+            let idle = self.since(&self.last_send_us);
+            let until_ping = ping_every.saturating_sub(idle);
+            let until_silent = silence_limit.saturating_sub(silent);
+            let wait = until_ping.min(until_silent).max(Duration::from_millis(1));
+            if stream.set_read_timeout(Some(wait)).is_err() {
+                return;
+            }
+            match frames.fill(&mut stream) {
+                Ok(0) => {
+                    log::info!("zkguard: the server closed the connection");
+                    return;
+                }
+                Ok(_) => self.last_recv_us.store(self.now_us(), Ordering::Relaxed),
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+                Err(e) => {
+                    log::info!("zkguard: connection error: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn session_ended(&self) -> bool {
+        let s = self.session.lock();
+        s.closing || s.phase != Phase::Connected
+    }
+
+    fn send_ping(&self) {
+        let mut io = self.io.lock();
+        let Some(stream) = io.stream.as_mut() else { return };
+        match stream.write_all(&proto::request_frame(xid::PING, op::PING, &[])) {
+            Ok(()) => self.last_send_us.store(self.now_us(), Ordering::Relaxed),
+            Err(e) => {
+                log::info!("zkguard: ping failed: {e}");
+                let _ = stream.shutdown(Shutdown::Both);
+                io.stream = None;
+            }
+        }
+    }
+
+    fn after_disconnect(&self) {
+        let closing = self.is_closing();
+        self.drop_connection(if closing { Error::Closed } else { Error::ConnectionLoss });
+        if closing {
+            return;
+        }
+        let mut s = self.session.lock();
+        if s.phase == Phase::Connected {
+            s.phase = Phase::Suspended;
+            s.server = None;
+            let session_id = s.session_id;
+            self.emit(&mut s, SessionEvent::Suspended { session_id });
+            self.changed.notify_all();
+        }
+    }
+
+    /// Handles one frame from the server.
+    fn dispatch(&self, frame: &[u8]) -> std::result::Result<(), Malformed> {
+        let mut r = Reader::new(frame);
+        let h: ReplyHeader = proto::decode_reply_header(&mut r)?;
+        if h.zxid > 0 {
+            self.last_zxid.fetch_max(h.zxid, Ordering::Relaxed);
+        }
+        match h.xid {
+            xid::PING => Ok(()),
+            xid::AUTH => {
+                if h.err != code::OK {
+                    self.fail_auth();
+                }
+                Ok(())
+            }
+            xid::SET_WATCHES => {
+                if h.err != code::OK {
+                    log::warn!("zkguard: the server refused to re-arm watches (error {})", h.err);
+                }
+                Ok(())
+            }
+            xid::WATCH_EVENT => {
+                let ev = proto::decode_watch_event(&mut r)?;
+                self.on_watch_event(ev);
+                Ok(())
+            }
+            x => {
+                let Some(f) = self.pending.lock().remove(&x) else {
+                    // The caller gave up (timeout); nothing waits for this reply.
+                    log::debug!("zkguard: reply for xid {x} that nobody waits for");
+                    return Ok(());
+                };
+                if let Some(w) = f.watch {
+                    let set = h.err == code::OK || (f.opcode == op::EXISTS && h.err == code::NO_NODE);
+                    if set {
+                        let kind = if f.opcode == op::EXISTS && h.err == code::NO_NODE {
+                            WatchKind::Exist
+                        } else {
+                            w.kind
+                        };
+                        self.register_watch(w.server_path, kind, w.tx);
+                    }
+                }
+                let _ = f.tx.send(Ok(RawReply {
+                    err: h.err,
+                    body: r.rest().to_vec(),
+                }));
+                Ok(())
+            }
+        }
+    }
+
+    fn register_watch(&self, server_path: String, kind: WatchKind, tx: Sender<WatchedEvent>) {
+        let mut w = self.watches.lock();
+        if w.closed {
+            let _ = tx.send(WatchedEvent {
+                event_type: EventType::Closed,
+                path: path::from_server(&self.cfg.chroot, &server_path),
+            });
+            return;
+        }
+        let map = match kind {
+            WatchKind::Data => &mut w.data,
+            WatchKind::Exist => &mut w.exist,
+            WatchKind::Child => &mut w.child,
+        };
+        map.entry(server_path).or_default().push(tx);
+    }
+
+    fn on_watch_event(&self, ev: proto::RawWatchEvent) {
+        // Type -1 is a session-state notification.
+        if ev.kind == -1 {
+            if ev.state == code::SESSION_EXPIRED {
+                self.lose(LossReason::Expired);
+            }
+            return;
+        }
+        self.counters.watch_events.fetch_add(1, Ordering::Relaxed);
+        let (event_type, from) = match ev.kind {
+            1 => (EventType::NodeCreated, [true, true, false]),
+            2 => (EventType::NodeDeleted, [true, true, true]),
+            3 => (EventType::NodeDataChanged, [true, true, false]),
+            4 => (EventType::NodeChildrenChanged, [false, false, true]),
+            other => {
+                log::debug!("zkguard: ignoring watch event type {other} for {}", ev.path);
+                return;
+            }
+        };
+        let mut senders = Vec::new();
+        {
+            let mut guard = self.watches.lock();
+            let w = &mut *guard;
+            let maps = [&mut w.data, &mut w.exist, &mut w.child];
+            for (map, take) in maps.into_iter().zip(from) {
+                if take {
+                    if let Some(v) = map.remove(&ev.path) {
+                        senders.extend(v);
+                    }
+                }
+            }
+        }
+        let out = WatchedEvent {
+            event_type,
+            path: path::from_server(&self.cfg.chroot, &ev.path),
+        };
+        for tx in senders {
+            let _ = tx.send(out.clone());
+        }
+    }
+}
+
+enum Handshake {
+    Live(TcpStream, FrameReader),
+    Expired,
+}
+
+/// Splits a byte stream into length-prefixed frames, tolerating read timeouts mid-frame.
+#[derive(Default)]
+pub(crate) struct FrameReader {
+    buf: Vec<u8>,
+}
+
+impl FrameReader {
+    /// Reads what is available into the buffer.
+    pub fn fill(&mut self, stream: &mut impl Read) -> io::Result<usize> {
+        let mut chunk = [0u8; 64 * 1024];
+        let n = stream.read(&mut chunk)?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    /// Takes one complete frame off the buffer, if there is one.
+    pub fn pop(&mut self) -> std::result::Result<Option<Vec<u8>>, Malformed> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        if len < 0 || len as usize > proto::MAX_FRAME {
+            return Err(Malformed(format!("frame length {len}")));
+        }
+        let len = len as usize;
+        if self.buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let frame = self.buf[4..4 + len].to_vec();
+        self.buf.drain(..4 + len);
+        Ok(Some(frame))
+    }
+
+    /// Reads until one frame is complete or the deadline passes.
+    fn read_frame_by(&mut self, stream: &mut TcpStream, deadline: Instant) -> io::Result<Vec<u8>> {
+        loop {
+            match self.pop() {
+                Ok(Some(f)) => return Ok(f),
+                Ok(None) => {}
+                Err(m) => return Err(io::Error::new(io::ErrorKind::InvalidData, m.0)),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "no reply before the attempt's deadline"));
+            }
+            stream.set_read_timeout(Some(left))?;
+            match self.fill(stream) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection",
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_split_across_reads() {
+        let mut fr = FrameReader::default();
+        let mut data: Vec<u8> = Vec::new();
+        data.extend_from_slice(&3u32.to_be_bytes());
+        data.extend_from_slice(&[1, 2, 3]);
+        data.extend_from_slice(&0u32.to_be_bytes());
+        data.extend_from_slice(&2u32.to_be_bytes());
+        data.extend_from_slice(&[9]);
+        fr.fill(&mut &data[..]).unwrap();
+        assert_eq!(fr.pop().unwrap(), Some(vec![1, 2, 3]));
+        assert_eq!(fr.pop().unwrap(), Some(vec![]));
+        assert_eq!(fr.pop().unwrap(), None);
+        fr.fill(&mut &[8u8][..]).unwrap();
+        assert_eq!(fr.pop().unwrap(), Some(vec![9, 8]));
+    }
+
+    #[test]
+    fn hostile_frame_lengths_are_errors() {
+        let mut fr = FrameReader::default();
+        fr.fill(&mut &(-5i32).to_be_bytes()[..]).unwrap();
+        assert!(fr.pop().is_err());
+        let mut fr = FrameReader::default();
+        fr.fill(&mut &(i32::MAX).to_be_bytes()[..]).unwrap();
+        assert!(fr.pop().is_err());
+    }
+}

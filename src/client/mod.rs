@@ -1,0 +1,946 @@
+//! A synchronous ZooKeeper client: sessions, requests, watches.
+//!
+//! One [`Client`] is one ZooKeeper session (replaced by a new one, on its own, if the session
+//! is lost) and one background thread. Callers write their requests on the socket themselves
+//! and wait on their own channel for the reply; the background thread reads every frame,
+//! routes replies and watch events, pings, detects a silent server, reconnects with back-off,
+//! re-arms watches and replays credentials.
+
+mod conn;
+pub(crate) mod path;
+pub(crate) mod proto;
+mod types;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use conn::{Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg};
+use proto::{op, Reader, Writer};
+
+pub use types::{
+    Acl, CreateMode, Created, EventType, LossReason, Op, OpResult, Perms, SessionEvent, SessionState,
+    Stat, WatchedEvent,
+};
+
+/// A handle to one ZooKeeper session. Cheap to clone; every clone shares the session and the
+/// background thread. The session ends when [`Client::close`] is called or the last clone is
+/// dropped.
+///
+/// ```no_run
+/// use zkguard::{Client, CreateMode};
+/// # fn main() -> zkguard::Result<()> {
+/// let client = Client::connect("127.0.0.1:2181")?;
+/// client.create("/app", b"config", CreateMode::Persistent)?;
+/// let (data, stat) = client.get_data("/app")?;
+/// assert_eq!(data, b"config");
+/// client.set_data("/app", b"v2", Some(stat.version))?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+    owner: Arc<Owner>,
+    timeout: Duration,
+}
+
+/// Closes the session when the last [`Client`] clone goes.
+struct Owner {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    done: Receiver<()>,
+}
+
+impl Owner {
+    fn close(&self) -> Result<()> {
+        let r = self.shared.close(&self.done);
+        if let Some(t) = self.thread.lock().take() {
+            // `close` waited (bounded) for the thread to finish. Join only if it did, so a
+            // close never blocks for long; otherwise it is inside a connect attempt (bounded)
+            // and exits right after it, without reconnecting.
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+        r
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("hosts", &self.shared.cfg.hosts)
+            .field("chroot", &self.shared.cfg.chroot)
+            .field("session_id", &format_args!("0x{:x}", self.session_id()))
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+/// Builds a [`Client`] with settings other than the defaults.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> zkguard::Result<()> {
+/// let client = zkguard::Client::builder("zk1:2181,zk2:2181,zk3:2181/myapp")
+///     .session_timeout(Duration::from_secs(6))
+///     .connect_timeout(Duration::from_secs(5))
+///     .auth("digest", b"user:secret")
+///     .build()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ClientBuilder {
+    connect_string: String,
+    session_timeout: Duration,
+    connect_timeout: Duration,
+    request_timeout: Option<Duration>,
+    auth: Vec<(String, Vec<u8>)>,
+}
+
+impl ClientBuilder {
+    /// The session timeout to ask for (default 10 s). The server clamps it to its
+    /// `[minSessionTimeout, maxSessionTimeout]` range; [`Client::session_timeout`] tells the
+    /// negotiated value.
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long [`ClientBuilder::build`] may take to establish the first session
+    /// (default 15 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The default deadline of each request (default: the session timeout). A request waits
+    /// for a connection, and then for its reply, at most this long. See
+    /// [`Client::with_timeout`] for a per-call deadline.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// Credentials to present (for example `("digest", b"user:password")`), at connect and
+    /// again after every reconnect.
+    pub fn auth(mut self, scheme: &str, credentials: &[u8]) -> Self {
+        self.auth.push((scheme.to_string(), credentials.to_vec()));
+        self
+    }
+
+    /// Connects: returns once a session exists, or fails by the connect deadline with an
+    /// error that names every server tried and what went wrong there.
+    pub fn build(self) -> Result<Client> {
+        let cs = path::parse_connect_string(&self.connect_string)?;
+        let check = |name: &'static str, d: Duration| {
+            if d.is_zero() {
+                Err(Error::InvalidArgument {
+                    name,
+                    reason: "must be more than zero".into(),
+                })
+            } else if d.as_millis() > i32::MAX as u128 {
+                Err(Error::InvalidArgument {
+                    name,
+                    reason: format!("{d:?} is too long"),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        check("session timeout", self.session_timeout)?;
+        check("connect timeout", self.connect_timeout)?;
+        if let Some(t) = self.request_timeout {
+            check("request timeout", t)?;
+        }
+        for (scheme, _) in &self.auth {
+            if scheme.is_empty() {
+                return Err(Error::InvalidArgument {
+                    name: "auth scheme",
+                    reason: "empty".into(),
+                });
+            }
+        }
+        // Fail at once when no host of the list can be resolved at all.
+        let mut resolve_errors = Vec::new();
+        for h in &cs.hosts {
+            match std::net::ToSocketAddrs::to_socket_addrs(h.as_str()).map(|mut a| a.next().is_some()) {
+                Ok(true) => {}
+                Ok(false) => resolve_errors.push(format!("{h} (resolves to no address)")),
+                Err(e) => resolve_errors.push(format!("{h} (cannot resolve: {e})")),
+            }
+        }
+        if resolve_errors.len() == cs.hosts.len() {
+            return Err(Error::Connect {
+                tried: resolve_errors.join(", "),
+                after: Duration::ZERO,
+            });
+        }
+        let mut hosts = cs.hosts;
+        shuffle(&mut hosts);
+        let shared = Arc::new(Shared::new(conn::Config {
+            hosts,
+            chroot: cs.chroot,
+            session_timeout: self.session_timeout,
+            auth: self.auth,
+        }));
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("zkguard-conn".into())
+            .spawn(move || {
+                thread_shared.run(0);
+                drop(done_tx);
+            })
+            .map_err(|e| Error::InvalidArgument {
+                name: "thread",
+                reason: format!("cannot start the connection thread: {e}"),
+            })?;
+        let owner = Arc::new(Owner {
+            shared: shared.clone(),
+            thread: Mutex::new(Some(thread)),
+            done: done_rx,
+        });
+        let deadline = Instant::now() + self.connect_timeout;
+        // On failure `owner` drops here, which stops the thread.
+        shared.wait_first_session(deadline, self.connect_timeout)?;
+        Ok(Client {
+            timeout: self.request_timeout.unwrap_or(self.session_timeout),
+            shared,
+            owner,
+        })
+    }
+}
+
+fn shuffle(v: &mut [String]) {
+    let mut x = uuid::Uuid::new_v4().as_u128() as u64 | 1;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+}
+
+/// Counters of what the client has done, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Watch notifications received from the server (one per notification frame, however
+    /// many local receivers it was delivered to).
+    pub watch_events: u64,
+    /// TCP connection attempts made.
+    pub connect_attempts: u64,
+    /// Sessions established (1 until a session is lost and replaced).
+    pub sessions: u64,
+}
+
+impl Client {
+    /// Connects with default settings (session timeout 10 s, connect timeout 15 s).
+    ///
+    /// `connect_string` is `host:port[,host:port...][/chroot]`; a host without a port uses
+    /// 2181, IPv6 addresses are written `[addr]:port`.
+    pub fn connect(connect_string: &str) -> Result<Client> {
+        Client::builder(connect_string).build()
+    }
+
+    /// A builder for other settings.
+    pub fn builder(connect_string: &str) -> ClientBuilder {
+        ClientBuilder {
+            connect_string: connect_string.to_string(),
+            session_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(15),
+            request_timeout: None,
+            auth: Vec::new(),
+        }
+    }
+
+    /// The same session, with another default deadline for the requests made through the
+    /// returned handle.
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
+    /// use std::time::Duration;
+    /// let exists = client.with_timeout(Duration::from_millis(200)).exists("/app")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_timeout(&self, timeout: Duration) -> Client {
+        Client {
+            timeout,
+            ..self.clone()
+        }
+    }
+
+    /// This handle's default request deadline.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The current session's id, 0 while there is none (after a loss, before the next one).
+    pub fn session_id(&self) -> i64 {
+        self.shared.session_id()
+    }
+
+    /// The session timeout the server granted (the requested one before the first session).
+    pub fn session_timeout(&self) -> Duration {
+        self.shared.negotiated_timeout()
+    }
+
+    /// The session's state as the client knows it now.
+    pub fn state(&self) -> SessionState {
+        self.shared.state()
+    }
+
+    /// A new receiver of every session event from now on, in order. Never blocks the client;
+    /// a receiver that is dropped is forgotten.
+    pub fn events(&self) -> Receiver<SessionEvent> {
+        self.shared.subscribe()
+    }
+
+    /// The server this client is connected to, if connected.
+    pub fn connected_server(&self) -> Option<SocketAddr> {
+        self.shared.server()
+    }
+
+    /// Counters of what the client has done.
+    pub fn stats(&self) -> ClientStats {
+        let c = &self.shared.counters;
+        ClientStats {
+            watch_events: c.watch_events.load(Ordering::Relaxed),
+            connect_attempts: c.connects.load(Ordering::Relaxed),
+            sessions: c.sessions.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Ends the session now: the server deletes its ephemeral nodes at once. Every clone of
+    /// this client is closed; later requests fail with [`Error::Closed`]. Waits at most about
+    /// a second for the server; if it does not confirm, the session expires on its own and
+    /// the error says so. Closing twice is fine.
+    pub fn close(&self) -> Result<()> {
+        self.owner.close()
+    }
+
+    /// Sends several requests back to back before waiting for any reply: the server applies
+    /// them in order, and the whole batch costs one round trip.
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
+    /// use zkguard::CreateMode;
+    /// let (created, children) = client.pipeline(|p| {
+    ///     (
+    ///         p.create("/queue/item-", b"", CreateMode::EphemeralSequential),
+    ///         p.get_children("/queue"),
+    ///     )
+    /// });
+    /// let me = created.wait()?.path;
+    /// let (names, _) = children.wait()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn pipeline<R>(&self, build: impl FnOnce(&mut Pipeline) -> R) -> R {
+        let mut p = Pipeline {
+            client: self,
+            deadline: Instant::now() + self.timeout,
+            out: Vec::new(),
+        };
+        let r = build(&mut p);
+        self.shared.submit(p.out, p.deadline, false);
+        r
+    }
+
+    fn one<T>(&self, build: impl FnOnce(&mut Pipeline) -> Pending<T>) -> Result<T> {
+        self.pipeline(build).wait()
+    }
+
+    /// Creates a node with the open ACL. For sequential modes `path` may end in `/`.
+    pub fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<Created> {
+        self.one(|p| p.create(path, data, mode))
+    }
+
+    /// Creates a node with the given ACL.
+    pub fn create_with_acl(&self, path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]) -> Result<Created> {
+        self.one(|p| p.create_with_acl(path, data, mode, acl))
+    }
+
+    /// Deletes a node, if its data version is `version` (`None`: any version).
+    pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
+        self.one(|p| p.delete(path, version))
+    }
+
+    /// The node's metadata, or `None` if it does not exist.
+    pub fn exists(&self, path: &str) -> Result<Option<Stat>> {
+        self.one(|p| p.exists(path))
+    }
+
+    /// Like [`Client::exists`], and leaves a watch that fires once when the node is created,
+    /// deleted or its data changes.
+    pub fn exists_w(&self, path: &str) -> Result<(Option<Stat>, Receiver<WatchedEvent>)> {
+        self.one(|p| p.exists_w(path))
+    }
+
+    /// The node's data and metadata.
+    pub fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
+        self.one(|p| p.get_data(path))
+    }
+
+    /// Like [`Client::get_data`], and leaves a watch that fires once when the node's data
+    /// changes or it is deleted. On [`Error::NoNode`] no watch is left behind.
+    pub fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, Receiver<WatchedEvent>)> {
+        self.one(|p| p.get_data_w(path))
+    }
+
+    /// Sets the node's data, if its version is `version` (`None`: any version).
+    pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
+        self.one(|p| p.set_data(path, data, version))
+    }
+
+    /// The node's children (names, not paths, in the server's order) and its metadata.
+    pub fn get_children(&self, path: &str) -> Result<(Vec<String>, Stat)> {
+        self.one(|p| p.get_children(path))
+    }
+
+    /// Like [`Client::get_children`], and leaves a watch that fires once when a child is
+    /// added or removed, or the node is deleted.
+    pub fn get_children_w(&self, path: &str) -> Result<(Vec<String>, Stat, Receiver<WatchedEvent>)> {
+        self.one(|p| p.get_children_w(path))
+    }
+
+    /// Waits until the server this client talks to has caught up with the leader for `path`.
+    pub fn sync(&self, path: &str) -> Result<()> {
+        self.one(|p| p.sync(path))
+    }
+
+    /// Applies all operations atomically, or none. On failure, [`Error::Multi`] names the
+    /// first operation that failed.
+    pub fn multi(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+        self.one(|p| p.multi(ops))
+    }
+}
+
+/// Requests collected by [`Client::pipeline`], written together when the closure returns.
+pub struct Pipeline<'a> {
+    client: &'a Client,
+    deadline: Instant,
+    out: Vec<Outgoing>,
+}
+
+/// The reply to come for one pipelined request.
+#[must_use = "a pending request does nothing unless waited for"]
+pub struct Pending<T> {
+    state: std::result::Result<Receiver<ReplyMsg>, Error>,
+    decode: Box<dyn FnOnce(RawReply) -> Result<T> + Send>,
+    op: &'static str,
+    path: String,
+    deadline: Instant,
+    timeout: Duration,
+}
+
+impl<T> Pending<T> {
+    /// Waits for the reply (until the deadline set when the pipeline was sent).
+    pub fn wait(self) -> Result<T> {
+        let rx = self.state?;
+        let timeout_err = || Error::Timeout {
+            op: self.op,
+            path: self.path.clone(),
+            after: self.timeout,
+        };
+        match rx.recv_deadline(self.deadline) {
+            Ok(Ok(raw)) => (self.decode)(raw),
+            Ok(Err(Error::Timeout { .. })) => Err(timeout_err()),
+            Ok(Err(Error::ConnectionLoss)) if Instant::now() >= self.deadline => Err(timeout_err()),
+            Ok(Err(e)) => Err(e),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(timeout_err()),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(Error::ConnectionLoss),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pending")
+            .field("op", &self.op)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn version_arg(v: Option<i32>) -> i32 {
+    v.unwrap_or(-1)
+}
+
+fn create_body(w: &mut Writer, server_path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]) {
+    w.string(server_path).buffer(data).acls(acl).int(mode.flag());
+    if let Some(ttl) = mode.ttl() {
+        w.long(ttl.as_millis() as i64);
+    }
+}
+
+fn create_opcode(mode: CreateMode) -> i32 {
+    match mode {
+        CreateMode::Container => op::CREATE_CONTAINER,
+        CreateMode::PersistentWithTtl(_) | CreateMode::PersistentSequentialWithTtl(_) => op::CREATE_TTL,
+        _ => op::CREATE2,
+    }
+}
+
+fn check_create(path: &str, mode: CreateMode, acl: &[Acl]) -> Result<()> {
+    if mode.is_sequential() {
+        path::validate_sequential_path(path)?;
+    } else {
+        path::validate_path(path)?;
+    }
+    if path == "/" && !mode.is_sequential() {
+        return Err(Error::NodeExists { path: "/".into() });
+    }
+    if acl.is_empty() {
+        return Err(Error::InvalidArgument {
+            name: "acl",
+            reason: format!("empty ACL list for {path}"),
+        });
+    }
+    if let Some(ttl) = mode.ttl() {
+        // The server keeps TTLs in 40 bits of milliseconds.
+        if ttl.is_zero() || ttl.as_millis() > (1u128 << 40) - 1 {
+            return Err(Error::InvalidArgument {
+                name: "ttl",
+                reason: format!("{ttl:?} for {path} is outside 1 ms ..= 2^40-1 ms"),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl<'a> Pipeline<'a> {
+    fn push<T: 'static>(
+        &mut self,
+        op_name: &'static str,
+        path: &str,
+        checked: Result<()>,
+        opcode: i32,
+        body: impl FnOnce(&mut Writer),
+        watch: Option<WatchKind>,
+        decode: impl FnOnce(RawReply) -> Result<T> + Send + 'static,
+    ) -> (Pending<T>, Option<Receiver<WatchedEvent>>) {
+        let timeout = self.client.timeout;
+        let mut pending = Pending {
+            state: Err(Error::Closed),
+            decode: Box::new(decode),
+            op: op_name,
+            path: path.to_string(),
+            deadline: self.deadline,
+            timeout,
+        };
+        if let Err(e) = checked {
+            pending.state = Err(e);
+            return (pending, None);
+        }
+        let mut w = Writer::default();
+        body(&mut w);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (watch, watch_rx) = match watch {
+            Some(kind) => {
+                let (wtx, wrx) = crossbeam_channel::unbounded();
+                (
+                    Some(WatchReg {
+                        server_path: self.server_path(path),
+                        kind,
+                        tx: wtx,
+                    }),
+                    Some(wrx),
+                )
+            }
+            None => (None, None),
+        };
+        self.out.push(Outgoing {
+            opcode,
+            body: w.buf,
+            watch,
+            tx,
+        });
+        pending.state = Ok(rx);
+        (pending, watch_rx)
+    }
+
+    fn server_path(&self, path: &str) -> String {
+        path::to_server(&self.client.shared.cfg.chroot, path)
+    }
+
+    fn chroot(&self) -> Arc<str> {
+        Arc::from(self.client.shared.cfg.chroot.as_str())
+    }
+
+    /// See [`Client::create`].
+    pub fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Pending<Created> {
+        self.create_with_acl(path, data, mode, &Acl::open_unsafe())
+    }
+
+    /// See [`Client::create_with_acl`].
+    pub fn create_with_acl(&mut self, path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]) -> Pending<Created> {
+        let sp = self.server_path(path);
+        let chroot = self.chroot();
+        let p = path.to_string();
+        self.push(
+            "create",
+            path,
+            check_create(path, mode, acl),
+            create_opcode(mode),
+            |w| create_body(w, &sp, data, mode, acl),
+            None,
+            move |raw| {
+                ok_or(&raw, &p)?;
+                let mut r = Reader::new(&raw.body);
+                let created = r.string().map_err(|_| malformed("create", &p))?;
+                let stat = r.stat().map_err(|_| malformed("create", &p))?;
+                Ok(Created {
+                    path: path::from_server(&chroot, &created),
+                    stat,
+                })
+            },
+        )
+        .0
+    }
+
+    /// See [`Client::delete`].
+    pub fn delete(&mut self, path: &str, version: Option<i32>) -> Pending<()> {
+        let sp = self.server_path(path);
+        let p = path.to_string();
+        let checked = path::validate_path(path).and_then(|_| {
+            if path == "/" {
+                Err(Error::InvalidPath {
+                    path: "/".into(),
+                    reason: "the root cannot be deleted".into(),
+                })
+            } else {
+                Ok(())
+            }
+        });
+        self.push(
+            "delete",
+            path,
+            checked,
+            op::DELETE,
+            |w| {
+                w.string(&sp).int(version_arg(version));
+            },
+            None,
+            move |raw| ok_or(&raw, &p),
+        )
+        .0
+    }
+
+    fn exists_inner(&mut self, path: &str, watch: bool) -> (Pending<Option<Stat>>, Option<Receiver<WatchedEvent>>) {
+        let sp = self.server_path(path);
+        let p = path.to_string();
+        self.push(
+            "exists",
+            path,
+            path::validate_path(path),
+            op::EXISTS,
+            |w| {
+                w.string(&sp).bool(watch);
+            },
+            watch.then_some(WatchKind::Data),
+            move |raw| {
+                if raw.err == proto::code::NO_NODE {
+                    return Ok(None);
+                }
+                ok_or(&raw, &p)?;
+                Reader::new(&raw.body).stat().map(Some).map_err(|_| malformed("exists", &p))
+            },
+        )
+    }
+
+    /// See [`Client::exists`].
+    pub fn exists(&mut self, path: &str) -> Pending<Option<Stat>> {
+        self.exists_inner(path, false).0
+    }
+
+    /// See [`Client::exists_w`].
+    pub fn exists_w(&mut self, path: &str) -> Pending<(Option<Stat>, Receiver<WatchedEvent>)> {
+        let (p, w) = self.exists_inner(path, true);
+        with_watch(p, w, |s, w| (s, w))
+    }
+
+    fn get_data_inner(&mut self, path: &str, watch: bool) -> (Pending<(Vec<u8>, Stat)>, Option<Receiver<WatchedEvent>>) {
+        let sp = self.server_path(path);
+        let p = path.to_string();
+        self.push(
+            "get_data",
+            path,
+            path::validate_path(path),
+            op::GET_DATA,
+            |w| {
+                w.string(&sp).bool(watch);
+            },
+            watch.then_some(WatchKind::Data),
+            move |raw| {
+                ok_or(&raw, &p)?;
+                let mut r = Reader::new(&raw.body);
+                let data = r.buffer().map_err(|_| malformed("get_data", &p))?;
+                let stat = r.stat().map_err(|_| malformed("get_data", &p))?;
+                Ok((data, stat))
+            },
+        )
+    }
+
+    /// See [`Client::get_data`].
+    pub fn get_data(&mut self, path: &str) -> Pending<(Vec<u8>, Stat)> {
+        self.get_data_inner(path, false).0
+    }
+
+    /// See [`Client::get_data_w`].
+    pub fn get_data_w(&mut self, path: &str) -> Pending<(Vec<u8>, Stat, Receiver<WatchedEvent>)> {
+        let (p, w) = self.get_data_inner(path, true);
+        with_watch(p, w, |(d, s), w| (d, s, w))
+    }
+
+    /// See [`Client::set_data`].
+    pub fn set_data(&mut self, path: &str, data: &[u8], version: Option<i32>) -> Pending<Stat> {
+        let sp = self.server_path(path);
+        let p = path.to_string();
+        self.push(
+            "set_data",
+            path,
+            path::validate_path(path),
+            op::SET_DATA,
+            |w| {
+                w.string(&sp).buffer(data).int(version_arg(version));
+            },
+            None,
+            move |raw| {
+                ok_or(&raw, &p)?;
+                Reader::new(&raw.body).stat().map_err(|_| malformed("set_data", &p))
+            },
+        )
+        .0
+    }
+
+    fn get_children_inner(
+        &mut self,
+        path: &str,
+        watch: bool,
+    ) -> (Pending<(Vec<String>, Stat)>, Option<Receiver<WatchedEvent>>) {
+        let sp = self.server_path(path);
+        let p = path.to_string();
+        self.push(
+            "get_children",
+            path,
+            path::validate_path(path),
+            op::GET_CHILDREN2,
+            |w| {
+                w.string(&sp).bool(watch);
+            },
+            watch.then_some(WatchKind::Child),
+            move |raw| {
+                ok_or(&raw, &p)?;
+                let mut r = Reader::new(&raw.body);
+                let children = r.strings().map_err(|_| malformed("get_children", &p))?;
+                let stat = r.stat().map_err(|_| malformed("get_children", &p))?;
+                Ok((children, stat))
+            },
+        )
+    }
+
+    /// See [`Client::get_children`].
+    pub fn get_children(&mut self, path: &str) -> Pending<(Vec<String>, Stat)> {
+        self.get_children_inner(path, false).0
+    }
+
+    /// See [`Client::get_children_w`].
+    pub fn get_children_w(&mut self, path: &str) -> Pending<(Vec<String>, Stat, Receiver<WatchedEvent>)> {
+        let (p, w) = self.get_children_inner(path, true);
+        with_watch(p, w, |(c, s), w| (c, s, w))
+    }
+
+    /// See [`Client::sync`].
+    pub fn sync(&mut self, path: &str) -> Pending<()> {
+        let sp = self.server_path(path);
+        let p = path.to_string();
+        self.push(
+            "sync",
+            path,
+            path::validate_path(path),
+            op::SYNC,
+            |w| {
+                w.string(&sp);
+            },
+            None,
+            move |raw| ok_or(&raw, &p),
+        )
+        .0
+    }
+
+    /// See [`Client::multi`].
+    pub fn multi(&mut self, ops: &[Op]) -> Pending<Vec<OpResult>> {
+        let chroot = self.chroot();
+        let checked = check_multi(ops);
+        let label = ops.first().map(|o| o.path().to_string()).unwrap_or_default();
+        let paths: Vec<String> = ops.iter().map(|o| o.path().to_string()).collect();
+        let cr = chroot.clone();
+        self.push(
+            "multi",
+            &label,
+            checked,
+            op::MULTI,
+            |w| encode_multi(w, &cr, ops),
+            None,
+            move |raw| decode_multi(&raw, &chroot, &paths),
+        )
+        .0
+    }
+}
+
+fn with_watch<A: 'static, B: 'static>(
+    p: Pending<A>,
+    w: Option<Receiver<WatchedEvent>>,
+    join: impl FnOnce(A, Receiver<WatchedEvent>) -> B + Send + 'static,
+) -> Pending<B> {
+    let Pending {
+        state,
+        decode,
+        op,
+        path,
+        deadline,
+        timeout,
+    } = p;
+    Pending {
+        state,
+        decode: Box::new(move |raw| {
+            let a = decode(raw)?;
+            let w = w.ok_or(Error::Closed)?;
+            Ok(join(a, w))
+        }),
+        op,
+        path,
+        deadline,
+        timeout,
+    }
+}
+
+fn ok_or(raw: &RawReply, path: &str) -> Result<()> {
+    if raw.err == proto::code::OK {
+        Ok(())
+    } else {
+        Err(Error::from_code(raw.err, path))
+    }
+}
+
+fn malformed(op: &str, path: &str) -> Error {
+    log::error!("zkguard: malformed {op} reply for {path}");
+    Error::Zk {
+        code: -5,
+        path: path.to_string(),
+    }
+}
+
+fn check_multi(ops: &[Op]) -> Result<()> {
+    for o in ops {
+        match o {
+            Op::Create { path, mode, .. } => {
+                if mode.ttl().is_some() {
+                    return Err(Error::InvalidArgument {
+                        name: "multi op",
+                        reason: format!("TTL create of {path} inside a multi is not supported"),
+                    });
+                }
+                check_create(path, *mode, &Acl::open_unsafe())?
+            }
+            Op::Delete { path, .. } | Op::Check { path, .. } | Op::SetData { path, .. } => path::validate_path(path)?,
+        }
+    }
+    Ok(())
+}
+
+fn encode_multi(w: &mut Writer, chroot: &str, ops: &[Op]) {
+    for o in ops {
+        let sp = path::to_server(chroot, o.path());
+        match o {
+            Op::Check { version, .. } => {
+                w.int(op::CHECK).bool(false).int(-1);
+                w.string(&sp).int(version_arg(*version));
+            }
+            Op::Create { data, mode, .. } => {
+                let code = if *mode == CreateMode::Container {
+                    op::CREATE_CONTAINER
+                } else {
+                    op::CREATE
+                };
+                w.int(code).bool(false).int(-1);
+                create_body(w, &sp, data, *mode, &Acl::open_unsafe());
+            }
+            Op::Delete { version, .. } => {
+                w.int(op::DELETE).bool(false).int(-1);
+                w.string(&sp).int(version_arg(*version));
+            }
+            Op::SetData { data, version, .. } => {
+                w.int(op::SET_DATA).bool(false).int(-1);
+                w.string(&sp).buffer(data).int(version_arg(*version));
+            }
+        }
+    }
+    w.int(-1).bool(true).int(-1);
+}
+
+fn decode_multi(raw: &RawReply, chroot: &str, paths: &[String]) -> Result<Vec<OpResult>> {
+    let label = paths.first().map(String::as_str).unwrap_or("");
+    let mut r = Reader::new(&raw.body);
+    let mut results = Vec::new();
+    let mut errors = Vec::new();
+    let bad = |_| malformed("multi", label);
+    loop {
+        let kind = r.int().map_err(bad)?;
+        let done = r.bool().map_err(bad)?;
+        let _err = r.int().map_err(bad)?;
+        if done {
+            break;
+        }
+        match kind {
+            op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => {
+                let p = r.string().map_err(bad)?;
+                if kind != op::CREATE {
+                    r.stat().map_err(bad)?;
+                }
+                results.push(OpResult::Create {
+                    path: path::from_server(chroot, &p),
+                });
+            }
+            op::DELETE => results.push(OpResult::Delete),
+            op::CHECK => results.push(OpResult::Check),
+            op::SET_DATA => results.push(OpResult::SetData {
+                stat: r.stat().map_err(bad)?,
+            }),
+            op::ERROR => errors.push((results.len() + errors.len(), r.int().map_err(bad)?)),
+            _ => return Err(malformed("multi", label)),
+        }
+    }
+    if raw.err != proto::code::OK || !errors.is_empty() {
+        // The failing op carries its own code; the others OK or runtime-inconsistency.
+        let (index, code) = errors
+            .iter()
+            .copied()
+            .find(|&(_, c)| c != proto::code::OK && c != proto::code::RUNTIME_INCONSISTENCY)
+            .or_else(|| errors.first().copied())
+            .unwrap_or((0, raw.err));
+        let path = paths.get(index).map(String::as_str).unwrap_or(label);
+        return Err(Error::Multi {
+            index,
+            source: Box::new(Error::from_code(code, path)),
+        });
+    }
+    Ok(results)
+}

@@ -1,0 +1,202 @@
+//! Connect strings and node paths: parsed and checked on the client, so a bad one gets an
+//! error naming it instead of a server round trip (or a dropped connection).
+
+use crate::error::{Error, Result};
+
+/// A parsed connect string: `host1:2181,host2:2181/optional/chroot`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConnectString {
+    /// `host:port` entries (port defaulted to 2181), in the given order.
+    pub hosts: Vec<String>,
+    /// Chroot prefix without trailing slash, or empty.
+    pub chroot: String,
+}
+
+pub(crate) fn parse_connect_string(s: &str) -> Result<ConnectString> {
+    let bad = |reason: String| Error::InvalidArgument {
+        name: "connect string",
+        reason: format!("{reason} in {s:?}"),
+    };
+    let (hosts_part, chroot) = match s.find('/') {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    };
+    let chroot = if chroot == "/" { "" } else { chroot };
+    if !chroot.is_empty() {
+        validate_path(chroot).map_err(|e| bad(format!("bad chroot ({e})")))?;
+    }
+    let mut hosts = Vec::new();
+    for entry in hosts_part.split(',') {
+        let entry = entry.trim();
+        if entry.is_empty() {
+            return Err(bad("empty host entry".into()));
+        }
+        let with_port = if let Some(rest) = entry.strip_prefix('[') {
+            // [v6]:port or [v6]
+            let close = rest.find(']').ok_or_else(|| bad(format!("unclosed '[' in {entry:?}")))?;
+            let after = &rest[close + 1..];
+            if after.is_empty() {
+                format!("{entry}:2181")
+            } else if let Some(port) = after.strip_prefix(':') {
+                check_port(port).map_err(|r| bad(format!("{r} in {entry:?}")))?;
+                entry.to_string()
+            } else {
+                return Err(bad(format!("unexpected text after ']' in {entry:?}")));
+            }
+        } else {
+            match entry.rsplit_once(':') {
+                Some((host, port)) => {
+                    if host.is_empty() {
+                        return Err(bad(format!("missing host in {entry:?}")));
+                    }
+                    if host.contains(':') {
+                        return Err(bad(format!(
+                            "IPv6 address {entry:?} must be written as [addr]:port"
+                        )));
+                    }
+                    check_port(port).map_err(|r| bad(format!("{r} in {entry:?}")))?;
+                    entry.to_string()
+                }
+                None => format!("{entry}:2181"),
+            }
+        };
+        hosts.push(with_port);
+    }
+    Ok(ConnectString {
+        hosts,
+        chroot: chroot.to_string(),
+    })
+}
+
+fn check_port(port: &str) -> std::result::Result<(), String> {
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(format!("bad port {port:?}")),
+    }
+}
+
+/// Checks a node path the way the server would (`PathUtils.validatePath`).
+pub(crate) fn validate_path(path: &str) -> Result<()> {
+    validate(path, false)
+}
+
+/// Like [`validate_path`], but a trailing `/` is allowed (a sequential create appends the
+/// sequence number right after it).
+pub(crate) fn validate_sequential_path(path: &str) -> Result<()> {
+    validate(path, true)
+}
+
+fn validate(path: &str, sequential: bool) -> Result<()> {
+    let err = |reason: &str| {
+        Err(Error::InvalidPath {
+            path: path.to_string(),
+            reason: reason.to_string(),
+        })
+    };
+    if path.is_empty() {
+        return err("empty path");
+    }
+    if !path.starts_with('/') {
+        return err("must start with '/' (paths are absolute)");
+    }
+    if path == "/" {
+        return Ok(());
+    }
+    let body = if sequential {
+        path.strip_suffix('/').unwrap_or(path)
+    } else {
+        path
+    };
+    if body.len() > 1 && body.ends_with('/') {
+        return err("must not end with '/'");
+    }
+    for seg in body.split('/').skip(1) {
+        if seg.is_empty() {
+            return err("empty segment ('//')");
+        }
+        if seg == "." || seg == ".." {
+            return err("relative segment ('.' or '..')");
+        }
+        if seg.chars().any(|c| {
+            c == '\0'
+                || ('\u{1}'..='\u{1f}').contains(&c)
+                || ('\u{7f}'..='\u{9f}').contains(&c)
+                || ('\u{e000}'..='\u{f8ff}').contains(&c)
+                || ('\u{fff0}'..='\u{ffff}').contains(&c)
+        }) {
+            return err("contains a character ZooKeeper does not allow");
+        }
+    }
+    Ok(())
+}
+
+/// Adds the chroot prefix to a (validated) path.
+pub(crate) fn to_server(chroot: &str, path: &str) -> String {
+    if chroot.is_empty() {
+        path.to_string()
+    } else if path == "/" {
+        chroot.to_string()
+    } else {
+        format!("{chroot}{path}")
+    }
+}
+
+/// Removes the chroot prefix from a path the server sent.
+pub(crate) fn from_server(chroot: &str, path: &str) -> String {
+    if chroot.is_empty() {
+        return path.to_string();
+    }
+    match path.strip_prefix(chroot) {
+        Some("") => "/".to_string(),
+        Some(rest) if rest.starts_with('/') => rest.to_string(),
+        _ => path.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_strings() {
+        let c = parse_connect_string("a:1,b,127.0.0.1:3/app/x").unwrap();
+        assert_eq!(c.hosts, vec!["a:1", "b:2181", "127.0.0.1:3"]);
+        assert_eq!(c.chroot, "/app/x");
+        let c = parse_connect_string("[::1]:5,[::1]/").unwrap();
+        assert_eq!(c.hosts, vec!["[::1]:5", "[::1]:2181"]);
+        assert_eq!(c.chroot, "");
+        for bad in ["", "a:,b", "a:0", "a:99999", ":1", "a,,b", "::1:5", "[::1", "h/app/", "h/a//b"] {
+            let e = parse_connect_string(bad).unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidArgument { name: "connect string", .. }),
+                "{bad}: {e}"
+            );
+            assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn paths() {
+        for ok in ["/", "/a", "/a/b", "/a.b/c-d_e", "/zookeeper"] {
+            validate_path(ok).unwrap();
+        }
+        for bad in ["", "a", "a/b", "/a/", "//", "/a//b", "/a/./b", "/a/..", "/a\0b", "/a\u{1}"] {
+            let e = validate_path(bad).unwrap_err();
+            assert!(matches!(e, Error::InvalidPath { .. }), "{bad:?}");
+        }
+        validate_sequential_path("/a/").unwrap();
+        validate_sequential_path("/a/b-").unwrap();
+        assert!(validate_sequential_path("/a//").is_err());
+    }
+
+    #[test]
+    fn chroot_mapping() {
+        assert_eq!(to_server("", "/a"), "/a");
+        assert_eq!(to_server("/app", "/"), "/app");
+        assert_eq!(to_server("/app", "/a"), "/app/a");
+        assert_eq!(from_server("/app", "/app"), "/");
+        assert_eq!(from_server("/app", "/app/a"), "/a");
+        assert_eq!(from_server("/app", "/apple"), "/apple");
+        assert_eq!(from_server("", "/a"), "/a");
+    }
+}

@@ -1,0 +1,398 @@
+//! The ZooKeeper wire protocol: jute encoding, op codes and the records zkguard uses.
+//!
+//! Written from the public record definitions (`zookeeper.jute`) and op codes. Every
+//! decoder works on untrusted bytes and returns an error instead of panicking.
+
+use super::types::{Acl, Stat};
+
+/// Op codes (`ZooDefs.OpCode`).
+pub(crate) mod op {
+    pub const CREATE: i32 = 1;
+    pub const DELETE: i32 = 2;
+    pub const EXISTS: i32 = 3;
+    pub const GET_DATA: i32 = 4;
+    pub const SET_DATA: i32 = 5;
+    pub const SYNC: i32 = 9;
+    pub const PING: i32 = 11;
+    pub const GET_CHILDREN2: i32 = 12;
+    pub const CHECK: i32 = 13;
+    pub const MULTI: i32 = 14;
+    pub const CREATE2: i32 = 15;
+    pub const CREATE_CONTAINER: i32 = 19;
+    pub const CREATE_TTL: i32 = 21;
+    pub const CLOSE: i32 = -11;
+    pub const AUTH: i32 = 100;
+    pub const SET_WATCHES: i32 = 101;
+    /// Multi header type of an error result.
+    pub const ERROR: i32 = -1;
+}
+
+/// Reserved xids.
+pub(crate) mod xid {
+    pub const WATCH_EVENT: i32 = -1;
+    pub const PING: i32 = -2;
+    pub const AUTH: i32 = -4;
+    pub const SET_WATCHES: i32 = -8;
+}
+
+/// Server error codes (`KeeperException.Code`) that zkguard names.
+pub(crate) mod code {
+    pub const OK: i32 = 0;
+    pub const RUNTIME_INCONSISTENCY: i32 = -2;
+    pub const CONNECTION_LOSS: i32 = -4;
+    pub const NO_NODE: i32 = -101;
+    pub const NO_AUTH: i32 = -102;
+    pub const BAD_VERSION: i32 = -103;
+    pub const NO_CHILDREN_FOR_EPHEMERALS: i32 = -108;
+    pub const NODE_EXISTS: i32 = -110;
+    pub const NOT_EMPTY: i32 = -111;
+    pub const SESSION_EXPIRED: i32 = -112;
+    pub const INVALID_ACL: i32 = -114;
+    pub const AUTH_FAILED: i32 = -115;
+}
+
+/// Largest frame accepted from a server (ZooKeeper's own `jute.maxbuffer` default is 1 MiB;
+/// a large multi or children listing may exceed it a little, so allow headroom).
+pub(crate) const MAX_FRAME: usize = 64 * 1024 * 1024;
+
+/// A malformed record: the connection it came from cannot be trusted any more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Malformed(pub String);
+
+pub(crate) type DecodeResult<T> = std::result::Result<T, Malformed>;
+
+/// Appends jute-encoded values to a buffer.
+#[derive(Default)]
+pub(crate) struct Writer {
+    pub buf: Vec<u8>,
+}
+
+impl Writer {
+    /// A writer whose buffer starts with room for the 4-byte frame length.
+    pub fn frame() -> Writer {
+        Writer {
+            buf: vec![0, 0, 0, 0],
+        }
+    }
+
+    /// Fills in the frame length written by [`Writer::frame`] and returns the bytes.
+    pub fn finish_frame(mut self) -> Vec<u8> {
+        let len = (self.buf.len() - 4) as u32;
+        self.buf[..4].copy_from_slice(&len.to_be_bytes());
+        self.buf
+    }
+
+    pub fn int(&mut self, v: i32) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    pub fn long(&mut self, v: i64) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    pub fn bool(&mut self, v: bool) -> &mut Self {
+        self.buf.push(v as u8);
+        self
+    }
+    pub fn buffer(&mut self, v: &[u8]) -> &mut Self {
+        self.int(v.len() as i32);
+        self.buf.extend_from_slice(v);
+        self
+    }
+    pub fn string(&mut self, v: &str) -> &mut Self {
+        self.buffer(v.as_bytes())
+    }
+    pub fn strings(&mut self, v: &[String]) -> &mut Self {
+        self.int(v.len() as i32);
+        for s in v {
+            self.string(s);
+        }
+        self
+    }
+    pub fn acls(&mut self, acls: &[Acl]) -> &mut Self {
+        self.int(acls.len() as i32);
+        for a in acls {
+            self.int(a.perms.bits() as i32)
+                .string(&a.scheme)
+                .string(&a.id);
+        }
+        self
+    }
+}
+
+/// Reads jute-encoded values from untrusted bytes.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf, pos: 0 }
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub fn rest(&self) -> &'a [u8] {
+        &self.buf[self.pos..]
+    }
+
+    fn take(&mut self, n: usize, what: &str) -> DecodeResult<&'a [u8]> {
+        if self.remaining() < n {
+            return Err(Malformed(format!(
+                "truncated {what}: need {n} bytes, {} left",
+                self.remaining()
+            )));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    pub fn int(&mut self) -> DecodeResult<i32> {
+        let b = self.take(4, "int")?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    pub fn long(&mut self) -> DecodeResult<i64> {
+        let b = self.take(8, "long")?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(i64::from_be_bytes(a))
+    }
+    pub fn bool(&mut self) -> DecodeResult<bool> {
+        Ok(self.take(1, "bool")?[0] != 0)
+    }
+    /// A length-prefixed buffer; -1 (null) reads as empty.
+    pub fn buffer(&mut self) -> DecodeResult<Vec<u8>> {
+        let len = self.int()?;
+        if len < 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.take(len as usize, "buffer")?.to_vec())
+    }
+    pub fn string(&mut self) -> DecodeResult<String> {
+        let bytes = self.buffer()?;
+        String::from_utf8(bytes).map_err(|_| Malformed("string is not UTF-8".into()))
+    }
+    /// A vector count, checked against the bytes left (each element takes at least `min` bytes).
+    fn count(&mut self, min: usize) -> DecodeResult<usize> {
+        let n = self.int()?;
+        if n < 0 {
+            return Ok(0);
+        }
+        let n = n as usize;
+        if n.saturating_mul(min) > self.remaining() {
+            return Err(Malformed(format!(
+                "vector of {n} elements in {} bytes",
+                self.remaining()
+            )));
+        }
+        Ok(n)
+    }
+    pub fn strings(&mut self) -> DecodeResult<Vec<String>> {
+        let n = self.count(4)?;
+        (0..n).map(|_| self.string()).collect()
+    }
+    pub fn stat(&mut self) -> DecodeResult<Stat> {
+        Ok(Stat {
+            czxid: self.long()?,
+            mzxid: self.long()?,
+            ctime: self.long()?,
+            mtime: self.long()?,
+            version: self.int()?,
+            cversion: self.int()?,
+            aversion: self.int()?,
+            ephemeral_owner: self.long()?,
+            data_length: self.int()?,
+            num_children: self.int()?,
+            pzxid: self.long()?,
+        })
+    }
+}
+
+/// `ConnectRequest`, sent without a request header.
+pub(crate) fn connect_request(last_zxid: i64, timeout_ms: i32, session_id: i64, passwd: &[u8]) -> Vec<u8> {
+    let mut w = Writer::frame();
+    w.int(0) // protocol version
+        .long(last_zxid)
+        .int(timeout_ms)
+        .long(session_id)
+        .buffer(passwd)
+        .bool(false); // read-only not wanted
+    w.finish_frame()
+}
+
+/// `ConnectResponse`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConnectResponse {
+    pub timeout_ms: i32,
+    pub session_id: i64,
+    pub passwd: Vec<u8>,
+}
+
+pub(crate) fn decode_connect_response(frame: &[u8]) -> DecodeResult<ConnectResponse> {
+    let mut r = Reader::new(frame);
+    let _protocol_version = r.int()?;
+    let timeout_ms = r.int()?;
+    let session_id = r.long()?;
+    let passwd = r.buffer()?;
+    // An optional read-only flag may follow; ignore it.
+    Ok(ConnectResponse {
+        timeout_ms,
+        session_id,
+        passwd,
+    })
+}
+
+/// `ReplyHeader`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplyHeader {
+    pub xid: i32,
+    pub zxid: i64,
+    pub err: i32,
+}
+
+pub(crate) fn decode_reply_header(r: &mut Reader<'_>) -> DecodeResult<ReplyHeader> {
+    Ok(ReplyHeader {
+        xid: r.int()?,
+        zxid: r.long()?,
+        err: r.int()?,
+    })
+}
+
+/// `WatcherEvent`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RawWatchEvent {
+    pub kind: i32,
+    pub state: i32,
+    pub path: String,
+}
+
+pub(crate) fn decode_watch_event(r: &mut Reader<'_>) -> DecodeResult<RawWatchEvent> {
+    Ok(RawWatchEvent {
+        kind: r.int()?,
+        state: r.int()?,
+        path: r.string()?,
+    })
+}
+
+/// A request frame: header plus body.
+pub(crate) fn request_frame(xid: i32, opcode: i32, body: &[u8]) -> Vec<u8> {
+    let mut w = Writer::frame();
+    w.int(xid).int(opcode);
+    w.buf.extend_from_slice(body);
+    w.finish_frame()
+}
+
+/// Splits the watches into SetWatches frames of at most ~128 KiB each (the Java client does
+/// the same, so a session with many watches does not exceed the server's frame limit).
+pub(crate) fn set_watches_frames(
+    relative_zxid: i64,
+    data: &[String],
+    exist: &[String],
+    child: &[String],
+) -> Vec<Vec<u8>> {
+    const LIMIT: usize = 128 * 1024;
+    let mut frames = Vec::new();
+    let (mut d, mut e, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    let mut size = 0usize;
+    let all = data
+        .iter()
+        .map(|p| (0, p))
+        .chain(exist.iter().map(|p| (1, p)))
+        .chain(child.iter().map(|p| (2, p)));
+    let flush = |d: &mut Vec<String>, e: &mut Vec<String>, c: &mut Vec<String>, frames: &mut Vec<Vec<u8>>| {
+        let mut w = Writer::default();
+        w.long(relative_zxid).strings(d).strings(e).strings(c);
+        frames.push(request_frame(xid::SET_WATCHES, op::SET_WATCHES, &w.buf));
+        d.clear();
+        e.clear();
+        c.clear();
+    };
+    for (kind, path) in all {
+        if size + path.len() + 4 > LIMIT && size > 0 {
+            flush(&mut d, &mut e, &mut c, &mut frames);
+            size = 0;
+        }
+        size += path.len() + 4;
+        match kind {
+            0 => d.push(path.clone()),
+            1 => e.push(path.clone()),
+            _ => c.push(path.clone()),
+        }
+    }
+    if size > 0 {
+        flush(&mut d, &mut e, &mut c, &mut frames);
+    }
+    frames
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_primitives() {
+        let mut w = Writer::default();
+        w.int(-7).long(1 << 40).bool(true).string("/a/b").buffer(&[1, 2, 3]);
+        w.strings(&["x".to_string(), "yz".to_string()]);
+        let mut r = Reader::new(&w.buf);
+        assert_eq!(r.int().unwrap(), -7);
+        assert_eq!(r.long().unwrap(), 1 << 40);
+        assert!(r.bool().unwrap());
+        assert_eq!(r.string().unwrap(), "/a/b");
+        assert_eq!(r.buffer().unwrap(), vec![1, 2, 3]);
+        assert_eq!(r.strings().unwrap(), vec!["x", "yz"]);
+        assert_eq!(r.remaining(), 0);
+    }
+
+    #[test]
+    fn truncated_and_hostile_input_is_an_error() {
+        assert!(Reader::new(&[0, 0, 0]).int().is_err());
+        // A buffer claiming 1000 bytes with 2 present.
+        let mut w = Writer::default();
+        w.int(1000).int(0);
+        assert!(Reader::new(&w.buf).buffer().is_err());
+        // A vector claiming 2^31-1 elements.
+        let mut w = Writer::default();
+        w.int(i32::MAX);
+        assert!(Reader::new(&w.buf).strings().is_err());
+        // Invalid UTF-8 in a string.
+        let mut w = Writer::default();
+        w.buffer(&[0xff, 0xfe]);
+        assert!(Reader::new(&w.buf).string().is_err());
+        // Null buffer reads as empty.
+        let mut w = Writer::default();
+        w.int(-1);
+        assert_eq!(Reader::new(&w.buf).buffer().unwrap(), Vec::<u8>::new());
+        assert!(decode_connect_response(&[1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn frame_length_prefix() {
+        let f = request_frame(5, op::EXISTS, &[9, 9]);
+        assert_eq!(&f[..4], &10u32.to_be_bytes());
+        assert_eq!(f.len(), 14);
+    }
+
+    #[test]
+    fn set_watches_split_into_bounded_frames() {
+        let paths: Vec<String> = (0..20_000).map(|i| format!("/some/long/path/{i:08}")).collect();
+        let frames = set_watches_frames(42, &paths, &[], &paths[..10]);
+        assert!(frames.len() > 1);
+        let mut seen = 0;
+        for f in &frames {
+            assert!(f.len() < 140 * 1024);
+            let mut r = Reader::new(&f[4..]);
+            assert_eq!(r.int().unwrap(), xid::SET_WATCHES);
+            assert_eq!(r.int().unwrap(), op::SET_WATCHES);
+            assert_eq!(r.long().unwrap(), 42);
+            seen += r.strings().unwrap().len();
+            seen += r.strings().unwrap().len();
+            seen += r.strings().unwrap().len();
+        }
+        assert_eq!(seen, 20_010);
+    }
+}

@@ -1,0 +1,327 @@
+//! Values exchanged with the server: node metadata, create modes, ACLs, events.
+
+use std::time::Duration;
+
+/// A node's metadata, as ZooKeeper reports it (`Stat`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Stat {
+    /// Transaction id of the create. Grows with every later create anywhere in the ensemble,
+    /// which makes it a sound fencing token for a lock node.
+    pub czxid: i64,
+    /// Transaction id of the last data change.
+    pub mzxid: i64,
+    /// Creation time, milliseconds since the epoch (server clock).
+    pub ctime: i64,
+    /// Last modification time, milliseconds since the epoch (server clock).
+    pub mtime: i64,
+    /// Data version (number of data changes).
+    pub version: i32,
+    /// Children version (number of child changes).
+    pub cversion: i32,
+    /// ACL version.
+    pub aversion: i32,
+    /// Session id of the owner if the node is ephemeral, otherwise 0.
+    pub ephemeral_owner: i64,
+    /// Length of the node's data in bytes.
+    pub data_length: i32,
+    /// Number of children.
+    pub num_children: i32,
+    /// Transaction id of the last change to the children.
+    pub pzxid: i64,
+}
+
+/// How a node is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CreateMode {
+    /// Stays until deleted.
+    Persistent,
+    /// Persistent, with a 10-digit monotonically increasing suffix appended to the name.
+    PersistentSequential,
+    /// Deleted by the server when the creating session ends.
+    Ephemeral,
+    /// Ephemeral, with a sequence suffix.
+    EphemeralSequential,
+    /// Deleted by the server some time after its last child is gone (ZooKeeper 3.5.3+). Sent
+    /// with the container op code, so it really is a container.
+    Container,
+    /// Persistent, deleted by the server when it has had no children and no changes for the
+    /// given time. Needs `extendedTypesEnabled=true` on the server.
+    PersistentWithTtl(Duration),
+    /// Like [`CreateMode::PersistentWithTtl`], with a sequence suffix.
+    PersistentSequentialWithTtl(Duration),
+}
+
+impl CreateMode {
+    /// The wire flag value.
+    pub(crate) fn flag(self) -> i32 {
+        match self {
+            CreateMode::Persistent => 0,
+            CreateMode::Ephemeral => 1,
+            CreateMode::PersistentSequential => 2,
+            CreateMode::EphemeralSequential => 3,
+            CreateMode::Container => 4,
+            CreateMode::PersistentWithTtl(_) => 5,
+            CreateMode::PersistentSequentialWithTtl(_) => 6,
+        }
+    }
+
+    /// Whether the server appends a sequence number.
+    pub fn is_sequential(self) -> bool {
+        matches!(
+            self,
+            CreateMode::PersistentSequential
+                | CreateMode::EphemeralSequential
+                | CreateMode::PersistentSequentialWithTtl(_)
+        )
+    }
+
+    /// Whether the node goes away with the session.
+    pub fn is_ephemeral(self) -> bool {
+        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+    }
+
+    pub(crate) fn ttl(self) -> Option<Duration> {
+        match self {
+            CreateMode::PersistentWithTtl(t) | CreateMode::PersistentSequentialWithTtl(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Permission bits of an [`Acl`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Perms(u32);
+
+impl Perms {
+    /// Read data and list children.
+    pub const READ: Perms = Perms(1);
+    /// Set data.
+    pub const WRITE: Perms = Perms(2);
+    /// Create children.
+    pub const CREATE: Perms = Perms(4);
+    /// Delete children.
+    pub const DELETE: Perms = Perms(8);
+    /// Change the ACL.
+    pub const ADMIN: Perms = Perms(16);
+    /// Everything.
+    pub const ALL: Perms = Perms(31);
+
+    /// The raw bit mask.
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+    /// Permissions from a raw bit mask (unknown bits are kept; the server judges them).
+    pub fn from_bits(bits: u32) -> Perms {
+        Perms(bits)
+    }
+    /// Whether every bit of `other` is set here.
+    pub fn contains(self, other: Perms) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Perms {
+    type Output = Perms;
+    fn bitor(self, rhs: Perms) -> Perms {
+        Perms(self.0 | rhs.0)
+    }
+}
+
+/// One access-control entry: who (`scheme`:`id`) may do what (`perms`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Acl {
+    /// What the identity may do.
+    pub perms: Perms,
+    /// Auth scheme: `world`, `auth`, `digest`, `ip`, ...
+    pub scheme: String,
+    /// Identity within the scheme (`anyone` for `world`).
+    pub id: String,
+}
+
+impl Acl {
+    /// Any permissions for one identity.
+    pub fn new(perms: Perms, scheme: impl Into<String>, id: impl Into<String>) -> Acl {
+        Acl {
+            perms,
+            scheme: scheme.into(),
+            id: id.into(),
+        }
+    }
+    /// Everyone may do everything (`world:anyone`, all). ZooKeeper's `OPEN_ACL_UNSAFE`.
+    pub fn open_unsafe() -> Vec<Acl> {
+        vec![Acl::new(Perms::ALL, "world", "anyone")]
+    }
+    /// Only the identities this session authenticated as (see
+    /// [`ClientBuilder::auth`](crate::ClientBuilder::auth)) may do anything. ZooKeeper's
+    /// `CREATOR_ALL_ACL`; the create fails with an invalid-ACL error if the session has no
+    /// authenticated identity.
+    pub fn creator_all() -> Vec<Acl> {
+        vec![Acl::new(Perms::ALL, "auth", "")]
+    }
+    /// Everyone may read, nobody may change. ZooKeeper's `READ_ACL_UNSAFE`.
+    pub fn read_unsafe() -> Vec<Acl> {
+        vec![Acl::new(Perms::READ, "world", "anyone")]
+    }
+}
+
+/// The result of a create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    /// The path of the created node (with its sequence suffix for sequential modes), relative
+    /// to the client's chroot.
+    pub path: String,
+    /// The new node's metadata (from `create2`, no extra round trip). `stat.czxid` is the
+    /// fencing token of a lock node.
+    pub stat: Stat,
+}
+
+/// What a watch reports. A watch fires once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// The node was created (exists watches).
+    NodeCreated,
+    /// The node was deleted.
+    NodeDeleted,
+    /// The node's data changed.
+    NodeDataChanged,
+    /// A child was added or removed.
+    NodeChildrenChanged,
+    /// The session the watch belonged to is lost (expired on the server, or its timeout
+    /// passed without contact). The watch will never fire; look again on the new session.
+    SessionLost,
+    /// The client was closed.
+    Closed,
+}
+
+/// A watch notification.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WatchedEvent {
+    /// What happened.
+    pub event_type: EventType,
+    /// The watched path (relative to the chroot).
+    pub path: String,
+}
+
+/// The client's view of its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionState {
+    /// Connected to a server; the session is alive.
+    Connected,
+    /// Disconnected; the session may still be alive on the server. Locks and leaders should
+    /// act as if they do not hold anything until it is connected again.
+    Suspended,
+    /// The session is gone (the server said it expired, or the negotiated timeout passed
+    /// without contact). Its ephemeral nodes are gone or going. The client is opening a new
+    /// session on its own.
+    Lost,
+    /// [`Client::close`](crate::Client::close) was called or the last handle was dropped.
+    Closed,
+}
+
+/// Why a session counts as lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LossReason {
+    /// A server said the session expired.
+    Expired,
+    /// The negotiated session timeout passed since the last frame from any server: the server
+    /// has expired it or soon will, whatever it may say later.
+    Timeout,
+}
+
+/// A change of the session's state, delivered to every receiver from
+/// [`Client::events`](crate::Client::events), in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionEvent {
+    /// A new session was established (the first one, or a replacement after a loss).
+    Connected {
+        /// The new session's id.
+        session_id: i64,
+    },
+    /// The connection dropped; the session may still be alive.
+    Suspended {
+        /// The session that may still be alive.
+        session_id: i64,
+    },
+    /// Connected again within the same session; watches were re-armed.
+    Reconnected {
+        /// The (unchanged) session id.
+        session_id: i64,
+    },
+    /// The session is gone; every ephemeral node and watch of it is gone.
+    Lost {
+        /// The lost session's id.
+        session_id: i64,
+        /// Who decided.
+        reason: LossReason,
+    },
+    /// The client was closed.
+    Closed,
+}
+
+/// One operation of a [`Client::multi`](crate::Client::multi) transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Succeeds only if the node's data version is `version` (or the node exists, for `None`).
+    Check {
+        /// Node path.
+        path: String,
+        /// Expected data version; `None` checks existence only.
+        version: Option<i32>,
+    },
+    /// Creates a node with the open ACL.
+    Create {
+        /// Node path.
+        path: String,
+        /// Initial data.
+        data: Vec<u8>,
+        /// Create mode (TTL modes are not allowed inside a multi).
+        mode: CreateMode,
+    },
+    /// Deletes a node.
+    Delete {
+        /// Node path.
+        path: String,
+        /// Expected data version; `None` for any.
+        version: Option<i32>,
+    },
+    /// Sets a node's data.
+    SetData {
+        /// Node path.
+        path: String,
+        /// New data.
+        data: Vec<u8>,
+        /// Expected data version; `None` for any.
+        version: Option<i32>,
+    },
+}
+
+impl Op {
+    /// The path the operation acts on.
+    pub fn path(&self) -> &str {
+        match self {
+            Op::Check { path, .. }
+            | Op::Create { path, .. }
+            | Op::Delete { path, .. }
+            | Op::SetData { path, .. } => path,
+        }
+    }
+}
+
+/// The result of one operation of a successful multi.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    /// A check passed.
+    Check,
+    /// A node was created at this path.
+    Create {
+        /// The created path (relative to the chroot).
+        path: String,
+    },
+    /// A node was deleted.
+    Delete,
+    /// Data was set.
+    SetData {
+        /// The node's new metadata.
+        stat: Stat,
+    },
+}
