@@ -1,1 +1,406 @@
+//! The client under faults, against real servers: restarts, failover, partitions through the
+//! fault proxy, session expiry, malformed frames.
 
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::{connect, init_log, retry, unique, wait_event};
+use zkguard::testing::{FaultProxy, TestCluster};
+use zkguard::{Acl, Client, CreateMode, Error, EventType, LossReason, SessionEvent, SessionState};
+
+#[test]
+fn watches_survive_a_server_restart() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let c = connect(&cluster.connect_string(), Duration::from_secs(8));
+    let other = connect(&cluster.connect_string(), Duration::from_secs(8));
+    let p = unique("restart");
+    c.create(&p, b"0", CreateMode::Persistent).unwrap();
+    let session = c.session_id();
+    let events = c.events();
+    let (_, _, data_w) = c.get_data_w(&p).unwrap();
+    let (_, missing_w) = c.exists_w(&format!("{p}/later")).unwrap();
+
+    cluster.stop(0).unwrap();
+    wait_event(&events, Duration::from_secs(10), "suspended", |e| matches!(e, SessionEvent::Suspended { .. }));
+    assert_eq!(c.state(), SessionState::Suspended);
+    cluster.start_server(0).unwrap();
+    let ev = wait_event(&events, Duration::from_secs(15), "reconnected", |e| {
+        matches!(e, SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. })
+    });
+    assert_eq!(ev, SessionEvent::Reconnected { session_id: session }, "session kept");
+
+    // The server forgot every watch when it stopped; SetWatches re-armed them.
+    retry(Duration::from_secs(15), || other.set_data(&p, b"1", None));
+    assert_eq!(data_w.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeDataChanged);
+    retry(Duration::from_secs(15), || other.create(&format!("{p}/later"), b"", CreateMode::Persistent));
+    assert_eq!(missing_w.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeCreated);
+    assert_eq!(c.session_id(), session);
+}
+
+#[test]
+fn failover_keeps_the_session_and_reports_a_change_made_during_the_outage() {
+    init_log();
+    let cluster = TestCluster::start(3).unwrap();
+    let c = connect(&cluster.connect_string(), Duration::from_secs(8));
+    let p = unique("failover");
+    c.create(&p, b"0", CreateMode::Persistent).unwrap();
+    c.create(&format!("{p}/eph"), b"", CreateMode::Ephemeral).unwrap();
+    let session = c.session_id();
+    let events = c.events();
+    let (_, _, data_w) = c.get_data_w(&p).unwrap();
+    let (_, _, kids_w) = c.get_children_w(&p).unwrap();
+
+    let here = c.connected_server().unwrap();
+    let victim = (0..3).find(|&i| cluster.client_addr(i) == here).unwrap();
+    let elsewhere = (0..3).find(|&i| i != victim).unwrap();
+    let other = connect(&cluster.server_connect_string(elsewhere), Duration::from_secs(8));
+
+    cluster.kill(victim).unwrap();
+    // Change the node while `c` is still finding another server.
+    retry(Duration::from_secs(20), || other.set_data(&p, b"during", None));
+    let ev = wait_event(&events, Duration::from_secs(20), "reconnected", |e| {
+        matches!(e, SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. })
+    });
+    assert_eq!(ev, SessionEvent::Reconnected { session_id: session });
+    assert_ne!(c.connected_server(), Some(here));
+    assert_eq!(data_w.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeDataChanged);
+    retry(Duration::from_secs(10), || other.create(&format!("{p}/new"), b"", CreateMode::Persistent));
+    assert_eq!(kids_w.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeChildrenChanged);
+    // The ephemeral node is still there: same session.
+    assert!(retry(Duration::from_secs(10), || other.exists(&format!("{p}/eph"))).is_some());
+}
+
+#[test]
+fn a_partition_is_suspended_at_once_and_lost_within_the_session_timeout() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let t = Duration::from_secs(2);
+    let c = connect(&proxy.connect_string(), t);
+    let observer = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let p = unique("partition");
+    c.create(&p, b"", CreateMode::Ephemeral).unwrap();
+    let (_, _, w) = c.get_data_w(&p).unwrap();
+    let old = c.session_id();
+    let events = c.events();
+
+    let cut = Instant::now();
+    proxy.blackhole();
+    wait_event(&events, t * 3, "suspended", |e| matches!(e, SessionEvent::Suspended { .. }));
+    // A request waiting for the connection learns that its session is gone.
+    let waiter = {
+        let c = c.with_timeout(Duration::from_secs(30));
+        let p = p.clone();
+        std::thread::spawn(move || c.get_data(&p))
+    };
+    let lost = wait_event(&events, t * 3, "lost", |e| matches!(e, SessionEvent::Lost { .. }));
+    let took = cut.elapsed();
+    assert_eq!(lost, SessionEvent::Lost { session_id: old, reason: LossReason::Timeout });
+    assert!(took <= t + Duration::from_millis(300), "lost reported {took:?} after the cut");
+    assert_eq!(w.recv_timeout(Duration::from_secs(1)).unwrap().event_type, EventType::SessionLost);
+    assert_eq!(waiter.join().unwrap().unwrap_err(), Error::SessionExpired);
+
+    proxy.heal();
+    let ev = wait_event(&events, Duration::from_secs(15), "connected", |e| matches!(e, SessionEvent::Connected { .. }));
+    let SessionEvent::Connected { session_id } = ev else { unreachable!() };
+    assert_ne!(session_id, old);
+    assert_eq!(c.session_id(), session_id);
+    assert_eq!(c.state(), SessionState::Connected);
+    // Usable again; the old session's ephemeral node is gone (server-side expiry).
+    c.create(&format!("{p}-again"), b"", CreateMode::Ephemeral).unwrap();
+    let (_, gone) = observer.exists_w(&p).unwrap();
+    if observer.exists(&p).unwrap().is_some() {
+        assert_eq!(gone.recv_timeout(Duration::from_secs(15)).unwrap().event_type, EventType::NodeDeleted);
+    }
+    assert_eq!(c.stats().sessions, 2);
+}
+
+/// Writes one length-prefixed frame.
+fn send_frame(s: &mut std::net::TcpStream, body: &[u8]) {
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    s.write_all(&frame).unwrap();
+}
+
+/// A ConnectResponse body.
+fn connect_response(timeout_ms: i32, session_id: i64) -> Vec<u8> {
+    let mut r = Vec::new();
+    r.extend_from_slice(&0i32.to_be_bytes());
+    r.extend_from_slice(&timeout_ms.to_be_bytes());
+    r.extend_from_slice(&session_id.to_be_bytes());
+    r.extend_from_slice(&16i32.to_be_bytes());
+    r.extend_from_slice(&[7u8; 16]);
+    r
+}
+
+#[test]
+fn a_server_saying_expired_is_reported_as_lost_and_a_new_session_follows() {
+    // On a real server the client's own timer (same length as the server's) always fires
+    // first, so the server's "expired" answer is driven by a scripted peer: session 0x51,
+    // a dropped connection, "expired" on the reconnect, then a new session 0x52.
+    init_log();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (go, go_rx) = crossbeam_channel::bounded::<()>(1);
+    let server = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for (i, reply) in [(4000, 0x51i64), (0, 0), (4000, 0x52)].into_iter().enumerate() {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 256];
+            let n = s.read(&mut buf).unwrap();
+            // The session id the client asked for: bytes 4+4+8+4 .. +8 of the frame.
+            seen.push(i64::from_be_bytes(buf[20..28].try_into().unwrap()));
+            assert!(n >= 28);
+            send_frame(&mut s, &connect_response(reply.0, reply.1));
+            if i == 0 {
+                // Drop the first connection once the test listens for events.
+                let _ = go_rx.recv();
+            }
+            if i == 2 {
+                // Keep the last connection open until the client closes it.
+                let _ = s.read(&mut buf);
+            }
+        }
+        seen
+    });
+    let c = Client::builder(&addr).build().unwrap();
+    let events = c.events();
+    go.send(()).unwrap();
+    let lost = wait_event(&events, Duration::from_secs(10), "lost", |e| matches!(e, SessionEvent::Lost { .. }));
+    assert_eq!(lost, SessionEvent::Lost { session_id: 0x51, reason: LossReason::Expired });
+    let next = wait_event(&events, Duration::from_secs(10), "connected", |e| matches!(e, SessionEvent::Connected { .. }));
+    assert_eq!(next, SessionEvent::Connected { session_id: 0x52 });
+    drop(c);
+    // First a new session, then a resume of 0x51, then a new session again.
+    assert_eq!(server.join().unwrap(), vec![0, 0x51, 0]);
+}
+
+#[test]
+fn a_busy_client_survives_a_one_second_blip_with_the_same_session() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let c = connect(&proxy.connect_string(), Duration::from_secs(4));
+    let p = unique("blip");
+    c.create(&p, b"", CreateMode::Ephemeral).unwrap();
+    let session = c.session_id();
+    let events = c.events();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let c = c.with_timeout(Duration::from_millis(500));
+        let p = p.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let (mut ok, mut failed) = (0u32, 0u32);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match c.exists(&p) {
+                    Ok(Some(_)) => ok += 1,
+                    Ok(None) => panic!("ephemeral node vanished"),
+                    Err(e) if e.is_connection_error() => failed += 1,
+                    Err(e) => panic!("unexpected error during a blip: {e}"),
+                }
+            }
+            (ok, failed)
+        })
+    };
+    retry(Duration::from_secs(5), || c.exists(&p));
+    proxy.blackhole();
+    std::thread::sleep(Duration::from_secs(1)); // the length of the fault itself
+    proxy.heal();
+    // Working again on the same session.
+    retry(Duration::from_secs(10), || c.set_data(&p, b"after", None));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, _failed) = busy.join().unwrap();
+    assert!(ok > 0);
+    assert_eq!(c.session_id(), session);
+    while let Ok(ev) = events.try_recv() {
+        assert!(!matches!(ev, SessionEvent::Lost { .. } | SessionEvent::Connected { .. }), "{ev:?}");
+    }
+    assert_eq!(c.stats().sessions, 1);
+}
+
+#[test]
+fn a_client_that_only_receives_events_keeps_its_session() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let t = Duration::from_secs(2);
+    let c = connect(&cluster.connect_string(), t);
+    let writer = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let dir = unique("listener");
+    writer.create(&dir, b"", CreateMode::Persistent).unwrap();
+    let mine = c.create(&format!("{dir}/me"), b"", CreateMode::Ephemeral).unwrap();
+    let session = c.session_id();
+    let n = 60;
+    let mut watches = Vec::new();
+    for i in 0..n {
+        let p = format!("{dir}/n{i}");
+        writer.create(&p, b"", CreateMode::Persistent).unwrap();
+        watches.push(c.get_data_w(&p).unwrap().2);
+    }
+    let events = c.events();
+    // 60 changes, 100 ms apart: 6 s = three session timeouts during which `c` sends nothing
+    // of its own but pings (a client that let inbound events push its pings back would
+    // lose its session here).
+    for i in 0..n {
+        writer.set_data(&format!("{dir}/n{i}"), b"x", None).unwrap();
+        std::thread::sleep(Duration::from_millis(100)); // the pace of the other writer
+    }
+    for (i, w) in watches.iter().enumerate() {
+        let ev = w.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|_| panic!("event {i} missing"));
+        assert_eq!(ev.event_type, EventType::NodeDataChanged);
+    }
+    assert_eq!(c.session_id(), session);
+    assert!(events.try_recv().is_err(), "session changed state while receiving events");
+    assert_eq!(writer.exists(&mine.path).unwrap().unwrap().ephemeral_owner, session);
+}
+
+#[test]
+fn digest_auth_is_replayed_after_a_reconnect() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let c = Client::builder(&proxy.connect_string())
+        .session_timeout(Duration::from_secs(8))
+        .auth("digest", b"bob:pw")
+        .build()
+        .unwrap();
+    let p = unique("secret");
+    c.create_with_acl(&p, b"s3cret", CreateMode::Persistent, &Acl::creator_all()).unwrap();
+    let session = c.session_id();
+    let events = c.events();
+    proxy.reset();
+    let ev = wait_event(&events, Duration::from_secs(10), "reconnected", |e| {
+        matches!(e, SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. })
+    });
+    assert_eq!(ev, SessionEvent::Reconnected { session_id: session });
+    assert_eq!(retry(Duration::from_secs(5), || c.get_data(&p)).0, b"s3cret");
+    let stranger = connect(&cluster.connect_string(), Duration::from_secs(8));
+    assert_eq!(stranger.get_data(&p).unwrap_err(), Error::NoAuth { path: p.clone() });
+}
+
+#[test]
+fn a_request_on_a_partitioned_connection_times_out_naming_op_and_path() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let c = connect(&proxy.connect_string(), Duration::from_secs(6));
+    proxy.blackhole();
+    let started = Instant::now();
+    let err = c.with_timeout(Duration::from_millis(300)).get_data("/zookeeper").unwrap_err();
+    let took = started.elapsed();
+    match &err {
+        Error::Timeout { op, path, .. } => assert_eq!((*op, path.as_str()), ("get_data", "/zookeeper")),
+        e => panic!("expected a timeout, got {e}"),
+    }
+    assert!(err.to_string().contains("/zookeeper"));
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    proxy.heal();
+    retry(Duration::from_secs(10), || c.exists("/zookeeper"));
+}
+
+#[test]
+fn a_handle_dropped_during_an_outage_leaves_no_zombie_session() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let t = Duration::from_secs(2);
+    let c = connect(&proxy.connect_string(), t);
+    let observer = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let p = unique("zombie");
+    c.create(&p, b"", CreateMode::Ephemeral).unwrap();
+    proxy.blackhole();
+    let started = Instant::now();
+    drop(c);
+    assert!(started.elapsed() < Duration::from_secs(3), "drop blocked for {:?}", started.elapsed());
+    proxy.heal();
+    // Had the dropped handle reconnected, its session would keep the node forever.
+    let (_, w) = observer.exists_w(&p).unwrap();
+    if observer.exists(&p).unwrap().is_some() {
+        assert_eq!(w.recv_timeout(t * 8).unwrap().event_type, EventType::NodeDeleted);
+    }
+    assert_eq!(observer.exists(&p).unwrap(), None);
+    assert_eq!(proxy.connections(), 0, "the dropped client connected again");
+}
+
+/// A fake server: answers the handshake properly, then sends `reply` to the first request.
+fn fake_server(reply: Vec<u8>) -> (String, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let h = std::thread::spawn(move || {
+        let Ok((mut s, _)) = listener.accept() else { return };
+        let mut buf = [0u8; 1024];
+        let _ = s.read(&mut buf); // ConnectRequest
+        send_frame(&mut s, &connect_response(4000, 0x77));
+        let _ = s.read(&mut buf); // the first request
+        let _ = s.write_all(&reply);
+        // Refuse everything after that.
+        drop(listener);
+        let _ = s.read(&mut buf);
+    });
+    (addr, h)
+}
+
+#[test]
+fn malformed_frames_give_errors_not_panics() {
+    init_log();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("frame shorter than a reply header", vec![0, 0, 0, 3, 1, 2, 3]),
+        ("negative frame length", (-7i32).to_be_bytes().to_vec()),
+        ("frame longer than any server sends", 0x7fff_fff0i32.to_be_bytes().to_vec()),
+        ("watch event with a truncated path", {
+            let mut f = Vec::new();
+            f.extend_from_slice(&(-1i32).to_be_bytes());
+            f.extend_from_slice(&0i64.to_be_bytes());
+            f.extend_from_slice(&0i32.to_be_bytes());
+            f.extend_from_slice(&3i32.to_be_bytes());
+            f.extend_from_slice(&3i32.to_be_bytes());
+            f.extend_from_slice(&1000i32.to_be_bytes());
+            f.extend_from_slice(b"/ab");
+            let mut out = (f.len() as u32).to_be_bytes().to_vec();
+            out.extend(f);
+            out
+        }),
+    ];
+    for (what, reply) in cases {
+        let (addr, server) = fake_server(reply);
+        let c = Client::builder(&addr)
+            .session_timeout(Duration::from_secs(4))
+            .connect_timeout(Duration::from_secs(5))
+            .request_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        let events = c.events();
+        let err = c.exists("/x").unwrap_err();
+        assert!(err.is_connection_error(), "{what}: {err}");
+        wait_event(&events, Duration::from_secs(5), "suspended", |e| matches!(e, SessionEvent::Suspended { .. }));
+        // The connection thread is alive and the client can still be closed cleanly.
+        assert_eq!(c.state(), SessionState::Suspended, "{what}");
+        drop(c);
+        server.join().unwrap();
+    }
+}
+
+#[test]
+fn a_truncated_reply_body_is_an_error_for_that_request_only() {
+    init_log();
+    // Reply header for xid 1 with OK, but a Stat cut short.
+    let mut f = Vec::new();
+    f.extend_from_slice(&1i32.to_be_bytes());
+    f.extend_from_slice(&5i64.to_be_bytes());
+    f.extend_from_slice(&0i32.to_be_bytes());
+    f.extend_from_slice(&[0u8; 10]);
+    let mut reply = (f.len() as u32).to_be_bytes().to_vec();
+    reply.extend(f);
+    let (addr, server) = fake_server(reply);
+    let c = Client::builder(&addr).request_timeout(Duration::from_secs(2)).build().unwrap();
+    let err = c.exists("/x").unwrap_err();
+    assert!(matches!(err, Error::Zk { code: -5, .. }), "{err}");
+    assert!(err.to_string().contains("/x"));
+    drop(c);
+    server.join().unwrap();
+}

@@ -1,1 +1,81 @@
+//! Process-wide measurements (CPU time, thread count). The tests of this file run one at a
+//! time, so nothing else in the process disturbs the figures.
 
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{connect, init_log, wait_event};
+use parking_lot::Mutex;
+use zkguard::testing::TestCluster;
+use zkguard::SessionEvent;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// User + system CPU time of this process, from /proc/self/stat (clock ticks of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the ")" that ends the command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+#[test]
+fn no_busy_loop_while_every_server_is_down() {
+    let _serial = SERIAL.lock();
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let c = connect(&cluster.connect_string(), Duration::from_secs(2));
+    let events = c.events();
+    cluster.stop(0).unwrap();
+    wait_event(&events, Duration::from_secs(10), "suspended", |e| matches!(e, SessionEvent::Suspended { .. }));
+    let before = cpu_time();
+    let started = Instant::now();
+    // Four seconds of outage: the session is lost on the way, and the client keeps trying.
+    wait_event(&events, Duration::from_secs(10), "lost", |e| matches!(e, SessionEvent::Lost { .. }));
+    while started.elapsed() < Duration::from_secs(4) {
+        let _ = events.recv_timeout(Duration::from_millis(200));
+    }
+    let used = cpu_time() - before;
+    let wall = started.elapsed();
+    // A busy loop would burn a whole core (4 s); allow 5 %.
+    assert!(used < wall / 20, "used {used:?} of CPU in {wall:?} of outage");
+    assert!(c.stats().connect_attempts > 3, "the client stopped trying");
+}
+
+#[test]
+fn one_thread_per_client_and_none_left_after_drop() {
+    let _serial = SERIAL.lock();
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let baseline = thread_count();
+    let clients: Vec<_> = (0..5).map(|_| connect(&cluster.connect_string(), Duration::from_secs(5))).collect();
+    // Many requests, watches and clones still cost no extra thread.
+    let clones: Vec<_> = clients.iter().map(|c| c.clone()).collect();
+    let mut watches = Vec::new();
+    for (i, c) in clients.iter().enumerate() {
+        c.create(&format!("/threads-{i}-{}", uuid::Uuid::new_v4()), b"", zkguard::CreateMode::Ephemeral).unwrap();
+        for _ in 0..20 {
+            watches.push(c.exists_w("/threads-none").unwrap().1);
+        }
+    }
+    assert_eq!(thread_count(), baseline + 5);
+    drop(clones);
+    drop(clients);
+    // Close joins the connection thread; the kernel may take a moment to reap it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while thread_count() != baseline && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert_eq!(thread_count(), baseline, "threads left behind");
+    // Every watch heard that its client closed.
+    for w in watches {
+        assert_eq!(w.recv_timeout(Duration::from_secs(1)).unwrap().event_type, zkguard::EventType::Closed);
+    }
+}

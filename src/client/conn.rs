@@ -83,6 +83,8 @@ struct SessionInfo {
     negotiated: Duration,
     /// Moves every time a session is lost, so waiters can tell "same session" from "new one".
     epoch: u64,
+    /// Moves with every new connection.
+    generation: u64,
     closing: bool,
     server: Option<SocketAddr>,
     subscribers: Vec<Sender<SessionEvent>>,
@@ -147,6 +149,7 @@ impl Shared {
                 passwd: Vec::new(),
                 negotiated: Duration::ZERO,
                 epoch: 0,
+                generation: 0,
                 closing: false,
                 server: None,
                 subscribers: Vec::new(),
@@ -249,27 +252,29 @@ impl Shared {
         if reqs.is_empty() {
             return;
         }
-        if let Err(e) = self.wait_writable(deadline, closing_ok) {
+        let fail = |reqs: Vec<Outgoing>, e: Error| {
             for r in reqs {
                 let _ = r.tx.send(Err(e.clone()));
             }
-            return;
-        }
-        let mut io = self.io.lock();
-        let Some(stream) = io.stream.as_ref() else {
-            drop(io);
-            // Lost the connection between the wait and the lock: try again within the deadline.
-            return self.submit(reqs, deadline, closing_ok);
         };
-        let mut stream = match stream.try_clone() {
-            Ok(s) => s,
-            Err(e) => {
-                drop(io);
-                log::warn!("zkguard: cannot use the connection: {e}");
-                for r in reqs {
-                    let _ = r.tx.send(Err(Error::ConnectionLoss));
+        let (mut io, mut stream) = loop {
+            let generation = match self.wait_writable(deadline, closing_ok) {
+                Ok(g) => g,
+                Err(e) => return fail(reqs, e),
+            };
+            let io = self.io.lock();
+            match io.stream.as_ref().map(TcpStream::try_clone) {
+                Some(Ok(s)) => break (io, s),
+                Some(Err(e)) => {
+                    drop(io);
+                    log::warn!("zkguard: cannot use the connection: {e}");
+                    return fail(reqs, Error::ConnectionLoss);
                 }
-                return;
+                None => {
+                    // The connection broke after the wait; its thread is about to say so.
+                    drop(io);
+                    self.wait_connection_change(generation, deadline);
+                }
             }
         };
         let mut bytes = Vec::new();
@@ -311,8 +316,9 @@ impl Shared {
         }
     }
 
-    /// Waits until requests can be written on the current session.
-    fn wait_writable(&self, deadline: Instant, closing_ok: bool) -> Result<()> {
+    /// Waits until requests can be written on the current session; returns the connection's
+    /// generation.
+    fn wait_writable(&self, deadline: Instant, closing_ok: bool) -> Result<u64> {
         let mut s = self.session.lock();
         let epoch = s.epoch;
         let had_session = matches!(s.phase, Phase::Connected | Phase::Suspended);
@@ -324,13 +330,27 @@ impl Shared {
                 return Err(Error::SessionExpired);
             }
             if s.phase == Phase::Connected {
-                return Ok(());
+                return Ok(s.generation);
+            }
+            if s.closing {
+                // Only the close request gets here; no point waiting to close a lost link.
+                return Err(Error::ConnectionLoss);
             }
             if Instant::now() >= deadline {
                 // Reported as a timeout by the caller's Pending, which knows the op and path.
                 return Err(Error::ConnectionLoss);
             }
             self.changed.wait_until(&mut s, deadline);
+        }
+    }
+
+    /// Waits until the connection of `generation` is replaced or declared broken.
+    fn wait_connection_change(&self, generation: u64, deadline: Instant) {
+        let mut s = self.session.lock();
+        while s.phase == Phase::Connected && s.generation == generation {
+            if self.changed.wait_until(&mut s, deadline).timed_out() {
+                return;
+            }
         }
     }
 
@@ -665,6 +685,7 @@ impl Shared {
             s.negotiated = negotiated;
             s.server = Some(addr);
             s.phase = Phase::Connected;
+            s.generation += 1;
             let ev = if same {
                 SessionEvent::Reconnected {
                     session_id: resp.session_id,
@@ -754,8 +775,9 @@ impl Shared {
     }
 
     fn session_ended(&self) -> bool {
-        let s = self.session.lock();
-        s.closing || s.phase != Phase::Connected
+        // While closing, keep reading: the reply to the close request must come through. The
+        // closer shuts the socket down when it is done.
+        self.session.lock().phase != Phase::Connected
     }
 
     fn send_ping(&self) {
@@ -774,10 +796,14 @@ impl Shared {
     fn after_disconnect(&self) {
         let closing = self.is_closing();
         self.drop_connection(if closing { Error::Closed } else { Error::ConnectionLoss });
+        let mut s = self.session.lock();
         if closing {
+            if s.phase == Phase::Connected {
+                s.phase = Phase::Suspended;
+                self.changed.notify_all();
+            }
             return;
         }
-        let mut s = self.session.lock();
         if s.phase == Phase::Connected {
             s.phase = Phase::Suspended;
             s.server = None;

@@ -1,0 +1,66 @@
+//! Shared helpers for the integration tests (real ZooKeeper servers via the harness).
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use zkguard::testing::TestCluster;
+use zkguard::{Client, SessionEvent};
+
+pub fn init_log() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+/// One standalone server shared by every test of a test binary.
+pub fn shared_cluster() -> &'static TestCluster {
+    static CLUSTER: OnceLock<TestCluster> = OnceLock::new();
+    init_log();
+    CLUSTER.get_or_init(|| TestCluster::start(1).expect("start a ZooKeeper server"))
+}
+
+/// A client with the given session timeout and a generous connect deadline (slow CI).
+pub fn connect(connect_string: &str, session_timeout: Duration) -> Client {
+    Client::builder(connect_string)
+        .session_timeout(session_timeout)
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
+}
+
+/// A fresh top-level path for one test.
+pub fn unique(prefix: &str) -> String {
+    format!("/{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Waits for the first event matching `pred`, returning it (and panicking on the deadline).
+pub fn wait_event(
+    rx: &Receiver<SessionEvent>,
+    within: Duration,
+    what: &str,
+    pred: impl Fn(&SessionEvent) -> bool,
+) -> SessionEvent {
+    let deadline = Instant::now() + within;
+    loop {
+        match rx.recv_deadline(deadline) {
+            Ok(ev) if pred(&ev) => return ev,
+            Ok(_) => continue,
+            Err(_) => panic!("no {what} event within {within:?}"),
+        }
+    }
+}
+
+/// Retries `f` while it fails with a connection error (an election or reconnect in progress).
+pub fn retry<T>(within: Duration, mut f: impl FnMut() -> zkguard::Result<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if Instant::now() < deadline && (e.is_connection_error() || matches!(e, zkguard::Error::SessionExpired)) => {
+                // Back off a little between attempts; the request itself waits for a connection.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("still failing after {within:?}: {e}"),
+        }
+    }
+}
