@@ -50,3 +50,8 @@ pub use client::{
     Pending, Perms, Pipeline, SessionEvent, SessionState, Stat, WatchedEvent,
 };
 pub use error::{Error, Result};
+
+/// The README's examples, compiled as doctests so they cannot rot.
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

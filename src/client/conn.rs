@@ -930,35 +930,60 @@ enum Handshake {
 }
 
 /// Splits a byte stream into length-prefixed frames, tolerating read timeouts mid-frame.
-#[derive(Default)]
+/// Reads into one reused buffer (`buf[start..end]` holds the unread bytes).
 pub(crate) struct FrameReader {
     buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Default for FrameReader {
+    fn default() -> Self {
+        FrameReader {
+            buf: vec![0; 64 * 1024],
+            start: 0,
+            end: 0,
+        }
+    }
 }
 
 impl FrameReader {
     /// Reads what is available into the buffer.
     pub fn fill(&mut self, stream: &mut impl Read) -> io::Result<usize> {
-        let mut chunk = [0u8; 64 * 1024];
-        let n = stream.read(&mut chunk)?;
-        self.buf.extend_from_slice(&chunk[..n]);
+        if self.end == self.buf.len() {
+            // Move the unread bytes to the front; grow if a frame is larger than the buffer.
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if self.end == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+        }
+        let n = stream.read(&mut self.buf[self.end..])?;
+        self.end += n;
         Ok(n)
     }
 
     /// Takes one complete frame off the buffer, if there is one.
     pub fn pop(&mut self) -> std::result::Result<Option<Vec<u8>>, Malformed> {
-        if self.buf.len() < 4 {
+        let avail = &self.buf[self.start..self.end];
+        if avail.len() < 4 {
             return Ok(None);
         }
-        let len = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
         if len < 0 || len as usize > proto::MAX_FRAME {
             return Err(Malformed(format!("frame length {len}")));
         }
         let len = len as usize;
-        if self.buf.len() < 4 + len {
+        if avail.len() < 4 + len {
             return Ok(None);
         }
-        let frame = self.buf[4..4 + len].to_vec();
-        self.buf.drain(..4 + len);
+        let frame = avail[4..4 + len].to_vec();
+        self.start += 4 + len;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
         Ok(Some(frame))
     }
 
