@@ -367,9 +367,10 @@ impl Shared {
             s.phase == Phase::Connected
         };
         let mut result = Ok(());
+        // One bound for the whole close: the server's confirmation and the thread's exit.
+        let deadline = Instant::now() + CLOSE_WAIT;
         if was_connected {
             let (tx, rx) = crossbeam_channel::bounded(1);
-            let deadline = Instant::now() + CLOSE_WAIT;
             self.submit(
                 vec![Outgoing {
                     opcode: op::CLOSE,
@@ -402,7 +403,7 @@ impl Shared {
         self.drop_connection(Error::Closed);
         let _ = self.wake.0.send(());
         // The connection thread exits at once unless it is inside a connect attempt (bounded).
-        let _ = done.recv_timeout(CLOSE_WAIT);
+        let _ = done.recv_deadline(deadline);
         if result.is_err() {
             log::info!("zkguard: close was not confirmed by the server ({result:?}); the session will expire on its own");
         }
@@ -618,6 +619,10 @@ impl Shared {
             return Ok(Handshake::Expired);
         }
         let negotiated = Duration::from_millis(resp.timeout_ms as u64);
+        if session_id != 0 && resp.session_id != session_id {
+            // Not the session we asked to resume: ours is gone.
+            self.lose(LossReason::Expired);
+        }
         // Replay auth before anyone else can write, and wait for the verdict.
         for (scheme, auth) in &self.cfg.auth {
             let mut w = proto::Writer::default();
@@ -710,11 +715,14 @@ impl Shared {
 
     fn fail_auth(&self) {
         log::error!("zkguard: the server rejected the client's credentials; closing the client");
-        let mut s = self.session.lock();
-        s.closing = true;
-        s.phase = Phase::Closed;
-        self.emit(&mut s, SessionEvent::Closed);
-        self.changed.notify_all();
+        {
+            let mut s = self.session.lock();
+            s.closing = true;
+            s.phase = Phase::Closed;
+            self.emit(&mut s, SessionEvent::Closed);
+            self.changed.notify_all();
+        }
+        self.fire_all_watches(EventType::Closed, true);
     }
 
     /// Reads frames until the connection breaks, pinging when idle and giving up on a
