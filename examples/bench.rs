@@ -39,7 +39,10 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let n: usize = std::env::var("BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
     let cluster;
     let (connect, target) = match std::env::var("ZK_CONNECT") {
         Ok(cs) if !cs.is_empty() => {

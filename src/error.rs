@@ -165,7 +165,9 @@ impl fmt::Display for Error {
             Error::Timeout { op, path, after } if path.is_empty() => {
                 write!(f, "{op} timed out after {after:?}")
             }
-            Error::Timeout { op, path, after } => write!(f, "{op} {path} timed out after {after:?}"),
+            Error::Timeout { op, path, after } => {
+                write!(f, "{op} {path} timed out after {after:?}")
+            }
             Error::Closed => write!(f, "the ZooKeeper client is closed"),
             Error::Connect { tried, after } => write!(
                 f,
@@ -212,7 +214,12 @@ mod tests {
     #[test]
     fn messages_name_the_path() {
         let e = Error::from_code(-101, "/locks/a");
-        assert_eq!(e, Error::NoNode { path: "/locks/a".into() });
+        assert_eq!(
+            e,
+            Error::NoNode {
+                path: "/locks/a".into()
+            }
+        );
         assert!(e.to_string().contains("/locks/a"));
         let e = Error::from_code(-118, "/x");
         assert!(e.to_string().contains("session moved") && e.to_string().contains("/x"));

@@ -46,8 +46,8 @@ mod error;
 pub mod testing;
 
 pub use client::{
-    Acl, Client, ClientBuilder, ClientStats, CreateMode, Created, EventType, LossReason, Op, OpResult,
-    Pending, Perms, Pipeline, SessionEvent, SessionState, Stat, WatchedEvent,
+    Acl, Client, ClientBuilder, ClientStats, CreateMode, Created, EventType, LossReason, Op,
+    OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat, WatchedEvent,
 };
 pub use error::{Error, Result};
 

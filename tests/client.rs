@@ -8,7 +8,9 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::{connect, shared_cluster, unique};
-use zkguard::{Acl, Client, CreateMode, Error, EventType, Op, OpResult, Perms, SessionEvent, SessionState};
+use zkguard::{
+    Acl, Client, CreateMode, Error, EventType, Op, OpResult, Perms, SessionEvent, SessionState,
+};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -30,7 +32,11 @@ fn connect_reports_a_live_session() {
 
 #[test]
 fn connect_to_a_port_nobody_listens_on_fails_by_the_deadline_naming_it() {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let started = Instant::now();
     let err = Client::builder(&format!("127.0.0.1:{port}"))
         .connect_timeout(Duration::from_millis(800))
@@ -38,8 +44,14 @@ fn connect_to_a_port_nobody_listens_on_fails_by_the_deadline_naming_it() {
         .unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, Error::Connect { .. }), "{err}");
-    assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{err}");
-    assert!(took >= Duration::from_millis(800), "gave up early: {took:?}");
+    assert!(
+        err.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
+    assert!(
+        took >= Duration::from_millis(800),
+        "gave up early: {took:?}"
+    );
     assert!(took < Duration::from_secs(5), "deadline not kept: {took:?}");
 }
 
@@ -73,13 +85,19 @@ fn unresolvable_hosts_fail_at_once_naming_them() {
     let err = Client::connect("no-such-host.invalid:2181,other.invalid").unwrap_err();
     assert!(matches!(err, Error::Connect { .. }), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("no-such-host.invalid:2181") && msg.contains("other.invalid:2181"), "{msg}");
+    assert!(
+        msg.contains("no-such-host.invalid:2181") && msg.contains("other.invalid:2181"),
+        "{msg}"
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[test]
 fn one_unresolvable_host_among_good_ones_is_skipped() {
-    let cs = format!("no-such-host.invalid:2181,{}", shared_cluster().connect_string());
+    let cs = format!(
+        "no-such-host.invalid:2181,{}",
+        shared_cluster().connect_string()
+    );
     let c = connect(&cs, T);
     assert_eq!(c.state(), SessionState::Connected);
 }
@@ -88,11 +106,26 @@ fn one_unresolvable_host_among_good_ones_is_skipped() {
 fn bad_arguments_are_named() {
     for cs in ["", "host:notaport", "a,,b", "h:2181/bad/"] {
         let e = Client::connect(cs).unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument { name: "connect string", .. }), "{cs:?}: {e}");
+        assert!(
+            matches!(
+                e,
+                Error::InvalidArgument {
+                    name: "connect string",
+                    ..
+                }
+            ),
+            "{cs:?}: {e}"
+        );
     }
-    let e = Client::builder("127.0.0.1:1").session_timeout(Duration::ZERO).build().unwrap_err();
+    let e = Client::builder("127.0.0.1:1")
+        .session_timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
     assert!(e.to_string().contains("session timeout"), "{e}");
-    let e = Client::builder("127.0.0.1:1").connect_timeout(Duration::ZERO).build().unwrap_err();
+    let e = Client::builder("127.0.0.1:1")
+        .connect_timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
     assert!(e.to_string().contains("connect timeout"), "{e}");
 }
 
@@ -115,8 +148,14 @@ fn create_read_update_delete() {
     assert!(st2.mzxid > stat.mzxid);
     assert_eq!(c.exists(&p).unwrap(), Some(st2));
 
-    assert_eq!(c.set_data(&p, b"x", Some(0)).unwrap_err(), Error::BadVersion { path: p.clone() });
-    assert_eq!(c.delete(&p, Some(0)).unwrap_err(), Error::BadVersion { path: p.clone() });
+    assert_eq!(
+        c.set_data(&p, b"x", Some(0)).unwrap_err(),
+        Error::BadVersion { path: p.clone() }
+    );
+    assert_eq!(
+        c.delete(&p, Some(0)).unwrap_err(),
+        Error::BadVersion { path: p.clone() }
+    );
     c.delete(&p, Some(1)).unwrap();
     assert_eq!(c.exists(&p).unwrap(), None);
 }
@@ -127,23 +166,38 @@ fn create_modes() {
     let dir = unique("modes");
     c.create(&dir, b"", CreateMode::Persistent).unwrap();
 
-    let e = c.create(&format!("{dir}/e"), b"", CreateMode::Ephemeral).unwrap();
+    let e = c
+        .create(&format!("{dir}/e"), b"", CreateMode::Ephemeral)
+        .unwrap();
     assert_eq!(e.stat.ephemeral_owner, c.session_id());
 
-    let s1 = c.create(&format!("{dir}/s-"), b"", CreateMode::PersistentSequential).unwrap();
-    let s2 = c.create(&format!("{dir}/s-"), b"", CreateMode::EphemeralSequential).unwrap();
+    let s1 = c
+        .create(&format!("{dir}/s-"), b"", CreateMode::PersistentSequential)
+        .unwrap();
+    let s2 = c
+        .create(&format!("{dir}/s-"), b"", CreateMode::EphemeralSequential)
+        .unwrap();
     let seq = |p: &str| p.rsplit('-').next().unwrap().to_string();
     assert_eq!(seq(&s1.path).len(), 10, "{}", s1.path);
     assert!(seq(&s2.path) > seq(&s1.path));
     assert_eq!(s2.stat.ephemeral_owner, c.session_id());
 
     // A sequential create may end in '/': the number becomes the name.
-    let s3 = c.create(&format!("{dir}/"), b"", CreateMode::PersistentSequential).unwrap();
+    let s3 = c
+        .create(&format!("{dir}/"), b"", CreateMode::PersistentSequential)
+        .unwrap();
     assert_eq!(s3.path.len(), dir.len() + 11, "{}", s3.path);
 
     // Ephemeral nodes cannot have children.
-    let err = c.create(&format!("{dir}/e/child"), b"", CreateMode::Persistent).unwrap_err();
-    assert_eq!(err, Error::NoChildrenForEphemerals { path: format!("{dir}/e/child") });
+    let err = c
+        .create(&format!("{dir}/e/child"), b"", CreateMode::Persistent)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::NoChildrenForEphemerals {
+            path: format!("{dir}/e/child")
+        }
+    );
 
     let (mut kids, stat) = c.get_children(&dir).unwrap();
     kids.sort();
@@ -163,7 +217,9 @@ fn container_is_a_real_container() {
     let (_, watch) = c.exists_w(&dir).unwrap();
     c.delete(&child, None).unwrap();
     // The server reaps the empty container (check interval 100 ms in the harness).
-    let ev = watch.recv_timeout(Duration::from_secs(20)).expect("container reaped");
+    let ev = watch
+        .recv_timeout(Duration::from_secs(20))
+        .expect("container reaped");
     assert_eq!(ev.event_type, EventType::NodeDeleted);
     assert_eq!(c.exists(&dir).unwrap(), None);
 }
@@ -172,45 +228,82 @@ fn container_is_a_real_container() {
 fn ttl_nodes_are_created_with_the_ttl_op_and_reaped() {
     let c = client();
     let p = unique("ttl");
-    match c.create(&p, b"", CreateMode::PersistentWithTtl(Duration::from_millis(200))) {
+    match c.create(
+        &p,
+        b"",
+        CreateMode::PersistentWithTtl(Duration::from_millis(200)),
+    ) {
         Ok(created) => {
             assert_eq!(created.path, p);
             let (_, watch) = c.exists_w(&p).unwrap();
-            let ev = watch.recv_timeout(Duration::from_secs(20)).expect("TTL node reaped");
+            let ev = watch
+                .recv_timeout(Duration::from_secs(20))
+                .expect("TTL node reaped");
             assert_eq!(ev.event_type, EventType::NodeDeleted);
         }
         // Servers without extendedTypesEnabled refuse TTL nodes: the error must say which op.
         Err(e) => panic!("TTL create failed (harness should enable extended types): {e}"),
     }
-    let e = c.create(&p, b"", CreateMode::PersistentWithTtl(Duration::ZERO)).unwrap_err();
-    assert!(matches!(e, Error::InvalidArgument { name: "ttl", .. }), "{e}");
+    let e = c
+        .create(&p, b"", CreateMode::PersistentWithTtl(Duration::ZERO))
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument { name: "ttl", .. }),
+        "{e}"
+    );
 }
 
 #[test]
 fn errors_name_the_path_and_nothing_is_sent_for_bad_paths() {
     let c = client();
     let p = unique("errs");
-    assert_eq!(c.get_data(&p).unwrap_err(), Error::NoNode { path: p.clone() });
-    assert_eq!(c.set_data(&p, b"", None).unwrap_err(), Error::NoNode { path: p.clone() });
-    assert_eq!(c.delete(&p, None).unwrap_err(), Error::NoNode { path: p.clone() });
-    assert_eq!(c.get_children(&p).unwrap_err(), Error::NoNode { path: p.clone() });
+    assert_eq!(
+        c.get_data(&p).unwrap_err(),
+        Error::NoNode { path: p.clone() }
+    );
+    assert_eq!(
+        c.set_data(&p, b"", None).unwrap_err(),
+        Error::NoNode { path: p.clone() }
+    );
+    assert_eq!(
+        c.delete(&p, None).unwrap_err(),
+        Error::NoNode { path: p.clone() }
+    );
+    assert_eq!(
+        c.get_children(&p).unwrap_err(),
+        Error::NoNode { path: p.clone() }
+    );
     let orphan = format!("{p}/child");
     assert_eq!(
         c.create(&orphan, b"", CreateMode::Persistent).unwrap_err(),
-        Error::NoNode { path: orphan.clone() }
+        Error::NoNode {
+            path: orphan.clone()
+        }
     );
     c.create(&p, b"", CreateMode::Persistent).unwrap();
-    assert_eq!(c.create(&p, b"", CreateMode::Persistent).unwrap_err(), Error::NodeExists { path: p.clone() });
+    assert_eq!(
+        c.create(&p, b"", CreateMode::Persistent).unwrap_err(),
+        Error::NodeExists { path: p.clone() }
+    );
     c.create(&orphan, b"", CreateMode::Persistent).unwrap();
-    assert_eq!(c.delete(&p, None).unwrap_err(), Error::NotEmpty { path: p.clone() });
+    assert_eq!(
+        c.delete(&p, None).unwrap_err(),
+        Error::NotEmpty { path: p.clone() }
+    );
     assert!(Error::NotEmpty { path: p.clone() }.to_string().contains(&p));
 
     for bad in ["relative", "/trailing/", "/a//b", "/a/./b", "/a/../b", ""] {
         let e = c.get_data(bad).unwrap_err();
-        assert!(matches!(&e, Error::InvalidPath { path, .. } if path == bad), "{bad:?}: {e}");
+        assert!(
+            matches!(&e, Error::InvalidPath { path, .. } if path == bad),
+            "{bad:?}: {e}"
+        );
         assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
     }
-    assert!(matches!(c.delete("/", None).unwrap_err(), Error::InvalidPath { .. }));
+    assert!(matches!(
+        c.delete("/", None).unwrap_err(),
+        Error::InvalidPath { .. }
+    ));
     // Still connected and working after all that.
     assert_eq!(c.state(), SessionState::Connected);
     assert!(c.exists(&p).unwrap().is_some());
@@ -220,23 +313,33 @@ fn errors_name_the_path_and_nothing_is_sent_for_bad_paths() {
 fn acls_open_read_only_creator_all_and_custom() {
     let c = client();
     let p = unique("acl");
-    c.create_with_acl(&p, b"ro", CreateMode::Persistent, &Acl::read_unsafe()).unwrap();
+    c.create_with_acl(&p, b"ro", CreateMode::Persistent, &Acl::read_unsafe())
+        .unwrap();
     assert_eq!(c.get_data(&p).unwrap().0, b"ro");
-    assert_eq!(c.set_data(&p, b"x", None).unwrap_err(), Error::NoAuth { path: p.clone() });
+    assert_eq!(
+        c.set_data(&p, b"x", None).unwrap_err(),
+        Error::NoAuth { path: p.clone() }
+    );
 
     // creator_all needs an authenticated identity.
     let q = unique("acl-creator");
     assert_eq!(
-        c.create_with_acl(&q, b"", CreateMode::Persistent, &Acl::creator_all()).unwrap_err(),
+        c.create_with_acl(&q, b"", CreateMode::Persistent, &Acl::creator_all())
+            .unwrap_err(),
         Error::InvalidAcl { path: q.clone() }
     );
     let authed = Client::builder(&shared_cluster().connect_string())
         .auth("digest", b"alice:secret")
         .build()
         .unwrap();
-    authed.create_with_acl(&q, b"mine", CreateMode::Persistent, &Acl::creator_all()).unwrap();
+    authed
+        .create_with_acl(&q, b"mine", CreateMode::Persistent, &Acl::creator_all())
+        .unwrap();
     assert_eq!(authed.get_data(&q).unwrap().0, b"mine");
-    assert_eq!(c.get_data(&q).unwrap_err(), Error::NoAuth { path: q.clone() });
+    assert_eq!(
+        c.get_data(&q).unwrap_err(),
+        Error::NoAuth { path: q.clone() }
+    );
 
     // A custom ACL: world may read and create children, nothing else.
     let r = unique("acl-custom");
@@ -247,13 +350,17 @@ fn acls_open_read_only_creator_all_and_custom() {
         &[Acl::new(Perms::READ | Perms::CREATE, "world", "anyone")],
     )
     .unwrap();
-    c.create(&format!("{r}/kid"), b"", CreateMode::Persistent).unwrap();
+    c.create(&format!("{r}/kid"), b"", CreateMode::Persistent)
+        .unwrap();
     assert_eq!(
         c.delete(&format!("{r}/kid"), None).unwrap_err(),
-        Error::NoAuth { path: format!("{r}/kid") }
+        Error::NoAuth {
+            path: format!("{r}/kid")
+        }
     );
     assert!(matches!(
-        c.create_with_acl(&unique("acl-empty"), b"", CreateMode::Persistent, &[]).unwrap_err(),
+        c.create_with_acl(&unique("acl-empty"), b"", CreateMode::Persistent, &[])
+            .unwrap_err(),
         Error::InvalidArgument { name: "acl", .. }
     ));
 }
@@ -270,7 +377,12 @@ fn sync_and_large_values() {
     assert!(data == big, "900 kB value came back different");
     // Many children: a reply larger than one read.
     for i in 0..300 {
-        c.create(&format!("{p}/child-with-a-longish-name-{i:05}"), b"", CreateMode::Persistent).unwrap();
+        c.create(
+            &format!("{p}/child-with-a-longish-name-{i:05}"),
+            b"",
+            CreateMode::Persistent,
+        )
+        .unwrap();
     }
     assert_eq!(c.get_children(&p).unwrap().0.len(), 300);
 }
@@ -282,24 +394,54 @@ fn multi_applies_all_or_nothing() {
     c.create(&p, b"", CreateMode::Persistent).unwrap();
     let res = c
         .multi(&[
-            Op::Check { path: p.clone(), version: Some(0) },
-            Op::Create { path: format!("{p}/a"), data: b"1".to_vec(), mode: CreateMode::Persistent },
-            Op::SetData { path: p.clone(), data: b"v".to_vec(), version: None },
-            Op::Create { path: format!("{p}/s-"), data: vec![], mode: CreateMode::EphemeralSequential },
+            Op::Check {
+                path: p.clone(),
+                version: Some(0),
+            },
+            Op::Create {
+                path: format!("{p}/a"),
+                data: b"1".to_vec(),
+                mode: CreateMode::Persistent,
+            },
+            Op::SetData {
+                path: p.clone(),
+                data: b"v".to_vec(),
+                version: None,
+            },
+            Op::Create {
+                path: format!("{p}/s-"),
+                data: vec![],
+                mode: CreateMode::EphemeralSequential,
+            },
         ])
         .unwrap();
     assert_eq!(res.len(), 4);
     assert_eq!(res[0], OpResult::Check);
-    assert_eq!(res[1], OpResult::Create { path: format!("{p}/a") });
+    assert_eq!(
+        res[1],
+        OpResult::Create {
+            path: format!("{p}/a")
+        }
+    );
     assert!(matches!(res[2], OpResult::SetData { stat } if stat.version == 1));
     assert!(matches!(&res[3], OpResult::Create { path } if path.starts_with(&format!("{p}/s-"))));
 
     // The third op fails: nothing is applied, and the error says which one and why.
     let err = c
         .multi(&[
-            Op::Create { path: format!("{p}/b"), data: vec![], mode: CreateMode::Persistent },
-            Op::Delete { path: format!("{p}/a"), version: None },
-            Op::Check { path: p.clone(), version: Some(0) },
+            Op::Create {
+                path: format!("{p}/b"),
+                data: vec![],
+                mode: CreateMode::Persistent,
+            },
+            Op::Delete {
+                path: format!("{p}/a"),
+                version: None,
+            },
+            Op::Check {
+                path: p.clone(),
+                version: Some(0),
+            },
         ])
         .unwrap_err();
     match err {
@@ -344,7 +486,10 @@ fn watches_fire_once_with_the_right_event() {
     assert_eq!(none, None);
     other.create(&p, b"0", CreateMode::Persistent).unwrap();
     let ev = created_w.recv_timeout(Duration::from_secs(10)).unwrap();
-    assert_eq!((ev.event_type, ev.path.as_str()), (EventType::NodeCreated, p.as_str()));
+    assert_eq!(
+        (ev.event_type, ev.path.as_str()),
+        (EventType::NodeCreated, p.as_str())
+    );
 
     // get_data: NodeDataChanged, once.
     let (_, _, data_w) = c.get_data_w(&p).unwrap();
@@ -356,10 +501,15 @@ fn watches_fire_once_with_the_right_event() {
     // Our next reply shows the second change; any event for it would have come before.
     assert_eq!(c.get_data(&p).unwrap().0, b"2");
     assert!(data_w.try_recv().is_err(), "a watch fired twice");
-    assert!(kids_w.try_recv().is_err(), "child watch fired on a data change");
+    assert!(
+        kids_w.try_recv().is_err(),
+        "child watch fired on a data change"
+    );
 
     // get_children: NodeChildrenChanged.
-    other.create(&format!("{p}/k"), b"", CreateMode::Persistent).unwrap();
+    other
+        .create(&format!("{p}/k"), b"", CreateMode::Persistent)
+        .unwrap();
     let ev = kids_w.recv_timeout(Duration::from_secs(10)).unwrap();
     assert_eq!(ev.event_type, EventType::NodeChildrenChanged);
 
@@ -382,7 +532,10 @@ fn get_data_w_on_a_missing_node_leaves_no_watch() {
     let c = client();
     let other = client();
     let p = unique("nowatch");
-    assert_eq!(c.get_data_w(&p).unwrap_err(), Error::NoNode { path: p.clone() });
+    assert_eq!(
+        c.get_data_w(&p).unwrap_err(),
+        Error::NoNode { path: p.clone() }
+    );
     let before = c.stats().watch_events;
     other.create(&p, b"", CreateMode::Persistent).unwrap();
     other.delete(&p, None).unwrap();
@@ -403,7 +556,12 @@ fn dropped_watch_receivers_do_not_disturb_delivery() {
     }
     let (_, _, kept) = c.get_data_w(&p).unwrap();
     other.set_data(&p, b"x", None).unwrap();
-    assert_eq!(kept.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeDataChanged);
+    assert_eq!(
+        kept.recv_timeout(Duration::from_secs(10))
+            .unwrap()
+            .event_type,
+        EventType::NodeDataChanged
+    );
     assert_eq!(c.get_data(&p).unwrap().0, b"x");
 }
 
@@ -420,9 +578,14 @@ fn chroot_is_invisible_to_the_caller() {
     let (_, _, w) = c.get_data_w("/a").unwrap();
     root.set_data(&format!("{base}/a"), b"y", None).unwrap();
     assert_eq!(w.recv_timeout(Duration::from_secs(10)).unwrap().path, "/a");
-    let s = c.create("/q-", b"", CreateMode::PersistentSequential).unwrap();
+    let s = c
+        .create("/q-", b"", CreateMode::PersistentSequential)
+        .unwrap();
     assert!(s.path.starts_with("/q-"), "{}", s.path);
-    assert_eq!(c.get_data("/b").unwrap_err(), Error::NoNode { path: "/b".into() });
+    assert_eq!(
+        c.get_data("/b").unwrap_err(),
+        Error::NoNode { path: "/b".into() }
+    );
 }
 
 #[test]
@@ -442,11 +605,23 @@ fn close_ends_the_session_at_once() {
     assert_eq!(observer.exists(&p).unwrap(), None);
     assert_eq!(clone.state(), SessionState::Closed);
     assert_eq!(clone.get_data(&p).unwrap_err(), Error::Closed);
-    assert_eq!(events.recv_timeout(Duration::from_secs(1)).unwrap(), SessionEvent::Closed);
+    assert_eq!(
+        events.recv_timeout(Duration::from_secs(1)).unwrap(),
+        SessionEvent::Closed
+    );
     // The server deleted our ephemeral node as the session closed, and said so first.
-    assert_eq!(own_w.recv_timeout(Duration::from_secs(1)).unwrap().event_type, EventType::NodeDeleted);
+    assert_eq!(
+        own_w
+            .recv_timeout(Duration::from_secs(1))
+            .unwrap()
+            .event_type,
+        EventType::NodeDeleted
+    );
     // Every other watch learns that it will never fire.
-    assert_eq!(w.recv_timeout(Duration::from_secs(1)).unwrap().event_type, EventType::Closed);
+    assert_eq!(
+        w.recv_timeout(Duration::from_secs(1)).unwrap().event_type,
+        EventType::Closed
+    );
     c.close().unwrap();
 }
 
@@ -463,9 +638,16 @@ fn dropping_the_last_handle_closes_the_session() {
     assert!(clone.exists(&p).unwrap().is_some());
     let started = Instant::now();
     drop(clone);
-    assert!(started.elapsed() < Duration::from_secs(2), "drop blocked {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "drop blocked {:?}",
+        started.elapsed()
+    );
     // Deleted well before the 30 s session timeout could have done it.
-    assert_eq!(w.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeDeleted);
+    assert_eq!(
+        w.recv_timeout(Duration::from_secs(10)).unwrap().event_type,
+        EventType::NodeDeleted
+    );
 }
 
 #[test]

@@ -25,19 +25,44 @@ fn watches_survive_a_server_restart() {
     let (_, missing_w) = c.exists_w(&format!("{p}/later")).unwrap();
 
     cluster.stop(0).unwrap();
-    wait_event(&events, Duration::from_secs(10), "suspended", |e| matches!(e, SessionEvent::Suspended { .. }));
+    wait_event(&events, Duration::from_secs(10), "suspended", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
     assert_eq!(c.state(), SessionState::Suspended);
     cluster.start_server(0).unwrap();
     let ev = wait_event(&events, Duration::from_secs(15), "reconnected", |e| {
-        matches!(e, SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. })
+        matches!(
+            e,
+            SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. }
+        )
     });
-    assert_eq!(ev, SessionEvent::Reconnected { session_id: session }, "session kept");
+    assert_eq!(
+        ev,
+        SessionEvent::Reconnected {
+            session_id: session
+        },
+        "session kept"
+    );
 
     // The server forgot every watch when it stopped; SetWatches re-armed them.
     retry(Duration::from_secs(15), || other.set_data(&p, b"1", None));
-    assert_eq!(data_w.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeDataChanged);
-    retry(Duration::from_secs(15), || other.create(&format!("{p}/later"), b"", CreateMode::Persistent));
-    assert_eq!(missing_w.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeCreated);
+    assert_eq!(
+        data_w
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+            .event_type,
+        EventType::NodeDataChanged
+    );
+    retry(Duration::from_secs(15), || {
+        other.create(&format!("{p}/later"), b"", CreateMode::Persistent)
+    });
+    assert_eq!(
+        missing_w
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+            .event_type,
+        EventType::NodeCreated
+    );
     assert_eq!(c.session_id(), session);
 }
 
@@ -48,7 +73,8 @@ fn failover_keeps_the_session_and_reports_a_change_made_during_the_outage() {
     let c = connect(&cluster.connect_string(), Duration::from_secs(8));
     let p = unique("failover");
     c.create(&p, b"0", CreateMode::Persistent).unwrap();
-    c.create(&format!("{p}/eph"), b"", CreateMode::Ephemeral).unwrap();
+    c.create(&format!("{p}/eph"), b"", CreateMode::Ephemeral)
+        .unwrap();
     let session = c.session_id();
     let events = c.events();
     let (_, _, data_w) = c.get_data_w(&p).unwrap();
@@ -57,21 +83,50 @@ fn failover_keeps_the_session_and_reports_a_change_made_during_the_outage() {
     let here = c.connected_server().unwrap();
     let victim = (0..3).find(|&i| cluster.client_addr(i) == here).unwrap();
     let elsewhere = (0..3).find(|&i| i != victim).unwrap();
-    let other = connect(&cluster.server_connect_string(elsewhere), Duration::from_secs(8));
+    let other = connect(
+        &cluster.server_connect_string(elsewhere),
+        Duration::from_secs(8),
+    );
 
     cluster.kill(victim).unwrap();
     // Change the node while `c` is still finding another server.
-    retry(Duration::from_secs(20), || other.set_data(&p, b"during", None));
-    let ev = wait_event(&events, Duration::from_secs(20), "reconnected", |e| {
-        matches!(e, SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. })
+    retry(Duration::from_secs(20), || {
+        other.set_data(&p, b"during", None)
     });
-    assert_eq!(ev, SessionEvent::Reconnected { session_id: session });
+    let ev = wait_event(&events, Duration::from_secs(20), "reconnected", |e| {
+        matches!(
+            e,
+            SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. }
+        )
+    });
+    assert_eq!(
+        ev,
+        SessionEvent::Reconnected {
+            session_id: session
+        }
+    );
     assert_ne!(c.connected_server(), Some(here));
-    assert_eq!(data_w.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeDataChanged);
-    retry(Duration::from_secs(10), || other.create(&format!("{p}/new"), b"", CreateMode::Persistent));
-    assert_eq!(kids_w.recv_timeout(Duration::from_secs(10)).unwrap().event_type, EventType::NodeChildrenChanged);
+    assert_eq!(
+        data_w
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+            .event_type,
+        EventType::NodeDataChanged
+    );
+    retry(Duration::from_secs(10), || {
+        other.create(&format!("{p}/new"), b"", CreateMode::Persistent)
+    });
+    assert_eq!(
+        kids_w
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+            .event_type,
+        EventType::NodeChildrenChanged
+    );
     // The ephemeral node is still there: same session.
-    assert!(retry(Duration::from_secs(10), || other.exists(&format!("{p}/eph"))).is_some());
+    assert!(retry(Duration::from_secs(10), || other
+        .exists(&format!("{p}/eph")))
+    .is_some());
 }
 
 #[test]
@@ -90,31 +145,57 @@ fn a_partition_is_suspended_at_once_and_lost_within_the_session_timeout() {
 
     let cut = Instant::now();
     proxy.blackhole();
-    wait_event(&events, t * 3, "suspended", |e| matches!(e, SessionEvent::Suspended { .. }));
+    wait_event(&events, t * 3, "suspended", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
     // A request waiting for the connection learns that its session is gone.
     let waiter = {
         let c = c.with_timeout(Duration::from_secs(30));
         let p = p.clone();
         std::thread::spawn(move || c.get_data(&p))
     };
-    let lost = wait_event(&events, t * 3, "lost", |e| matches!(e, SessionEvent::Lost { .. }));
+    let lost = wait_event(&events, t * 3, "lost", |e| {
+        matches!(e, SessionEvent::Lost { .. })
+    });
     let took = cut.elapsed();
-    assert_eq!(lost, SessionEvent::Lost { session_id: old, reason: LossReason::Timeout });
-    assert!(took <= t + Duration::from_millis(300), "lost reported {took:?} after the cut");
-    assert_eq!(w.recv_timeout(Duration::from_secs(1)).unwrap().event_type, EventType::SessionLost);
+    assert_eq!(
+        lost,
+        SessionEvent::Lost {
+            session_id: old,
+            reason: LossReason::Timeout
+        }
+    );
+    assert!(
+        took <= t + Duration::from_millis(300),
+        "lost reported {took:?} after the cut"
+    );
+    assert_eq!(
+        w.recv_timeout(Duration::from_secs(1)).unwrap().event_type,
+        EventType::SessionLost
+    );
     assert_eq!(waiter.join().unwrap().unwrap_err(), Error::SessionExpired);
 
     proxy.heal();
-    let ev = wait_event(&events, Duration::from_secs(15), "connected", |e| matches!(e, SessionEvent::Connected { .. }));
-    let SessionEvent::Connected { session_id } = ev else { unreachable!() };
+    let ev = wait_event(&events, Duration::from_secs(15), "connected", |e| {
+        matches!(e, SessionEvent::Connected { .. })
+    });
+    let SessionEvent::Connected { session_id } = ev else {
+        unreachable!()
+    };
     assert_ne!(session_id, old);
     assert_eq!(c.session_id(), session_id);
     assert_eq!(c.state(), SessionState::Connected);
     // Usable again; the old session's ephemeral node is gone (server-side expiry).
-    c.create(&format!("{p}-again"), b"", CreateMode::Ephemeral).unwrap();
+    c.create(&format!("{p}-again"), b"", CreateMode::Ephemeral)
+        .unwrap();
     let (_, gone) = observer.exists_w(&p).unwrap();
     if observer.exists(&p).unwrap().is_some() {
-        assert_eq!(gone.recv_timeout(Duration::from_secs(15)).unwrap().event_type, EventType::NodeDeleted);
+        assert_eq!(
+            gone.recv_timeout(Duration::from_secs(15))
+                .unwrap()
+                .event_type,
+            EventType::NodeDeleted
+        );
     }
     assert_eq!(c.stats().sessions, 2);
 }
@@ -148,7 +229,10 @@ fn a_server_saying_expired_is_reported_as_lost_and_a_new_session_follows() {
     let (go, go_rx) = crossbeam_channel::bounded::<()>(1);
     let server = std::thread::spawn(move || {
         let mut seen = Vec::new();
-        for (i, reply) in [(4000, 0x51i64), (0, 0), (4000, 0x52)].into_iter().enumerate() {
+        for (i, reply) in [(4000, 0x51i64), (0, 0), (4000, 0x52)]
+            .into_iter()
+            .enumerate()
+        {
             let (mut s, _) = listener.accept().unwrap();
             let mut buf = [0u8; 256];
             let n = s.read(&mut buf).unwrap();
@@ -170,9 +254,19 @@ fn a_server_saying_expired_is_reported_as_lost_and_a_new_session_follows() {
     let c = Client::builder(&addr).build().unwrap();
     let events = c.events();
     go.send(()).unwrap();
-    let lost = wait_event(&events, Duration::from_secs(10), "lost", |e| matches!(e, SessionEvent::Lost { .. }));
-    assert_eq!(lost, SessionEvent::Lost { session_id: 0x51, reason: LossReason::Expired });
-    let next = wait_event(&events, Duration::from_secs(10), "connected", |e| matches!(e, SessionEvent::Connected { .. }));
+    let lost = wait_event(&events, Duration::from_secs(10), "lost", |e| {
+        matches!(e, SessionEvent::Lost { .. })
+    });
+    assert_eq!(
+        lost,
+        SessionEvent::Lost {
+            session_id: 0x51,
+            reason: LossReason::Expired
+        }
+    );
+    let next = wait_event(&events, Duration::from_secs(10), "connected", |e| {
+        matches!(e, SessionEvent::Connected { .. })
+    });
     assert_eq!(next, SessionEvent::Connected { session_id: 0x52 });
     drop(c);
     // First a new session, then a resume of 0x51, then a new session again.
@@ -218,7 +312,13 @@ fn a_busy_client_survives_a_one_second_blip_with_the_same_session() {
     assert!(ok > 0);
     assert_eq!(c.session_id(), session);
     while let Ok(ev) = events.try_recv() {
-        assert!(!matches!(ev, SessionEvent::Lost { .. } | SessionEvent::Connected { .. }), "{ev:?}");
+        assert!(
+            !matches!(
+                ev,
+                SessionEvent::Lost { .. } | SessionEvent::Connected { .. }
+            ),
+            "{ev:?}"
+        );
     }
     assert_eq!(c.stats().sessions, 1);
 }
@@ -232,7 +332,9 @@ fn a_client_that_only_receives_events_keeps_its_session() {
     let writer = connect(&cluster.connect_string(), Duration::from_secs(10));
     let dir = unique("listener");
     writer.create(&dir, b"", CreateMode::Persistent).unwrap();
-    let mine = c.create(&format!("{dir}/me"), b"", CreateMode::Ephemeral).unwrap();
+    let mine = c
+        .create(&format!("{dir}/me"), b"", CreateMode::Ephemeral)
+        .unwrap();
     let session = c.session_id();
     let n = 60;
     let mut watches = Vec::new();
@@ -250,12 +352,20 @@ fn a_client_that_only_receives_events_keeps_its_session() {
         std::thread::sleep(Duration::from_millis(100)); // the pace of the other writer
     }
     for (i, w) in watches.iter().enumerate() {
-        let ev = w.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|_| panic!("event {i} missing"));
+        let ev = w
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("event {i} missing"));
         assert_eq!(ev.event_type, EventType::NodeDataChanged);
     }
     assert_eq!(c.session_id(), session);
-    assert!(events.try_recv().is_err(), "session changed state while receiving events");
-    assert_eq!(writer.exists(&mine.path).unwrap().unwrap().ephemeral_owner, session);
+    assert!(
+        events.try_recv().is_err(),
+        "session changed state while receiving events"
+    );
+    assert_eq!(
+        writer.exists(&mine.path).unwrap().unwrap().ephemeral_owner,
+        session
+    );
 }
 
 #[test]
@@ -269,17 +379,32 @@ fn digest_auth_is_replayed_after_a_reconnect() {
         .build()
         .unwrap();
     let p = unique("secret");
-    c.create_with_acl(&p, b"s3cret", CreateMode::Persistent, &Acl::creator_all()).unwrap();
+    c.create_with_acl(&p, b"s3cret", CreateMode::Persistent, &Acl::creator_all())
+        .unwrap();
     let session = c.session_id();
     let events = c.events();
     proxy.reset();
     let ev = wait_event(&events, Duration::from_secs(10), "reconnected", |e| {
-        matches!(e, SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. })
+        matches!(
+            e,
+            SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. }
+        )
     });
-    assert_eq!(ev, SessionEvent::Reconnected { session_id: session });
-    assert_eq!(retry(Duration::from_secs(5), || c.get_data(&p)).0, b"s3cret");
+    assert_eq!(
+        ev,
+        SessionEvent::Reconnected {
+            session_id: session
+        }
+    );
+    assert_eq!(
+        retry(Duration::from_secs(5), || c.get_data(&p)).0,
+        b"s3cret"
+    );
     let stranger = connect(&cluster.connect_string(), Duration::from_secs(8));
-    assert_eq!(stranger.get_data(&p).unwrap_err(), Error::NoAuth { path: p.clone() });
+    assert_eq!(
+        stranger.get_data(&p).unwrap_err(),
+        Error::NoAuth { path: p.clone() }
+    );
 }
 
 #[test]
@@ -290,10 +415,15 @@ fn a_request_on_a_partitioned_connection_times_out_naming_op_and_path() {
     let c = connect(&proxy.connect_string(), Duration::from_secs(6));
     proxy.blackhole();
     let started = Instant::now();
-    let err = c.with_timeout(Duration::from_millis(300)).get_data("/zookeeper").unwrap_err();
+    let err = c
+        .with_timeout(Duration::from_millis(300))
+        .get_data("/zookeeper")
+        .unwrap_err();
     let took = started.elapsed();
     match &err {
-        Error::Timeout { op, path, .. } => assert_eq!((*op, path.as_str()), ("get_data", "/zookeeper")),
+        Error::Timeout { op, path, .. } => {
+            assert_eq!((*op, path.as_str()), ("get_data", "/zookeeper"))
+        }
         e => panic!("expected a timeout, got {e}"),
     }
     assert!(err.to_string().contains("/zookeeper"));
@@ -316,12 +446,19 @@ fn a_handle_dropped_during_an_outage_leaves_no_zombie_session() {
     proxy.blackhole();
     let started = Instant::now();
     drop(c);
-    assert!(started.elapsed() < Duration::from_secs(3), "drop blocked for {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "drop blocked for {:?}",
+        started.elapsed()
+    );
     proxy.heal();
     // Had the dropped handle reconnected, its session would keep the node forever.
     let (_, w) = observer.exists_w(&p).unwrap();
     if observer.exists(&p).unwrap().is_some() {
-        assert_eq!(w.recv_timeout(t * 8).unwrap().event_type, EventType::NodeDeleted);
+        assert_eq!(
+            w.recv_timeout(t * 8).unwrap().event_type,
+            EventType::NodeDeleted
+        );
     }
     assert_eq!(observer.exists(&p).unwrap(), None);
     assert_eq!(proxy.connections(), 0, "the dropped client connected again");
@@ -332,7 +469,9 @@ fn fake_server(reply: Vec<u8>) -> (String, std::thread::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let h = std::thread::spawn(move || {
-        let Ok((mut s, _)) = listener.accept() else { return };
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
         let mut buf = [0u8; 1024];
         let _ = s.read(&mut buf); // ConnectRequest
         send_frame(&mut s, &connect_response(4000, 0x77));
@@ -349,9 +488,15 @@ fn fake_server(reply: Vec<u8>) -> (String, std::thread::JoinHandle<()>) {
 fn malformed_frames_give_errors_not_panics() {
     init_log();
     let cases: Vec<(&str, Vec<u8>)> = vec![
-        ("frame shorter than a reply header", vec![0, 0, 0, 3, 1, 2, 3]),
+        (
+            "frame shorter than a reply header",
+            vec![0, 0, 0, 3, 1, 2, 3],
+        ),
         ("negative frame length", (-7i32).to_be_bytes().to_vec()),
-        ("frame longer than any server sends", 0x7fff_fff0i32.to_be_bytes().to_vec()),
+        (
+            "frame longer than any server sends",
+            0x7fff_fff0i32.to_be_bytes().to_vec(),
+        ),
         ("watch event with a truncated path", {
             let mut f = Vec::new();
             f.extend_from_slice(&(-1i32).to_be_bytes());
@@ -377,7 +522,9 @@ fn malformed_frames_give_errors_not_panics() {
         let events = c.events();
         let err = c.exists("/x").unwrap_err();
         assert!(err.is_connection_error(), "{what}: {err}");
-        wait_event(&events, Duration::from_secs(5), "suspended", |e| matches!(e, SessionEvent::Suspended { .. }));
+        wait_event(&events, Duration::from_secs(5), "suspended", |e| {
+            matches!(e, SessionEvent::Suspended { .. })
+        });
         // The connection thread is alive and the client can still be closed cleanly.
         assert_eq!(c.state(), SessionState::Suspended, "{what}");
         drop(c);
@@ -397,7 +544,10 @@ fn a_truncated_reply_body_is_an_error_for_that_request_only() {
     let mut reply = (f.len() as u32).to_be_bytes().to_vec();
     reply.extend(f);
     let (addr, server) = fake_server(reply);
-    let c = Client::builder(&addr).request_timeout(Duration::from_secs(2)).build().unwrap();
+    let c = Client::builder(&addr)
+        .request_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
     let err = c.exists("/x").unwrap_err();
     assert!(matches!(err, Error::Zk { code: -5, .. }), "{err}");
     assert!(err.to_string().contains("/x"));

@@ -1,1 +1,582 @@
+//! The test harness itself, against real ZooKeeper servers: `TestCluster` and `FaultProxy`.
 
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zkguard::testing::{FaultProxy, TestCluster};
+
+// ------------------------------------------------------------------------------------
+// Helpers
+// ------------------------------------------------------------------------------------
+
+/// Polls `cond` every 20 ms until it holds; panics after `timeout`.
+fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn proc_exists(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Alive and not a zombie (an orphan's zombie may linger if PID 1 does not reap).
+fn proc_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next());
+            state != Some("Z") && state != Some("X")
+        }
+    }
+}
+
+/// A four-letter command over a plain socket (used through the proxy).
+fn four_letter_raw(addr: SocketAddr, cmd: &str) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.write_all(cmd.as_bytes()).expect("write");
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).expect("read to EOF");
+    reply
+}
+
+/// An echo server on a free loopback port; runs until the test process exits.
+fn echo_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind echo server");
+    let addr = listener.local_addr().expect("addr");
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                loop {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if stream.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn connect(proxy: &FaultProxy) -> TcpStream {
+    let s = TcpStream::connect(proxy.local_addrs()[0]).expect("connect to proxy");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s
+}
+
+fn echo(s: &mut TcpStream, msg: &str) {
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.write_all(msg.as_bytes()).expect("write");
+    let mut reply = vec![0u8; msg.len()];
+    s.read_exact(&mut reply).expect("echo reply");
+    assert_eq!(String::from_utf8_lossy(&reply), msg);
+}
+
+fn is_timeout(kind: ErrorKind) -> bool {
+    matches!(kind, ErrorKind::WouldBlock | ErrorKind::TimedOut)
+}
+
+/// Asserts the connection stays open and silent for `d` (the read times out).
+fn assert_silent(s: &mut TcpStream, d: Duration) {
+    s.set_read_timeout(Some(d)).expect("timeout");
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Err(e) if is_timeout(e.kind()) => {}
+        Ok(0) => panic!("connection was closed, expected it to hang"),
+        Ok(n) => panic!("received {n} bytes, expected silence"),
+        Err(e) => panic!("read failed with {e}, expected a timeout"),
+    }
+}
+
+/// Asserts the connection gets closed (EOF or an error) within `d`.
+fn assert_closed(s: &mut TcpStream, d: Duration) {
+    s.set_read_timeout(Some(d)).expect("timeout");
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("received {n} unexpected bytes while waiting for a close"),
+        Err(e) if is_timeout(e.kind()) => panic!("connection still open after {d:?}"),
+        Err(_) => {}
+    }
+}
+
+// ------------------------------------------------------------------------------------
+// TestCluster
+// ------------------------------------------------------------------------------------
+
+#[test]
+fn standalone_serves_and_drop_removes_everything() {
+    let cluster = TestCluster::start(1).expect("start");
+    assert_eq!(cluster.len(), 1);
+    assert!(!cluster.is_empty());
+    assert_eq!(cluster.four_letter(0, "ruok").expect("ruok"), "imok");
+    let srvr = cluster.four_letter(0, "srvr").expect("srvr");
+    assert!(srvr.contains("Mode: standalone"), "{srvr}");
+    assert_eq!(cluster.mode(0).expect("mode"), "standalone");
+    assert_eq!(cluster.leader(), Some(0));
+    let port = cluster.client_addr(0).port();
+    assert_eq!(cluster.connect_string(), format!("127.0.0.1:{port}"));
+    assert_eq!(cluster.server_connect_string(0), cluster.connect_string());
+
+    // Default settings reach the server.
+    let conf = cluster.four_letter(0, "conf").expect("conf");
+    for line in [
+        "tickTime=100",
+        "minSessionTimeout=200",
+        "maxSessionTimeout=60000",
+    ] {
+        assert!(
+            conf.lines().any(|l| l == line),
+            "missing {line} in:\n{conf}"
+        );
+    }
+
+    // The server logs into its log file.
+    let log = std::fs::read_to_string(cluster.log_path(0)).expect("log file");
+    assert!(
+        log.contains("ZooKeeperServerMain"),
+        "unexpected log:\n{log}"
+    );
+
+    // A proxy in front of the cluster forwards the client protocol.
+    let proxy = FaultProxy::for_cluster(&cluster).expect("proxy");
+    assert_eq!(four_letter_raw(proxy.local_addrs()[0], "ruok"), "imok");
+
+    let pid = cluster.pid(0).expect("pid");
+    assert!(proc_exists(pid));
+    let dir = cluster.dir().to_path_buf();
+    assert!(dir.exists());
+    drop(proxy);
+    drop(cluster);
+    assert!(!proc_exists(pid), "java process {pid} survived the drop");
+    assert!(!dir.exists(), "{} was not removed", dir.display());
+}
+
+#[test]
+fn builder_settings_reach_the_server_and_bad_settings_fail_early() {
+    let cluster = TestCluster::builder()
+        .servers(1)
+        .tick_time(Duration::from_millis(200))
+        .min_session_timeout(Duration::from_secs(1))
+        .max_session_timeout(Duration::from_secs(10))
+        .force_sync(true)
+        .start()
+        .expect("start");
+    let conf = cluster.four_letter(0, "conf").expect("conf");
+    for line in [
+        "tickTime=200",
+        "minSessionTimeout=1000",
+        "maxSessionTimeout=10000",
+    ] {
+        assert!(
+            conf.lines().any(|l| l == line),
+            "missing {line} in:\n{conf}"
+        );
+    }
+    drop(cluster);
+
+    let err = TestCluster::start(0).expect_err("zero servers");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    let err = TestCluster::builder()
+        .min_session_timeout(Duration::from_secs(5))
+        .max_session_timeout(Duration::from_secs(1))
+        .start()
+        .expect_err("min > max");
+    assert!(err.to_string().contains("min_session_timeout"), "{err}");
+}
+
+#[test]
+fn stop_kill_and_restart_reuse_the_same_port() {
+    let cluster = TestCluster::start(1).expect("start");
+    let addr = cluster.client_addr(0);
+    let first_pid = cluster.pid(0).expect("pid");
+
+    cluster.stop(0).expect("stop");
+    assert!(!cluster.is_running(0));
+    assert_eq!(cluster.pid(0), None);
+    assert!(!proc_exists(first_pid));
+    assert!(cluster.four_letter(0, "ruok").is_err());
+    assert!(cluster.leader().is_none());
+    cluster
+        .stop(0)
+        .expect("stopping a stopped server is a no-op");
+
+    cluster.start_server(0).expect("restart after stop");
+    assert_eq!(cluster.client_addr(0), addr);
+    assert_eq!(cluster.four_letter(0, "ruok").expect("ruok"), "imok");
+    let err = cluster.start_server(0).expect_err("already running");
+    assert!(err.to_string().contains("already running"), "{err}");
+
+    let second_pid = cluster.pid(0).expect("pid");
+    assert_ne!(first_pid, second_pid);
+    cluster.kill(0).expect("kill");
+    assert!(!cluster.is_running(0));
+    assert!(!proc_exists(second_pid));
+    cluster.start_server(0).expect("restart after kill");
+    assert_eq!(cluster.four_letter(0, "ruok").expect("ruok"), "imok");
+    cluster
+        .wait_serving(0, Duration::from_secs(5))
+        .expect("serving");
+
+    // The log records every start.
+    let log = std::fs::read_to_string(cluster.log_path(0)).expect("log");
+    assert_eq!(log.matches("==== zkguard: starting server 0").count(), 3);
+}
+
+#[test]
+fn pause_and_resume() {
+    let cluster = TestCluster::start(1).expect("start");
+    cluster.pause(0).expect("pause");
+    assert!(cluster.is_paused(0));
+    assert!(cluster.is_running(0), "a paused server is still running");
+    let err = cluster
+        .four_letter_with_timeout(0, "ruok", Duration::from_millis(500))
+        .expect_err("a paused server answers nothing");
+    assert_eq!(err.kind(), ErrorKind::TimedOut, "{err}");
+    cluster.resume(0).expect("resume");
+    assert!(!cluster.is_paused(0));
+    assert_eq!(cluster.four_letter(0, "ruok").expect("ruok"), "imok");
+
+    // Drop kills a paused server too.
+    cluster.pause(0).expect("pause again");
+    let pid = cluster.pid(0).expect("pid");
+    drop(cluster);
+    assert!(
+        !proc_exists(pid),
+        "paused java process {pid} survived the drop"
+    );
+}
+
+#[test]
+fn a_panicking_test_keeps_the_logs() {
+    let seen: Arc<Mutex<Option<(PathBuf, u32)>>> = Arc::new(Mutex::new(None));
+    let seen2 = Arc::clone(&seen);
+    let result = std::panic::catch_unwind(move || {
+        let cluster = TestCluster::start(1).expect("start");
+        let pid = cluster.pid(0).expect("pid");
+        *seen2.lock().expect("lock") = Some((cluster.dir().to_path_buf(), pid));
+        panic!("deliberate panic: TestCluster must keep its logs");
+    });
+    assert!(result.is_err());
+    let (dir, pid) = seen.lock().expect("lock").take().expect("cluster started");
+    assert!(!proc_exists(pid), "java process {pid} survived the panic");
+    assert!(
+        dir.join("server-0.log").is_file(),
+        "{} not kept",
+        dir.display()
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+const CHILD_ENV: &str = "ZKGUARD_HARNESS_WATCHDOG_CHILD";
+
+#[test]
+fn servers_die_with_a_test_process_that_is_killed() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        // Child: start a server, say where it is, then wait to be SIGKILLed.
+        let cluster = TestCluster::start(1).expect("start");
+        let pid = cluster.pid(0).expect("pid");
+        println!("ZKGUARD-CHILD {pid} {}", cluster.dir().display());
+        std::io::stdout().flush().expect("flush");
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "servers_die_with_a_test_process_that_is_killed",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the test binary");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut found = None;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("read child output");
+        // libtest prints "test <name> ... " on the same line first.
+        if let Some(rest) = line.split_once("ZKGUARD-CHILD ").map(|(_, rest)| rest) {
+            let (pid, dir) = rest.split_once(' ').expect("pid and dir");
+            found = Some((pid.parse::<u32>().expect("pid"), PathBuf::from(dir)));
+            break;
+        }
+    }
+    let (pid, dir) = found.expect("the child started a server");
+    assert!(proc_alive(pid));
+    child.kill().expect("SIGKILL the test process");
+    child.wait().expect("wait");
+    wait_until(
+        "the orphaned java process to be killed by the watchdog",
+        Duration::from_secs(10),
+        || !proc_alive(pid),
+    );
+    std::fs::remove_dir_all(&dir).expect("remove the orphaned cluster directory");
+}
+
+#[test]
+fn ensemble_elects_a_new_leader_and_takes_back_a_restarted_server() {
+    let cluster = TestCluster::start(3).expect("start ensemble");
+    assert_eq!(cluster.len(), 3);
+    assert_eq!(cluster.connect_string().split(',').count(), 3);
+    let modes: Vec<String> = (0..3)
+        .map(|i| cluster.mode(i).expect("every member serves"))
+        .collect();
+    assert_eq!(
+        modes.iter().filter(|m| *m == "leader").count(),
+        1,
+        "{modes:?}"
+    );
+    assert_eq!(
+        modes.iter().filter(|m| *m == "follower").count(),
+        2,
+        "{modes:?}"
+    );
+    let old = cluster.leader().expect("a leader");
+    assert_eq!(modes[old], "leader");
+
+    let started = Instant::now();
+    cluster.kill(old).expect("kill leader");
+    let mut new = None;
+    wait_until("a new leader", Duration::from_secs(30), || {
+        new = cluster.leader();
+        new.is_some()
+    });
+    let new = new.expect("new leader");
+    assert_ne!(new, old);
+    let others: Vec<usize> = (0..3).filter(|&i| i != old && i != new).collect();
+    wait_until(
+        "the other survivor to follow",
+        Duration::from_secs(30),
+        || cluster.mode(others[0]).ok().as_deref() == Some("follower"),
+    );
+    eprintln!("re-election took {:?}", started.elapsed());
+
+    cluster.start_server(old).expect("restart the old leader");
+    assert_eq!(cluster.mode(old).expect("mode"), "follower");
+    assert_eq!(cluster.leader(), Some(new));
+}
+
+// ------------------------------------------------------------------------------------
+// FaultProxy
+// ------------------------------------------------------------------------------------
+
+#[test]
+fn proxy_forwards_and_counts_connections() {
+    let proxy = FaultProxy::start(&[echo_server()]).expect("proxy");
+    assert_eq!(
+        proxy.connect_string(),
+        format!("127.0.0.1:{}", proxy.local_addrs()[0].port())
+    );
+    let mut a = connect(&proxy);
+    echo(&mut a, "hello");
+    echo(&mut a, "again");
+    wait_until("one connection", Duration::from_secs(5), || {
+        proxy.connections() == 1
+    });
+    let mut b = connect(&proxy);
+    echo(&mut b, "second");
+    wait_until("two connections", Duration::from_secs(5), || {
+        proxy.connections() == 2
+    });
+    drop(a);
+    drop(b);
+    wait_until("no connections", Duration::from_secs(5), || {
+        proxy.connections() == 0
+    });
+}
+
+#[test]
+fn proxy_forwards_large_transfers_intact_also_when_delayed() {
+    let proxy = FaultProxy::start(&[echo_server()]).expect("proxy");
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for delayed in [false, true] {
+        if delayed {
+            proxy.delay(Duration::from_millis(20));
+        }
+        let mut a = connect(&proxy);
+        let mut writer = a.try_clone().expect("clone");
+        let sent = data.clone();
+        let w = thread::spawn(move || writer.write_all(&sent).expect("write"));
+        let mut got = vec![0u8; data.len()];
+        a.read_exact(&mut got).expect("read everything back");
+        w.join().expect("writer");
+        assert!(got == data, "bytes corrupted (delayed: {delayed})");
+    }
+}
+
+#[test]
+fn proxy_blackhole_swallows_traffic_and_heal_closes_corrupt_connections() {
+    let proxy = FaultProxy::start(&[echo_server()]).expect("proxy");
+    let mut a = connect(&proxy);
+    echo(&mut a, "before");
+    let mut quiet = connect(&proxy);
+    echo(&mut quiet, "quiet");
+
+    proxy.blackhole();
+    a.write_all(b"lost").expect("write into the black hole");
+    assert_silent(&mut a, Duration::from_millis(300));
+
+    // A new connection is accepted but hangs.
+    let mut hanging = connect(&proxy);
+    hanging.write_all(b"early").expect("write");
+    assert_silent(&mut hanging, Duration::from_millis(300));
+    wait_until("three connections", Duration::from_secs(5), || {
+        proxy.connections() == 3
+    });
+
+    proxy.heal();
+    // `a` lost bytes: closed.
+    assert_closed(&mut a, Duration::from_secs(2));
+    // `quiet` sent nothing during the partition: it survives.
+    echo(&mut quiet, "still here");
+    // The hanging connection is connected now, and what it sent arrives.
+    hanging
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut reply = [0u8; 5];
+    hanging
+        .read_exact(&mut reply)
+        .expect("delivered after heal");
+    assert_eq!(&reply, b"early");
+    echo(&mut hanging, "works");
+    // New connections work.
+    let mut fresh = connect(&proxy);
+    echo(&mut fresh, "fresh");
+}
+
+#[test]
+fn proxy_reset_closes_live_and_hanging_connections() {
+    let proxy = FaultProxy::start(&[echo_server()]).expect("proxy");
+    let mut a = connect(&proxy);
+    let mut b = connect(&proxy);
+    echo(&mut a, "a");
+    echo(&mut b, "b");
+    proxy.reset();
+    assert_closed(&mut a, Duration::from_secs(2));
+    assert_closed(&mut b, Duration::from_secs(2));
+    wait_until("no connections", Duration::from_secs(5), || {
+        proxy.connections() == 0
+    });
+    let mut c = connect(&proxy);
+    echo(&mut c, "after reset");
+
+    // Reset inside a black hole: the mode stays, hanging connections are closed.
+    proxy.blackhole();
+    let mut hanging = connect(&proxy);
+    wait_until("the hanging connection", Duration::from_secs(5), || {
+        proxy.connections() == 2
+    });
+    proxy.reset();
+    assert_closed(&mut hanging, Duration::from_secs(2));
+    assert_closed(&mut c, Duration::from_secs(2));
+    let mut still_hanging = connect(&proxy);
+    assert_silent(&mut still_hanging, Duration::from_millis(200));
+    proxy.heal();
+    echo(&mut still_hanging, "healed");
+}
+
+#[test]
+fn proxy_delay_delays_each_direction_and_keeps_order() {
+    let proxy = FaultProxy::start(&[echo_server()]).expect("proxy");
+    let mut a = connect(&proxy);
+    echo(&mut a, "warm up");
+
+    proxy.delay(Duration::from_millis(200));
+    let t = Instant::now();
+    echo(&mut a, "slow");
+    let rtt = t.elapsed();
+    assert!(
+        rtt >= Duration::from_millis(400),
+        "round trip took {rtt:?}, expected >= 400 ms"
+    );
+
+    // Chunks sent in quick succession are each delayed, not queued behind each other.
+    let t = Instant::now();
+    let mut expected = String::new();
+    for i in 0..10 {
+        let chunk = format!("<{i}>");
+        a.write_all(chunk.as_bytes()).expect("write");
+        expected.push_str(&chunk);
+        thread::sleep(Duration::from_millis(10)); // pacing, so each write is its own chunk
+    }
+    let mut reply = vec![0u8; expected.len()];
+    a.read_exact(&mut reply).expect("read");
+    assert_eq!(String::from_utf8_lossy(&reply), expected, "order kept");
+    let total = t.elapsed();
+    assert!(
+        total >= Duration::from_millis(400) && total < Duration::from_millis(1500),
+        "ten paced chunks took {total:?}, expected about 500 ms"
+    );
+
+    proxy.heal();
+    echo(&mut a, "fast again");
+}
+
+#[test]
+fn proxy_closes_clients_when_upstream_is_down() {
+    let dead = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let proxy = FaultProxy::start(&[dead]).expect("proxy");
+    let mut a = connect(&proxy);
+    assert_closed(&mut a, Duration::from_secs(3));
+    wait_until("no connections", Duration::from_secs(5), || {
+        proxy.connections() == 0
+    });
+}
+
+#[test]
+fn proxy_drop_closes_everything_quickly() {
+    let proxy = FaultProxy::start(&[echo_server(), echo_server()]).expect("proxy");
+    assert_eq!(proxy.connect_string().split(',').count(), 2);
+    let mut a = connect(&proxy);
+    echo(&mut a, "a");
+    let mut b = TcpStream::connect(proxy.local_addrs()[1]).expect("connect");
+    echo(&mut b, "b");
+    proxy.delay(Duration::from_millis(100));
+    proxy.blackhole();
+    let mut hanging = connect(&proxy);
+    wait_until("three connections", Duration::from_secs(5), || {
+        proxy.connections() == 3
+    });
+    let addr = proxy.local_addrs()[0];
+    let t = Instant::now();
+    drop(proxy);
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(1), "drop took {took:?}");
+    assert_closed(&mut a, Duration::from_secs(2));
+    assert_closed(&mut b, Duration::from_secs(2));
+    assert_closed(&mut hanging, Duration::from_secs(2));
+    assert!(TcpStream::connect(addr).is_err(), "listener still open");
+}

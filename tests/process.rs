@@ -34,18 +34,25 @@ fn no_busy_loop_while_every_server_is_down() {
     let c = connect(&cluster.connect_string(), Duration::from_secs(2));
     let events = c.events();
     cluster.stop(0).unwrap();
-    wait_event(&events, Duration::from_secs(10), "suspended", |e| matches!(e, SessionEvent::Suspended { .. }));
+    wait_event(&events, Duration::from_secs(10), "suspended", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
     let before = cpu_time();
     let started = Instant::now();
     // Four seconds of outage: the session is lost on the way, and the client keeps trying.
-    wait_event(&events, Duration::from_secs(10), "lost", |e| matches!(e, SessionEvent::Lost { .. }));
+    wait_event(&events, Duration::from_secs(10), "lost", |e| {
+        matches!(e, SessionEvent::Lost { .. })
+    });
     while started.elapsed() < Duration::from_secs(4) {
         let _ = events.recv_timeout(Duration::from_millis(200));
     }
     let used = cpu_time() - before;
     let wall = started.elapsed();
     // A busy loop would burn a whole core (4 s); allow 5 %.
-    assert!(used < wall / 20, "used {used:?} of CPU in {wall:?} of outage");
+    assert!(
+        used < wall / 20,
+        "used {used:?} of CPU in {wall:?} of outage"
+    );
     assert!(c.stats().connect_attempts > 3, "the client stopped trying");
 }
 
@@ -55,12 +62,19 @@ fn one_thread_per_client_and_none_left_after_drop() {
     init_log();
     let cluster = TestCluster::start(1).unwrap();
     let baseline = thread_count();
-    let clients: Vec<_> = (0..5).map(|_| connect(&cluster.connect_string(), Duration::from_secs(5))).collect();
+    let clients: Vec<_> = (0..5)
+        .map(|_| connect(&cluster.connect_string(), Duration::from_secs(5)))
+        .collect();
     // Many requests, watches and clones still cost no extra thread.
-    let clones: Vec<_> = clients.iter().map(|c| c.clone()).collect();
+    let clones = clients.to_vec();
     let mut watches = Vec::new();
     for (i, c) in clients.iter().enumerate() {
-        c.create(&format!("/threads-{i}-{}", uuid::Uuid::new_v4()), b"", zkguard::CreateMode::Ephemeral).unwrap();
+        c.create(
+            &format!("/threads-{i}-{}", uuid::Uuid::new_v4()),
+            b"",
+            zkguard::CreateMode::Ephemeral,
+        )
+        .unwrap();
         for _ in 0..20 {
             watches.push(c.exists_w("/threads-none").unwrap().1);
         }
@@ -76,6 +90,9 @@ fn one_thread_per_client_and_none_left_after_drop() {
     assert_eq!(thread_count(), baseline, "threads left behind");
     // Every watch heard that its client closed.
     for w in watches {
-        assert_eq!(w.recv_timeout(Duration::from_secs(1)).unwrap().event_type, zkguard::EventType::Closed);
+        assert_eq!(
+            w.recv_timeout(Duration::from_secs(1)).unwrap().event_type,
+            zkguard::EventType::Closed
+        );
     }
 }

@@ -221,7 +221,8 @@ impl Shared {
                 Phase::Closed => return Err(Error::Closed),
                 _ => {}
             }
-            if self.changed.wait_until(&mut s, deadline).timed_out() && s.phase != Phase::Connected {
+            if self.changed.wait_until(&mut s, deadline).timed_out() && s.phase != Phase::Connected
+            {
                 let tried = self
                     .cfg
                     .hosts
@@ -503,7 +504,10 @@ impl Shared {
                     continue;
                 }
                 Err(why) => {
-                    log::debug!("zkguard: connect to {} failed: {why}", self.cfg.hosts[host_idx]);
+                    log::debug!(
+                        "zkguard: connect to {} failed: {why}",
+                        self.cfg.hosts[host_idx]
+                    );
                     self.session.lock().failures[host_idx] = why;
                     self.changed.notify_all();
                     failures_in_row += 1;
@@ -513,7 +517,8 @@ impl Shared {
             // client waiting for a dead ensemble stays idle.
             if failures_in_row as usize % self.cfg.hosts.len() == 0 {
                 let rounds = failures_in_row as usize / self.cfg.hosts.len();
-                let base = Duration::from_millis(25u64 << rounds.min(6)).min(Duration::from_secs(1));
+                let base =
+                    Duration::from_millis(25u64 << rounds.min(6)).min(Duration::from_secs(1));
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
@@ -545,7 +550,10 @@ impl Shared {
 
     /// One attempt at one server: TCP connect, session handshake, auth, SetWatches, publish.
     /// `Ok(Some(..))` is a live connection, `Ok(None)` an attempt to repeat at once.
-    fn connect_once(&self, host_idx: usize) -> std::result::Result<Option<(TcpStream, FrameReader)>, String> {
+    fn connect_once(
+        &self,
+        host_idx: usize,
+    ) -> std::result::Result<Option<(TcpStream, FrameReader)>, String> {
         let host = &self.cfg.hosts[host_idx];
         let (session_id, passwd, requested) = {
             let s = self.session.lock();
@@ -589,14 +597,14 @@ impl Shared {
         deadline: Instant,
     ) -> std::result::Result<Handshake, String> {
         self.counters.connects.fetch_add(1, Ordering::Relaxed);
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
         let mut stream = TcpStream::connect_timeout(&addr, left).map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
         let io_err = |e: io::Error| e.to_string();
         let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
-        stream
-            .set_write_timeout(Some(left))
-            .map_err(io_err)?;
+        stream.set_write_timeout(Some(left)).map_err(io_err)?;
         stream
             .write_all(&proto::connect_request(
                 self.last_zxid.load(Ordering::Relaxed),
@@ -609,7 +617,8 @@ impl Shared {
         let resp = frames
             .read_frame_by(&mut stream, deadline)
             .map_err(|e| format!("during the handshake: {e}"))?;
-        let resp = proto::decode_connect_response(&resp).map_err(|m| format!("malformed handshake reply: {}", m.0))?;
+        let resp = proto::decode_connect_response(&resp)
+            .map_err(|m| format!("malformed handshake reply: {}", m.0))?;
         if resp.timeout_ms <= 0 {
             let _ = stream.shutdown(Shutdown::Both);
             if session_id == 0 {
@@ -653,7 +662,9 @@ impl Shared {
         // Re-arm every watch of this session (none for a new session).
         let frames_out = {
             let w = self.watches.lock();
-            let keys = |m: &HashMap<String, Vec<Sender<WatchedEvent>>>| m.keys().cloned().collect::<Vec<_>>();
+            let keys = |m: &HashMap<String, Vec<Sender<WatchedEvent>>>| {
+                m.keys().cloned().collect::<Vec<_>>()
+            };
             if session_id == resp.session_id {
                 proto::set_watches_frames(
                     self.last_zxid.load(Ordering::Relaxed),
@@ -669,7 +680,9 @@ impl Shared {
             stream.write_all(f).map_err(io_err)?;
         }
         let write_timeout = (negotiated / 3).max(Duration::from_millis(100));
-        stream.set_write_timeout(Some(write_timeout)).map_err(io_err)?;
+        stream
+            .set_write_timeout(Some(write_timeout))
+            .map_err(io_err)?;
         let clone = stream.try_clone().map_err(io_err)?;
         // Publish.
         let now = self.now_us();
@@ -743,7 +756,10 @@ impl Shared {
                     }
                     Ok(None) => break,
                     Err(m) => {
-                        log::error!("zkguard: malformed frame from the server, dropping the connection: {}", m.0);
+                        log::error!(
+                            "zkguard: malformed frame from the server, dropping the connection: {}",
+                            m.0
+                        );
                         return;
                     }
                 }
@@ -773,7 +789,13 @@ impl Shared {
                     return;
                 }
                 Ok(_) => self.last_recv_us.store(self.now_us(), Ordering::Relaxed),
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) => {
                     log::info!("zkguard: connection error: {e}");
                     return;
@@ -790,7 +812,9 @@ impl Shared {
 
     fn send_ping(&self) {
         let mut io = self.io.lock();
-        let Some(stream) = io.stream.as_mut() else { return };
+        let Some(stream) = io.stream.as_mut() else {
+            return;
+        };
         match stream.write_all(&proto::request_frame(xid::PING, op::PING, &[])) {
             Ok(()) => self.last_send_us.store(self.now_us(), Ordering::Relaxed),
             Err(e) => {
@@ -803,7 +827,11 @@ impl Shared {
 
     fn after_disconnect(&self) {
         let closing = self.is_closing();
-        self.drop_connection(if closing { Error::Closed } else { Error::ConnectionLoss });
+        self.drop_connection(if closing {
+            Error::Closed
+        } else {
+            Error::ConnectionLoss
+        });
         let mut s = self.session.lock();
         if closing {
             if s.phase == Phase::Connected {
@@ -838,7 +866,10 @@ impl Shared {
             }
             xid::SET_WATCHES => {
                 if h.err != code::OK {
-                    log::warn!("zkguard: the server refused to re-arm watches (error {})", h.err);
+                    log::warn!(
+                        "zkguard: the server refused to re-arm watches (error {})",
+                        h.err
+                    );
                 }
                 Ok(())
             }
@@ -854,7 +885,8 @@ impl Shared {
                     return Ok(());
                 };
                 if let Some(w) = f.watch {
-                    let set = h.err == code::OK || (f.opcode == op::EXISTS && h.err == code::NO_NODE);
+                    let set =
+                        h.err == code::OK || (f.opcode == op::EXISTS && h.err == code::NO_NODE);
                     if set {
                         let kind = if f.opcode == op::EXISTS && h.err == code::NO_NODE {
                             WatchKind::Exist
@@ -1005,7 +1037,10 @@ impl FrameReader {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "no reply before the attempt's deadline"));
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no reply before the attempt's deadline",
+                ));
             }
             stream.set_read_timeout(Some(left))?;
             match self.fill(stream) {
@@ -1016,7 +1051,13 @@ impl FrameReader {
                     ))
                 }
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) => return Err(e),
             }
         }

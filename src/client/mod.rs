@@ -26,8 +26,8 @@ use conn::{Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg};
 use proto::{op, Reader, Writer};
 
 pub use types::{
-    Acl, CreateMode, Created, EventType, LossReason, Op, OpResult, Perms, SessionEvent, SessionState,
-    Stat, WatchedEvent,
+    Acl, CreateMode, Created, EventType, LossReason, Op, OpResult, Perms, SessionEvent,
+    SessionState, Stat, WatchedEvent,
 };
 
 /// A handle to one ZooKeeper session. Cheap to clone; every clone shares the session and the
@@ -180,7 +180,9 @@ impl ClientBuilder {
         // Fail at once when no host of the list can be resolved at all.
         let mut resolve_errors = Vec::new();
         for h in &cs.hosts {
-            match std::net::ToSocketAddrs::to_socket_addrs(h.as_str()).map(|mut a| a.next().is_some()) {
+            match std::net::ToSocketAddrs::to_socket_addrs(h.as_str())
+                .map(|mut a| a.next().is_some())
+            {
                 Ok(true) => {}
                 Ok(false) => resolve_errors.push(format!("{h} (resolves to no address)")),
                 Err(e) => resolve_errors.push(format!("{h} (cannot resolve: {e})")),
@@ -373,7 +375,13 @@ impl Client {
     }
 
     /// Creates a node with the given ACL.
-    pub fn create_with_acl(&self, path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]) -> Result<Created> {
+    pub fn create_with_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &[Acl],
+    ) -> Result<Created> {
         self.one(|p| p.create_with_acl(path, data, mode, acl))
     }
 
@@ -416,7 +424,10 @@ impl Client {
 
     /// Like [`Client::get_children`], and leaves a watch that fires once when a child is
     /// added or removed, or the node is deleted.
-    pub fn get_children_w(&self, path: &str) -> Result<(Vec<String>, Stat, Receiver<WatchedEvent>)> {
+    pub fn get_children_w(
+        &self,
+        path: &str,
+    ) -> Result<(Vec<String>, Stat, Receiver<WatchedEvent>)> {
         self.one(|p| p.get_children_w(path))
     }
 
@@ -484,7 +495,10 @@ fn version_arg(v: Option<i32>) -> i32 {
 }
 
 fn create_body(w: &mut Writer, server_path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]) {
-    w.string(server_path).buffer(data).acls(acl).int(mode.flag());
+    w.string(server_path)
+        .buffer(data)
+        .acls(acl)
+        .int(mode.flag());
     if let Some(ttl) = mode.ttl() {
         w.long(ttl.as_millis() as i64);
     }
@@ -493,7 +507,9 @@ fn create_body(w: &mut Writer, server_path: &str, data: &[u8], mode: CreateMode,
 fn create_opcode(mode: CreateMode) -> i32 {
     match mode {
         CreateMode::Container => op::CREATE_CONTAINER,
-        CreateMode::PersistentWithTtl(_) | CreateMode::PersistentSequentialWithTtl(_) => op::CREATE_TTL,
+        CreateMode::PersistentWithTtl(_) | CreateMode::PersistentSequentialWithTtl(_) => {
+            op::CREATE_TTL
+        }
         _ => op::CREATE2,
     }
 }
@@ -525,17 +541,33 @@ fn check_create(path: &str, mode: CreateMode, acl: &[Acl]) -> Result<()> {
     Ok(())
 }
 
+/// What [`Pipeline::push`] needs to know of a request besides its body and decoder.
+struct Req<'p> {
+    op: &'static str,
+    path: &'p str,
+    /// The client-side check of the arguments; on error nothing is sent.
+    checked: Result<()>,
+    opcode: i32,
+    watch: Option<WatchKind>,
+}
+
+/// A pending reply and, for watched requests, the watch's receiver.
+type Watched<T> = (Pending<T>, Option<Receiver<WatchedEvent>>);
+
 impl<'a> Pipeline<'a> {
     fn push<T: 'static>(
         &mut self,
-        op_name: &'static str,
-        path: &str,
-        checked: Result<()>,
-        opcode: i32,
+        req: Req<'_>,
         body: impl FnOnce(&mut Writer),
-        watch: Option<WatchKind>,
         decode: impl FnOnce(RawReply) -> Result<T> + Send + 'static,
-    ) -> (Pending<T>, Option<Receiver<WatchedEvent>>) {
+    ) -> Watched<T> {
+        let Req {
+            op: op_name,
+            path,
+            checked,
+            opcode,
+            watch,
+        } = req;
         let timeout = self.client.timeout;
         let mut pending = Pending {
             state: Err(Error::Closed),
@@ -590,17 +622,25 @@ impl<'a> Pipeline<'a> {
     }
 
     /// See [`Client::create_with_acl`].
-    pub fn create_with_acl(&mut self, path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]) -> Pending<Created> {
+    pub fn create_with_acl(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &[Acl],
+    ) -> Pending<Created> {
         let sp = self.server_path(path);
         let chroot = self.chroot();
         let p = path.to_string();
         self.push(
-            "create",
-            path,
-            check_create(path, mode, acl),
-            create_opcode(mode),
+            Req {
+                op: "create",
+                path,
+                checked: check_create(path, mode, acl),
+                opcode: create_opcode(mode),
+                watch: None,
+            },
             |w| create_body(w, &sp, data, mode, acl),
-            None,
             move |raw| {
                 ok_or(&raw, &p)?;
                 let mut r = Reader::new(&raw.body);
@@ -630,37 +670,44 @@ impl<'a> Pipeline<'a> {
             }
         });
         self.push(
-            "delete",
-            path,
-            checked,
-            op::DELETE,
+            Req {
+                op: "delete",
+                path,
+                checked,
+                opcode: op::DELETE,
+                watch: None,
+            },
             |w| {
                 w.string(&sp).int(version_arg(version));
             },
-            None,
             move |raw| ok_or(&raw, &p),
         )
         .0
     }
 
-    fn exists_inner(&mut self, path: &str, watch: bool) -> (Pending<Option<Stat>>, Option<Receiver<WatchedEvent>>) {
+    fn exists_inner(&mut self, path: &str, watch: bool) -> Watched<Option<Stat>> {
         let sp = self.server_path(path);
         let p = path.to_string();
         self.push(
-            "exists",
-            path,
-            path::validate_path(path),
-            op::EXISTS,
+            Req {
+                op: "exists",
+                path,
+                checked: path::validate_path(path),
+                opcode: op::EXISTS,
+                watch: watch.then_some(WatchKind::Data),
+            },
             |w| {
                 w.string(&sp).bool(watch);
             },
-            watch.then_some(WatchKind::Data),
             move |raw| {
                 if raw.err == proto::code::NO_NODE {
                     return Ok(None);
                 }
                 ok_or(&raw, &p)?;
-                Reader::new(&raw.body).stat().map(Some).map_err(|_| malformed("exists", &p))
+                Reader::new(&raw.body)
+                    .stat()
+                    .map(Some)
+                    .map_err(|_| malformed("exists", &p))
             },
         )
     }
@@ -676,18 +723,20 @@ impl<'a> Pipeline<'a> {
         with_watch(p, w, |s, w| (s, w))
     }
 
-    fn get_data_inner(&mut self, path: &str, watch: bool) -> (Pending<(Vec<u8>, Stat)>, Option<Receiver<WatchedEvent>>) {
+    fn get_data_inner(&mut self, path: &str, watch: bool) -> Watched<(Vec<u8>, Stat)> {
         let sp = self.server_path(path);
         let p = path.to_string();
         self.push(
-            "get_data",
-            path,
-            path::validate_path(path),
-            op::GET_DATA,
+            Req {
+                op: "get_data",
+                path,
+                checked: path::validate_path(path),
+                opcode: op::GET_DATA,
+                watch: watch.then_some(WatchKind::Data),
+            },
             |w| {
                 w.string(&sp).bool(watch);
             },
-            watch.then_some(WatchKind::Data),
             move |raw| {
                 ok_or(&raw, &p)?;
                 let mut r = Reader::new(&raw.body);
@@ -714,38 +763,40 @@ impl<'a> Pipeline<'a> {
         let sp = self.server_path(path);
         let p = path.to_string();
         self.push(
-            "set_data",
-            path,
-            path::validate_path(path),
-            op::SET_DATA,
+            Req {
+                op: "set_data",
+                path,
+                checked: path::validate_path(path),
+                opcode: op::SET_DATA,
+                watch: None,
+            },
             |w| {
                 w.string(&sp).buffer(data).int(version_arg(version));
             },
-            None,
             move |raw| {
                 ok_or(&raw, &p)?;
-                Reader::new(&raw.body).stat().map_err(|_| malformed("set_data", &p))
+                Reader::new(&raw.body)
+                    .stat()
+                    .map_err(|_| malformed("set_data", &p))
             },
         )
         .0
     }
 
-    fn get_children_inner(
-        &mut self,
-        path: &str,
-        watch: bool,
-    ) -> (Pending<(Vec<String>, Stat)>, Option<Receiver<WatchedEvent>>) {
+    fn get_children_inner(&mut self, path: &str, watch: bool) -> Watched<(Vec<String>, Stat)> {
         let sp = self.server_path(path);
         let p = path.to_string();
         self.push(
-            "get_children",
-            path,
-            path::validate_path(path),
-            op::GET_CHILDREN2,
+            Req {
+                op: "get_children",
+                path,
+                checked: path::validate_path(path),
+                opcode: op::GET_CHILDREN2,
+                watch: watch.then_some(WatchKind::Child),
+            },
             |w| {
                 w.string(&sp).bool(watch);
             },
-            watch.then_some(WatchKind::Child),
             move |raw| {
                 ok_or(&raw, &p)?;
                 let mut r = Reader::new(&raw.body);
@@ -762,7 +813,10 @@ impl<'a> Pipeline<'a> {
     }
 
     /// See [`Client::get_children_w`].
-    pub fn get_children_w(&mut self, path: &str) -> Pending<(Vec<String>, Stat, Receiver<WatchedEvent>)> {
+    pub fn get_children_w(
+        &mut self,
+        path: &str,
+    ) -> Pending<(Vec<String>, Stat, Receiver<WatchedEvent>)> {
         let (p, w) = self.get_children_inner(path, true);
         with_watch(p, w, |(c, s), w| (c, s, w))
     }
@@ -772,14 +826,16 @@ impl<'a> Pipeline<'a> {
         let sp = self.server_path(path);
         let p = path.to_string();
         self.push(
-            "sync",
-            path,
-            path::validate_path(path),
-            op::SYNC,
+            Req {
+                op: "sync",
+                path,
+                checked: path::validate_path(path),
+                opcode: op::SYNC,
+                watch: None,
+            },
             |w| {
                 w.string(&sp);
             },
-            None,
             move |raw| ok_or(&raw, &p),
         )
         .0
@@ -789,16 +845,21 @@ impl<'a> Pipeline<'a> {
     pub fn multi(&mut self, ops: &[Op]) -> Pending<Vec<OpResult>> {
         let chroot = self.chroot();
         let checked = check_multi(ops);
-        let label = ops.first().map(|o| o.path().to_string()).unwrap_or_default();
+        let label = ops
+            .first()
+            .map(|o| o.path().to_string())
+            .unwrap_or_default();
         let paths: Vec<String> = ops.iter().map(|o| o.path().to_string()).collect();
         let cr = chroot.clone();
         self.push(
-            "multi",
-            &label,
-            checked,
-            op::MULTI,
+            Req {
+                op: "multi",
+                path: &label,
+                checked,
+                opcode: op::MULTI,
+                watch: None,
+            },
             |w| encode_multi(w, &cr, ops),
-            None,
             move |raw| decode_multi(&raw, &chroot, &paths),
         )
         .0
@@ -860,7 +921,9 @@ fn check_multi(ops: &[Op]) -> Result<()> {
                 }
                 check_create(path, *mode, &Acl::open_unsafe())?
             }
-            Op::Delete { path, .. } | Op::Check { path, .. } | Op::SetData { path, .. } => path::validate_path(path)?,
+            Op::Delete { path, .. } | Op::Check { path, .. } | Op::SetData { path, .. } => {
+                path::validate_path(path)?
+            }
         }
     }
     Ok(())

@@ -33,7 +33,9 @@ pub(crate) fn parse_connect_string(s: &str) -> Result<ConnectString> {
         }
         let with_port = if let Some(rest) = entry.strip_prefix('[') {
             // [v6]:port or [v6]
-            let close = rest.find(']').ok_or_else(|| bad(format!("unclosed '[' in {entry:?}")))?;
+            let close = rest
+                .find(']')
+                .ok_or_else(|| bad(format!("unclosed '[' in {entry:?}")))?;
             let after = &rest[close + 1..];
             if after.is_empty() {
                 format!("{entry}:2181")
@@ -165,10 +167,18 @@ mod tests {
         let c = parse_connect_string("[::1]:5,[::1]/").unwrap();
         assert_eq!(c.hosts, vec!["[::1]:5", "[::1]:2181"]);
         assert_eq!(c.chroot, "");
-        for bad in ["", "a:,b", "a:0", "a:99999", ":1", "a,,b", "::1:5", "[::1", "h/app/", "h/a//b"] {
+        for bad in [
+            "", "a:,b", "a:0", "a:99999", ":1", "a,,b", "::1:5", "[::1", "h/app/", "h/a//b",
+        ] {
             let e = parse_connect_string(bad).unwrap_err();
             assert!(
-                matches!(e, Error::InvalidArgument { name: "connect string", .. }),
+                matches!(
+                    e,
+                    Error::InvalidArgument {
+                        name: "connect string",
+                        ..
+                    }
+                ),
                 "{bad}: {e}"
             );
             assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
@@ -180,7 +190,9 @@ mod tests {
         for ok in ["/", "/a", "/a/b", "/a.b/c-d_e", "/zookeeper"] {
             validate_path(ok).unwrap();
         }
-        for bad in ["", "a", "a/b", "/a/", "//", "/a//b", "/a/./b", "/a/..", "/a\0b", "/a\u{1}"] {
+        for bad in [
+            "", "a", "a/b", "/a/", "//", "/a//b", "/a/./b", "/a/..", "/a\0b", "/a\u{1}",
+        ] {
             let e = validate_path(bad).unwrap_err();
             assert!(matches!(e, Error::InvalidPath { .. }), "{bad:?}");
         }

@@ -213,7 +213,12 @@ impl<'a> Reader<'a> {
 }
 
 /// `ConnectRequest`, sent without a request header.
-pub(crate) fn connect_request(last_zxid: i64, timeout_ms: i32, session_id: i64, passwd: &[u8]) -> Vec<u8> {
+pub(crate) fn connect_request(
+    last_zxid: i64,
+    timeout_ms: i32,
+    session_id: i64,
+    passwd: &[u8],
+) -> Vec<u8> {
     let mut w = Writer::frame();
     w.int(0) // protocol version
         .long(last_zxid)
@@ -303,7 +308,10 @@ pub(crate) fn set_watches_frames(
         .map(|p| (0, p))
         .chain(exist.iter().map(|p| (1, p)))
         .chain(child.iter().map(|p| (2, p)));
-    let flush = |d: &mut Vec<String>, e: &mut Vec<String>, c: &mut Vec<String>, frames: &mut Vec<Vec<u8>>| {
+    let flush = |d: &mut Vec<String>,
+                 e: &mut Vec<String>,
+                 c: &mut Vec<String>,
+                 frames: &mut Vec<Vec<u8>>| {
         let mut w = Writer::default();
         w.long(relative_zxid).strings(d).strings(e).strings(c);
         frames.push(request_frame(xid::SET_WATCHES, op::SET_WATCHES, &w.buf));
@@ -336,7 +344,11 @@ mod tests {
     #[test]
     fn round_trip_primitives() {
         let mut w = Writer::default();
-        w.int(-7).long(1 << 40).bool(true).string("/a/b").buffer(&[1, 2, 3]);
+        w.int(-7)
+            .long(1 << 40)
+            .bool(true)
+            .string("/a/b")
+            .buffer(&[1, 2, 3]);
         w.strings(&["x".to_string(), "yz".to_string()]);
         let mut r = Reader::new(&w.buf);
         assert_eq!(r.int().unwrap(), -7);
@@ -379,7 +391,9 @@ mod tests {
 
     #[test]
     fn set_watches_split_into_bounded_frames() {
-        let paths: Vec<String> = (0..20_000).map(|i| format!("/some/long/path/{i:08}")).collect();
+        let paths: Vec<String> = (0..20_000)
+            .map(|i| format!("/some/long/path/{i:08}"))
+            .collect();
         let frames = set_watches_frames(42, &paths, &[], &paths[..10]);
         assert!(frames.len() > 1);
         let mut seen = 0;

@@ -77,12 +77,17 @@ impl CreateMode {
 
     /// Whether the node goes away with the session.
     pub fn is_ephemeral(self) -> bool {
-        matches!(self, CreateMode::Ephemeral | CreateMode::EphemeralSequential)
+        matches!(
+            self,
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential
+        )
     }
 
     pub(crate) fn ttl(self) -> Option<Duration> {
         match self {
-            CreateMode::PersistentWithTtl(t) | CreateMode::PersistentSequentialWithTtl(t) => Some(t),
+            CreateMode::PersistentWithTtl(t) | CreateMode::PersistentSequentialWithTtl(t) => {
+                Some(t)
+            }
             _ => None,
         }
     }

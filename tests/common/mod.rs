@@ -56,7 +56,10 @@ pub fn retry<T>(within: Duration, mut f: impl FnMut() -> zkguard::Result<T>) -> 
     loop {
         match f() {
             Ok(v) => return v,
-            Err(e) if Instant::now() < deadline && (e.is_connection_error() || matches!(e, zkguard::Error::SessionExpired)) => {
+            Err(e)
+                if Instant::now() < deadline
+                    && (e.is_connection_error() || matches!(e, zkguard::Error::SessionExpired)) =>
+            {
                 // Back off a little between attempts; the request itself waits for a connection.
                 std::thread::sleep(Duration::from_millis(20));
             }

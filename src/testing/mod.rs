@@ -1,0 +1,63 @@
+//! Real ZooKeeper servers and network faults for tests (feature `testing`).
+//!
+//! - [`TestCluster`] starts one standalone server or an ensemble of real Apache ZooKeeper
+//!   servers on free loopback ports with throwaway data directories, can stop, kill,
+//!   restart, pause and resume single servers, and kills everything on drop.
+//! - [`FaultProxy`] sits between a client and the servers and delays, black-holes or
+//!   resets the client's traffic on command: partitions and session expiry on demand.
+//!
+//! ```no_run
+//! use zkguard::testing::{FaultProxy, TestCluster};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let cluster = TestCluster::start(3)?;
+//! let proxy = FaultProxy::for_cluster(&cluster)?;
+//! // Connect the client under test to `proxy.connect_string()`, then:
+//! proxy.blackhole(); // the client's session will expire
+//! proxy.heal();
+//! let leader = cluster.leader().expect("an ensemble has a leader");
+//! cluster.kill(leader)?; // the others elect a new leader
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Finding ZooKeeper
+//!
+//! The server class path is taken from, in this order:
+//!
+//! 1. `ZKGUARD_ZOOKEEPER_CLASSPATH`: a complete Java class path, used as given;
+//! 2. `ZOOKEEPER_HOME`: an unpacked Apache ZooKeeper 3.5+ binary release
+//!    (`conf/`, `lib/*.jar`, `*.jar`); an error if it holds no server jar;
+//! 3. the Debian/Ubuntu package: `/usr/share/java/zookeeper.jar` (its manifest names its
+//!    dependencies), plus `/usr/share/java/slf4j-simple.jar` when present so the server
+//!    logs to its log file;
+//! 4. unpacked releases at `/opt/zookeeper`, `/opt/apache-zookeeper*-bin` (newest first),
+//!    `/usr/local/zookeeper`, `/usr/share/zookeeper`, and Homebrew's
+//!    `/opt/homebrew/opt/zookeeper/libexec` and `/usr/local/opt/zookeeper/libexec`.
+//!
+//! `java` is `$JAVA_HOME/bin/java` when that exists, else `java` on `PATH`.
+//!
+//! When nothing is found on a Debian-family machine and the tests run as root (a CI
+//! container), the package is installed once per process with
+//! `apt-get install -y zookeeper`, unless `ZKGUARD_NO_INSTALL` is set. Otherwise starting
+//! a cluster fails with an error saying what to install or set.
+//!
+//! # Server settings
+//!
+//! Every server gets `tickTime` 100 ms (configurable), `initLimit=10`, `syncLimit=5`,
+//! session timeouts from two ticks to 60 s (configurable), all four-letter words
+//! enabled, no admin server, `forceSync=no` (configurable), no autopurge, containers
+//! checked every 100 ms (`znode.container.checkIntervalMs`) and a small JVM
+//! (`-Xmx256m`, serial GC, C1 only). Ensembles are static (`reconfigEnabled=false`).
+//!
+//! # Platform
+//!
+//! Unix only in practice: servers are signalled with the `kill` command and a `sh`
+//! watchdog kills them if the test process dies without unwinding.
+
+mod cluster;
+mod discover;
+mod proxy;
+
+pub use cluster::{TestCluster, TestClusterBuilder};
+pub use proxy::FaultProxy;
