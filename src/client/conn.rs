@@ -745,16 +745,15 @@ impl Shared {
         let ping_every = t / 3;
         let silence_limit = t * 2 / 3;
         loop {
-            // Frames already buffered (read together with the handshake).
+            // Every complete frame in the buffer (some may have come with the handshake).
             loop {
-                match frames.pop() {
-                    Ok(Some(frame)) => {
-                        if let Err(m) = self.dispatch(&frame) {
-                            log::error!("zkguard: malformed frame from the server, dropping the connection: {}", m.0);
-                            return;
-                        }
-                    }
-                    Ok(None) => break,
+                let handled = frames.pop().and_then(|f| match f {
+                    Some(frame) => self.dispatch(&frame).map(|()| true),
+                    None => Ok(false),
+                });
+                match handled {
+                    Ok(true) => {}
+                    Ok(false) => break,
                     Err(m) => {
                         log::error!(
                             "zkguard: malformed frame from the server, dropping the connection: {}",
@@ -789,13 +788,7 @@ impl Shared {
                     return;
                 }
                 Ok(_) => self.last_recv_us.store(self.now_us(), Ordering::Relaxed),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if is_timeout(&e) => {}
                 Err(e) => {
                     log::info!("zkguard: connection error: {e}");
                     return;
@@ -964,6 +957,14 @@ impl Shared {
     }
 }
 
+/// A read that timed out (or was interrupted): nothing wrong with the connection.
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
 enum Handshake {
     Live(TcpStream, FrameReader),
     Expired,
@@ -1051,13 +1052,7 @@ impl FrameReader {
                     ))
                 }
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if is_timeout(&e) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -50,6 +50,13 @@ pub fn wait_event(
     }
 }
 
+/// The type of the next event of a watch, waiting at most 10 s.
+pub fn next_watch(w: &Receiver<zkguard::WatchedEvent>) -> zkguard::EventType {
+    w.recv_timeout(Duration::from_secs(10))
+        .expect("no watch event within 10 s")
+        .event_type
+}
+
 /// Retries `f` while it fails with a connection error (an election or reconnect in progress).
 pub fn retry<T>(within: Duration, mut f: impl FnMut() -> zkguard::Result<T>) -> T {
     let deadline = Instant::now() + within;
