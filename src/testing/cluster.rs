@@ -447,11 +447,14 @@ impl std::fmt::Debug for TestCluster {
 }
 
 /// The watchdog: waits for EOF on stdin (our end closes when this process dies, however it
-/// dies), then SIGKILLs every server whose pid file still exists.
+/// dies), then SIGKILLs every server whose pid file still exists and removes the throwaway
+/// directory, unless [`TestCluster::keep_logs`] left a `keep` marker in it. (A cluster in a
+/// `static` is never dropped; this is what cleans up after it.)
 const WATCHDOG_SCRIPT: &str = r#"while read -r _line; do :; done
 for f in "$1"/*.pid; do
   [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 done
+[ -e "$1/keep" ] || rm -rf "$1"
 exit 0"#;
 
 impl TestCluster {
@@ -464,6 +467,40 @@ impl TestCluster {
     /// A builder for non-default settings.
     pub fn builder() -> TestClusterBuilder {
         TestClusterBuilder::default()
+    }
+
+    /// Keeps the throwaway directory (server logs, data) when the cluster goes away, and
+    /// returns its path. A cluster dropped while its thread panics keeps it anyway; call
+    /// this from a panic hook for a cluster shared through a `static`, which is never
+    /// dropped.
+    ///
+    /// ```no_run
+    /// use std::sync::OnceLock;
+    /// use zkguard::testing::TestCluster;
+    ///
+    /// fn shared() -> &'static TestCluster {
+    ///     static CLUSTER: OnceLock<TestCluster> = OnceLock::new();
+    ///     CLUSTER.get_or_init(|| {
+    ///         let default_hook = std::panic::take_hook();
+    ///         std::panic::set_hook(Box::new(move |info| {
+    ///             if let Some(c) = CLUSTER.get() {
+    ///                 eprintln!("server logs kept at {}", c.keep_logs().display());
+    ///             }
+    ///             default_hook(info);
+    ///         }));
+    ///         TestCluster::start(1).expect("ZooKeeper")
+    ///     })
+    /// }
+    /// ```
+    pub fn keep_logs(&self) -> &Path {
+        self.keep_dir.store(true, Ordering::SeqCst);
+        if let Err(e) = fs::write(self.dir.join("keep"), b"") {
+            log::warn!(
+                "zkguard TestCluster: cannot mark {} to be kept: {e}",
+                self.dir.display()
+            );
+        }
+        &self.dir
     }
 
     fn try_start(settings: &Settings, dist: &Distribution) -> Result<TestCluster, StartError> {

@@ -12,11 +12,24 @@ pub fn init_log() {
     let _ = env_logger::builder().is_test(true).try_init();
 }
 
-/// One standalone server shared by every test of a test binary.
+/// One standalone server shared by every test of a test binary. It is never dropped: its
+/// watchdog stops it when the process exits, and a failing test keeps its logs.
 pub fn shared_cluster() -> &'static TestCluster {
     static CLUSTER: OnceLock<TestCluster> = OnceLock::new();
     init_log();
-    CLUSTER.get_or_init(|| TestCluster::start(1).expect("start a ZooKeeper server"))
+    CLUSTER.get_or_init(|| {
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some(c) = CLUSTER.get() {
+                eprintln!(
+                    "shared ZooKeeper's logs kept at {}",
+                    c.keep_logs().display()
+                );
+            }
+            default_hook(info);
+        }));
+        TestCluster::start(1).expect("start a ZooKeeper server")
+    })
 }
 
 /// A client with the given session timeout and a generous connect deadline (slow CI).
