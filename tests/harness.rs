@@ -340,7 +340,11 @@ fn servers_die_with_a_test_process_that_is_killed() {
         Duration::from_secs(10),
         || !proc_alive(pid),
     );
-    std::fs::remove_dir_all(&dir).expect("remove the orphaned cluster directory");
+    wait_until(
+        "the watchdog to remove the orphaned cluster directory",
+        Duration::from_secs(10),
+        || !dir.exists(),
+    );
 }
 
 #[test]

@@ -258,26 +258,20 @@ impl Shared {
                 let _ = r.tx.send(Err(e.clone()));
             }
         };
-        let (mut io, mut stream) = loop {
+        let mut io = loop {
             let generation = match self.wait_writable(deadline, closing_ok) {
                 Ok(g) => g,
                 Err(e) => return fail(reqs, e),
             };
             let io = self.io.lock();
-            match io.stream.as_ref().map(TcpStream::try_clone) {
-                Some(Ok(s)) => break (io, s),
-                Some(Err(e)) => {
-                    drop(io);
-                    log::warn!("zkguard: cannot use the connection: {e}");
-                    return fail(reqs, Error::ConnectionLoss);
-                }
-                None => {
-                    // The connection broke after the wait; its thread is about to say so.
-                    drop(io);
-                    self.wait_connection_change(generation, deadline);
-                }
+            if io.stream.is_some() {
+                break io;
             }
+            // The connection broke after the wait; its thread is about to say so.
+            drop(io);
+            self.wait_connection_change(generation, deadline);
         };
+        let io = &mut *io;
         let mut bytes = Vec::new();
         let mut xids = Vec::with_capacity(reqs.len());
         {
@@ -285,7 +279,7 @@ impl Shared {
             for r in reqs {
                 let x = io.next_xid;
                 io.next_xid = if x >= i32::MAX - 1 { 1 } else { x + 1 };
-                bytes.extend_from_slice(&proto::request_frame(x, r.opcode, &r.body));
+                proto::append_request_frame(&mut bytes, x, r.opcode, &r.body);
                 xids.push(x);
                 pending.insert(
                     x,
@@ -297,16 +291,19 @@ impl Shared {
                 );
             }
         }
-        match stream.write_all(&bytes) {
-            Ok(()) => {
-                self.last_send_us.store(self.now_us(), Ordering::Relaxed);
-            }
+        // Written under the lock, so frames of different callers never interleave.
+        let written = match io.stream.as_ref() {
+            Some(mut stream) => stream.write_all(&bytes),
+            None => Err(io::ErrorKind::NotConnected.into()),
+        };
+        match written {
+            Ok(()) => self.last_send_us.store(self.now_us(), Ordering::Relaxed),
             Err(e) => {
                 // A partial frame may be on the wire: this connection is finished.
                 log::warn!("zkguard: write failed, dropping the connection: {e}");
-                let _ = stream.shutdown(Shutdown::Both);
-                io.stream = None;
-                drop(io);
+                if let Some(stream) = io.stream.take() {
+                    let _ = stream.shutdown(Shutdown::Both);
+                }
                 let mut pending = self.pending.lock();
                 for x in xids {
                     if let Some(f) = pending.remove(&x) {
@@ -481,7 +478,8 @@ impl Shared {
     // ---------------------------------------------------------------- the connection thread
 
     /// The connection thread's body. Returns when the client is closed.
-    pub fn run(self: Arc<Shared>, mut next_host: usize) {
+    pub fn run(self: Arc<Shared>) {
+        let mut next_host = 0usize;
         let mut failures_in_row: u32 = 0;
         let mut rng = uuid::Uuid::new_v4().as_u128() as u64 | 1;
         loop {
@@ -776,7 +774,12 @@ impl Shared {
                 self.send_ping();
             }
             let idle = self.since(&self.last_send_us);
-            let until_ping = ping_every.saturating_sub(idle);
+            // Zero only if a caller's write held the lock and the ping was skipped: look
+            // again shortly rather than spin.
+            let until_ping = match ping_every.saturating_sub(idle) {
+                Duration::ZERO => Duration::from_millis(10),
+                d => d,
+            };
             let until_silent = silence_limit.saturating_sub(silent);
             let wait = until_ping.min(until_silent).max(Duration::from_millis(1));
             if stream.set_read_timeout(Some(wait)).is_err() {
@@ -804,7 +807,11 @@ impl Shared {
     }
 
     fn send_ping(&self) {
-        let mut io = self.io.lock();
+        // Never wait for a caller's write: while it is blocked (a full socket buffer), this
+        // thread must keep reading replies, and a caller that is writing needs no ping.
+        let Some(mut io) = self.io.try_lock() else {
+            return;
+        };
         let Some(stream) = io.stream.as_mut() else {
             return;
         };

@@ -207,7 +207,7 @@ impl ClientBuilder {
         let thread = std::thread::Builder::new()
             .name("zkguard-conn".into())
             .spawn(move || {
-                thread_shared.run(0);
+                thread_shared.run();
                 drop(done_tx);
             })
             .map_err(|e| Error::InvalidArgument {

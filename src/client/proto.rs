@@ -285,10 +285,17 @@ pub(crate) fn decode_watch_event(r: &mut Reader<'_>) -> DecodeResult<RawWatchEve
 
 /// A request frame: header plus body.
 pub(crate) fn request_frame(xid: i32, opcode: i32, body: &[u8]) -> Vec<u8> {
-    let mut w = Writer::frame();
-    w.int(xid).int(opcode);
-    w.buf.extend_from_slice(body);
-    w.finish_frame()
+    let mut buf = Vec::with_capacity(12 + body.len());
+    append_request_frame(&mut buf, xid, opcode, body);
+    buf
+}
+
+/// Appends a request frame to `buf` (several frames go out in one write).
+pub(crate) fn append_request_frame(buf: &mut Vec<u8>, xid: i32, opcode: i32, body: &[u8]) {
+    buf.extend_from_slice(&((8 + body.len()) as u32).to_be_bytes());
+    buf.extend_from_slice(&xid.to_be_bytes());
+    buf.extend_from_slice(&opcode.to_be_bytes());
+    buf.extend_from_slice(body);
 }
 
 /// Splits the watches into SetWatches frames of at most ~128 KiB each (the Java client does
