@@ -662,3 +662,32 @@ fn a_silent_fake_server_handshake_reply_is_checked() {
     assert!(matches!(err, Error::Connect { .. }), "{err}");
     assert!(err.to_string().contains("malformed"), "{err}");
 }
+
+#[test]
+fn many_threads_share_one_client_without_mixing_replies() {
+    let c = client();
+    let dir = unique("threads");
+    c.create(&dir, b"", CreateMode::Persistent).unwrap();
+    let workers: Vec<_> = (0..8)
+        .map(|t| {
+            let c = c.clone();
+            let p = format!("{dir}/t{t}");
+            std::thread::spawn(move || {
+                c.create(&p, b"", CreateMode::Persistent).unwrap();
+                for i in 0..150u32 {
+                    let value = format!("{t}-{i}");
+                    let stat = c.set_data(&p, value.as_bytes(), Some(i as i32)).unwrap();
+                    assert_eq!(stat.version, i as i32 + 1);
+                    // Pipelined and plain requests from all threads interleave on one socket.
+                    let (a, b) = c.pipeline(|q| (q.get_data(&p), q.exists(&p)));
+                    assert_eq!(a.wait().unwrap().0, value.as_bytes());
+                    assert_eq!(b.wait().unwrap().unwrap().version, i as i32 + 1);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(c.get_children(&dir).unwrap().1.num_children, 8);
+}
