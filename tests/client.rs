@@ -691,3 +691,28 @@ fn many_threads_share_one_client_without_mixing_replies() {
     }
     assert_eq!(c.get_children(&dir).unwrap().1.num_children, 8);
 }
+
+#[test]
+fn rejected_credentials_fail_the_build_with_auth_failed() {
+    // The server knows no such scheme and refuses the credentials.
+    let err = Client::builder(&shared_cluster().connect_string())
+        .connect_timeout(Duration::from_secs(5))
+        .auth("no-such-scheme", b"x")
+        .build()
+        .unwrap_err();
+    assert_eq!(err, Error::AuthFailed);
+    let e = Client::builder("127.0.0.1:1")
+        .auth("", b"x")
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidArgument {
+                name: "auth scheme",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}

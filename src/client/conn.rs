@@ -86,6 +86,8 @@ struct SessionInfo {
     /// Moves with every new connection.
     generation: u64,
     closing: bool,
+    /// The server rejected the credentials (the client closed itself).
+    auth_failed: bool,
     server: Option<SocketAddr>,
     subscribers: Vec<Sender<SessionEvent>>,
     /// Per host, the last thing that went wrong there (for the connect error).
@@ -103,6 +105,17 @@ struct Watches {
     exist: HashMap<String, Vec<Sender<WatchedEvent>>>,
     child: HashMap<String, Vec<Sender<WatchedEvent>>>,
     closed: bool,
+}
+
+impl SessionInfo {
+    /// Why requests fail once the client is closed.
+    fn closed_error(&self) -> Error {
+        if self.auth_failed {
+            Error::AuthFailed
+        } else {
+            Error::Closed
+        }
+    }
 }
 
 /// Counters for tests and benchmarks.
@@ -151,6 +164,7 @@ impl Shared {
                 epoch: 0,
                 generation: 0,
                 closing: false,
+                auth_failed: false,
                 server: None,
                 subscribers: Vec::new(),
                 failures: vec![String::new(); hosts],
@@ -218,7 +232,7 @@ impl Shared {
         loop {
             match s.phase {
                 Phase::Connected => return Ok(()),
-                Phase::Closed => return Err(Error::Closed),
+                Phase::Closed => return Err(s.closed_error()),
                 _ => {}
             }
             if self.changed.wait_until(&mut s, deadline).timed_out() && s.phase != Phase::Connected
@@ -322,7 +336,7 @@ impl Shared {
         let had_session = matches!(s.phase, Phase::Connected | Phase::Suspended);
         loop {
             if s.phase == Phase::Closed || (s.closing && !closing_ok) {
-                return Err(Error::Closed);
+                return Err(s.closed_error());
             }
             if had_session && s.epoch != epoch {
                 return Err(Error::SessionExpired);
@@ -729,6 +743,7 @@ impl Shared {
         {
             let mut s = self.session.lock();
             s.closing = true;
+            s.auth_failed = true;
             s.phase = Phase::Closed;
             self.emit(&mut s, SessionEvent::Closed);
             self.changed.notify_all();
