@@ -311,6 +311,24 @@ impl Client {
 
     /// A new receiver of every session event from now on, in order. Never blocks the client;
     /// a receiver that is dropped is forgotten.
+    ///
+    /// Subscribe first, then read [`Client::state`]: no change can slip between the two.
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client) {
+    /// use zkguard::{SessionEvent, SessionState};
+    /// let events = client.events();
+    /// if client.state() == SessionState::Connected {
+    ///     for ev in events.iter() {
+    ///         match ev {
+    ///             SessionEvent::Suspended { .. } => eprintln!("stop trusting what we hold"),
+    ///             SessionEvent::Lost { .. } | SessionEvent::Closed => break,
+    ///             _ => {}
+    ///         }
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn events(&self) -> Receiver<SessionEvent> {
         self.shared.subscribe()
     }
