@@ -569,65 +569,90 @@ struct Req<'p> {
     watch: Option<WatchKind>,
 }
 
+impl<'p> Req<'p> {
+    /// A request on one node whose path is checked the usual way.
+    fn on(op: &'static str, path: &'p str, opcode: i32) -> Req<'p> {
+        Req {
+            op,
+            path,
+            checked: path::validate_path(path),
+            opcode,
+            watch: None,
+        }
+    }
+
+    fn watch(self, watch: bool, kind: WatchKind) -> Req<'p> {
+        Req {
+            watch: watch.then_some(kind),
+            ..self
+        }
+    }
+}
+
 /// A pending reply and, for watched requests, the watch's receiver.
 type Watched<T> = (Pending<T>, Option<Receiver<WatchedEvent>>);
 
 impl<'a> Pipeline<'a> {
+    /// Queues a request whose reply is decoded only when the server says OK; any other code
+    /// becomes the error naming the path, and an undecodable body a marshalling error.
     fn push<T: 'static>(
         &mut self,
         req: Req<'_>,
-        body: impl FnOnce(&mut Writer),
+        body: impl FnOnce(&mut Writer, &str),
+        decode: impl FnOnce(&mut Reader<'_>) -> proto::DecodeResult<T> + Send + 'static,
+    ) -> Watched<T> {
+        let (op_name, p) = (req.op, req.path.to_string());
+        self.push_raw(req, body, move |raw| {
+            if raw.err != proto::code::OK {
+                return Err(Error::from_code(raw.err, &p));
+            }
+            decode(&mut Reader::new(&raw.body)).map_err(|m| malformed(op_name, &p, &m.0))
+        })
+    }
+
+    /// Queues a request with a decoder that sees the raw reply.
+    fn push_raw<T: 'static>(
+        &mut self,
+        req: Req<'_>,
+        body: impl FnOnce(&mut Writer, &str),
         decode: impl FnOnce(RawReply) -> Result<T> + Send + 'static,
     ) -> Watched<T> {
-        let Req {
-            op: op_name,
-            path,
-            checked,
-            opcode,
-            watch,
-        } = req;
-        let timeout = self.client.timeout;
         let mut pending = Pending {
             state: Err(Error::Closed),
             decode: Box::new(decode),
-            op: op_name,
-            path: path.to_string(),
+            op: req.op,
+            path: req.path.to_string(),
             deadline: self.deadline,
-            timeout,
+            timeout: self.client.timeout,
         };
-        if let Err(e) = checked {
+        if let Err(e) = req.checked {
             pending.state = Err(e);
             return (pending, None);
         }
+        let server_path = path::to_server(&self.client.shared.cfg.chroot, req.path);
         let mut w = Writer::default();
-        body(&mut w);
+        body(&mut w, &server_path);
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let (watch, watch_rx) = match watch {
+        let (watch, watch_rx) = match req.watch {
             Some(kind) => {
                 let (wtx, wrx) = crossbeam_channel::unbounded();
-                (
-                    Some(WatchReg {
-                        server_path: self.server_path(path),
-                        kind,
-                        tx: wtx,
-                    }),
-                    Some(wrx),
-                )
+                let reg = WatchReg {
+                    server_path,
+                    kind,
+                    tx: wtx,
+                };
+                (Some(reg), Some(wrx))
             }
             None => (None, None),
         };
         self.out.push(Outgoing {
-            opcode,
+            opcode: req.opcode,
             body: w.buf,
             watch,
             tx,
         });
         pending.state = Ok(rx);
         (pending, watch_rx)
-    }
-
-    fn server_path(&self, path: &str) -> String {
-        path::to_server(&self.client.shared.cfg.chroot, path)
     }
 
     fn chroot(&self) -> Arc<str> {
@@ -647,87 +672,49 @@ impl<'a> Pipeline<'a> {
         mode: CreateMode,
         acl: &[Acl],
     ) -> Pending<Created> {
-        let sp = self.server_path(path);
         let chroot = self.chroot();
-        let p = path.to_string();
-        self.push(
-            Req {
-                op: "create",
-                path,
-                checked: check_create(path, mode, acl),
-                opcode: create_opcode(mode),
-                watch: None,
-            },
-            |w| create_body(w, &sp, data, mode, acl),
-            move |raw| {
-                ok_or(&raw, &p)?;
-                let mut r = Reader::new(&raw.body);
-                let created = r.string().map_err(|_| malformed("create", &p))?;
-                let stat = r.stat().map_err(|_| malformed("create", &p))?;
-                Ok(Created {
-                    path: path::from_server(&chroot, &created),
-                    stat,
-                })
-            },
-        )
+        let req = Req {
+            checked: check_create(path, mode, acl),
+            ..Req::on("create", path, create_opcode(mode))
+        };
+        let body = |w: &mut Writer, sp: &str| create_body(w, sp, data, mode, acl);
+        self.push(req, body, move |r| {
+            Ok(Created {
+                path: path::from_server(&chroot, &r.string()?),
+                stat: r.stat()?,
+            })
+        })
         .0
     }
 
     /// See [`Client::delete`].
     pub fn delete(&mut self, path: &str, version: Option<i32>) -> Pending<()> {
-        let sp = self.server_path(path);
-        let p = path.to_string();
-        let checked = path::validate_path(path).and_then(|_| {
-            if path == "/" {
-                Err(Error::InvalidPath {
-                    path: "/".into(),
-                    reason: "the root cannot be deleted".into(),
-                })
-            } else {
-                Ok(())
-            }
-        });
-        self.push(
-            Req {
-                op: "delete",
-                path,
-                checked,
-                opcode: op::DELETE,
-                watch: None,
-            },
-            |w| {
-                w.string(&sp).int(version_arg(version));
-            },
-            move |raw| ok_or(&raw, &p),
-        )
-        .0
+        let mut req = Req::on("delete", path, op::DELETE);
+        if path == "/" {
+            req.checked = Err(Error::InvalidPath {
+                path: "/".into(),
+                reason: "the root cannot be deleted".into(),
+            });
+        }
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).int(version_arg(version));
+        };
+        self.push(req, body, |_| Ok(())).0
     }
 
     fn exists_inner(&mut self, path: &str, watch: bool) -> Watched<Option<Stat>> {
-        let sp = self.server_path(path);
-        let p = path.to_string();
-        self.push(
-            Req {
-                op: "exists",
-                path,
-                checked: path::validate_path(path),
-                opcode: op::EXISTS,
-                watch: watch.then_some(WatchKind::Data),
-            },
-            |w| {
-                w.string(&sp).bool(watch);
-            },
-            move |raw| {
-                if raw.err == proto::code::NO_NODE {
-                    return Ok(None);
-                }
-                ok_or(&raw, &p)?;
-                Reader::new(&raw.body)
-                    .stat()
-                    .map(Some)
-                    .map_err(|_| malformed("exists", &p))
-            },
-        )
+        let req = Req::on("exists", path, op::EXISTS).watch(watch, WatchKind::Data);
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).bool(watch);
+        };
+        let (pending, w) = self.push(req, body, |r| r.stat());
+        // A missing node is an answer, not an error (and leaves an exists watch behind).
+        let pending = pending.map(|r| match r {
+            Ok(stat) => Ok(Some(stat)),
+            Err(Error::NoNode { .. }) => Ok(None),
+            Err(e) => Err(e),
+        });
+        (pending, w)
     }
 
     /// See [`Client::exists`].
@@ -742,27 +729,11 @@ impl<'a> Pipeline<'a> {
     }
 
     fn get_data_inner(&mut self, path: &str, watch: bool) -> Watched<(Vec<u8>, Stat)> {
-        let sp = self.server_path(path);
-        let p = path.to_string();
-        self.push(
-            Req {
-                op: "get_data",
-                path,
-                checked: path::validate_path(path),
-                opcode: op::GET_DATA,
-                watch: watch.then_some(WatchKind::Data),
-            },
-            |w| {
-                w.string(&sp).bool(watch);
-            },
-            move |raw| {
-                ok_or(&raw, &p)?;
-                let mut r = Reader::new(&raw.body);
-                let data = r.buffer().map_err(|_| malformed("get_data", &p))?;
-                let stat = r.stat().map_err(|_| malformed("get_data", &p))?;
-                Ok((data, stat))
-            },
-        )
+        let req = Req::on("get_data", path, op::GET_DATA).watch(watch, WatchKind::Data);
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).bool(watch);
+        };
+        self.push(req, body, |r| Ok((r.buffer()?, r.stat()?)))
     }
 
     /// See [`Client::get_data`].
@@ -778,51 +749,19 @@ impl<'a> Pipeline<'a> {
 
     /// See [`Client::set_data`].
     pub fn set_data(&mut self, path: &str, data: &[u8], version: Option<i32>) -> Pending<Stat> {
-        let sp = self.server_path(path);
-        let p = path.to_string();
-        self.push(
-            Req {
-                op: "set_data",
-                path,
-                checked: path::validate_path(path),
-                opcode: op::SET_DATA,
-                watch: None,
-            },
-            |w| {
-                w.string(&sp).buffer(data).int(version_arg(version));
-            },
-            move |raw| {
-                ok_or(&raw, &p)?;
-                Reader::new(&raw.body)
-                    .stat()
-                    .map_err(|_| malformed("set_data", &p))
-            },
-        )
-        .0
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).buffer(data).int(version_arg(version));
+        };
+        self.push(Req::on("set_data", path, op::SET_DATA), body, |r| r.stat())
+            .0
     }
 
     fn get_children_inner(&mut self, path: &str, watch: bool) -> Watched<(Vec<String>, Stat)> {
-        let sp = self.server_path(path);
-        let p = path.to_string();
-        self.push(
-            Req {
-                op: "get_children",
-                path,
-                checked: path::validate_path(path),
-                opcode: op::GET_CHILDREN2,
-                watch: watch.then_some(WatchKind::Child),
-            },
-            |w| {
-                w.string(&sp).bool(watch);
-            },
-            move |raw| {
-                ok_or(&raw, &p)?;
-                let mut r = Reader::new(&raw.body);
-                let children = r.strings().map_err(|_| malformed("get_children", &p))?;
-                let stat = r.stat().map_err(|_| malformed("get_children", &p))?;
-                Ok((children, stat))
-            },
-        )
+        let req = Req::on("get_children", path, op::GET_CHILDREN2).watch(watch, WatchKind::Child);
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).bool(watch);
+        };
+        self.push(req, body, |r| Ok((r.strings()?, r.stat()?)))
     }
 
     /// See [`Client::get_children`].
@@ -841,46 +780,51 @@ impl<'a> Pipeline<'a> {
 
     /// See [`Client::sync`].
     pub fn sync(&mut self, path: &str) -> Pending<()> {
-        let sp = self.server_path(path);
-        let p = path.to_string();
-        self.push(
-            Req {
-                op: "sync",
-                path,
-                checked: path::validate_path(path),
-                opcode: op::SYNC,
-                watch: None,
-            },
-            |w| {
-                w.string(&sp);
-            },
-            move |raw| ok_or(&raw, &p),
-        )
-        .0
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp);
+        };
+        self.push(Req::on("sync", path, op::SYNC), body, |_| Ok(()))
+            .0
     }
 
     /// See [`Client::multi`].
     pub fn multi(&mut self, ops: &[Op]) -> Pending<Vec<OpResult>> {
         let chroot = self.chroot();
-        let checked = check_multi(ops);
-        let label = ops
-            .first()
-            .map(|o| o.path().to_string())
-            .unwrap_or_default();
+        let label = ops.first().map(|o| o.path()).unwrap_or("");
         let paths: Vec<String> = ops.iter().map(|o| o.path().to_string()).collect();
+        let req = Req {
+            checked: check_multi(ops),
+            ..Req::on("multi", label, op::MULTI)
+        };
         let cr = chroot.clone();
-        self.push(
-            Req {
-                op: "multi",
-                path: &label,
-                checked,
-                opcode: op::MULTI,
-                watch: None,
-            },
-            |w| encode_multi(w, &cr, ops),
-            move |raw| decode_multi(&raw, &chroot, &paths),
-        )
-        .0
+        let body = |w: &mut Writer, _: &str| encode_multi(w, &cr, ops);
+        self.push_raw(req, body, move |raw| decode_multi(&raw, &chroot, &paths))
+            .0
+    }
+}
+
+impl<T: 'static> Pending<T> {
+    /// The same request, its outcome passed through `f`.
+    fn map<U: 'static>(
+        self,
+        f: impl FnOnce(Result<T>) -> Result<U> + Send + 'static,
+    ) -> Pending<U> {
+        let Pending {
+            state,
+            decode,
+            op,
+            path,
+            deadline,
+            timeout,
+        } = self;
+        Pending {
+            state,
+            decode: Box::new(move |raw| f(decode(raw))),
+            op,
+            path,
+            deadline,
+            timeout,
+        }
     }
 }
 
@@ -889,38 +833,11 @@ fn with_watch<A: 'static, B: 'static>(
     w: Option<Receiver<WatchedEvent>>,
     join: impl FnOnce(A, Receiver<WatchedEvent>) -> B + Send + 'static,
 ) -> Pending<B> {
-    let Pending {
-        state,
-        decode,
-        op,
-        path,
-        deadline,
-        timeout,
-    } = p;
-    Pending {
-        state,
-        decode: Box::new(move |raw| {
-            let a = decode(raw)?;
-            let w = w.ok_or(Error::Closed)?;
-            Ok(join(a, w))
-        }),
-        op,
-        path,
-        deadline,
-        timeout,
-    }
+    p.map(move |r| Ok(join(r?, w.ok_or(Error::Closed)?)))
 }
 
-fn ok_or(raw: &RawReply, path: &str) -> Result<()> {
-    if raw.err == proto::code::OK {
-        Ok(())
-    } else {
-        Err(Error::from_code(raw.err, path))
-    }
-}
-
-fn malformed(op: &str, path: &str) -> Error {
-    log::error!("zkguard: malformed {op} reply for {path}");
+fn malformed(op: &str, path: &str, why: &str) -> Error {
+    log::error!("zkguard: malformed {op} reply for {path}: {why}");
     Error::Zk {
         code: -5,
         path: path.to_string(),
@@ -982,7 +899,7 @@ fn decode_multi(raw: &RawReply, chroot: &str, paths: &[String]) -> Result<Vec<Op
     let mut r = Reader::new(&raw.body);
     let mut results = Vec::new();
     let mut errors = Vec::new();
-    let bad = |_| malformed("multi", label);
+    let bad = |m: proto::Malformed| malformed("multi", label, &m.0);
     loop {
         let kind = r.int().map_err(bad)?;
         let done = r.bool().map_err(bad)?;
@@ -1006,7 +923,7 @@ fn decode_multi(raw: &RawReply, chroot: &str, paths: &[String]) -> Result<Vec<Op
                 stat: r.stat().map_err(bad)?,
             }),
             op::ERROR => errors.push((results.len() + errors.len(), r.int().map_err(bad)?)),
-            _ => return Err(malformed("multi", label)),
+            other => return Err(malformed("multi", label, &format!("result type {other}"))),
         }
     }
     if raw.err != proto::code::OK || !errors.is_empty() {
