@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::{connect, init_log, next_watch, retry, unique, wait_event};
+use common::{connect, expect_reconnected, init_log, next_watch, retry, unique, wait_event};
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{Acl, Client, CreateMode, Error, EventType, LossReason, SessionEvent, SessionState};
 
@@ -30,19 +30,7 @@ fn watches_survive_a_server_restart() {
     });
     assert_eq!(c.state(), SessionState::Suspended);
     cluster.start_server(0).unwrap();
-    let ev = wait_event(&events, Duration::from_secs(15), "reconnected", |e| {
-        matches!(
-            e,
-            SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. }
-        )
-    });
-    assert_eq!(
-        ev,
-        SessionEvent::Reconnected {
-            session_id: session
-        },
-        "session kept"
-    );
+    expect_reconnected(&events, session, Duration::from_secs(15));
 
     // The server forgot every watch when it stopped; SetWatches re-armed them.
     retry(Duration::from_secs(15), || other.set_data(&p, b"1", None));
@@ -81,18 +69,7 @@ fn failover_keeps_the_session_and_reports_a_change_made_during_the_outage() {
     retry(Duration::from_secs(20), || {
         other.set_data(&p, b"during", None)
     });
-    let ev = wait_event(&events, Duration::from_secs(20), "reconnected", |e| {
-        matches!(
-            e,
-            SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. }
-        )
-    });
-    assert_eq!(
-        ev,
-        SessionEvent::Reconnected {
-            session_id: session
-        }
-    );
+    expect_reconnected(&events, session, Duration::from_secs(20));
     assert_ne!(c.connected_server(), Some(here));
     assert_eq!(next_watch(&data_w), EventType::NodeDataChanged);
     retry(Duration::from_secs(10), || {
@@ -360,18 +337,7 @@ fn digest_auth_is_replayed_after_a_reconnect() {
     let session = c.session_id();
     let events = c.events();
     proxy.reset();
-    let ev = wait_event(&events, Duration::from_secs(10), "reconnected", |e| {
-        matches!(
-            e,
-            SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. }
-        )
-    });
-    assert_eq!(
-        ev,
-        SessionEvent::Reconnected {
-            session_id: session
-        }
-    );
+    expect_reconnected(&events, session, Duration::from_secs(10));
     assert_eq!(
         retry(Duration::from_secs(5), || c.get_data(&p)).0,
         b"s3cret"

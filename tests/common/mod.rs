@@ -63,6 +63,21 @@ pub fn wait_event(
     }
 }
 
+/// Waits for the session to come back: `Reconnected` with the same id, not `Lost`.
+pub fn expect_reconnected(rx: &Receiver<SessionEvent>, session_id: i64, within: Duration) {
+    let ev = wait_event(rx, within, "reconnected", |e| {
+        matches!(
+            e,
+            SessionEvent::Reconnected { .. } | SessionEvent::Lost { .. }
+        )
+    });
+    assert_eq!(
+        ev,
+        SessionEvent::Reconnected { session_id },
+        "session not kept"
+    );
+}
+
 /// The type of the next event of a watch, waiting at most 10 s.
 pub fn next_watch(w: &Receiver<zkguard::WatchedEvent>) -> zkguard::EventType {
     w.recv_timeout(Duration::from_secs(10))
