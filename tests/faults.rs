@@ -83,6 +83,32 @@ fn failover_keeps_the_session_and_reports_a_change_made_during_the_outage() {
 }
 
 #[test]
+fn a_frozen_server_is_left_for_another_and_the_session_kept() {
+    // SIGSTOP: the TCP connection stays open, the server just says nothing any more.
+    init_log();
+    let cluster = TestCluster::start(3).unwrap();
+    let t = Duration::from_secs(3);
+    let c = connect(&cluster.connect_string(), t);
+    let p = unique("frozen");
+    c.create(&p, b"", CreateMode::Ephemeral).unwrap();
+    let session = c.session_id();
+    let events = c.events();
+    let here = c.connected_server().unwrap();
+    let frozen = (0..3).find(|&i| cluster.client_addr(i) == here).unwrap();
+    let paused_at = Instant::now();
+    cluster.pause(frozen).unwrap();
+    wait_event(&events, t * 2, "suspended", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
+    // Silence is noticed after two thirds of the session timeout, not never.
+    assert!(paused_at.elapsed() < t, "{:?}", paused_at.elapsed());
+    expect_reconnected(&events, session, Duration::from_secs(20));
+    assert_ne!(c.connected_server(), Some(here));
+    assert!(retry(Duration::from_secs(10), || c.exists(&p)).is_some());
+    cluster.resume(frozen).unwrap();
+}
+
+#[test]
 fn a_partition_is_suspended_at_once_and_lost_within_the_session_timeout() {
     init_log();
     let cluster = TestCluster::start(1).unwrap();
