@@ -1086,7 +1086,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn frames_split_across_reads() {
+    fn frames_split_across_reads() -> std::result::Result<(), Box<dyn std::error::Error>> {
         let mut fr = FrameReader::default();
         let mut data: Vec<u8> = Vec::new();
         data.extend_from_slice(&3u32.to_be_bytes());
@@ -1094,21 +1094,23 @@ mod tests {
         data.extend_from_slice(&0u32.to_be_bytes());
         data.extend_from_slice(&2u32.to_be_bytes());
         data.extend_from_slice(&[9]);
-        fr.fill(&mut &data[..]).unwrap();
-        assert_eq!(fr.pop().unwrap(), Some(vec![1, 2, 3]));
-        assert_eq!(fr.pop().unwrap(), Some(vec![]));
-        assert_eq!(fr.pop().unwrap(), None);
-        fr.fill(&mut &[8u8][..]).unwrap();
-        assert_eq!(fr.pop().unwrap(), Some(vec![9, 8]));
+        fr.fill(&mut &data[..])?;
+        assert_eq!(fr.pop()?, Some(vec![1, 2, 3]));
+        assert_eq!(fr.pop()?, Some(vec![]));
+        assert_eq!(fr.pop()?, None);
+        fr.fill(&mut &[8u8][..])?;
+        assert_eq!(fr.pop()?, Some(vec![9, 8]));
+        Ok(())
     }
 
     #[test]
-    fn hostile_frame_lengths_are_errors() {
+    fn hostile_frame_lengths_are_errors() -> io::Result<()> {
         let mut fr = FrameReader::default();
-        fr.fill(&mut &(-5i32).to_be_bytes()[..]).unwrap();
+        fr.fill(&mut &(-5i32).to_be_bytes()[..])?;
         assert!(fr.pop().is_err());
         let mut fr = FrameReader::default();
-        fr.fill(&mut &(i32::MAX).to_be_bytes()[..]).unwrap();
+        fr.fill(&mut &(i32::MAX).to_be_bytes()[..])?;
         assert!(fr.pop().is_err());
+        Ok(())
     }
 }

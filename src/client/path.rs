@@ -160,17 +160,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn connect_strings() {
-        let c = parse_connect_string("a:1,b,127.0.0.1:3/app/x").unwrap();
+    fn connect_strings() -> Result<()> {
+        let c = parse_connect_string("a:1,b,127.0.0.1:3/app/x")?;
         assert_eq!(c.hosts, vec!["a:1", "b:2181", "127.0.0.1:3"]);
         assert_eq!(c.chroot, "/app/x");
-        let c = parse_connect_string("[::1]:5,[::1]/").unwrap();
+        let c = parse_connect_string("[::1]:5,[::1]/")?;
         assert_eq!(c.hosts, vec!["[::1]:5", "[::1]:2181"]);
         assert_eq!(c.chroot, "");
         for bad in [
             "", "a:,b", "a:0", "a:99999", ":1", "a,,b", "::1:5", "[::1", "h/app/", "h/a//b",
         ] {
-            let e = parse_connect_string(bad).unwrap_err();
+            let e = parse_connect_string(bad).expect_err("must be rejected");
             assert!(
                 matches!(
                     e,
@@ -183,22 +183,24 @@ mod tests {
             );
             assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
         }
+        Ok(())
     }
 
     #[test]
-    fn paths() {
+    fn paths() -> Result<()> {
         for ok in ["/", "/a", "/a/b", "/a.b/c-d_e", "/zookeeper"] {
-            validate_path(ok).unwrap();
+            validate_path(ok)?;
         }
         for bad in [
             "", "a", "a/b", "/a/", "//", "/a//b", "/a/./b", "/a/..", "/a\0b", "/a\u{1}",
         ] {
-            let e = validate_path(bad).unwrap_err();
+            let e = validate_path(bad).expect_err("must be rejected");
             assert!(matches!(e, Error::InvalidPath { .. }), "{bad:?}");
         }
-        validate_sequential_path("/a/").unwrap();
-        validate_sequential_path("/a/b-").unwrap();
+        validate_sequential_path("/a/")?;
+        validate_sequential_path("/a/b-")?;
         assert!(validate_sequential_path("/a//").is_err());
+        Ok(())
     }
 
     #[test]

@@ -59,6 +59,14 @@ pub(crate) const MAX_FRAME: usize = 64 * 1024 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Malformed(pub String);
 
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed record: {}", self.0)
+    }
+}
+
+impl std::error::Error for Malformed {}
+
 pub(crate) type DecodeResult<T> = std::result::Result<T, Malformed>;
 
 /// Appends jute-encoded values to a buffer.
@@ -349,7 +357,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_trip_primitives() {
+    fn round_trip_primitives() -> DecodeResult<()> {
         let mut w = Writer::default();
         w.int(-7)
             .long(1 << 40)
@@ -358,17 +366,18 @@ mod tests {
             .buffer(&[1, 2, 3]);
         w.strings(&["x".to_string(), "yz".to_string()]);
         let mut r = Reader::new(&w.buf);
-        assert_eq!(r.int().unwrap(), -7);
-        assert_eq!(r.long().unwrap(), 1 << 40);
-        assert!(r.bool().unwrap());
-        assert_eq!(r.string().unwrap(), "/a/b");
-        assert_eq!(r.buffer().unwrap(), vec![1, 2, 3]);
-        assert_eq!(r.strings().unwrap(), vec!["x", "yz"]);
+        assert_eq!(r.int()?, -7);
+        assert_eq!(r.long()?, 1 << 40);
+        assert!(r.bool()?);
+        assert_eq!(r.string()?, "/a/b");
+        assert_eq!(r.buffer()?, vec![1, 2, 3]);
+        assert_eq!(r.strings()?, vec!["x", "yz"]);
         assert_eq!(r.remaining(), 0);
+        Ok(())
     }
 
     #[test]
-    fn truncated_and_hostile_input_is_an_error() {
+    fn truncated_and_hostile_input_is_an_error() -> DecodeResult<()> {
         assert!(Reader::new(&[0, 0, 0]).int().is_err());
         // A buffer claiming 1000 bytes with 2 present.
         let mut w = Writer::default();
@@ -385,8 +394,9 @@ mod tests {
         // Null buffer reads as empty.
         let mut w = Writer::default();
         w.int(-1);
-        assert_eq!(Reader::new(&w.buf).buffer().unwrap(), Vec::<u8>::new());
+        assert_eq!(Reader::new(&w.buf).buffer()?, Vec::<u8>::new());
         assert!(decode_connect_response(&[1, 2, 3]).is_err());
+        Ok(())
     }
 
     #[test]
@@ -397,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn set_watches_split_into_bounded_frames() {
+    fn set_watches_split_into_bounded_frames() -> DecodeResult<()> {
         let paths: Vec<String> = (0..20_000)
             .map(|i| format!("/some/long/path/{i:08}"))
             .collect();
@@ -407,13 +417,14 @@ mod tests {
         for f in &frames {
             assert!(f.len() < 140 * 1024);
             let mut r = Reader::new(&f[4..]);
-            assert_eq!(r.int().unwrap(), xid::SET_WATCHES);
-            assert_eq!(r.int().unwrap(), op::SET_WATCHES);
-            assert_eq!(r.long().unwrap(), 42);
-            seen += r.strings().unwrap().len();
-            seen += r.strings().unwrap().len();
-            seen += r.strings().unwrap().len();
+            assert_eq!(r.int()?, xid::SET_WATCHES);
+            assert_eq!(r.int()?, op::SET_WATCHES);
+            assert_eq!(r.long()?, 42);
+            seen += r.strings()?.len();
+            seen += r.strings()?.len();
+            seen += r.strings()?.len();
         }
         assert_eq!(seen, 20_010);
+        Ok(())
     }
 }
