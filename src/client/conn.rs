@@ -527,7 +527,7 @@ impl Shared {
             }
             // After every server of the list failed once in a row, back off (with jitter) so a
             // client waiting for a dead ensemble stays idle.
-            if failures_in_row as usize % self.cfg.hosts.len() == 0 {
+            if (failures_in_row as usize).is_multiple_of(self.cfg.hosts.len()) {
                 let rounds = failures_in_row as usize / self.cfg.hosts.len();
                 let base =
                     Duration::from_millis(25u64 << rounds.min(6)).min(Duration::from_secs(1));
