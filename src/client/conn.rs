@@ -20,10 +20,18 @@ use crate::error::{Error, Result};
 /// What the caller gets back for one request: the raw reply, or why there is none.
 pub(crate) type ReplyMsg = Result<RawReply>;
 
-/// A reply as it came from the server.
+/// A reply as it came from the server: the whole frame, handed over without a copy.
 pub(crate) struct RawReply {
     pub err: i32,
-    pub body: Vec<u8>,
+    frame: Vec<u8>,
+    body_start: usize,
+}
+
+impl RawReply {
+    /// The reply's body (after the reply header).
+    pub fn body(&self) -> &[u8] {
+        &self.frame[self.body_start..]
+    }
 }
 
 /// Which of the server's watch tables a watch lives in.
@@ -349,8 +357,12 @@ impl Shared {
                 return Err(Error::ConnectionLoss);
             }
             if Instant::now() >= deadline {
-                // Reported as a timeout by the caller's Pending, which knows the op and path.
-                return Err(Error::ConnectionLoss);
+                // The caller's Pending fills in the op, path and deadline.
+                return Err(Error::Timeout {
+                    op: "",
+                    path: String::new(),
+                    after: Duration::ZERO,
+                });
             }
             self.changed.wait_until(&mut s, deadline);
         }
@@ -731,7 +743,7 @@ impl Shared {
             self.changed.notify_all();
         }
         for frame in early {
-            if let Err(m) = self.dispatch(&frame) {
+            if let Err(m) = self.dispatch(frame) {
                 return Err(format!("malformed frame: {}", m.0));
             }
         }
@@ -761,7 +773,7 @@ impl Shared {
             // Every complete frame in the buffer (some may have come with the handshake).
             loop {
                 let handled = frames.pop().and_then(|f| match f {
-                    Some(frame) => self.dispatch(&frame).map(|()| true),
+                    Some(frame) => self.dispatch(frame).map(|()| true),
                     None => Ok(false),
                 });
                 match handled {
@@ -865,8 +877,8 @@ impl Shared {
     }
 
     /// Handles one frame from the server.
-    fn dispatch(&self, frame: &[u8]) -> std::result::Result<(), Malformed> {
-        let mut r = Reader::new(frame);
+    fn dispatch(&self, frame: Vec<u8>) -> std::result::Result<(), Malformed> {
+        let mut r = Reader::new(&frame);
         let h: ReplyHeader = proto::decode_reply_header(&mut r)?;
         if h.zxid > 0 {
             self.last_zxid.fetch_max(h.zxid, Ordering::Relaxed);
@@ -900,20 +912,19 @@ impl Shared {
                     return Ok(());
                 };
                 if let Some(w) = f.watch {
-                    let set =
-                        h.err == code::OK || (f.opcode == op::EXISTS && h.err == code::NO_NODE);
-                    if set {
-                        let kind = if f.opcode == op::EXISTS && h.err == code::NO_NODE {
-                            WatchKind::Exist
-                        } else {
-                            w.kind
-                        };
+                    // The server sets the watch on success, and exists sets one on a
+                    // missing node too (in its exists table).
+                    let missing = f.opcode == op::EXISTS && h.err == code::NO_NODE;
+                    if h.err == code::OK || missing {
+                        let kind = if missing { WatchKind::Exist } else { w.kind };
                         self.register_watch(w.server_path, kind, w.tx);
                     }
                 }
+                let body_start = r.position();
                 let _ = f.tx.send(Ok(RawReply {
                     err: h.err,
-                    body: r.rest().to_vec(),
+                    frame,
+                    body_start,
                 }));
                 Ok(())
             }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
@@ -490,11 +490,10 @@ impl<T> Pending<T> {
         };
         match rx.recv_deadline(self.deadline) {
             Ok(Ok(raw)) => (self.decode)(raw),
-            Ok(Err(Error::Timeout { .. })) => Err(timeout_err()),
-            Ok(Err(Error::ConnectionLoss)) if Instant::now() >= self.deadline => Err(timeout_err()),
+            // No connection before the deadline, or no reply before it.
+            Ok(Err(Error::Timeout { .. })) | Err(RecvTimeoutError::Timeout) => Err(timeout_err()),
             Ok(Err(e)) => Err(e),
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(timeout_err()),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(Error::ConnectionLoss),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::ConnectionLoss),
         }
     }
 }
@@ -606,7 +605,7 @@ impl<'a> Pipeline<'a> {
             if raw.err != proto::code::OK {
                 return Err(Error::from_code(raw.err, &p));
             }
-            decode(&mut Reader::new(&raw.body)).map_err(|m| malformed(op_name, &p, &m.0))
+            decode(&mut Reader::new(raw.body())).map_err(|m| malformed(op_name, &p, &m.0))
         })
     }
 
@@ -896,7 +895,7 @@ fn encode_multi(w: &mut Writer, chroot: &str, ops: &[Op]) {
 
 fn decode_multi(raw: &RawReply, chroot: &str, paths: &[String]) -> Result<Vec<OpResult>> {
     let label = paths.first().map(String::as_str).unwrap_or("");
-    let mut r = Reader::new(&raw.body);
+    let mut r = Reader::new(raw.body());
     let mut results = Vec::new();
     let mut errors = Vec::new();
     let bad = |m: proto::Malformed| malformed("multi", label, &m.0);

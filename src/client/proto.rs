@@ -143,8 +143,9 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
 
-    pub fn rest(&self) -> &'a [u8] {
-        &self.buf[self.pos..]
+    /// How many bytes have been read.
+    pub fn position(&self) -> usize {
+        self.pos
     }
 
     fn take(&mut self, n: usize, what: &str) -> DecodeResult<&'a [u8]> {
