@@ -90,6 +90,35 @@ pub enum Error {
         /// Why it failed.
         source: Box<Error>,
     },
+    /// A blocked acquire was cancelled from another thread (see `Canceller`); nothing of
+    /// the attempt is left in ZooKeeper.
+    Cancelled {
+        /// The lock's path.
+        path: String,
+    },
+    /// The lock is no longer held: its session ended, its node was deleted by someone else,
+    /// or the client was closed.
+    LockLost {
+        /// The lock node.
+        path: String,
+    },
+    /// The lock directory holds a node that no recipe made (its name has no sequence number
+    /// or an unknown layout). It is left alone; remove it or use another path.
+    ForeignNode {
+        /// The lock directory.
+        path: String,
+        /// The unexpected child's name.
+        node: String,
+    },
+    /// A semaphore's permit count differs from the one recorded at its path.
+    PermitMismatch {
+        /// The semaphore's path.
+        path: String,
+        /// The count recorded at the path (by the first user).
+        recorded: u32,
+        /// The count this caller asked for.
+        requested: u32,
+    },
     /// Any other error code from the server.
     Zk {
         /// The ZooKeeper error code (`KeeperException.Code`).
@@ -188,6 +217,20 @@ impl fmt::Display for Error {
             Error::Multi { index, source } => {
                 write!(f, "multi failed at operation {index}: {source}")
             }
+            Error::Cancelled { path } => write!(f, "acquire of {path} was cancelled"),
+            Error::LockLost { path } => write!(f, "lock {path} was lost"),
+            Error::ForeignNode { path, node } => write!(
+                f,
+                "lock directory {path} holds {node:?}, a node no lock recipe made; it was left alone"
+            ),
+            Error::PermitMismatch {
+                path,
+                recorded,
+                requested,
+            } => write!(
+                f,
+                "semaphore {path} has {recorded} permits recorded, but {requested} were asked for"
+            ),
             Error::Zk { code, path } if path.is_empty() => {
                 write!(f, "ZooKeeper error {code} ({})", code_name(*code))
             }

@@ -42,6 +42,8 @@
 
 mod client;
 mod error;
+mod lock;
+mod queue;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -50,6 +52,11 @@ pub use client::{
     OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat, WatchedEvent,
 };
 pub use error::{Error, Result};
+pub use lock::{
+    revoke, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit, ReadGuard, ReentrantMutex,
+    ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard,
+};
+pub use queue::{Canceller, Participant};
 
 /// The README's examples, compiled as doctests so they cannot rot.
 #[cfg(all(doctest, feature = "testing"))]

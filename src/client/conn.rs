@@ -49,7 +49,70 @@ pub(crate) enum WatchKind {
 pub(crate) struct WatchReg {
     pub server_path: String,
     pub kind: WatchKind,
-    pub tx: Sender<WatchedEvent>,
+    pub tx: WatchTx,
+}
+
+/// Something inside the crate that reacts to a watch event without a thread of its own
+/// (a guard watching its own node). Called on the connection thread: it must only flip
+/// flags and send into channels, never block.
+pub(crate) trait WatchSink: Send + Sync {
+    fn on_watch(&self, ev: &WatchedEvent);
+}
+
+/// Something inside the crate that reacts to session events (guards, waiters). Held
+/// weakly: when its owner goes, it drops out of the list. Same rules as [`WatchSink`].
+pub(crate) trait SessionSink: Send + Sync {
+    fn on_session(&self, ev: &SessionEvent);
+}
+
+/// Where a watch event goes.
+#[derive(Clone)]
+pub(crate) enum WatchTx {
+    /// A channel a caller holds.
+    Chan(Sender<WatchedEvent>),
+    /// A sink; a data watch on a node that turns out to be missing is told `NodeDeleted`
+    /// at once (the reply says the node is gone, and no watch is left on the server).
+    Sink(Arc<dyn WatchSink>),
+}
+
+impl WatchTx {
+    fn deliver(&self, ev: &WatchedEvent) {
+        match self {
+            WatchTx::Chan(tx) => {
+                let _ = tx.send(ev.clone());
+            }
+            WatchTx::Sink(s) => s.on_watch(ev),
+        }
+    }
+}
+
+/// Who hears session events.
+enum Subscriber {
+    Chan(Sender<SessionEvent>),
+    Sink(std::sync::Weak<dyn SessionSink>),
+}
+
+impl Subscriber {
+    /// Delivers; false once the listener is gone.
+    fn deliver(&self, ev: &SessionEvent) -> bool {
+        match self {
+            Subscriber::Chan(tx) => tx.send(*ev).is_ok(),
+            Subscriber::Sink(w) => match w.upgrade() {
+                Some(s) => {
+                    s.on_session(ev);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    fn alive(&self) -> bool {
+        match self {
+            Subscriber::Chan(_) => true,
+            Subscriber::Sink(w) => w.strong_count() > 0,
+        }
+    }
 }
 
 /// A request ready to be written.
@@ -97,7 +160,7 @@ struct SessionInfo {
     /// The server rejected the credentials (the client closed itself).
     auth_failed: bool,
     server: Option<SocketAddr>,
-    subscribers: Vec<Sender<SessionEvent>>,
+    subscribers: Vec<Subscriber>,
     /// Per host, the last thing that went wrong there (for the connect error).
     failures: Vec<String>,
 }
@@ -109,9 +172,9 @@ struct Io {
 
 #[derive(Default)]
 struct Watches {
-    data: HashMap<String, Vec<Sender<WatchedEvent>>>,
-    exist: HashMap<String, Vec<Sender<WatchedEvent>>>,
-    child: HashMap<String, Vec<Sender<WatchedEvent>>>,
+    data: HashMap<String, Vec<WatchTx>>,
+    exist: HashMap<String, Vec<WatchTx>>,
+    child: HashMap<String, Vec<WatchTx>>,
     closed: bool,
 }
 
@@ -148,6 +211,8 @@ pub(crate) struct Shared {
     last_zxid: AtomicI64,
     wake: (Sender<()>, Receiver<()>),
     pub counters: Counters,
+    /// Deletes waiting to be retried (see `janitor.rs`).
+    pub janitor: Mutex<super::janitor::Janitor>,
 }
 
 /// How long a close waits for the server to confirm.
@@ -184,6 +249,7 @@ impl Shared {
             last_zxid: AtomicI64::new(0),
             wake: crossbeam_channel::unbounded(),
             counters: Counters::default(),
+            janitor: Mutex::new(Default::default()),
         }
     }
 
@@ -230,8 +296,24 @@ impl Shared {
 
     pub fn subscribe(&self) -> Receiver<SessionEvent> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        self.session.lock().subscribers.push(tx);
+        self.session.lock().subscribers.push(Subscriber::Chan(tx));
         rx
+    }
+
+    /// Adds a sink for session events (dead ones are pruned here) and returns, read under
+    /// the same lock, the session id and whether that session is still alive, so a caller
+    /// can't miss a loss that happened just before.
+    pub fn subscribe_sink(&self, sink: std::sync::Weak<dyn SessionSink>) -> (i64, SessionState) {
+        let mut s = self.session.lock();
+        s.subscribers.retain(Subscriber::alive);
+        s.subscribers.push(Subscriber::Sink(sink));
+        let state = match s.phase {
+            Phase::Connected => SessionState::Connected,
+            Phase::Suspended | Phase::Connecting => SessionState::Suspended,
+            Phase::Lost => SessionState::Lost,
+            Phase::Closed => SessionState::Closed,
+        };
+        (s.session_id, state)
     }
 
     /// Blocks until the first session exists, or fails naming every server tried.
@@ -443,7 +525,7 @@ impl Shared {
 
     fn emit(&self, s: &mut SessionInfo, ev: SessionEvent) {
         log::debug!("zkguard: session event {ev:?}");
-        s.subscribers.retain(|tx| tx.send(ev).is_ok());
+        s.subscribers.retain(|sub| sub.deliver(&ev));
     }
 
     /// Every watch receives `kind` and is forgotten.
@@ -465,7 +547,7 @@ impl Shared {
                     path: path::from_server(&self.cfg.chroot, &p),
                 };
                 for tx in senders {
-                    let _ = tx.send(ev.clone());
+                    tx.deliver(&ev);
                 }
             }
         }
@@ -686,9 +768,7 @@ impl Shared {
         // Re-arm every watch of this session (none for a new session).
         let frames_out = {
             let w = self.watches.lock();
-            let keys = |m: &HashMap<String, Vec<Sender<WatchedEvent>>>| {
-                m.keys().cloned().collect::<Vec<_>>()
-            };
+            let keys = |m: &HashMap<String, Vec<WatchTx>>| m.keys().cloned().collect::<Vec<_>>();
             if session_id == resp.session_id {
                 proto::set_watches_frames(
                     self.last_zxid.load(Ordering::Relaxed),
@@ -918,6 +998,11 @@ impl Shared {
                     if h.err == code::OK || missing {
                         let kind = if missing { WatchKind::Exist } else { w.kind };
                         self.register_watch(w.server_path, kind, w.tx);
+                    } else if let (WatchTx::Sink(sink), code::NO_NODE) = (&w.tx, h.err) {
+                        sink.on_watch(&WatchedEvent {
+                            event_type: EventType::NodeDeleted,
+                            path: path::from_server(&self.cfg.chroot, &w.server_path),
+                        });
                     }
                 }
                 let body_start = r.position();
@@ -931,10 +1016,11 @@ impl Shared {
         }
     }
 
-    fn register_watch(&self, server_path: String, kind: WatchKind, tx: Sender<WatchedEvent>) {
+    fn register_watch(&self, server_path: String, kind: WatchKind, tx: WatchTx) {
         let mut w = self.watches.lock();
         if w.closed {
-            let _ = tx.send(WatchedEvent {
+            drop(w);
+            tx.deliver(&WatchedEvent {
                 event_type: EventType::Closed,
                 path: path::from_server(&self.cfg.chroot, &server_path),
             });
@@ -985,7 +1071,7 @@ impl Shared {
             path: path::from_server(&self.cfg.chroot, &ev.path),
         };
         for tx in senders {
-            let _ = tx.send(out.clone());
+            tx.deliver(&out);
         }
     }
 }

@@ -7,6 +7,7 @@
 //! re-arms watches and replays credentials.
 
 mod conn;
+mod janitor;
 pub(crate) mod path;
 pub(crate) mod proto;
 mod types;
@@ -22,7 +23,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use conn::{Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg};
+use conn::{Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg, WatchTx};
+pub(crate) use conn::{SessionSink, WatchSink};
+pub(crate) use janitor::{Check, Job};
 use proto::{op, Reader, Writer};
 
 pub use types::{
@@ -383,6 +386,43 @@ impl Client {
         r
     }
 
+    /// Registers a crate-internal listener for session events (see [`SessionSink`]) and
+    /// returns the session id and state read at that moment.
+    pub(crate) fn subscribe_sink(
+        &self,
+        sink: std::sync::Weak<dyn SessionSink>,
+    ) -> (i64, SessionState) {
+        self.shared.subscribe_sink(sink)
+    }
+
+    /// Arms a data watch on `path` for a crate-internal sink without waiting for the reply.
+    /// A missing node is reported to the sink as `NodeDeleted`. Returns false (nothing sent)
+    /// when there is no live connection right now.
+    pub(crate) fn arm_sink_watch(&self, path: &str, sink: Arc<dyn WatchSink>) -> bool {
+        if self.shared.state() != SessionState::Connected || path::validate_path(path).is_err() {
+            return false;
+        }
+        let server_path = path::to_server(&self.shared.cfg.chroot, path);
+        let mut w = Writer::default();
+        w.string(&server_path).bool(true);
+        let (tx, _rx) = crossbeam_channel::bounded(1);
+        self.shared.submit(
+            vec![Outgoing {
+                opcode: op::GET_DATA,
+                body: w.buf,
+                watch: Some(WatchReg {
+                    server_path,
+                    kind: WatchKind::Data,
+                    tx: WatchTx::Sink(sink),
+                }),
+                tx,
+            }],
+            Instant::now(),
+            false,
+        );
+        true
+    }
+
     fn one<T>(&self, build: impl FnOnce(&mut Pipeline) -> Pending<T>) -> Result<T> {
         self.pipeline(build).wait()
     }
@@ -638,7 +678,7 @@ impl<'a> Pipeline<'a> {
                 let reg = WatchReg {
                     server_path,
                     kind,
-                    tx: wtx,
+                    tx: WatchTx::Chan(wtx),
                 };
                 (Some(reg), Some(wrx))
             }

@@ -1,0 +1,174 @@
+//! Background deletes: a node that must go (an abandoned queue node, a released lock whose
+//! delete hit a connection problem) is handed here and deleted as soon as the session can.
+//!
+//! A helper thread exists only while there is work, and ends when the list is empty, the
+//! session that owned the nodes is gone (ephemeral nodes go with it), or the client is
+//! dropped. It never holds the client open for longer than one short request.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::{Client, Owner};
+use crate::error::Error;
+
+/// One node to delete.
+#[derive(Debug, Clone)]
+pub(crate) enum Job {
+    /// Delete `path` if it passes `check`.
+    Path {
+        path: String,
+        check: Check,
+        session: i64,
+    },
+    /// Delete every child of `dir` whose name contains `uuid` (a create whose reply was
+    /// lost may or may not have made one).
+    Uuid {
+        dir: String,
+        uuid: String,
+        session: i64,
+    },
+}
+
+impl Job {
+    fn session(&self) -> i64 {
+        match self {
+            Job::Path { session, .. } | Job::Uuid { session, .. } => *session,
+        }
+    }
+}
+
+/// What must be true of a node before the janitor deletes it.
+#[derive(Debug, Clone)]
+pub(crate) enum Check {
+    /// Nothing: the path is ours (a queue node with our uuid).
+    None,
+    /// It is still the node created at this zxid.
+    Czxid(u64),
+    /// Its data is this owner id (the unfair lock's node).
+    Data(Vec<u8>),
+}
+
+#[derive(Default)]
+pub(crate) struct Janitor {
+    jobs: Vec<Job>,
+    running: bool,
+}
+
+/// How long one background request may take.
+const STEP: Duration = Duration::from_secs(2);
+
+impl Client {
+    /// Hands a delete to the background. Never blocks.
+    pub(crate) fn delete_in_background(&self, job: Job) {
+        log::debug!("zkguard: background delete {job:?}");
+        let start = {
+            let mut j = self.shared.janitor.lock();
+            j.jobs.push(job);
+            !std::mem::replace(&mut j.running, true)
+        };
+        if start {
+            let shared = self.shared.clone();
+            let owner = Arc::downgrade(&self.owner);
+            let spawned = std::thread::Builder::new()
+                .name("zkguard-janitor".into())
+                .spawn(move || run(owner, self_timeout(&shared)));
+            if let Err(e) = spawned {
+                log::error!("zkguard: cannot start the background delete thread: {e}");
+                self.shared.janitor.lock().running = false;
+            }
+        }
+    }
+}
+
+fn self_timeout(shared: &super::conn::Shared) -> Duration {
+    shared.negotiated_timeout().min(STEP)
+}
+
+fn run(owner: Weak<Owner>, timeout: Duration) {
+    loop {
+        let Some(owner) = owner.upgrade() else {
+            return;
+        };
+        let client = Client {
+            shared: owner.shared.clone(),
+            owner,
+            timeout,
+        };
+        let jobs = std::mem::take(&mut client.shared.janitor.lock().jobs);
+        let events = client.events();
+        let mut left = Vec::new();
+        for job in jobs {
+            let current = client.session_id();
+            if current != 0 && job.session() != 0 && current != job.session() {
+                // The session that owned the node is gone; so is the node (ephemeral).
+                continue;
+            }
+            match attempt(&client, &job) {
+                Ok(()) => {}
+                Err(e) if e.is_connection_error() => left.push(job),
+                Err(Error::SessionExpired) => {}
+                Err(Error::Closed) | Err(Error::AuthFailed) => return stop(&client),
+                Err(e) => log::warn!("zkguard: background delete {job:?} failed: {e}"),
+            }
+        }
+        let idle = {
+            let mut j = client.shared.janitor.lock();
+            j.jobs.extend(left);
+            if j.jobs.is_empty() {
+                j.running = false;
+                true
+            } else {
+                false
+            }
+        };
+        if idle {
+            return;
+        }
+        // Wait for the session to change (or a short while), without holding the client.
+        drop(client);
+        let _ = events.recv_timeout(Duration::from_millis(200));
+    }
+}
+
+fn stop(client: &Client) {
+    let mut j = client.shared.janitor.lock();
+    j.jobs.clear();
+    j.running = false;
+}
+
+fn attempt(client: &Client, job: &Job) -> crate::Result<()> {
+    match job {
+        Job::Path { path, check, .. } => {
+            let version = match check {
+                Check::None => None,
+                Check::Czxid(z) => match client.exists(path)? {
+                    Some(stat) if stat.czxid as u64 == *z => Some(stat.version),
+                    _ => return Ok(()),
+                },
+                Check::Data(d) => match client.get_data(path) {
+                    Ok((data, stat)) if data == *d => Some(stat.version),
+                    Ok(_) | Err(Error::NoNode { .. }) => return Ok(()),
+                    Err(e) => return Err(e),
+                },
+            };
+            match client.delete(path, version) {
+                Ok(()) | Err(Error::NoNode { .. }) | Err(Error::BadVersion { .. }) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Job::Uuid { dir, uuid, .. } => {
+            let names = match client.get_children(dir) {
+                Ok((names, _)) => names,
+                Err(Error::NoNode { .. }) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            for n in names.iter().filter(|n| n.contains(uuid.as_str())) {
+                match client.delete(&format!("{dir}/{n}"), None) {
+                    Ok(()) | Err(Error::NoNode { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The fair exclusive lock and its guard.
+
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
+
+/// A fair, exclusive, non-re-entrant lock shared by every process that uses the same path.
+///
+/// Contenders queue in arrival order: each creates an ephemeral sequential node under
+/// `path` and waits for the node right before its own, so one release wakes exactly one
+/// waiter. The node names follow Apache Curator's `InterProcessMutex`
+/// (`_c_<uuid>-lock-<seq>`), so Java services using Curator and programs using zkguard
+/// exclude each other on the same path.
+///
+/// An uncontended acquire costs one round trip (the create and the listing travel
+/// together). Missing parent nodes are created as containers, which the server removes
+/// once they are empty.
+///
+/// ```no_run
+/// # fn main() -> zkguard::Result<()> {
+/// let client = zkguard::Client::connect("127.0.0.1:2181")?;
+/// let lock = zkguard::Mutex::new(&client, "/locks/invoices")?;
+/// {
+///     let guard = lock.acquire()?;
+///     // ... only one process at a time runs this; pass guard.token() to the resource.
+///     assert!(guard.is_valid());
+/// } // dropping the guard releases the lock
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Mutex {
+    client: Client,
+    path: String,
+    data: Vec<u8>,
+    canceller: Canceller,
+}
+
+impl Mutex {
+    /// A lock at `path` (a directory: contenders' nodes are created under it).
+    ///
+    /// Nothing is sent to ZooKeeper until the first acquire. Fails with
+    /// [`Error::InvalidPath`] for a relative path, a trailing slash, an empty segment or
+    /// the root.
+    pub fn new(client: &Client, path: &str) -> Result<Mutex> {
+        queue::check_lock_path(path)?;
+        Ok(Mutex {
+            client: client.clone(),
+            path: path.to_string(),
+            data: names::default_data(),
+            canceller: Canceller::default(),
+        })
+    }
+
+    /// Sets the data stored in this contender's node (by default the host name and process
+    /// id), which [`participants`](Mutex::participants) shows to everyone.
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Mutex {
+        self.data = data.into();
+        self
+    }
+
+    /// The lock's path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Blocks until the lock is held. Fails on cancel ([`Error::Cancelled`]), a closed
+    /// client, or an error from the server; connection trouble and session expiry are
+    /// waited out (a lost session means queueing again).
+    pub fn acquire(&self) -> Result<MutexGuard> {
+        self.lock(Wait::Forever)?.ok_or_else(|| Error::Cancelled {
+            path: self.path.clone(),
+        })
+    }
+
+    /// Takes the lock if nobody holds or waits for it; never waits. One round trip when it
+    /// succeeds; on `None` nothing is left behind.
+    pub fn try_acquire(&self) -> Result<Option<MutexGuard>> {
+        self.lock(Wait::Try)
+    }
+
+    /// Like [`acquire`](Mutex::acquire), but gives up after `timeout` with `Ok(None)`,
+    /// leaving nothing behind.
+    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
+        self.lock(Wait::timeout(timeout))
+    }
+
+    /// A handle that cancels this lock's blocked acquires from another thread.
+    pub fn canceller(&self) -> Canceller {
+        self.canceller.clone()
+    }
+
+    /// Every contender (holder first, then the waiters in order) with its node's data.
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        queue::participants(&self.client, &self.path)
+    }
+
+    pub(crate) fn with_canceller(mut self, canceller: Canceller) -> Mutex {
+        self.canceller = canceller;
+        self
+    }
+
+    fn lock(&self, wait: Wait) -> Result<Option<MutexGuard>> {
+        Ok(self.hold(wait)?.map(|holding| MutexGuard { holding }))
+    }
+
+    /// The lock's node, held (for the recipes built on this one).
+    pub(crate) fn hold(&self, wait: Wait) -> Result<Option<Holding>> {
+        let spec = Spec {
+            dir: &self.path,
+            marker: names::LOCK,
+            rule: Rule::Exclusive,
+            data: &self.data,
+            dir_data: b"",
+        };
+        Ok(queue::acquire(&self.client, &spec, wait, &self.canceller)?
+            .map(|a| Holding::new(&self.client, a, false)))
+    }
+}
+
+impl std::fmt::Debug for Mutex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mutex").field("path", &self.path).finish()
+    }
+}
+
+/// Proof that a [`Mutex`] is held. Dropping it releases the lock.
+///
+/// # Valid, suspended, lost
+///
+/// - [`is_valid`](MutexGuard::is_valid) is true while the session that created the lock
+///   node is connected. While the connection is down it is false (the lock may or may not
+///   still be held: the session may be alive); if the client gets back in time it is true
+///   again.
+/// - The lock is *lost* once the session has expired (the client counts the negotiated
+///   timeout itself, so this is known even with no server reachable), the client was
+///   closed, or the node was deleted by someone else. [`lost`](MutexGuard::lost) fires then.
+///   A partitioned holder therefore learns it is not valid at once, and that it lost the
+///   lock no later than the moment the server may hand the lock to someone else.
+///
+/// # Fencing tokens
+///
+/// ZooKeeper cannot stop a holder that was paused (GC, swap, SIGSTOP) from carrying on
+/// after its session expired and someone else took the lock. [`token`](MutexGuard::token)
+/// is the lock node's creation zxid: it grows with every later holder of any lock in the
+/// ensemble. Send it with every write to the protected resource, and have the resource
+/// reject a write whose token is lower than the highest it has seen.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct MutexGuard {
+    pub(crate) holding: Holding,
+}
+
+super::guard_api!(MutexGuard);

@@ -1,0 +1,334 @@
+//! What every guard shares: the node it holds, its validity, the lost and revocation
+//! signals, and the delete on release.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+
+use crate::client::{Check, Client, Job, SessionSink, WatchSink};
+use crate::error::{Error, Result};
+use crate::{EventType, SessionEvent, SessionState, WatchedEvent};
+
+/// A node that was acquired: the queue's answer to a recipe.
+#[derive(Debug, Clone)]
+pub(crate) struct Acquired {
+    pub path: String,
+    /// The node's creation zxid.
+    pub token: u64,
+    /// The session that created it (the node's ephemeral owner).
+    pub owner: i64,
+}
+
+/// The live part of a guard; the connection thread reaches it through the sink traits.
+pub(crate) struct State {
+    path: String,
+    owner: i64,
+    lost: AtomicBool,
+    released: AtomicBool,
+    revoked: AtomicBool,
+    /// Whether a watch on our own node is armed (for deletion and revocation).
+    armed: AtomicBool,
+    lost_tx: Mutex<Vec<Sender<()>>>,
+    revoke_tx: Mutex<Vec<Sender<()>>>,
+}
+
+impl State {
+    fn mark_lost(&self) {
+        if self.released.load(Ordering::SeqCst) || self.lost.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        log::warn!("zkguard: lock node {} lost", self.path);
+        for tx in self.lost_tx.lock().drain(..) {
+            let _ = tx.send(());
+        }
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Fires `tx` once when the node is lost (at once if it already is).
+    pub(crate) fn on_lost(&self, tx: Sender<()>) {
+        let mut v = self.lost_tx.lock();
+        if self.is_lost() {
+            let _ = tx.send(());
+        } else {
+            v.push(tx);
+        }
+    }
+}
+
+impl SessionSink for State {
+    fn on_session(&self, ev: &SessionEvent) {
+        match *ev {
+            SessionEvent::Lost { session_id, .. } if session_id == self.owner => self.mark_lost(),
+            SessionEvent::Connected { session_id } if session_id != self.owner => self.mark_lost(),
+            SessionEvent::Closed => self.mark_lost(),
+            _ => {}
+        }
+    }
+}
+
+impl WatchSink for State {
+    fn on_watch(&self, ev: &WatchedEvent) {
+        match ev.event_type {
+            EventType::NodeDataChanged => {
+                // Someone asked us to let go (Curator's Revoker writes `__REVOKE__`). The
+                // watch is spent; the next call to `lost`/`revocation` re-arms it.
+                self.armed.store(false, Ordering::SeqCst);
+                let mut v = self.revoke_tx.lock();
+                self.revoked.store(true, Ordering::SeqCst);
+                for tx in v.drain(..) {
+                    let _ = tx.send(());
+                }
+            }
+            EventType::NodeCreated | EventType::NodeChildrenChanged => {
+                self.armed.store(false, Ordering::SeqCst);
+            }
+            EventType::NodeDeleted | EventType::SessionLost | EventType::Closed => self.mark_lost(),
+        }
+    }
+}
+
+/// The core of every guard.
+pub(crate) struct Holding {
+    client: Client,
+    acquired: Acquired,
+    state: Arc<State>,
+    /// Delete only if the node is still the one we created (the unfair lock's single node).
+    check_owner: bool,
+}
+
+impl Holding {
+    /// Starts watching the session on behalf of a freshly acquired node.
+    pub(crate) fn new(client: &Client, acquired: Acquired, check_owner: bool) -> Holding {
+        let state = Arc::new(State {
+            path: acquired.path.clone(),
+            owner: acquired.owner,
+            lost: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            revoked: AtomicBool::new(false),
+            armed: AtomicBool::new(false),
+            lost_tx: Mutex::new(Vec::new()),
+            revoke_tx: Mutex::new(Vec::new()),
+        });
+        let sink: Arc<dyn SessionSink> = state.clone();
+        let (session, st) = client.subscribe_sink(Arc::downgrade(&sink));
+        // Keep the sink alive as long as the state (the list holds it weakly).
+        drop(sink);
+        if session != acquired.owner || matches!(st, SessionState::Lost | SessionState::Closed) {
+            state.mark_lost();
+        }
+        Holding {
+            client: client.clone(),
+            acquired,
+            state,
+            check_owner,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        &self.acquired.path
+    }
+
+    pub(crate) fn token(&self) -> u64 {
+        self.acquired.token
+    }
+
+    pub(crate) fn state(&self) -> &Arc<State> {
+        &self.state
+    }
+
+    pub(crate) fn is_valid(&self) -> bool {
+        !self.state.is_lost()
+            && !self.state.released.load(Ordering::SeqCst)
+            && self.client.state() == SessionState::Connected
+            && self.client.session_id() == self.acquired.owner
+    }
+
+    /// Arms the watch on our own node if it is not armed (without waiting for the reply).
+    fn arm(&self) {
+        if !self.state.armed.swap(true, Ordering::SeqCst) {
+            let sink: Arc<dyn WatchSink> = self.state.clone();
+            if !self.client.arm_sink_watch(&self.acquired.path, sink) {
+                self.state.armed.store(false, Ordering::SeqCst);
+            }
+        }
+    }
+
+    pub(crate) fn lost(&self) -> Receiver<()> {
+        self.arm();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.state.on_lost(tx);
+        rx
+    }
+
+    pub(crate) fn revocation(&self) -> Receiver<()> {
+        self.arm();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut v = self.state.revoke_tx.lock();
+        if self.state.revoked.load(Ordering::SeqCst) {
+            let _ = tx.send(());
+        } else {
+            v.push(tx);
+        }
+        rx
+    }
+
+    /// Deletes the node and reports how it went. A delete that fails for connection reasons
+    /// is retried in the background.
+    pub(crate) fn release(&self) -> Result<()> {
+        self.delete(self.client.timeout())
+    }
+
+    fn delete(&self, timeout: Duration) -> Result<()> {
+        if self.state.released.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let path = &self.acquired.path;
+        let was_lost = self.state.is_lost();
+        let current = self.client.session_id();
+        if current != self.acquired.owner && current != 0 {
+            // Our session is gone, and the ephemeral node with it.
+            return Err(Error::LockLost { path: path.clone() });
+        }
+        let background = || {
+            self.client.delete_in_background(Job::Path {
+                path: path.clone(),
+                check: if self.check_owner {
+                    Check::Czxid(self.acquired.token)
+                } else {
+                    Check::None
+                },
+                session: self.acquired.owner,
+            })
+        };
+        if self.client.state() != SessionState::Connected {
+            background();
+            return Err(Error::ConnectionLoss);
+        }
+        let c = self.client.with_timeout(timeout);
+        let result = if self.check_owner {
+            match c.exists(path) {
+                Ok(Some(stat)) if stat.czxid as u64 == self.acquired.token => {
+                    c.delete(path, Some(stat.version))
+                }
+                Ok(_) => Err(Error::NoNode { path: path.clone() }),
+                Err(e) => Err(e),
+            }
+        } else {
+            c.delete(path, None)
+        };
+        match result {
+            Ok(()) if was_lost => Err(Error::LockLost { path: path.clone() }),
+            Ok(()) => Ok(()),
+            Err(Error::NoNode { .. })
+            | Err(Error::BadVersion { .. })
+            | Err(Error::SessionExpired) => Err(Error::LockLost { path: path.clone() }),
+            Err(e) if e.is_connection_error() => {
+                background();
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        // Bounded: one short request at most, then the background takes over.
+        let timeout = self.client.timeout().min(Duration::from_secs(1));
+        let _ = self.delete(timeout);
+    }
+}
+
+/// Cancels blocked acquires of one lock object from another thread.
+///
+/// Every acquire that is blocked on the lock object when [`cancel`](Canceller::cancel) is
+/// called returns [`Error::Cancelled`] and leaves nothing behind in ZooKeeper. Acquires
+/// started later are not affected.
+///
+/// ```no_run
+/// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
+/// let lock = zkguard::Mutex::new(client, "/locks/job")?;
+/// let canceller = lock.canceller();
+/// std::thread::spawn(move || {
+///     std::thread::sleep(std::time::Duration::from_secs(5));
+///     canceller.cancel();
+/// });
+/// match lock.acquire() {
+///     Ok(_guard) => println!("got it"),
+///     Err(zkguard::Error::Cancelled { .. }) => println!("gave up"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct Canceller {
+    waiting: Arc<Mutex<Waiting>>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    next: u64,
+    list: Vec<(u64, Sender<()>)>,
+}
+
+impl Canceller {
+    /// Wakes every acquire currently blocked on the lock with [`Error::Cancelled`].
+    pub fn cancel(&self) {
+        for (_, tx) in self.waiting.lock().list.drain(..) {
+            let _ = tx.send(());
+        }
+    }
+
+    /// A registration whose receiver fires on the next `cancel`; it unregisters on drop.
+    pub(crate) fn register(&self) -> CancelWait {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut w = self.waiting.lock();
+        w.next += 1;
+        let id = w.next;
+        w.list.push((id, tx));
+        CancelWait {
+            rx,
+            id,
+            owner: self.clone(),
+        }
+    }
+}
+
+/// One acquire's place in a [`Canceller`]'s list.
+pub(crate) struct CancelWait {
+    pub rx: Receiver<()>,
+    id: u64,
+    owner: Canceller,
+}
+
+impl Drop for CancelWait {
+    fn drop(&mut self) {
+        self.owner
+            .waiting
+            .lock()
+            .list
+            .retain(|(id, _)| *id != self.id);
+    }
+}
+
+impl std::fmt::Debug for Canceller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Canceller").finish_non_exhaustive()
+    }
+}
+
+/// One contender in a lock's queue, in queue order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Participant {
+    /// The contender's node name (its last path component).
+    pub node: String,
+    /// The node's data: by default the host and process id of the contender.
+    pub data: Vec<u8>,
+}

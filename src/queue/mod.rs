@@ -1,0 +1,27 @@
+//! The ordered queue of contenders: one algorithm under every sequential recipe. A recipe
+//! picks node names (a marker) and a blocker rule; the rest is here.
+
+mod held;
+pub(crate) mod names;
+mod rules;
+mod wait;
+
+pub(crate) use held::{Acquired, Holding};
+pub use held::{Canceller, Participant};
+pub(crate) use rules::Rule;
+pub(crate) use wait::{acquire, create_dir, participants, Spec, Wait};
+
+use crate::error::{Error, Result};
+
+/// Checks a lock path the caller gave: absolute, no trailing slash, no empty segments, not
+/// the root (a lock needs a directory of its own).
+pub(crate) fn check_lock_path(path: &str) -> Result<()> {
+    crate::client::path::validate_path(path)?;
+    if path == "/" {
+        return Err(Error::InvalidPath {
+            path: path.into(),
+            reason: "a lock needs a directory of its own, not the root".into(),
+        });
+    }
+    Ok(())
+}

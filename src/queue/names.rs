@@ -1,0 +1,137 @@
+//! Node names and ordering. Layout as in Apache Curator, `_c_<uuid>-<marker><10-digit seq>`,
+//! so Curator's recipes and ours queue together on the same path.
+
+use crate::error::{Error, Result};
+
+/// Curator's protected-name prefix.
+pub(crate) const PROTECTED: &str = "_c_";
+/// Marker of Curator's `InterProcessMutex` nodes (and ours).
+pub(crate) const LOCK: &str = "lock-";
+/// Marker of Curator's read-lock nodes.
+pub(crate) const READ: &str = "__READ__";
+/// Marker of Curator's write-lock nodes.
+pub(crate) const WRITE: &str = "__WRIT__";
+/// Marker of our semaphore's lease nodes.
+pub(crate) const LEASE: &str = "lease-";
+
+/// One contender of a queue, as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Contender {
+    pub name: String,
+    pub seq: i64,
+    /// A read-lock node (Curator's `__READ__`, kazoo's `__rlock__`): only writers block
+    /// readers.
+    pub read: bool,
+}
+
+/// Parses and orders a directory listing. Every child must end in the server's 10-digit
+/// sequence number; anything else was not made by a lock recipe and is an error naming it.
+pub(crate) fn order(dir: &str, names: Vec<String>) -> Result<Vec<Contender>> {
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(seq) = sequence(&name) else {
+            return Err(Error::ForeignNode {
+                path: dir.to_string(),
+                node: name,
+            });
+        };
+        let read = name.contains(READ) || name.contains("__rlock__");
+        out.push(Contender { name, seq, read });
+    }
+    out.sort_by(|a, b| a.seq.cmp(&b.seq).then_with(|| a.name.cmp(&b.name)));
+    Ok(out)
+}
+
+/// The sequence number the server appended: the last ten characters, all digits.
+pub(crate) fn sequence(name: &str) -> Option<i64> {
+    let b = name.as_bytes();
+    if b.len() < 10 {
+        return None;
+    }
+    let tail = &name[name.len() - 10..];
+    if !tail.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    tail.parse().ok()
+}
+
+/// The prefix of a new node: `<dir>/_c_<uuid>-<marker>`.
+pub(crate) fn node_prefix(dir: &str, uuid: &str, marker: &str) -> String {
+    if dir == "/" {
+        format!("/{PROTECTED}{uuid}-{marker}")
+    } else {
+        format!("{dir}/{PROTECTED}{uuid}-{marker}")
+    }
+}
+
+/// `dir` joined with a child's name.
+pub(crate) fn child(dir: &str, name: &str) -> String {
+    if dir == "/" {
+        format!("/{name}")
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// The last component of a path.
+pub(crate) fn base(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Default node data: which host and process holds or waits.
+pub(crate) fn default_data() -> Vec<u8> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".into());
+    format!("{host} pid {}", std::process::id()).into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn curator_kazoo_and_zookeeper_names_order_by_sequence() -> Result<()> {
+        let names = vec![
+            "_c_2f0c8a43-55a5-4d39-8a3e-2c1f2a8e9b11-lock-0000000012".to_string(),
+            "8e7e0a2b9d3a4f7c__lock__0000000003".to_string(),
+            "_c_aa-__READ__0000000007".to_string(),
+            "x-72057594037927936-0000000001".to_string(),
+            "kazoo__rlock__0000000009".to_string(),
+        ];
+        let o = order("/l", names)?;
+        let seqs: Vec<i64> = o.iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, vec![1, 3, 7, 9, 12]);
+        let reads: Vec<bool> = o.iter().map(|c| c.read).collect();
+        assert_eq!(reads, vec![false, false, true, true, false]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_foreign_child_is_an_error_naming_it() {
+        let e = order("/locks/a", vec!["config".into(), "x-0000000001".into()]);
+        assert_eq!(
+            e,
+            Err(Error::ForeignNode {
+                path: "/locks/a".into(),
+                node: "config".into()
+            })
+        );
+        assert!(sequence("lock-00000001").is_none());
+        assert!(sequence("lock-12345678x9").is_none());
+        assert_eq!(sequence("0000000042"), Some(42));
+    }
+
+    #[test]
+    fn prefixes_and_children() {
+        assert_eq!(node_prefix("/a", "u", LOCK), "/a/_c_u-lock-");
+        assert_eq!(node_prefix("/", "u", WRITE), "/_c_u-__WRIT__");
+        assert_eq!(child("/", "n"), "/n");
+        assert_eq!(child("/a/b", "n"), "/a/b/n");
+        assert_eq!(base("/a/b/n"), "n");
+        assert!(!default_data().is_empty());
+    }
+}

@@ -1,0 +1,71 @@
+//! Blocker rules: which contender ahead of me I must wait for. `None` means I hold.
+
+use super::names::Contender;
+
+/// What a recipe's node waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// Exclusive lock, write lock, election: the node right before me.
+    Exclusive,
+    /// Read lock: the nearest write (non-read) node before me.
+    Read,
+    /// Semaphore with this many permits: the node that many places before me.
+    Semaphore(u32),
+}
+
+impl Rule {
+    /// The index of the node `me` waits for, if any.
+    pub(crate) fn blocker(self, queue: &[Contender], me: usize) -> Option<usize> {
+        match self {
+            Rule::Exclusive => me.checked_sub(1),
+            Rule::Read => queue[..me].iter().rposition(|c| !c.read),
+            Rule::Semaphore(n) => me.checked_sub(n as usize),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(kinds: &str) -> Vec<Contender> {
+        kinds
+            .chars()
+            .enumerate()
+            .map(|(i, k)| Contender {
+                name: format!("n{i}"),
+                seq: i as i64,
+                read: k == 'r',
+            })
+            .collect()
+    }
+
+    #[test]
+    fn exclusive_waits_for_its_predecessor() {
+        let queue = q("www");
+        assert_eq!(Rule::Exclusive.blocker(&queue, 0), None);
+        assert_eq!(Rule::Exclusive.blocker(&queue, 2), Some(1));
+        // A writer waits behind readers too.
+        assert_eq!(Rule::Exclusive.blocker(&q("rrw"), 2), Some(1));
+    }
+
+    #[test]
+    fn readers_wait_only_for_the_nearest_writer_before_them() {
+        let queue = q("rrwrrw r".replace(' ', "").as_str());
+        assert_eq!(Rule::Read.blocker(&queue, 0), None);
+        assert_eq!(Rule::Read.blocker(&queue, 1), None);
+        assert_eq!(Rule::Read.blocker(&queue, 3), Some(2));
+        assert_eq!(Rule::Read.blocker(&queue, 4), Some(2));
+        assert_eq!(Rule::Read.blocker(&queue, 6), Some(5));
+    }
+
+    #[test]
+    fn a_semaphore_waiter_waits_for_the_node_n_places_ahead() {
+        let queue = q("wwwww");
+        let rule = Rule::Semaphore(3);
+        assert_eq!(rule.blocker(&queue, 0), None);
+        assert_eq!(rule.blocker(&queue, 2), None);
+        assert_eq!(rule.blocker(&queue, 3), Some(0));
+        assert_eq!(rule.blocker(&queue, 4), Some(1));
+    }
+}

@@ -1,0 +1,448 @@
+//! The one acquire algorithm under every sequential recipe.
+//!
+//! 1. Create `<dir>/_c_<uuid>-<marker><seq>` (ephemeral, sequential) and list `dir` in the
+//!    same write: one round trip when nobody else is there. Missing parents are created as
+//!    containers. If the create's reply is lost, look for our uuid before creating again,
+//!    and keep only a node whose ephemeral owner is the current session.
+//! 2. Order the listing by sequence and ask the recipe's rule which node blocks us.
+//! 3. Arm a data watch on the blocker. A missing blocker, or one whose deletion we are told
+//!    about, is struck from our last listing and the rule asked again: nodes only ever join
+//!    behind us, so our listing holds every node that can still be ahead, and when the rule
+//!    finds no blocker in it there is none. That is the "no second listing" handoff.
+//! 4. While waiting, also wake on session events (a reconnect re-lists, a new session
+//!    starts over), the caller's deadline, a cancel, and a slow re-check tick.
+//! 5. On every way out that is not success, our node is deleted (in the background if the
+//!    connection is in trouble).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver, Sender};
+
+use super::held::{Acquired, Canceller, Participant};
+use super::names::{self, Contender};
+use super::rules::Rule;
+use crate::client::{Check, Client, Job, SessionSink};
+use crate::error::{Error, Result};
+use crate::{CreateMode, EventType, SessionEvent, SessionState};
+
+/// What a recipe asks the queue for.
+pub(crate) struct Spec<'a> {
+    /// The lock directory.
+    pub dir: &'a str,
+    /// The node-name marker (`lock-`, `__READ__`, …).
+    pub marker: &'static str,
+    pub rule: Rule,
+    /// Our node's data.
+    pub data: &'a [u8],
+    /// Data of the directory node if this call has to create it (the semaphore's permits).
+    pub dir_data: &'a [u8],
+}
+
+/// How long an acquire may wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    /// Not at all: take it now or leave nothing behind.
+    Try,
+    /// Until this instant.
+    Until(Instant),
+    /// Until acquired, cancelled, or the client is closed.
+    Forever,
+}
+
+impl Wait {
+    pub(crate) fn timeout(d: Duration) -> Wait {
+        match Instant::now().checked_add(d) {
+            Some(t) => Wait::Until(t),
+            None => Wait::Forever,
+        }
+    }
+
+    fn deadline(self) -> Option<Instant> {
+        match self {
+            Wait::Until(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Forwards session events into a waiter's channel.
+struct Forward(Sender<SessionEvent>);
+
+impl SessionSink for Forward {
+    fn on_session(&self, ev: &SessionEvent) {
+        let _ = self.0.send(*ev);
+    }
+}
+
+/// Why the current attempt ends.
+enum Next {
+    /// Start over with a new node (the session changed or our node vanished).
+    Restart,
+    /// Give up: deadline passed (`Ok(None)`), or an error.
+    Done(Result<Option<Acquired>>),
+}
+
+/// Our node during one attempt; deletes it on drop unless it was handed to a guard.
+struct Attempt<'a> {
+    client: &'a Client,
+    dir: &'a str,
+    uuid: String,
+    /// The session the attempt started in.
+    session: i64,
+    node: Option<Acquired>,
+    /// A create whose reply never came may have made a node.
+    maybe_created: bool,
+}
+
+impl Attempt<'_> {
+    fn take(&mut self) -> Option<Acquired> {
+        self.maybe_created = false;
+        self.node.take()
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        let current = self.client.session_id();
+        if let Some(node) = self.node.take() {
+            if current != 0 && current != node.owner {
+                return; // gone with its session
+            }
+            if self.client.state() == SessionState::Connected {
+                let c = self
+                    .client
+                    .with_timeout(self.client.timeout().min(Duration::from_secs(1)));
+                match c.delete(&node.path, None) {
+                    Ok(()) | Err(Error::NoNode { .. }) | Err(Error::SessionExpired) => return,
+                    Err(e) if !e.is_connection_error() => {
+                        log::warn!("zkguard: cannot delete abandoned node {}: {e}", node.path);
+                        return;
+                    }
+                    Err(_) => {}
+                }
+            }
+            self.client.delete_in_background(Job::Path {
+                path: node.path,
+                check: Check::None,
+                session: node.owner,
+            });
+        } else if self.maybe_created {
+            self.client.delete_in_background(Job::Uuid {
+                dir: self.dir.to_string(),
+                uuid: self.uuid.clone(),
+                session: self.session,
+            });
+        }
+    }
+}
+
+/// Acquires a place at the head of the queue per `spec.rule`. `Ok(None)`: not acquired
+/// within `wait` (nothing left behind).
+pub(crate) fn acquire(
+    client: &Client,
+    spec: &Spec<'_>,
+    wait: Wait,
+    canceller: &Canceller,
+) -> Result<Option<Acquired>> {
+    let cancel = canceller.register();
+    let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
+    let sink: Arc<dyn SessionSink> = Arc::new(Forward(ev_tx));
+    client.subscribe_sink(Arc::downgrade(&sink));
+    loop {
+        match attempt(client, spec, wait, &cancel.rx, &ev_rx) {
+            Next::Restart => {
+                log::info!(
+                    "zkguard: {}: session changed or node vanished; queueing again",
+                    spec.dir
+                );
+                continue;
+            }
+            Next::Done(r) => return r,
+        }
+    }
+}
+
+/// A handle whose requests end by the caller's deadline; `None` once it has passed.
+fn bounded(client: &Client, deadline: Option<Instant>) -> Option<Client> {
+    match deadline {
+        None => Some(client.clone()),
+        Some(d) => {
+            let left = d.checked_duration_since(Instant::now())?;
+            if left.is_zero() {
+                return None;
+            }
+            Some(client.with_timeout(left.min(client.timeout())))
+        }
+    }
+}
+
+fn attempt(
+    client: &Client,
+    spec: &Spec<'_>,
+    wait: Wait,
+    cancel: &Receiver<()>,
+    events: &Receiver<SessionEvent>,
+) -> Next {
+    let deadline = wait.deadline();
+    let mut at = Attempt {
+        client,
+        dir: spec.dir,
+        uuid: uuid::Uuid::new_v4().to_string(),
+        session: client.session_id(),
+        node: None,
+        maybe_created: false,
+    };
+    let cancelled = || {
+        Next::Done(Err(Error::Cancelled {
+            path: spec.dir.to_string(),
+        }))
+    };
+    let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
+    let mut parent_tries = 0;
+    // Phase 1: our node, and (usually) a listing taken right after it.
+    let mut listing: Option<Vec<String>> = None;
+    while at.node.is_none() {
+        if cancel.try_recv().is_ok() {
+            return cancelled();
+        }
+        let Some(c) = bounded(client, deadline) else {
+            return Next::Done(Ok(None));
+        };
+        if at.maybe_created {
+            match find_by_uuid(&c, spec.dir, &at.uuid) {
+                Ok(found) => {
+                    at.maybe_created = false;
+                    at.node = found;
+                    continue;
+                }
+                Err(e) if e.is_connection_error() => {
+                    pause(events, cancel, deadline);
+                    continue;
+                }
+                Err(Error::SessionExpired) => {
+                    at.maybe_created = false;
+                    continue;
+                }
+                Err(e) => return Next::Done(Err(e)),
+            }
+        }
+        at.session = client.session_id();
+        let (created, listed) = c.pipeline(|p| {
+            (
+                p.create(&prefix, spec.data, CreateMode::EphemeralSequential),
+                p.get_children(spec.dir),
+            )
+        });
+        match created.wait() {
+            Ok(cr) => {
+                at.node = Some(Acquired {
+                    path: cr.path,
+                    token: cr.stat.czxid as u64,
+                    owner: cr.stat.ephemeral_owner,
+                });
+                listing = listed.wait().ok().map(|(names, _)| names);
+            }
+            Err(Error::NoNode { .. }) if parent_tries < 10 => {
+                parent_tries += 1;
+                match create_dir(&c, spec.dir, spec.dir_data) {
+                    Ok(()) => {}
+                    Err(e) if e.is_connection_error() || e == Error::SessionExpired => {}
+                    Err(e) => return Next::Done(Err(e)),
+                }
+            }
+            Err(e) if e.is_connection_error() => {
+                at.maybe_created = true;
+                pause(events, cancel, deadline);
+            }
+            Err(Error::SessionExpired) => {}
+            Err(e) => return Next::Done(Err(e)),
+        }
+    }
+    let Some(node) = at.node.clone() else {
+        return Next::Restart;
+    };
+    let me = names::base(&node.path).to_string();
+    let tick = client.session_timeout().max(Duration::from_secs(1));
+    // Phase 2: wait for our turn.
+    let mut queue: Option<Vec<Contender>> = None;
+    loop {
+        if cancel.try_recv().is_ok() {
+            return cancelled();
+        }
+        if client.session_id() != node.owner {
+            return Next::Restart;
+        }
+        let Some(c) = bounded(client, deadline) else {
+            return Next::Done(Ok(None));
+        };
+        let mut q = match queue.take() {
+            Some(q) => q,
+            None => {
+                let names = match listing.take() {
+                    Some(n) => Ok(n),
+                    None => c.get_children(spec.dir).map(|(n, _)| n),
+                };
+                match names {
+                    Ok(n) => match names::order(spec.dir, n) {
+                        Ok(q) => q,
+                        Err(e) => return Next::Done(Err(e)),
+                    },
+                    Err(e) if e.is_connection_error() => {
+                        pause(events, cancel, deadline);
+                        continue;
+                    }
+                    Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => return Next::Restart,
+                    Err(e) => return Next::Done(Err(e)),
+                }
+            }
+        };
+        let Some(pos) = q.iter().position(|x| x.name == me) else {
+            // Our node is gone: deleted by someone, or its session ended.
+            at.node = None;
+            return Next::Restart;
+        };
+        // The listing was answered within our node's session: the node is ours and alive.
+        if client.session_id() != node.owner {
+            return Next::Restart;
+        }
+        let Some(b) = spec.rule.blocker(&q, pos) else {
+            return Next::Done(Ok(at.take()));
+        };
+        if matches!(wait, Wait::Try) {
+            return Next::Done(Ok(None));
+        }
+        let blocker = names::child(spec.dir, &q[b].name);
+        let watch = match c.get_data_w(&blocker) {
+            Ok((_, _, w)) => w,
+            Err(Error::NoNode { .. }) => {
+                q.remove(b);
+                queue = Some(q);
+                continue;
+            }
+            Err(e) if e.is_connection_error() => {
+                pause(events, cancel, deadline);
+                continue;
+            }
+            Err(Error::SessionExpired) => return Next::Restart,
+            Err(e) => return Next::Done(Err(e)),
+        };
+        let wake_at = {
+            let t = Instant::now() + tick;
+            deadline.map_or(t, |d| d.min(t))
+        };
+        loop {
+            select! {
+                recv(watch) -> ev => {
+                    match ev.map(|e| e.event_type) {
+                        Ok(EventType::NodeDeleted) => {
+                            q.remove(b);
+                            queue = Some(q);
+                        }
+                        Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
+                        Ok(EventType::SessionLost) => return Next::Restart,
+                        // Data changed: watch it again.
+                        _ => queue = Some(q),
+                    }
+                    break;
+                }
+                recv(events) -> ev => match ev {
+                    Ok(SessionEvent::Suspended { .. }) => continue,
+                    Ok(SessionEvent::Closed) | Err(_) => return Next::Done(Err(Error::Closed)),
+                    Ok(SessionEvent::Reconnected { .. }) => break,
+                    Ok(_) => return Next::Restart,
+                },
+                recv(cancel) -> _ => return cancelled(),
+                recv(crossbeam_channel::at(wake_at)) -> _ => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Next::Done(Ok(None));
+                    }
+                    break; // the slow re-check: list again
+                }
+            }
+        }
+    }
+}
+
+/// Waits a little after a connection problem: until the session changes, a cancel, the
+/// deadline, or a short while.
+fn pause(events: &Receiver<SessionEvent>, cancel: &Receiver<()>, deadline: Option<Instant>) {
+    let mut until = Instant::now() + Duration::from_millis(100);
+    if let Some(d) = deadline {
+        until = until.min(d);
+    }
+    select! {
+        recv(events) -> _ => {}
+        recv(cancel) -> _ => {}
+        recv(crossbeam_channel::at(until)) -> _ => {}
+    }
+}
+
+/// After a create whose reply was lost: our node, if the server made it in this session.
+/// A node of ours left by an earlier session is deleted.
+fn find_by_uuid(c: &Client, dir: &str, uuid: &str) -> Result<Option<Acquired>> {
+    let names = match c.get_children(dir) {
+        Ok((names, _)) => names,
+        Err(Error::NoNode { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut found = None;
+    for n in names.into_iter().filter(|n| n.contains(uuid)) {
+        let path = names::child(dir, &n);
+        match c.exists(&path)? {
+            Some(stat) if found.is_none() && stat.ephemeral_owner == c.session_id() => {
+                found = Some(Acquired {
+                    path,
+                    token: stat.czxid as u64,
+                    owner: stat.ephemeral_owner,
+                });
+            }
+            Some(_) => {
+                let _ = c.delete(&path, None);
+            }
+            None => {}
+        }
+    }
+    Ok(found)
+}
+
+/// Creates every missing ancestor of `dir` and `dir` itself as container nodes.
+pub(crate) fn create_dir(c: &Client, dir: &str, dir_data: &[u8]) -> Result<()> {
+    let mut path = String::new();
+    let parts: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        path.push('/');
+        path.push_str(part);
+        let data = if i + 1 == parts.len() { dir_data } else { b"" };
+        match c.create(&path, data, CreateMode::Container) {
+            Ok(_) | Err(Error::NodeExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The queue's contenders with their data, in order (nodes that go while we read are
+/// skipped).
+pub(crate) fn participants(client: &Client, dir: &str) -> Result<Vec<Participant>> {
+    let names = match client.get_children(dir) {
+        Ok((n, _)) => n,
+        Err(Error::NoNode { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let q = names::order(dir, names)?;
+    let pending = client.pipeline(|p| {
+        q.iter()
+            .map(|x| p.get_data(&names::child(dir, &x.name)))
+            .collect::<Vec<_>>()
+    });
+    let mut out = Vec::with_capacity(q.len());
+    for (x, p) in q.into_iter().zip(pending) {
+        match p.wait() {
+            Ok((data, _)) => out.push(Participant { node: x.name, data }),
+            Err(Error::NoNode { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,3 @@
+//! Lock recipes under faults (placeholder until the tests land).
+
+mod common;
