@@ -8,8 +8,11 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use crossbeam_channel::Receiver;
+
 use super::{Client, Owner};
 use crate::error::Error;
+use crate::SessionEvent;
 
 /// One node to delete.
 #[derive(Debug, Clone)]
@@ -69,9 +72,10 @@ impl Client {
         if start {
             let shared = self.shared.clone();
             let owner = Arc::downgrade(&self.owner);
+            let events = shared.subscribe();
             let spawned = std::thread::Builder::new()
                 .name("zkguard-janitor".into())
-                .spawn(move || run(owner, self_timeout(&shared)));
+                .spawn(move || run(owner, self_timeout(&shared), events));
             if let Err(e) = spawned {
                 log::error!("zkguard: cannot start the background delete thread: {e}");
                 self.shared.janitor.lock().running = false;
@@ -84,7 +88,7 @@ fn self_timeout(shared: &super::conn::Shared) -> Duration {
     shared.negotiated_timeout().min(STEP)
 }
 
-fn run(owner: Weak<Owner>, timeout: Duration) {
+fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
     loop {
         let Some(owner) = owner.upgrade() else {
             return;
@@ -95,7 +99,6 @@ fn run(owner: Weak<Owner>, timeout: Duration) {
             timeout,
         };
         let jobs = std::mem::take(&mut client.shared.janitor.lock().jobs);
-        let events = client.events();
         let mut left = Vec::new();
         for job in jobs {
             let current = client.session_id();

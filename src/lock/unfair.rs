@@ -6,7 +6,7 @@ use crossbeam_channel::select;
 
 use crate::client::{Check, Client, Job};
 use crate::error::{Error, Result};
-use crate::queue::{self, Acquired, Canceller, Holding, Wait};
+use crate::queue::{self, Acquired, Canceller, Holding, SessionEvents, Wait};
 use crate::{CreateMode, EventType, SessionEvent};
 
 /// The simplest lock: one ephemeral node at `path` whose data is a unique owner id.
@@ -85,7 +85,8 @@ impl UnfairMutex {
 
     fn lock(&self, wait: Wait) -> Result<Option<UnfairMutexGuard>> {
         let cancel = self.canceller.register();
-        let events = self.client.events();
+        let events = SessionEvents::new(&self.client);
+        let events = &events.rx;
         let deadline = match wait {
             Wait::Until(d) => Some(d),
             _ => None,

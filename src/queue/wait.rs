@@ -75,6 +75,22 @@ impl SessionSink for Forward {
     }
 }
 
+/// A channel of session events for one waiting call. Unlike `Client::events`, it leaves
+/// the client's list as soon as it is dropped (the list holds it weakly).
+pub(crate) struct SessionEvents {
+    _sink: Arc<dyn SessionSink>,
+    pub rx: Receiver<SessionEvent>,
+}
+
+impl SessionEvents {
+    pub(crate) fn new(client: &Client) -> SessionEvents {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let sink: Arc<dyn SessionSink> = Arc::new(Forward(tx));
+        client.subscribe_sink(Arc::downgrade(&sink));
+        SessionEvents { _sink: sink, rx }
+    }
+}
+
 /// Why the current attempt ends.
 enum Next {
     /// Start over with a new node (the session changed or our node vanished).
@@ -146,11 +162,9 @@ pub(crate) fn acquire(
     canceller: &Canceller,
 ) -> Result<Option<Acquired>> {
     let cancel = canceller.register();
-    let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
-    let sink: Arc<dyn SessionSink> = Arc::new(Forward(ev_tx));
-    client.subscribe_sink(Arc::downgrade(&sink));
+    let events = SessionEvents::new(client);
     loop {
-        match attempt(client, spec, wait, &cancel.rx, &ev_rx) {
+        match attempt(client, spec, wait, &cancel.rx, &events.rx) {
             Next::Restart => {
                 log::info!(
                     "zkguard: {}: session changed or node vanished; queueing again",
