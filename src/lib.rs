@@ -4,9 +4,46 @@
 //! async, with RAII guards, honest failure semantics and a test harness that runs real
 //! ZooKeeper servers.
 //!
-//! This release contains the foundation: a synchronous ZooKeeper client ([`Client`]) that
-//! always knows the state of its session, and (with the `testing` feature) real ZooKeeper
-//! clusters and a fault-injecting proxy for tests. The lock and election recipes build on it.
+//! ```no_run
+//! # fn main() -> zkguard::Result<()> {
+//! let client = zkguard::Client::connect("127.0.0.1:2181")?;
+//! let lock = zkguard::Mutex::new(&client, "/locks/invoices")?;
+//! let guard = lock.acquire()?;          // fair, herd-free, one round trip uncontended
+//! assert!(guard.is_valid());            // false while disconnected, for good once lost
+//! let _fence = guard.token();           // grows with every later holder
+//! drop(guard);                          // released
+//! # Ok(()) }
+//! ```
+//!
+//! ## Locks
+//!
+//! | type | what | guard |
+//! |---|---|---|
+//! | [`Mutex`] | fair exclusive lock (Curator's `InterProcessMutex` layout) | [`MutexGuard`] |
+//! | [`ReentrantMutex`] | the holding thread may take it again | [`ReentrantMutexGuard`] (not `Send`) |
+//! | [`UnfairMutex`] | one node at the path; few contenders | [`UnfairMutexGuard`] |
+//! | [`RwLock`] | many readers or one writer, writers not starved | [`ReadGuard`], [`WriteGuard`] |
+//! | [`Semaphore`] | at most N holders | [`Permit`] |
+//! | [`MultiLock`] | several mutexes, all or none, deadlock-free order | [`MultiLockGuard`] |
+//!
+//! Every lock has blocking, `try_` and timeout acquires and a [`Canceller`]. The sequential
+//! ones share one queue algorithm: each contender waits for one node ahead of it (a data
+//! watch), so a release wakes one waiter. A contender re-checks that its node exists and
+//! belongs to the current session before it claims the lock after any reconnect, and every
+//! failed, cancelled or timed-out acquire deletes its node (in the background if need be).
+//!
+//! Every guard owns what it needs (no lifetime), releases on drop, and tells the truth
+//! about the lock: `is_valid()` (false while disconnected), `lost()` (a receiver that fires
+//! when the session expires — counted by the client itself, so a partitioned holder learns
+//! it before anyone else can get the lock — when the client closes, or when the node is
+//! deleted), `token()` (a fencing token: the node's creation zxid) and `revocation()`
+//! (cooperative revocation, compatible with Curator's `Revoker`; see [`revoke`]).
+//!
+//! ## The client
+//!
+//! A synchronous ZooKeeper client of its own ([`Client`]), with one background thread, that
+//! always knows the state of its session; with the `testing` feature, real ZooKeeper
+//! clusters and a fault-injecting proxy for tests ([`testing`]).
 //!
 //! ```no_run
 //! use zkguard::{Client, CreateMode, SessionEvent};

@@ -191,7 +191,8 @@ impl Holding {
         let path = &self.acquired.path;
         let was_lost = self.state.is_lost();
         let current = self.client.session_id();
-        if current != self.acquired.owner && current != 0 {
+        let state = self.client.state();
+        if (current != self.acquired.owner && current != 0) || state == SessionState::Closed {
             // Our session is gone, and the ephemeral node with it.
             return Err(Error::LockLost { path: path.clone() });
         }
@@ -206,9 +207,13 @@ impl Holding {
                 session: self.acquired.owner,
             })
         };
-        if self.client.state() != SessionState::Connected {
+        if state != SessionState::Connected {
             background();
-            return Err(Error::ConnectionLoss);
+            return Err(if was_lost {
+                Error::LockLost { path: path.clone() }
+            } else {
+                Error::ConnectionLoss
+            });
         }
         let c = self.client.with_timeout(timeout);
         let result = if self.check_owner {

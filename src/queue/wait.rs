@@ -121,6 +121,9 @@ impl Attempt<'_> {
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
         let current = self.client.session_id();
+        if self.client.state() == SessionState::Closed {
+            return; // the session ended, and our nodes with it
+        }
         if let Some(node) = self.node.take() {
             if current != 0 && current != node.owner {
                 return; // gone with its session
@@ -290,7 +293,7 @@ fn attempt(
         let Some(c) = bounded(client, deadline) else {
             return Next::Done(Ok(None));
         };
-        let mut q = match queue.take() {
+        let q = match queue.take() {
             Some(q) => q,
             None => {
                 let names = match listing.take() {
@@ -330,8 +333,7 @@ fn attempt(
         let watch = match c.get_data_w(&blocker) {
             Ok((_, _, w)) => w,
             Err(Error::NoNode { .. }) => {
-                q.remove(b);
-                queue = Some(q);
+                queue = strike(spec.rule, q, b, &me);
                 continue;
             }
             Err(e) if e.is_connection_error() => {
@@ -349,10 +351,7 @@ fn attempt(
             select! {
                 recv(watch) -> ev => {
                     match ev.map(|e| e.event_type) {
-                        Ok(EventType::NodeDeleted) => {
-                            q.remove(b);
-                            queue = Some(q);
-                        }
+                        Ok(EventType::NodeDeleted) => queue = strike(spec.rule, q, b, &me),
                         Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
                         Ok(EventType::SessionLost) => return Next::Restart,
                         // Data changed: watch it again.
@@ -376,6 +375,23 @@ fn attempt(
             }
         }
     }
+}
+
+/// Our last listing without the blocker at `b`, which is gone, if it can still be trusted.
+/// Nodes only join behind us, so the real set ahead of us is a subset of the listing's:
+/// when the rule finds no blocker in it there is none. The exclusive and read rules also
+/// find the right next blocker (one that has gone too answers NoNode and is struck in
+/// turn). The semaphore rule counts, and a stale node ahead would make it watch the wrong
+/// node, so a semaphore waiter that is still blocked lists again.
+fn strike(rule: Rule, mut q: Vec<Contender>, b: usize, me: &str) -> Option<Vec<Contender>> {
+    q.remove(b);
+    if let Rule::Semaphore(_) = rule {
+        let pos = q.iter().position(|x| x.name == me)?;
+        if rule.blocker(&q, pos).is_some() {
+            return None;
+        }
+    }
+    Some(q)
 }
 
 /// Waits a little after a connection problem: until the session changes, a cancel, the
