@@ -230,6 +230,7 @@ struct Settings {
     min_session: Option<Duration>,
     max_session: Duration,
     force_sync: bool,
+    full_jit: bool,
 }
 
 impl Default for Settings {
@@ -240,6 +241,7 @@ impl Default for Settings {
             min_session: None,
             max_session: Duration::from_secs(60),
             force_sync: false,
+            full_jit: false,
         }
     }
 }
@@ -325,6 +327,14 @@ impl TestClusterBuilder {
     /// fast functional tests; benchmarks should say which they used).
     pub fn force_sync(mut self, on: bool) -> Self {
         self.settings.force_sync = on;
+        self
+    }
+
+    /// Whether the server JVMs use the full JIT (C2). Off by default: with the quick C1
+    /// compiler only, servers start faster, which is what tests want; a server serving real
+    /// traffic runs C2, so benchmarks turn this on (and say so).
+    pub fn full_jit(mut self, on: bool) -> Self {
+        self.settings.full_jit = on;
         self
     }
 
@@ -713,10 +723,12 @@ impl TestCluster {
             ))
         })?;
         let mut cmd = Command::new(&self.dist.java);
+        if !self.settings.full_jit {
+            cmd.arg("-XX:TieredStopAtLevel=1");
+        }
         cmd.args([
             "-Xmx256m",
             "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
             "-XX:-UsePerfData",
             "-Djava.net.preferIPv4Stack=true",
             "-Dzookeeper.admin.enableServer=false",
