@@ -57,6 +57,8 @@ pub(crate) struct WatchReg {
 /// flags and send into channels, never block.
 pub(crate) trait WatchSink: Send + Sync {
     fn on_watch(&self, ev: &WatchedEvent);
+    /// The data the request that armed the watch read (a getData reply).
+    fn on_data(&self, _data: &[u8]) {}
 }
 
 /// Something inside the crate that reacts to session events (guards, waiters). Held
@@ -516,7 +518,7 @@ impl Shared {
         result
     }
 
-    fn is_closing(&self) -> bool {
+    pub fn is_closing(&self) -> bool {
         let s = self.session.lock();
         s.closing || s.phase == Phase::Closed
     }
@@ -997,6 +999,12 @@ impl Shared {
                     let missing = f.opcode == op::EXISTS && h.err == code::NO_NODE;
                     if h.err == code::OK || missing {
                         let kind = if missing { WatchKind::Exist } else { w.kind };
+                        if let (WatchTx::Sink(sink), WatchKind::Data) = (&w.tx, kind) {
+                            let mut body = Reader::new(&frame[r.position()..]);
+                            if let Ok(data) = body.buffer() {
+                                sink.on_data(&data);
+                            }
+                        }
                         self.register_watch(w.server_path, kind, w.tx);
                     } else if let (WatchTx::Sink(sink), code::NO_NODE) = (&w.tx, h.err) {
                         sink.on_watch(&WatchedEvent {

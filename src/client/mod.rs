@@ -395,6 +395,11 @@ impl Client {
         self.shared.subscribe_sink(sink)
     }
 
+    /// Whether the client is closed or closing (no new lock may be granted on it).
+    pub(crate) fn is_closing(&self) -> bool {
+        self.shared.is_closing()
+    }
+
     /// Arms a data watch on `path` for a crate-internal sink without waiting for the reply.
     /// A missing node is reported to the sink as `NodeDeleted`. Returns false (nothing sent)
     /// when there is no live connection right now.

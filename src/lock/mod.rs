@@ -12,6 +12,7 @@ pub use multi::{MultiLock, MultiLockGuard};
 pub use mutex::{Mutex, MutexGuard};
 pub use reentrant::{ReentrantMutex, ReentrantMutexGuard};
 pub use revoke::revoke;
+pub(crate) use revoke::REVOKE_MESSAGE;
 pub use rwlock::{ReadGuard, RwLock, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use unfair::{UnfairMutex, UnfairMutexGuard};

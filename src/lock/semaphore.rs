@@ -14,6 +14,8 @@ use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wai
 ///
 /// The permit count is recorded as the data of the semaphore's node (`path`) by the first
 /// user; a [`Semaphore::new`] with another count fails with [`Error::PermitMismatch`].
+/// That node is persistent (its parents are containers), so the count outlives idle
+/// periods; delete it yourself to change the count once nobody uses the semaphore.
 ///
 /// Known limit of the N-places-ahead rule: when holders release out of arrival order, a
 /// freed permit can stay unused until the node the first waiter watches goes, or until the

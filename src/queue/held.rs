@@ -79,16 +79,29 @@ impl WatchSink for State {
                 // Someone asked us to let go (Curator's Revoker writes `__REVOKE__`). The
                 // watch is spent; the next call to `lost`/`revocation` re-arms it.
                 self.armed.store(false, Ordering::SeqCst);
-                let mut v = self.revoke_tx.lock();
-                self.revoked.store(true, Ordering::SeqCst);
-                for tx in v.drain(..) {
-                    let _ = tx.send(());
-                }
+                self.revoke();
             }
             EventType::NodeCreated | EventType::NodeChildrenChanged => {
                 self.armed.store(false, Ordering::SeqCst);
             }
             EventType::NodeDeleted | EventType::SessionLost | EventType::Closed => self.mark_lost(),
+        }
+    }
+
+    fn on_data(&self, data: &[u8]) {
+        // A request written before we looked (Curator checks the data the same way).
+        if data == crate::lock::REVOKE_MESSAGE {
+            self.revoke();
+        }
+    }
+}
+
+impl State {
+    fn revoke(&self) {
+        let mut v = self.revoke_tx.lock();
+        self.revoked.store(true, Ordering::SeqCst);
+        for tx in v.drain(..) {
+            let _ = tx.send(());
         }
     }
 }

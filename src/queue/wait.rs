@@ -324,6 +324,14 @@ fn attempt(
             return Next::Restart;
         }
         let Some(b) = spec.rule.blocker(&q, pos) else {
+            // Last checks before granting (a handoff decided from our own listing sent
+            // nothing since): a closing client grants nothing, a new session starts over.
+            if client.is_closing() {
+                return Next::Done(Err(Error::Closed));
+            }
+            if client.session_id() != node.owner {
+                return Next::Restart;
+            }
             return Next::Done(Ok(at.take()));
         };
         if matches!(wait, Wait::Try) {
@@ -436,15 +444,22 @@ fn find_by_uuid(c: &Client, dir: &str, uuid: &str) -> Result<Option<Acquired>> {
     Ok(found)
 }
 
-/// Creates every missing ancestor of `dir` and `dir` itself as container nodes.
+/// Creates every missing ancestor of `dir` as a container node, and `dir` itself as a
+/// container, or, when it has data to keep (a semaphore's permit count, which must outlive
+/// idle periods), as a persistent node.
 pub(crate) fn create_dir(c: &Client, dir: &str, dir_data: &[u8]) -> Result<()> {
     let mut path = String::new();
     let parts: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
     for (i, part) in parts.iter().enumerate() {
         path.push('/');
         path.push_str(part);
-        let data = if i + 1 == parts.len() { dir_data } else { b"" };
-        match c.create(&path, data, CreateMode::Container) {
+        let last = i + 1 == parts.len();
+        let (data, mode) = if last && !dir_data.is_empty() {
+            (dir_data, CreateMode::Persistent)
+        } else {
+            (&b""[..], CreateMode::Container)
+        };
+        match c.create(&path, data, mode) {
             Ok(_) | Err(Error::NodeExists { .. }) => {}
             Err(e) => return Err(e),
         }
