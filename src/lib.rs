@@ -68,8 +68,10 @@
 //!   of idle sending), and drops a connection that has been silent for two thirds of the
 //!   session timeout, then reconnects to another server.
 //! - While disconnected the session is [`SessionState::Suspended`]: it may still be alive.
-//!   Once the negotiated session timeout has passed since the last frame from any server,
-//!   the session counts as [`SessionState::Lost`], whatever a server may say later; a
+//!   The session counts as [`SessionState::Lost`], whatever a server may say later, once
+//!   the negotiated session timeout (less a tenth of it, at most 250 ms) has passed since
+//!   the client *sent* the last request a server answered: the server renews a session
+//!   when a request arrives, so it cannot expire the session any earlier. A
 //!   server's "expired" answer means the same. On loss every request waiting for that
 //!   session fails with [`Error::SessionExpired`], every watch receives
 //!   [`EventType::SessionLost`], and the client opens a new session by itself.

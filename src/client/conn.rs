@@ -129,6 +129,8 @@ struct InFlight {
     opcode: i32,
     watch: Option<WatchReg>,
     tx: Sender<ReplyMsg>,
+    /// When it was written (see `last_acked_send_us`).
+    sent_us: u64,
 }
 
 /// Settings fixed at build time.
@@ -210,12 +212,23 @@ pub(crate) struct Shared {
     base: Instant,
     last_send_us: AtomicU64,
     last_recv_us: AtomicU64,
+    /// When the latest request the server has answered was sent. The server renews the
+    /// session when a request arrives, which is after this; so the session cannot expire on
+    /// the server before this + the session timeout, and the client's own loss clock counts
+    /// from here (counting from the reply's arrival would be late by the server's and the
+    /// network's delay).
+    last_acked_send_us: AtomicU64,
+    /// Send times of the pings not answered yet (answers come back in order).
+    pings_sent: Mutex<std::collections::VecDeque<u64>>,
     last_zxid: AtomicI64,
     wake: (Sender<()>, Receiver<()>),
     pub counters: Counters,
     /// Deletes waiting to be retried (see `janitor.rs`).
     pub janitor: Mutex<super::janitor::Janitor>,
 }
+
+/// The most the client declares a silent session lost ahead of its timeout.
+pub(crate) const LOSS_MARGIN: Duration = Duration::from_millis(250);
 
 /// How long a close waits for the server to confirm.
 pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(1);
@@ -248,6 +261,8 @@ impl Shared {
             base: Instant::now(),
             last_send_us: AtomicU64::new(0),
             last_recv_us: AtomicU64::new(0),
+            last_acked_send_us: AtomicU64::new(0),
+            pings_sent: Mutex::new(Default::default()),
             last_zxid: AtomicI64::new(0),
             wake: crossbeam_channel::unbounded(),
             counters: Counters::default(),
@@ -380,6 +395,7 @@ impl Shared {
         let io = &mut *io;
         let mut bytes = Vec::new();
         let mut xids = Vec::with_capacity(reqs.len());
+        let sent_us = self.now_us();
         {
             let mut pending = self.pending.lock();
             for r in reqs {
@@ -393,6 +409,7 @@ impl Shared {
                         opcode: r.opcode,
                         watch: r.watch,
                         tx: r.tx,
+                        sent_us,
                     },
                 );
             }
@@ -647,7 +664,14 @@ impl Shared {
         if s.session_id == 0 || s.phase == Phase::Connected {
             return None;
         }
-        Some(s.negotiated.saturating_sub(self.since(&self.last_recv_us)))
+        // A little early, so that a late wake-up of this thread (a loaded machine) still
+        // reports the loss before the server can expire the session.
+        let margin = (s.negotiated / 10).min(LOSS_MARGIN);
+        Some(
+            s.negotiated
+                .saturating_sub(margin)
+                .saturating_sub(self.since(&self.last_acked_send_us)),
+        )
     }
 
     fn check_timeout_loss(&self) {
@@ -713,6 +737,7 @@ impl Shared {
         let io_err = |e: io::Error| e.to_string();
         let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
         stream.set_write_timeout(Some(left)).map_err(io_err)?;
+        let connect_sent_us = self.now_us();
         stream
             .write_all(&proto::connect_request(
                 self.last_zxid.load(Ordering::Relaxed),
@@ -794,6 +819,9 @@ impl Shared {
         let now = self.now_us();
         self.last_recv_us.store(now, Ordering::Relaxed);
         self.last_send_us.store(now, Ordering::Relaxed);
+        self.last_acked_send_us
+            .fetch_max(connect_sent_us, Ordering::Relaxed);
+        self.pings_sent.lock().clear();
         {
             let mut s = self.session.lock();
             if s.closing {
@@ -924,8 +952,12 @@ impl Shared {
         let Some(stream) = io.stream.as_mut() else {
             return;
         };
+        let sent = self.now_us();
         match stream.write_all(&proto::request_frame(xid::PING, op::PING, &[])) {
-            Ok(()) => self.last_send_us.store(self.now_us(), Ordering::Relaxed),
+            Ok(()) => {
+                self.pings_sent.lock().push_back(sent);
+                self.last_send_us.store(self.now_us(), Ordering::Relaxed)
+            }
             Err(e) => {
                 log::info!("zkguard: ping failed: {e}");
                 let _ = stream.shutdown(Shutdown::Both);
@@ -966,7 +998,12 @@ impl Shared {
             self.last_zxid.fetch_max(h.zxid, Ordering::Relaxed);
         }
         match h.xid {
-            xid::PING => Ok(()),
+            xid::PING => {
+                if let Some(sent) = self.pings_sent.lock().pop_front() {
+                    self.last_acked_send_us.fetch_max(sent, Ordering::Relaxed);
+                }
+                Ok(())
+            }
             xid::AUTH => {
                 if h.err != code::OK {
                     self.fail_auth();
@@ -993,6 +1030,8 @@ impl Shared {
                     log::debug!("zkguard: reply for xid {x} that nobody waits for");
                     return Ok(());
                 };
+                self.last_acked_send_us
+                    .fetch_max(f.sent_us, Ordering::Relaxed);
                 if let Some(w) = f.watch {
                     // The server sets the watch on success, and exists sets one on a
                     // missing node too (in its exists table).

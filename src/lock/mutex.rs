@@ -74,8 +74,10 @@ impl Mutex {
         })
     }
 
-    /// Takes the lock if nobody holds or waits for it; never waits. One round trip when it
-    /// succeeds; on `None` nothing is left behind.
+    /// Takes the lock if nobody holds or waits for it; never waits for the lock. One round
+    /// trip when it succeeds; on `None` nothing is left behind. If ZooKeeper cannot be asked
+    /// within the client's request timeout (connection trouble), it fails with
+    /// [`Error::Timeout`].
     pub fn try_acquire(&self) -> Result<Option<MutexGuard>> {
         self.lock(Wait::Try)
     }

@@ -5,10 +5,10 @@
 //!    containers. If the create's reply is lost, look for our uuid before creating again,
 //!    and keep only a node whose ephemeral owner is the current session.
 //! 2. Order the listing by sequence and ask the recipe's rule which node blocks us.
-//! 3. Arm a data watch on the blocker. A missing blocker, or one whose deletion we are told
-//!    about, is struck from our last listing and the rule asked again: nodes only ever join
-//!    behind us, so our listing holds every node that can still be ahead, and when the rule
-//!    finds no blocker in it there is none. That is the "no second listing" handoff.
+//! 3. Arm a data watch on the blocker (`get_data_w`: a missing node answers NoNode and
+//!    leaves no watch behind). Nodes only ever join behind us, so if the rule finds no
+//!    blocker in our listing once the blocker is struck from it, the blocker's deletion
+//!    lets us in without listing again; otherwise its deletion means "list again".
 //! 4. While waiting, also wake on session events (a reconnect re-lists, a new session
 //!    starts over), the caller's deadline, a cancel, and a slow re-check tick.
 //! 5. On every way out that is not success, our node is deleted (in the background if the
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Receiver, Sender};
 
 use super::held::{Acquired, Canceller, Participant};
-use super::names::{self, Contender};
+use super::names;
 use super::rules::Rule;
 use crate::client::{Check, Client, Job, SessionSink};
 use crate::error::{Error, Result};
@@ -201,7 +201,11 @@ fn attempt(
     cancel: &Receiver<()>,
     events: &Receiver<SessionEvent>,
 ) -> Next {
-    let deadline = wait.deadline();
+    // A try waits for nothing, connection trouble included: it gets one request timeout.
+    let deadline = match wait {
+        Wait::Try => Some(Instant::now() + client.timeout()),
+        w => w.deadline(),
+    };
     let mut at = Attempt {
         client,
         dir: spec.dir,
@@ -215,6 +219,15 @@ fn attempt(
             path: spec.dir.to_string(),
         }))
     };
+    // The deadline passed: for a try that means the server could not be asked in time.
+    let expired = || match wait {
+        Wait::Try => Next::Done(Err(Error::Timeout {
+            op: "try_acquire",
+            path: spec.dir.to_string(),
+            after: client.timeout(),
+        })),
+        _ => Next::Done(Ok(None)),
+    };
     let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
     let mut parent_tries = 0;
     // Phase 1: our node, and (usually) a listing taken right after it.
@@ -224,7 +237,7 @@ fn attempt(
             return cancelled();
         }
         let Some(c) = bounded(client, deadline) else {
-            return Next::Done(Ok(None));
+            return expired();
         };
         if at.maybe_created {
             match find_by_uuid(&c, spec.dir, &at.uuid) {
@@ -281,8 +294,10 @@ fn attempt(
     };
     let me = names::base(&node.path).to_string();
     let tick = client.session_timeout().max(Duration::from_secs(1));
-    // Phase 2: wait for our turn.
-    let mut queue: Option<Vec<Contender>> = None;
+    // Phase 2: wait for our turn. Between listings we keep only the node we wait for and
+    // whether its going lets us in (not the listing: a thousand waiters would each keep a
+    // thousand names).
+    let mut next: Option<(String, bool)> = None;
     loop {
         if cancel.try_recv().is_ok() {
             return cancelled();
@@ -291,16 +306,16 @@ fn attempt(
             return Next::Restart;
         }
         let Some(c) = bounded(client, deadline) else {
-            return Next::Done(Ok(None));
+            return expired();
         };
-        let q = match queue.take() {
-            Some(q) => q,
+        let (blocker, grant_when_gone) = match next.take() {
+            Some(known) => known,
             None => {
                 let names = match listing.take() {
                     Some(n) => Ok(n),
                     None => c.get_children(spec.dir).map(|(n, _)| n),
                 };
-                match names {
+                let mut q = match names {
                     Ok(n) => match names::order(spec.dir, n) {
                         Ok(q) => q,
                         Err(e) => return Next::Done(Err(e)),
@@ -311,39 +326,31 @@ fn attempt(
                     }
                     Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => return Next::Restart,
                     Err(e) => return Next::Done(Err(e)),
+                };
+                let Some(pos) = q.iter().position(|x| x.name == me) else {
+                    // Our node is gone: deleted by someone, or its session ended.
+                    at.node = None;
+                    return Next::Restart;
+                };
+                let Some(b) = spec.rule.blocker(&q, pos) else {
+                    return grant(client, &node, &mut at);
+                };
+                if matches!(wait, Wait::Try) {
+                    return Next::Done(Ok(None));
                 }
+                // Nodes only join behind us, so the nodes ahead of us now are a subset of
+                // this listing's. If the rule finds no blocker here once `b` is gone, there
+                // will be none: its deletion lets us in without listing again. Otherwise
+                // its deletion means "list again" (the others ahead may have gone too).
+                let name = q.remove(b).name;
+                let grant_when_gone = spec.rule.blocker(&q, pos - 1).is_none();
+                (names::child(spec.dir, &name), grant_when_gone)
             }
         };
-        let Some(pos) = q.iter().position(|x| x.name == me) else {
-            // Our node is gone: deleted by someone, or its session ended.
-            at.node = None;
-            return Next::Restart;
-        };
-        // The listing was answered within our node's session: the node is ours and alive.
-        if client.session_id() != node.owner {
-            return Next::Restart;
-        }
-        let Some(b) = spec.rule.blocker(&q, pos) else {
-            // Last checks before granting (a handoff decided from our own listing sent
-            // nothing since): a closing client grants nothing, a new session starts over.
-            if client.is_closing() {
-                return Next::Done(Err(Error::Closed));
-            }
-            if client.session_id() != node.owner {
-                return Next::Restart;
-            }
-            return Next::Done(Ok(at.take()));
-        };
-        if matches!(wait, Wait::Try) {
-            return Next::Done(Ok(None));
-        }
-        let blocker = names::child(spec.dir, &q[b].name);
         let watch = match c.get_data_w(&blocker) {
             Ok((_, _, w)) => w,
-            Err(Error::NoNode { .. }) => {
-                queue = strike(spec.rule, q, b, &me);
-                continue;
-            }
+            Err(Error::NoNode { .. }) if grant_when_gone => return grant(client, &node, &mut at),
+            Err(Error::NoNode { .. }) => continue,
             Err(e) if e.is_connection_error() => {
                 pause(events, cancel, deadline);
                 continue;
@@ -359,18 +366,21 @@ fn attempt(
             select! {
                 recv(watch) -> ev => {
                     match ev.map(|e| e.event_type) {
-                        Ok(EventType::NodeDeleted) => queue = strike(spec.rule, q, b, &me),
+                        Ok(EventType::NodeDeleted) if grant_when_gone => {
+                            return grant(client, &node, &mut at);
+                        }
+                        Ok(EventType::NodeDeleted) => {}
                         Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
                         Ok(EventType::SessionLost) => return Next::Restart,
-                        // Data changed: watch it again.
-                        _ => queue = Some(q),
+                        // Its data changed: watch it again.
+                        _ => next = Some((blocker, grant_when_gone)),
                     }
                     break;
                 }
                 recv(events) -> ev => match ev {
                     Ok(SessionEvent::Suspended { .. }) => continue,
                     Ok(SessionEvent::Closed) | Err(_) => return Next::Done(Err(Error::Closed)),
-                    Ok(SessionEvent::Reconnected { .. }) => break,
+                    Ok(SessionEvent::Reconnected { .. }) => break, // list again
                     Ok(_) => return Next::Restart,
                 },
                 recv(cancel) -> _ => return cancelled(),
@@ -385,21 +395,18 @@ fn attempt(
     }
 }
 
-/// Our last listing without the blocker at `b`, which is gone, if it can still be trusted.
-/// Nodes only join behind us, so the real set ahead of us is a subset of the listing's:
-/// when the rule finds no blocker in it there is none. The exclusive and read rules also
-/// find the right next blocker (one that has gone too answers NoNode and is struck in
-/// turn). The semaphore rule counts, and a stale node ahead would make it watch the wrong
-/// node, so a semaphore waiter that is still blocked lists again.
-fn strike(rule: Rule, mut q: Vec<Contender>, b: usize, me: &str) -> Option<Vec<Contender>> {
-    q.remove(b);
-    if let Rule::Semaphore(_) = rule {
-        let pos = q.iter().position(|x| x.name == me)?;
-        if rule.blocker(&q, pos).is_some() {
-            return None;
-        }
+/// Our node heads the queue: the last checks, then it is the caller's. A closing client
+/// grants nothing; a session that changed since our node was made starts over. (Our
+/// node's listing was answered within its session, and an ephemeral node only goes with
+/// its session or by an explicit delete, which a guard's own watch reports.)
+fn grant(client: &Client, node: &Acquired, at: &mut Attempt<'_>) -> Next {
+    if client.is_closing() {
+        return Next::Done(Err(Error::Closed));
     }
-    Some(q)
+    if client.session_id() != node.owner {
+        return Next::Restart;
+    }
+    Next::Done(Ok(at.take()))
 }
 
 /// Waits a little after a connection problem: until the session changes, a cancel, the
