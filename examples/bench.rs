@@ -1,7 +1,7 @@
 //! Benchmark figures, one JSON line each (figures, not assertions).
 //!
-//! Against a throwaway standalone server from the harness (`forceSync=no`), or the ensemble
-//! named by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
+//! Against a throwaway standalone server from the harness (`forceSync=no`, the JVM's full
+//! JIT, warmed up for 3 s first), or the ensemble named by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
 //! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
 //! `W2:2`, `W2:8`, `W2:32`), `W3`, `W5`, `W6`.
 //!
@@ -357,16 +357,33 @@ fn run() -> Res<bool> {
             (cs, "ZK_CONNECT".to_string())
         }
         _ => {
-            let c = TestCluster::start(1)?;
+            // The full JIT, as a production server runs (tests use C1 only, to start fast).
+            let c = TestCluster::builder().full_jit(true).start()?;
             let cs = c.connect_string();
             cluster = Some(c);
-            (cs, "harness standalone, forceSync=no".to_string())
+            (cs, "harness standalone, forceSync=no, full JIT".to_string())
         }
     };
     let watchdog = Watchdog::start(target.clone())?;
     let client = Client::connect(&connect)?;
     let dir = format!("/zkguard-bench-{}", std::process::id());
     client.create(&dir, b"", CreateMode::Persistent)?;
+    // Warm the server's JIT up before measuring anything.
+    let warm_until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < warm_until {
+        let (created, _) = client.pipeline(|p| {
+            (
+                p.create(
+                    &format!("{dir}/warm-"),
+                    b"",
+                    CreateMode::EphemeralSequential,
+                ),
+                p.get_children(&dir),
+            )
+        });
+        let node = created.wait()?;
+        client.delete(&node.path, None)?;
+    }
     let ctx = Ctx {
         connect,
         target,
