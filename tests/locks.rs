@@ -1357,3 +1357,56 @@ fn closing_the_client_loses_its_locks_and_ends_its_blocked_acquires() {
         wrong.join("\n")
     );
 }
+
+/// P9: the server's watch count returns to where it was after contended cycles with
+/// timeouts and cancels (no watch is left on a node that is gone or never existed), while
+/// every client is still connected.
+#[test]
+fn the_servers_watch_count_returns_to_its_baseline_after_contention() {
+    common::init_log();
+    let cluster = zkguard::testing::TestCluster::start(1).unwrap();
+    let total_watches = || {
+        let out = cluster.four_letter(0, "wchs").unwrap();
+        out.lines()
+            .find_map(|l| l.strip_prefix("Total watches:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("unexpected wchs output: {out}"))
+    };
+    let cs = cluster.connect_string();
+    let clients: Vec<Client> = (0..4)
+        .map(|_| connect(&cs, Duration::from_secs(10)))
+        .collect();
+    let baseline = total_watches();
+    let path = unique("mx-watches");
+    let threads: Vec<_> = clients
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, c)| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let lock = Mutex::new(&c, &path).unwrap();
+                for n in 0..40 {
+                    // Some attempts give up while queued, leaving their blocker's watch to
+                    // fire later; the rest hold briefly.
+                    if (n + i) % 5 == 0 {
+                        let _ = lock.acquire_timeout(Duration::from_millis(1)).unwrap();
+                    } else {
+                        let g = lock.acquire().unwrap();
+                        g.release().unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Nodes are all gone, so every watch armed on them has fired and been removed.
+    wait_until(
+        Duration::from_secs(10),
+        "watch count back to baseline",
+        || total_watches() == baseline,
+    );
+    assert_eq!(children(&clients[0], &path), Vec::<String>::new());
+}
