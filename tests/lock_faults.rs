@@ -843,3 +843,42 @@ fn acquire_timeout_during_a_partition_returns_in_bounded_time_and_its_nodes_are_
     assert_eq!(c.state(), SessionState::Connected);
     gh.release().unwrap();
 }
+
+#[test]
+fn unfair_try_acquire_during_a_partition_fails_in_bounded_time() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let h = connect(&cluster.connect_string(), Duration::from_secs(4));
+    let c = connect(&proxy.connect_string(), Duration::from_secs(3));
+    let path = unique("unfair-try");
+    let gh = zkguard::UnfairMutex::new(&h, &path)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let c_lock = zkguard::UnfairMutex::new(&c, &path).unwrap();
+    proxy.blackhole();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let started = Instant::now();
+    thread::spawn(move || {
+        let r = c_lock.try_acquire().map(|g| g.is_some());
+        let _ = tx.send((started.elapsed(), r));
+    });
+    let bound = c.session_timeout() * 2 + Duration::from_secs(3);
+    let got = rx.recv_timeout(bound);
+    proxy.heal();
+    let (took, r) =
+        got.unwrap_or_else(|_| panic!("unfair try_acquire still blocked after {bound:?}"));
+    log::info!("unfair try_acquire during the partition: {r:?} after {took:?}");
+    assert!(
+        matches!(r, Err(ref e) if e.is_connection_error() || *e == Error::SessionExpired),
+        "a try during a partition reports the trouble, not 'held by someone': {r:?}"
+    );
+    // The holder's node is untouched.
+    let holder = zkguard::UnfairMutex::new(&h, &path)
+        .unwrap()
+        .holder()
+        .unwrap();
+    assert!(holder.is_some());
+    drop(gh);
+}

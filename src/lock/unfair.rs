@@ -59,7 +59,8 @@ impl UnfairMutex {
         })
     }
 
-    /// One create: the lock if nobody holds it.
+    /// One create: the lock if nobody holds it. If ZooKeeper cannot be asked within the
+    /// client's request timeout (connection trouble), it fails with [`Error::Timeout`].
     pub fn try_acquire(&self) -> Result<Option<UnfairMutexGuard>> {
         self.lock(Wait::Try)
     }
@@ -87,9 +88,11 @@ impl UnfairMutex {
         let cancel = self.canceller.register();
         let events = SessionEvents::new(&self.client);
         let events = &events.rx;
+        // A try waits for nothing, connection trouble included: one request timeout.
         let deadline = match wait {
             Wait::Until(d) => Some(d),
-            _ => None,
+            Wait::Try => Some(Instant::now() + self.client.timeout()),
+            Wait::Forever => None,
         };
         let id = uuid::Uuid::new_v4().to_string();
         let cancelled = || Error::Cancelled {
@@ -119,6 +122,13 @@ impl UnfairMutex {
                     }
                     _ => {
                         give_up(unsure);
+                        if matches!(wait, Wait::Try) {
+                            return Err(Error::Timeout {
+                                op: "try_acquire",
+                                path: self.path.clone(),
+                                after: self.client.timeout(),
+                            });
+                        }
                         return Ok(None);
                     }
                 },

@@ -166,8 +166,13 @@ pub(crate) fn acquire(
 ) -> Result<Option<Acquired>> {
     let cancel = canceller.register();
     let events = SessionEvents::new(client);
+    // A try waits for nothing, connection trouble included: it gets one request timeout.
+    let deadline = match wait {
+        Wait::Try => Some(Instant::now() + client.timeout()),
+        w => w.deadline(),
+    };
     loop {
-        match attempt(client, spec, wait, &cancel.rx, &events.rx) {
+        match attempt(client, spec, wait, deadline, &cancel.rx, &events.rx) {
             Next::Restart => {
                 log::info!(
                     "zkguard: {}: session changed or node vanished; queueing again",
@@ -198,14 +203,10 @@ fn attempt(
     client: &Client,
     spec: &Spec<'_>,
     wait: Wait,
+    deadline: Option<Instant>,
     cancel: &Receiver<()>,
     events: &Receiver<SessionEvent>,
 ) -> Next {
-    // A try waits for nothing, connection trouble included: it gets one request timeout.
-    let deadline = match wait {
-        Wait::Try => Some(Instant::now() + client.timeout()),
-        w => w.deadline(),
-    };
     let mut at = Attempt {
         client,
         dir: spec.dir,
