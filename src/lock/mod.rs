@@ -83,3 +83,26 @@ macro_rules! guard_api {
     };
 }
 pub(crate) use guard_api;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send + 'static>() {}
+
+    #[test]
+    fn guards_are_owned_and_send() {
+        send::<MutexGuard>();
+        send::<ReadGuard>();
+        send::<WriteGuard>();
+        send::<Permit>();
+        send::<UnfairMutexGuard>();
+        send::<MultiLockGuard>();
+        send::<Mutex>();
+        send::<RwLock>();
+        send::<Semaphore>();
+        send::<UnfairMutex>();
+        send::<MultiLock>();
+        send::<ReentrantMutex>();
+    }
+}

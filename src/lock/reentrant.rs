@@ -127,8 +127,17 @@ impl std::fmt::Debug for ReentrantMutex {
 }
 
 /// One level of a held [`ReentrantMutex`]. The lock is released when the thread's last
-/// guard goes. Not `Send`. Validity, loss and the fencing token work as for
+/// guard goes. Validity, loss and the fencing token work as for
 /// [`MutexGuard`](crate::MutexGuard) and are shared by all levels.
+///
+/// Not `Send`: the hold belongs to the thread that took it.
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// # fn f(lock: &zkguard::ReentrantMutex) -> zkguard::Result<()> {
+/// send(lock.acquire()?); // error: the guard cannot move to another thread
+/// # Ok(()) }
+/// ```
 #[must_use = "the lock is released as soon as the outermost guard is dropped"]
 pub struct ReentrantMutexGuard {
     holding: Arc<Holding>,
