@@ -28,7 +28,7 @@ fn eight_sessions_never_hold_the_same_mutex_at_once_and_tokens_rise() {
             std::thread::spawn(move || {
                 let client = connect(&cs, Duration::from_secs(10));
                 let lock = Mutex::new(&client, &path).unwrap();
-                for _ in 0..50 {
+                for _ in 0..150 {
                     let g = lock.acquire().unwrap();
                     assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "two holders");
                     let prev = last_token.swap(g.token(), Ordering::SeqCst);
