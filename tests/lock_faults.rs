@@ -16,37 +16,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use parking_lot::Mutex as PlMutex;
 
-use common::{connect, expect_reconnected, init_log, retry, unique, wait_event};
+use common::{children, connect, expect_reconnected, init_log, unique, wait_event, wait_until};
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{Client, Error, Mutex, MutexGuard, SessionEvent, SessionState};
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-/// Polls `f` every 20 ms until it is true; panics naming `what` after `within`.
-fn wait_until(within: Duration, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    loop {
-        if f() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        thread::sleep(Duration::from_millis(20)); // the polling interval
-    }
-}
-
-/// The lock directory's children (empty when the directory is gone), retrying connection
-/// trouble.
-fn children(c: &Client, path: &str) -> Vec<String> {
-    let mut names = retry(Duration::from_secs(20), || match c.get_children(path) {
-        Ok((names, _)) => Ok(names),
-        Err(Error::NoNode { .. }) => Ok(Vec::new()),
-        Err(e) => Err(e),
-    });
-    names.sort();
-    names
-}
 
 /// The index of the server `c` is connected to right now, if any.
 fn server_of(cluster: &TestCluster, c: &Client) -> Option<usize> {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use common::{connect, shared_cluster, unique};
+use common::{children, connect, shared_cluster, unique, wait_until};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use zkguard::{
     Client, CreateMode, Error, MultiLock, Mutex, Participant, ReentrantMutex, RwLock, Semaphore,
@@ -61,30 +61,9 @@ const WITHIN: Duration = Duration::from_secs(20);
 /// itself; a failure is a real bug (the thing happened).
 const QUIET: Duration = Duration::from_millis(300);
 
-/// The children of `dir`, sorted; a missing directory (a removed container) has none.
-fn children(client: &Client, dir: &str) -> Vec<String> {
-    match client.get_children(dir) {
-        Ok((mut names, _)) => {
-            names.sort();
-            names
-        }
-        Err(Error::NoNode { .. }) => Vec::new(),
-        Err(e) => panic!("list {dir}: {e}"),
-    }
-}
-
 /// The last component of a node path.
 fn base(path: &str) -> String {
     path.rsplit('/').next().unwrap().to_string()
-}
-
-/// Polls `cond` until it holds, failing the test after `within`.
-fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !cond() {
-        assert!(Instant::now() < deadline, "not {what} within {within:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Waits until `dir` holds exactly `want` (sorted names).

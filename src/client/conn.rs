@@ -151,6 +151,18 @@ enum Phase {
     Closed,
 }
 
+impl Phase {
+    /// What callers are told.
+    fn public(self) -> SessionState {
+        match self {
+            Phase::Connected => SessionState::Connected,
+            Phase::Suspended | Phase::Connecting => SessionState::Suspended,
+            Phase::Lost => SessionState::Lost,
+            Phase::Closed => SessionState::Closed,
+        }
+    }
+}
+
 struct SessionInfo {
     phase: Phase,
     session_id: i64,
@@ -228,7 +240,7 @@ pub(crate) struct Shared {
 }
 
 /// The most the client declares a silent session lost ahead of its timeout.
-pub(crate) const LOSS_MARGIN: Duration = Duration::from_millis(250);
+const LOSS_MARGIN: Duration = Duration::from_millis(250);
 
 /// How long a close waits for the server to confirm.
 pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(1);
@@ -281,12 +293,7 @@ impl Shared {
     // ---------------------------------------------------------------- public views
 
     pub fn state(&self) -> SessionState {
-        match self.session.lock().phase {
-            Phase::Connected => SessionState::Connected,
-            Phase::Suspended | Phase::Connecting => SessionState::Suspended,
-            Phase::Lost => SessionState::Lost,
-            Phase::Closed => SessionState::Closed,
-        }
+        self.session.lock().phase.public()
     }
 
     pub fn session_id(&self) -> i64 {
@@ -324,13 +331,7 @@ impl Shared {
         let mut s = self.session.lock();
         s.subscribers.retain(Subscriber::alive);
         s.subscribers.push(Subscriber::Sink(sink));
-        let state = match s.phase {
-            Phase::Connected => SessionState::Connected,
-            Phase::Suspended | Phase::Connecting => SessionState::Suspended,
-            Phase::Lost => SessionState::Lost,
-            Phase::Closed => SessionState::Closed,
-        };
-        (s.session_id, state)
+        (s.session_id, s.phase.public())
     }
 
     /// Blocks until the first session exists, or fails naming every server tried.

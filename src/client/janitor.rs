@@ -12,7 +12,7 @@ use crossbeam_channel::Receiver;
 
 use super::{Client, Owner};
 use crate::error::Error;
-use crate::SessionEvent;
+use crate::{SessionEvent, SessionState};
 
 /// One node to delete.
 #[derive(Debug, Clone)]
@@ -61,6 +61,41 @@ pub(crate) struct Janitor {
 const STEP: Duration = Duration::from_secs(2);
 
 impl Client {
+    /// Deletes `path`, an ephemeral node of session `owner` that passes `check`, now if
+    /// the client is connected, else (or on a connection error) in the background.
+    /// `Ok(true)`: deleted; `Ok(false)`: not there, or not the node `check` describes;
+    /// `Err(SessionExpired)`: its session is gone, and the node with it; a connection error:
+    /// handed to the background.
+    pub(crate) fn delete_owned(
+        &self,
+        path: &str,
+        check: Check,
+        owner: i64,
+        timeout: Duration,
+    ) -> crate::Result<bool> {
+        let current = self.session_id();
+        let state = self.state();
+        if state == SessionState::Closed || (current != 0 && current != owner) {
+            return Err(Error::SessionExpired);
+        }
+        let later = |check| Job::Path {
+            path: path.to_string(),
+            check,
+            session: owner,
+        };
+        if state != SessionState::Connected {
+            self.delete_in_background(later(check));
+            return Err(Error::ConnectionLoss);
+        }
+        match delete_checked(&self.with_timeout(timeout), path, &check) {
+            Err(e) if e.is_connection_error() => {
+                self.delete_in_background(later(check));
+                Err(e)
+            }
+            r => r,
+        }
+    }
+
     /// Hands a delete to the background. Never blocks.
     pub(crate) fn delete_in_background(&self, job: Job) {
         log::debug!("zkguard: background delete {job:?}");
@@ -75,17 +110,13 @@ impl Client {
             let events = shared.subscribe();
             let spawned = std::thread::Builder::new()
                 .name("zkguard-janitor".into())
-                .spawn(move || run(owner, self_timeout(&shared), events));
+                .spawn(move || run(owner, shared.negotiated_timeout().min(STEP), events));
             if let Err(e) = spawned {
                 log::error!("zkguard: cannot start the background delete thread: {e}");
                 self.shared.janitor.lock().running = false;
             }
         }
     }
-}
-
-fn self_timeout(shared: &super::conn::Shared) -> Duration {
-    shared.negotiated_timeout().min(STEP)
 }
 
 fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
@@ -107,7 +138,7 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
                 continue;
             }
             match attempt(&client, &job) {
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(e) if e.is_connection_error() => left.push(job),
                 Err(Error::SessionExpired) => {}
                 Err(Error::Closed) | Err(Error::AuthFailed) => return stop(&client),
@@ -139,26 +170,31 @@ fn stop(client: &Client) {
     j.running = false;
 }
 
+/// Deletes `path` if it passes `check`: `Ok(true)` if it did, `Ok(false)` if the node was
+/// not there or not the one `check` describes.
+fn delete_checked(client: &Client, path: &str, check: &Check) -> crate::Result<bool> {
+    let version = match check {
+        Check::None => None,
+        Check::Czxid(z) => match client.exists(path)? {
+            Some(stat) if stat.czxid as u64 == *z => Some(stat.version),
+            _ => return Ok(false),
+        },
+        Check::Data(d) => match client.get_data(path) {
+            Ok((data, stat)) if data == *d => Some(stat.version),
+            Ok(_) | Err(Error::NoNode { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        },
+    };
+    match client.delete(path, version) {
+        Ok(()) => Ok(true),
+        Err(Error::NoNode { .. }) | Err(Error::BadVersion { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 fn attempt(client: &Client, job: &Job) -> crate::Result<()> {
     match job {
-        Job::Path { path, check, .. } => {
-            let version = match check {
-                Check::None => None,
-                Check::Czxid(z) => match client.exists(path)? {
-                    Some(stat) if stat.czxid as u64 == *z => Some(stat.version),
-                    _ => return Ok(()),
-                },
-                Check::Data(d) => match client.get_data(path) {
-                    Ok((data, stat)) if data == *d => Some(stat.version),
-                    Ok(_) | Err(Error::NoNode { .. }) => return Ok(()),
-                    Err(e) => return Err(e),
-                },
-            };
-            match client.delete(path, version) {
-                Ok(()) | Err(Error::NoNode { .. }) | Err(Error::BadVersion { .. }) => Ok(()),
-                Err(e) => Err(e),
-            }
-        }
+        Job::Path { path, check, .. } => delete_checked(client, path, check).map(|_| ()),
         Job::Uuid { dir, uuid, .. } => {
             let names = match client.get_children(dir) {
                 Ok((names, _)) => names,

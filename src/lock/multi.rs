@@ -122,9 +122,7 @@ impl MultiLockGuard {
     pub fn lost(&self) -> Receiver<()> {
         let (tx, rx) = crossbeam_channel::bounded(self.guards.len());
         for g in &self.guards {
-            // Arms each node's watch, as `MutexGuard::lost` does.
-            drop(g.lost());
-            g.holding.state().on_lost(tx.clone());
+            g.holding.notify_lost(tx.clone());
         }
         rx
     }

@@ -88,12 +88,7 @@ impl UnfairMutex {
         let cancel = self.canceller.register();
         let events = SessionEvents::new(&self.client);
         let events = &events.rx;
-        // A try waits for nothing, connection trouble included: one request timeout.
-        let deadline = match wait {
-            Wait::Until(d) => Some(d),
-            Wait::Try => Some(Instant::now() + self.client.timeout()),
-            Wait::Forever => None,
-        };
+        let deadline = wait.deadline(&self.client);
         let id = uuid::Uuid::new_v4().to_string();
         let cancelled = || Error::Cancelled {
             path: self.path.clone(),
@@ -114,24 +109,9 @@ impl UnfairMutex {
                 give_up(unsure);
                 return Err(cancelled());
             }
-            let c = match deadline {
-                None => self.client.clone(),
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => {
-                        self.client.with_timeout(left.min(self.client.timeout()))
-                    }
-                    _ => {
-                        give_up(unsure);
-                        if matches!(wait, Wait::Try) {
-                            return Err(Error::Timeout {
-                                op: "try_acquire",
-                                path: self.path.clone(),
-                                after: self.client.timeout(),
-                            });
-                        }
-                        return Ok(None);
-                    }
-                },
+            let Some(c) = queue::bounded(&self.client, deadline) else {
+                give_up(unsure);
+                return queue::expired(wait, &self.path, &self.client);
             };
             let tried = self.try_once(&c, &id);
             unsure =
@@ -145,7 +125,7 @@ impl UnfairMutex {
                 Ok(None) if matches!(wait, Wait::Try) => return Ok(None),
                 Ok(None) => {}
                 Err(e) if e.is_connection_error() || e == Error::SessionExpired => {
-                    let _ = events.recv_timeout(Duration::from_millis(100));
+                    queue::pause(events, &cancel.rx, deadline);
                     continue;
                 }
                 Err(e) => {

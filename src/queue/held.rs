@@ -8,7 +8,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-use crate::client::{Check, Client, Job, SessionSink, WatchSink};
+use crate::client::{Check, Client, SessionSink, WatchSink};
 use crate::error::{Error, Result};
 use crate::{EventType, SessionEvent, SessionState, WatchedEvent};
 
@@ -22,41 +22,56 @@ pub(crate) struct Acquired {
     pub owner: i64,
 }
 
+/// A one-shot signal: fires once, and every receiver handed out before or after gets `()`.
+#[derive(Default)]
+struct Signal {
+    fired: AtomicBool,
+    txs: Mutex<Vec<Sender<()>>>,
+}
+
+impl Signal {
+    /// Fires; false if it had fired already.
+    fn fire(&self) -> bool {
+        let mut txs = self.txs.lock();
+        if self.fired.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        for tx in txs.drain(..) {
+            let _ = tx.send(());
+        }
+        true
+    }
+
+    fn is_fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    /// `tx` gets `()` when the signal fires (at once if it has).
+    fn notify(&self, tx: Sender<()>) {
+        let mut txs = self.txs.lock();
+        if self.is_fired() {
+            let _ = tx.send(());
+        } else {
+            txs.push(tx);
+        }
+    }
+}
+
 /// The live part of a guard; the connection thread reaches it through the sink traits.
 pub(crate) struct State {
     path: String,
     owner: i64,
-    lost: AtomicBool,
+    lost: Signal,
+    revoked: Signal,
     released: AtomicBool,
-    revoked: AtomicBool,
     /// Whether a watch on our own node is armed (for deletion and revocation).
     armed: AtomicBool,
-    lost_tx: Mutex<Vec<Sender<()>>>,
-    revoke_tx: Mutex<Vec<Sender<()>>>,
 }
 
 impl State {
     fn mark_lost(&self) {
-        if self.released.load(Ordering::SeqCst) || self.lost.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        log::warn!("zkguard: lock node {} lost", self.path);
-        for tx in self.lost_tx.lock().drain(..) {
-            let _ = tx.send(());
-        }
-    }
-
-    pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
-    }
-
-    /// Fires `tx` once when the node is lost (at once if it already is).
-    pub(crate) fn on_lost(&self, tx: Sender<()>) {
-        let mut v = self.lost_tx.lock();
-        if self.is_lost() {
-            let _ = tx.send(());
-        } else {
-            v.push(tx);
+        if !self.released.load(Ordering::SeqCst) && self.lost.fire() {
+            log::warn!("zkguard: lock node {} lost", self.path);
         }
     }
 }
@@ -79,7 +94,7 @@ impl WatchSink for State {
                 // Someone asked us to let go (Curator's Revoker writes `__REVOKE__`). The
                 // watch is spent; the next call to `lost`/`revocation` re-arms it.
                 self.armed.store(false, Ordering::SeqCst);
-                self.revoke();
+                self.revoked.fire();
             }
             EventType::NodeCreated | EventType::NodeChildrenChanged => {
                 self.armed.store(false, Ordering::SeqCst);
@@ -91,17 +106,7 @@ impl WatchSink for State {
     fn on_data(&self, data: &[u8]) {
         // A request written before we looked (Curator checks the data the same way).
         if data == crate::lock::REVOKE_MESSAGE {
-            self.revoke();
-        }
-    }
-}
-
-impl State {
-    fn revoke(&self) {
-        let mut v = self.revoke_tx.lock();
-        self.revoked.store(true, Ordering::SeqCst);
-        for tx in v.drain(..) {
-            let _ = tx.send(());
+            self.revoked.fire();
         }
     }
 }
@@ -121,12 +126,10 @@ impl Holding {
         let state = Arc::new(State {
             path: acquired.path.clone(),
             owner: acquired.owner,
-            lost: AtomicBool::new(false),
+            lost: Signal::default(),
+            revoked: Signal::default(),
             released: AtomicBool::new(false),
-            revoked: AtomicBool::new(false),
             armed: AtomicBool::new(false),
-            lost_tx: Mutex::new(Vec::new()),
-            revoke_tx: Mutex::new(Vec::new()),
         });
         let sink: Arc<dyn SessionSink> = state.clone();
         let (session, st) = client.subscribe_sink(Arc::downgrade(&sink));
@@ -151,12 +154,8 @@ impl Holding {
         self.acquired.token
     }
 
-    pub(crate) fn state(&self) -> &Arc<State> {
-        &self.state
-    }
-
     pub(crate) fn is_valid(&self) -> bool {
-        !self.state.is_lost()
+        !self.state.lost.is_fired()
             && !self.state.released.load(Ordering::SeqCst)
             && self.client.state() == SessionState::Connected
             && self.client.session_id() == self.acquired.owner
@@ -173,21 +172,21 @@ impl Holding {
     }
 
     pub(crate) fn lost(&self) -> Receiver<()> {
-        self.arm();
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.state.on_lost(tx);
+        self.notify_lost(tx);
         rx
+    }
+
+    /// `tx` gets `()` once the node is lost; arms the watch on our node as `lost` does.
+    pub(crate) fn notify_lost(&self, tx: Sender<()>) {
+        self.arm();
+        self.state.lost.notify(tx);
     }
 
     pub(crate) fn revocation(&self) -> Receiver<()> {
         self.arm();
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let mut v = self.state.revoke_tx.lock();
-        if self.state.revoked.load(Ordering::SeqCst) {
-            let _ = tx.send(());
-        } else {
-            v.push(tx);
-        }
+        self.state.revoked.notify(tx);
         rx
     }
 
@@ -201,55 +200,24 @@ impl Holding {
         if self.state.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let path = &self.acquired.path;
-        let was_lost = self.state.is_lost();
-        let current = self.client.session_id();
-        let state = self.client.state();
-        if (current != self.acquired.owner && current != 0) || state == SessionState::Closed {
-            // Our session is gone, and the ephemeral node with it.
-            return Err(Error::LockLost { path: path.clone() });
-        }
-        let background = || {
-            self.client.delete_in_background(Job::Path {
-                path: path.clone(),
-                check: if self.check_owner {
-                    Check::Czxid(self.acquired.token)
-                } else {
-                    Check::None
-                },
-                session: self.acquired.owner,
-            })
-        };
-        if state != SessionState::Connected {
-            background();
-            return Err(if was_lost {
-                Error::LockLost { path: path.clone() }
-            } else {
-                Error::ConnectionLoss
-            });
-        }
-        let c = self.client.with_timeout(timeout);
-        let result = if self.check_owner {
-            match c.exists(path) {
-                Ok(Some(stat)) if stat.czxid as u64 == self.acquired.token => {
-                    c.delete(path, Some(stat.version))
-                }
-                Ok(_) => Err(Error::NoNode { path: path.clone() }),
-                Err(e) => Err(e),
-            }
+        let was_lost = self.state.lost.is_fired();
+        let check = if self.check_owner {
+            Check::Czxid(self.acquired.token)
         } else {
-            c.delete(path, None)
+            Check::None
         };
-        match result {
-            Ok(()) if was_lost => Err(Error::LockLost { path: path.clone() }),
-            Ok(()) => Ok(()),
-            Err(Error::NoNode { .. })
-            | Err(Error::BadVersion { .. })
-            | Err(Error::SessionExpired) => Err(Error::LockLost { path: path.clone() }),
-            Err(e) if e.is_connection_error() => {
-                background();
-                Err(e)
-            }
+        let lock_lost = || Error::LockLost {
+            path: self.acquired.path.clone(),
+        };
+        let deleted =
+            self.client
+                .delete_owned(&self.acquired.path, check, self.acquired.owner, timeout);
+        match deleted {
+            Ok(true) if !was_lost => Ok(()),
+            // Not there (or not ours any more), or its session is gone: it was lost.
+            Ok(_) | Err(Error::SessionExpired) => Err(lock_lost()),
+            // Retried in the background; the caller learns what matters more.
+            Err(e) if e.is_connection_error() && was_lost => Err(lock_lost()),
             Err(e) => Err(e),
         }
     }

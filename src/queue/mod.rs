@@ -9,7 +9,9 @@ mod wait;
 pub(crate) use held::{Acquired, Holding};
 pub use held::{Canceller, Participant};
 pub(crate) use rules::Rule;
-pub(crate) use wait::{acquire, create_dir, participants, SessionEvents, Spec, Wait};
+pub(crate) use wait::{
+    acquire, bounded, create_dir, expired, participants, pause, SessionEvents, Spec, Wait,
+};
 
 use crate::error::{Error, Result};
 

@@ -58,11 +58,27 @@ impl Wait {
         }
     }
 
-    fn deadline(self) -> Option<Instant> {
+    /// When the call gives up. A try waits for nothing, connection trouble included: it
+    /// gets one request timeout.
+    pub(crate) fn deadline(self, client: &Client) -> Option<Instant> {
         match self {
             Wait::Until(t) => Some(t),
-            _ => None,
+            Wait::Try => Some(Instant::now() + client.timeout()),
+            Wait::Forever => None,
         }
+    }
+}
+
+/// What a call returns when its deadline passed: `Ok(None)` (not acquired in time), or for
+/// a try, which waits for nothing, the timeout of the request that could not be made.
+pub(crate) fn expired<T>(wait: Wait, path: &str, client: &Client) -> Result<Option<T>> {
+    match wait {
+        Wait::Try => Err(Error::Timeout {
+            op: "try_acquire",
+            path: path.to_string(),
+            after: client.timeout(),
+        }),
+        _ => Ok(None),
     }
 }
 
@@ -120,33 +136,19 @@ impl Attempt<'_> {
 
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
-        let current = self.client.session_id();
-        if self.client.state() == SessionState::Closed {
-            return; // the session ended, and our nodes with it
-        }
         if let Some(node) = self.node.take() {
-            if current != 0 && current != node.owner {
-                return; // gone with its session
-            }
-            if self.client.state() == SessionState::Connected {
-                let c = self
-                    .client
-                    .with_timeout(self.client.timeout().min(Duration::from_secs(1)));
-                match c.delete(&node.path, None) {
-                    Ok(()) | Err(Error::NoNode { .. }) | Err(Error::SessionExpired) => return,
-                    Err(e) if !e.is_connection_error() => {
-                        log::warn!("zkguard: cannot delete abandoned node {}: {e}", node.path);
-                        return;
-                    }
-                    Err(_) => {}
+            // Bounded: one short request at most, then the background takes over.
+            let timeout = self.client.timeout().min(Duration::from_secs(1));
+            match self
+                .client
+                .delete_owned(&node.path, Check::None, node.owner, timeout)
+            {
+                Err(e) if !e.is_connection_error() && e != Error::SessionExpired => {
+                    log::warn!("zkguard: cannot delete abandoned node {}: {e}", node.path);
                 }
+                _ => {}
             }
-            self.client.delete_in_background(Job::Path {
-                path: node.path,
-                check: Check::None,
-                session: node.owner,
-            });
-        } else if self.maybe_created {
+        } else if self.maybe_created && self.client.state() != SessionState::Closed {
             self.client.delete_in_background(Job::Uuid {
                 dir: self.dir.to_string(),
                 uuid: self.uuid.clone(),
@@ -166,11 +168,7 @@ pub(crate) fn acquire(
 ) -> Result<Option<Acquired>> {
     let cancel = canceller.register();
     let events = SessionEvents::new(client);
-    // A try waits for nothing, connection trouble included: it gets one request timeout.
-    let deadline = match wait {
-        Wait::Try => Some(Instant::now() + client.timeout()),
-        w => w.deadline(),
-    };
+    let deadline = wait.deadline(client);
     loop {
         match attempt(client, spec, wait, deadline, &cancel.rx, &events.rx) {
             Next::Restart => {
@@ -186,7 +184,7 @@ pub(crate) fn acquire(
 }
 
 /// A handle whose requests end by the caller's deadline; `None` once it has passed.
-fn bounded(client: &Client, deadline: Option<Instant>) -> Option<Client> {
+pub(crate) fn bounded(client: &Client, deadline: Option<Instant>) -> Option<Client> {
     match deadline {
         None => Some(client.clone()),
         Some(d) => {
@@ -220,15 +218,6 @@ fn attempt(
             path: spec.dir.to_string(),
         }))
     };
-    // The deadline passed: for a try that means the server could not be asked in time.
-    let expired = || match wait {
-        Wait::Try => Next::Done(Err(Error::Timeout {
-            op: "try_acquire",
-            path: spec.dir.to_string(),
-            after: client.timeout(),
-        })),
-        _ => Next::Done(Ok(None)),
-    };
     let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
     let mut parent_tries = 0;
     // Phase 1: our node, and (usually) a listing taken right after it.
@@ -238,7 +227,7 @@ fn attempt(
             return cancelled();
         }
         let Some(c) = bounded(client, deadline) else {
-            return expired();
+            return Next::Done(expired(wait, spec.dir, client));
         };
         if at.maybe_created {
             match find_by_uuid(&c, spec.dir, &at.uuid) {
@@ -307,7 +296,7 @@ fn attempt(
             return Next::Restart;
         }
         let Some(c) = bounded(client, deadline) else {
-            return expired();
+            return Next::Done(expired(wait, spec.dir, client));
         };
         let (blocker, grant_when_gone) = match next.take() {
             Some(known) => known,
@@ -412,7 +401,11 @@ fn grant(client: &Client, node: &Acquired, at: &mut Attempt<'_>) -> Next {
 
 /// Waits a little after a connection problem: until the session changes, a cancel, the
 /// deadline, or a short while.
-fn pause(events: &Receiver<SessionEvent>, cancel: &Receiver<()>, deadline: Option<Instant>) {
+pub(crate) fn pause(
+    events: &Receiver<SessionEvent>,
+    cancel: &Receiver<()>,
+    deadline: Option<Instant>,
+) {
     let mut until = Instant::now() + Duration::from_millis(100);
     if let Some(d) = deadline {
         until = until.min(d);

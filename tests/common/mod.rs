@@ -102,3 +102,24 @@ pub fn retry<T>(within: Duration, mut f: impl FnMut() -> zkguard::Result<T>) -> 
         }
     }
 }
+
+/// Polls `cond` (every 10 ms) until it holds; panics naming `what` after `within`.
+pub fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "not {what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The children of `dir`, sorted; none if it does not exist (a reaped container).
+/// Connection trouble is retried for a while.
+pub fn children(client: &Client, dir: &str) -> Vec<String> {
+    let mut names = retry(Duration::from_secs(20), || match client.get_children(dir) {
+        Ok((names, _)) => Ok(names),
+        Err(zkguard::Error::NoNode { .. }) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    });
+    names.sort();
+    names
+}
