@@ -102,6 +102,13 @@ pub enum Error {
         /// The lock node.
         path: String,
     },
+    /// This participant does not lead the election (any more): its node is gone, its
+    /// session ended, it resigned, or the client was closed. Returned by
+    /// `Leadership::confirm` and `Candidate::confirm`; never a false "yes".
+    NotLeader {
+        /// The election's path.
+        path: String,
+    },
     /// The lock directory holds a node that no recipe made (its name has no sequence number
     /// or an unknown layout). It is left alone; remove it or use another path.
     ForeignNode {
@@ -219,6 +226,7 @@ impl fmt::Display for Error {
             }
             Error::Cancelled { path } => write!(f, "acquire of {path} was cancelled"),
             Error::LockLost { path } => write!(f, "lock {path} was lost"),
+            Error::NotLeader { path } => write!(f, "not the leader of election {path}"),
             Error::ForeignNode { path, node } => write!(
                 f,
                 "lock directory {path} holds {node:?}, a node no lock recipe made; it was left alone"

@@ -80,6 +80,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod election;
 mod error;
 mod lock;
 mod queue;
@@ -90,6 +91,7 @@ pub use client::{
     Acl, Client, ClientBuilder, ClientStats, CreateMode, Created, EventType, LossReason, Op,
     OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat, WatchedEvent,
 };
+pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
 pub use error::{Error, Result};
 pub use lock::{
     revoke, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit, ReadGuard, ReentrantMutex,

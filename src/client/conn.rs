@@ -59,6 +59,20 @@ pub(crate) trait WatchSink: Send + Sync {
     fn on_watch(&self, ev: &WatchedEvent);
     /// The data the request that armed the watch read (a getData reply).
     fn on_data(&self, _data: &[u8]) {}
+    /// The request that was to arm the watch failed (its connection dropped first): no
+    /// watch was set.
+    fn on_unarmed(&self) {}
+}
+
+/// Tells a sink whose arming request failed that it has no watch.
+fn unarmed(watch: &Option<WatchReg>) {
+    if let Some(WatchReg {
+        tx: WatchTx::Sink(s),
+        ..
+    }) = watch
+    {
+        s.on_unarmed();
+    }
 }
 
 /// Something inside the crate that reacts to session events (guards, waiters). Held
@@ -211,6 +225,7 @@ pub(crate) struct Counters {
     pub watch_events: AtomicU64,
     pub connects: AtomicU64,
     pub sessions: AtomicU64,
+    pub requests: AtomicU64,
 }
 
 /// State shared between the client handles and the connection thread.
@@ -377,6 +392,7 @@ impl Shared {
         }
         let fail = |reqs: Vec<Outgoing>, e: Error| {
             for r in reqs {
+                unarmed(&r.watch);
                 let _ = r.tx.send(Err(e.clone()));
             }
         };
@@ -421,7 +437,12 @@ impl Shared {
             None => Err(io::ErrorKind::NotConnected.into()),
         };
         match written {
-            Ok(()) => self.last_send_us.store(self.now_us(), Ordering::Relaxed),
+            Ok(()) => {
+                self.last_send_us.store(self.now_us(), Ordering::Relaxed);
+                self.counters
+                    .requests
+                    .fetch_add(xids.len() as u64, Ordering::Relaxed);
+            }
             Err(e) => {
                 // A partial frame may be on the wire: this connection is finished.
                 log::warn!("zkguard: write failed, dropping the connection: {e}");
@@ -431,6 +452,7 @@ impl Shared {
                 let mut pending = self.pending.lock();
                 for x in xids {
                     if let Some(f) = pending.remove(&x) {
+                        unarmed(&f.watch);
                         let _ = f.tx.send(Err(Error::ConnectionLoss));
                     }
                 }
@@ -580,6 +602,7 @@ impl Shared {
         }
         let drained: Vec<InFlight> = self.pending.lock().drain().map(|(_, f)| f).collect();
         for f in drained {
+            unarmed(&f.watch);
             let _ = f.tx.send(Err(why.clone()));
         }
     }
@@ -1051,6 +1074,8 @@ impl Shared {
                             event_type: EventType::NodeDeleted,
                             path: path::from_server(&self.cfg.chroot, &w.server_path),
                         });
+                    } else {
+                        unarmed(&Some(w));
                     }
                 }
                 let body_start = r.position();

@@ -254,6 +254,9 @@ pub struct ClientStats {
     pub connect_attempts: u64,
     /// Sessions established (1 until a session is lost and replaced).
     pub sessions: u64,
+    /// Requests written to a server by callers (pings and the client's own handshake and
+    /// watch re-arming are not counted).
+    pub requests: u64,
 }
 
 impl Client {
@@ -348,6 +351,7 @@ impl Client {
             watch_events: c.watch_events.load(Ordering::Relaxed),
             connect_attempts: c.connects.load(Ordering::Relaxed),
             sessions: c.sessions.load(Ordering::Relaxed),
+            requests: c.requests.load(Ordering::Relaxed),
         }
     }
 

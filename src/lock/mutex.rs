@@ -95,7 +95,7 @@ impl Mutex {
 
     /// Every contender (holder first, then the waiters in order) with its node's data.
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        queue::participants(&self.client, &self.path)
+        queue::participants(&self.client, &self.path, Rule::Exclusive)
     }
 
     pub(crate) fn with_canceller(mut self, canceller: Canceller) -> Mutex {

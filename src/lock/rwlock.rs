@@ -110,7 +110,7 @@ impl RwLock {
 
     /// Every contender, readers and writers, in queue order.
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        queue::participants(&self.client, &self.path)
+        queue::participants(&self.client, &self.path, Rule::ReadWrite)
     }
 
     fn cancelled(&self) -> Error {

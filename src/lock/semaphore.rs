@@ -155,7 +155,7 @@ impl Semaphore {
 
     /// Every contender in queue order: the first `permits` hold a permit.
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        queue::participants(&self.client, &self.path)
+        queue::participants(&self.client, &self.path, Rule::Semaphore(self.permits))
     }
 
     fn hold(&self, wait: Wait) -> Result<Option<Permit>> {

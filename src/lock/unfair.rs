@@ -1,13 +1,10 @@
 //! The unfair single-node lock and its guard.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::select;
-
-use crate::client::{Check, Client, Job};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::queue::{self, Acquired, Canceller, Holding, SessionEvents, Wait};
-use crate::{CreateMode, EventType, SessionEvent};
+use crate::queue::{self, Canceller, Holding, Wait};
 
 /// The simplest lock: one ephemeral node at `path` whose data is a unique owner id.
 ///
@@ -85,127 +82,17 @@ impl UnfairMutex {
     }
 
     fn lock(&self, wait: Wait) -> Result<Option<UnfairMutexGuard>> {
-        let cancel = self.canceller.register();
-        let events = SessionEvents::new(&self.client);
-        let events = &events.rx;
-        let deadline = wait.deadline(&self.client);
         let id = uuid::Uuid::new_v4().to_string();
-        let cancelled = || Error::Cancelled {
-            path: self.path.clone(),
-        };
-        // Set while a create's outcome is unknown; cleared by the next clear answer.
-        let mut unsure = false;
-        let give_up = |unsure: bool| {
-            if unsure {
-                self.client.delete_in_background(Job::Path {
-                    path: self.path.clone(),
-                    check: Check::Data(id.as_bytes().to_vec()),
-                    session: self.client.session_id(),
-                });
-            }
-        };
-        loop {
-            if cancel.rx.try_recv().is_ok() {
-                give_up(unsure);
-                return Err(cancelled());
-            }
-            let Some(c) = queue::bounded(&self.client, deadline) else {
-                give_up(unsure);
-                return queue::expired(wait, &self.path, &self.client);
-            };
-            let tried = self.try_once(&c, &id);
-            unsure =
-                matches!(&tried, Err(e) if e.is_connection_error() || *e == Error::SessionExpired);
-            match tried {
-                Ok(Some(a)) => {
-                    return Ok(Some(UnfairMutexGuard {
-                        holding: Holding::new(&self.client, a, true),
-                    }))
-                }
-                Ok(None) if matches!(wait, Wait::Try) => return Ok(None),
-                Ok(None) => {}
-                Err(e) if e.is_connection_error() || e == Error::SessionExpired => {
-                    queue::pause(events, &cancel.rx, deadline);
-                    continue;
-                }
-                Err(e) => {
-                    give_up(unsure);
-                    return Err(e);
-                }
-            }
-            // Held by someone else: wait for the node to go (no watch is left if it
-            // already has).
-            let watch = match c.get_data_w(&self.path) {
-                Ok((_, _, w)) => w,
-                Err(Error::NoNode { .. }) => continue,
-                Err(e) if e.is_connection_error() || e == Error::SessionExpired => continue,
-                Err(e) => return Err(e),
-            };
-            let until = deadline.unwrap_or_else(|| Instant::now() + self.client.session_timeout());
-            select! {
-                recv(watch) -> ev => {
-                    if let Ok(ev) = ev {
-                        if ev.event_type == EventType::Closed {
-                            return Err(Error::Closed);
-                        }
-                    }
-                }
-                recv(events) -> ev => {
-                    if matches!(ev, Ok(SessionEvent::Closed) | Err(_)) {
-                        return Err(Error::Closed);
-                    }
-                }
-                recv(cancel.rx) -> _ => return Err(cancelled()),
-                recv(crossbeam_channel::at(until)) -> _ => {}
-            }
-        }
-    }
-
-    /// One create; a lost reply is resolved by reading the owner id back.
-    fn try_once(&self, c: &Client, id: &str) -> Result<Option<Acquired>> {
-        let mut parents_made = false;
-        loop {
-            match c.create(&self.path, id.as_bytes(), CreateMode::Ephemeral) {
-                Ok(cr) => {
-                    return Ok(Some(Acquired {
-                        path: cr.path,
-                        token: cr.stat.czxid as u64,
-                        owner: cr.stat.ephemeral_owner,
-                    }))
-                }
-                Err(Error::NodeExists { .. }) => return self.ours(c, id),
-                Err(Error::NoNode { .. }) if !parents_made => {
-                    parents_made = true;
-                    let parent = match self.path.rfind('/') {
-                        Some(0) | None => continue,
-                        Some(i) => &self.path[..i],
-                    };
-                    queue::create_dir(c, parent, b"")?;
-                }
-                Err(e) if e.is_connection_error() => {
-                    // Did the create happen? Read the owner id back; if that fails too,
-                    // the caller retries with the same id, and a node of ours found by a
-                    // later create (NodeExists) is recognised by it.
-                    return self.ours(c, id);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// The node at the path, if it is ours (our owner id, our session).
-    fn ours(&self, c: &Client, id: &str) -> Result<Option<Acquired>> {
-        match c.get_data(&self.path) {
-            Ok((data, stat)) if data == id.as_bytes() && stat.ephemeral_owner == c.session_id() => {
-                Ok(Some(Acquired {
-                    path: self.path.clone(),
-                    token: stat.czxid as u64,
-                    owner: stat.ephemeral_owner,
-                }))
-            }
-            Ok(_) | Err(Error::NoNode { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        let acquired = queue::single(
+            &self.client,
+            &self.path,
+            id.as_bytes(),
+            wait,
+            &self.canceller,
+        )?;
+        Ok(acquired.map(|a| UnfairMutexGuard {
+            holding: Holding::new(&self.client, a, true),
+        }))
     }
 }
 

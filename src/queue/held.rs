@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use crate::client::{Check, Client, SessionSink, WatchSink};
 use crate::error::{Error, Result};
-use crate::{EventType, SessionEvent, SessionState, WatchedEvent};
+use crate::{EventType, Op, SessionEvent, SessionState, WatchedEvent};
 
 /// A node that was acquired: the queue's answer to a recipe.
 #[derive(Debug, Clone)]
@@ -103,6 +103,10 @@ impl WatchSink for State {
         }
     }
 
+    fn on_unarmed(&self) {
+        self.armed.store(false, Ordering::SeqCst);
+    }
+
     fn on_data(&self, data: &[u8]) {
         // A request written before we looked (Curator checks the data the same way).
         if data == crate::lock::REVOKE_MESSAGE {
@@ -190,6 +194,52 @@ impl Holding {
         rx
     }
 
+    /// Proves that the node is still ours at this instant, with a quorum write: a `multi`
+    /// that only checks the node exists (it changes nothing and fires no watch, so the
+    /// contender watching our node sleeps on). A node path alone does not prove it is ours
+    /// (the unfair recipes share one path), so our own node's watch is armed first: the
+    /// server delivers its deletion before the reply of any later request, and the reply
+    /// of the check is read only after that. `LockLost` if the node is gone or its
+    /// session ended; a connection error if the check could not be made (never a yes).
+    pub(crate) fn confirm(&self) -> Result<()> {
+        let lock_lost = || Error::LockLost {
+            path: self.acquired.path.clone(),
+        };
+        // Twice at most: once more if the request arming the watch died with its
+        // connection before the check went out on a new one.
+        for _ in 0..2 {
+            if self.state.lost.is_fired()
+                || self.state.released.load(Ordering::SeqCst)
+                || self.client.session_id() != self.acquired.owner
+            {
+                return Err(lock_lost());
+            }
+            self.arm();
+            let check = Op::Check {
+                path: self.acquired.path.clone(),
+                version: None,
+            };
+            match self.client.multi(&[check]) {
+                Ok(_) => {
+                    if self.state.lost.is_fired() || self.client.session_id() != self.acquired.owner
+                    {
+                        return Err(lock_lost());
+                    }
+                    if self.state.armed.load(Ordering::SeqCst) {
+                        return Ok(());
+                    }
+                }
+                Err(Error::Multi { source, .. }) if matches!(*source, Error::NoNode { .. }) => {
+                    self.state.mark_lost();
+                    return Err(lock_lost());
+                }
+                Err(Error::SessionExpired) => return Err(lock_lost()),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::ConnectionLoss)
+    }
+
     /// Deletes the node and reports how it went. A delete that fails for connection reasons
     /// is retried in the background.
     pub(crate) fn release(&self) -> Result<()> {
@@ -223,11 +273,18 @@ impl Holding {
     }
 }
 
-impl Drop for Holding {
-    fn drop(&mut self) {
-        // Bounded: one short request at most, then the background takes over.
+impl Holding {
+    /// Deletes the node without reporting, waiting one short request at most (then the
+    /// background takes over): what drop does.
+    pub(crate) fn release_quietly(&self) {
         let timeout = self.client.timeout().min(Duration::from_secs(1));
         let _ = self.delete(timeout);
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.release_quietly();
     }
 }
 
@@ -261,6 +318,8 @@ pub struct Canceller {
 struct Waiting {
     next: u64,
     list: Vec<(u64, Sender<()>)>,
+    /// Every acquire, now and later, is cancelled (the owner is going away).
+    shut: bool,
 }
 
 impl Canceller {
@@ -271,10 +330,19 @@ impl Canceller {
         }
     }
 
+    /// Cancels every acquire blocked now and every one started later.
+    pub(crate) fn shut(&self) {
+        self.waiting.lock().shut = true;
+        self.cancel();
+    }
+
     /// A registration whose receiver fires on the next `cancel`; it unregisters on drop.
     pub(crate) fn register(&self) -> CancelWait {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut w = self.waiting.lock();
+        if w.shut {
+            let _ = tx.send(());
+        }
         w.next += 1;
         let id = w.next;
         w.list.push((id, tx));
@@ -315,6 +383,19 @@ impl std::fmt::Debug for Canceller {
 pub struct Participant {
     /// The contender's node name (its last path component).
     pub node: String,
-    /// The node's data: by default the host and process id of the contender.
+    /// The node's data: by default the host and process id of the contender; for an
+    /// election, the participant id.
     pub data: Vec<u8>,
+    /// Whether it holds the lock now (for an election: whether it leads), by the queue's
+    /// rule: the first node of a mutex or an election, every reader ahead of the first
+    /// writer, the first N of a semaphore.
+    pub holds: bool,
+}
+
+impl Participant {
+    /// The node's data as text (for an election, the participant id); invalid UTF-8 is
+    /// replaced.
+    pub fn id(&self) -> String {
+        String::from_utf8_lossy(&self.data).into_owned()
+    }
 }

@@ -4,14 +4,14 @@
 mod held;
 pub(crate) mod names;
 mod rules;
+mod single;
 mod wait;
 
-pub(crate) use held::{Acquired, Holding};
+pub(crate) use held::Holding;
 pub use held::{Canceller, Participant};
 pub(crate) use rules::Rule;
-pub(crate) use wait::{
-    acquire, bounded, create_dir, expired, participants, pause, SessionEvents, Spec, Wait,
-};
+pub(crate) use single::acquire as single;
+pub(crate) use wait::{acquire, create_dir, participants, SessionEvents, Spec, Wait};
 
 use crate::error::{Error, Result};
 

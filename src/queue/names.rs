@@ -13,6 +13,8 @@ pub(crate) const READ: &str = "__READ__";
 pub(crate) const WRITE: &str = "__WRIT__";
 /// Marker of our semaphore's lease nodes.
 pub(crate) const LEASE: &str = "lease-";
+/// Marker of an election candidate (Curator's `LeaderLatch`).
+pub(crate) const LATCH: &str = "latch-";
 
 /// One contender of a queue, as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]

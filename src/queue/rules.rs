@@ -11,6 +11,9 @@ pub(crate) enum Rule {
     Read,
     /// Semaphore with this many permits: the node that many places before me.
     Semaphore(u32),
+    /// A read/write lock's queue seen whole: each node by its own kind (`Read` for read
+    /// nodes, `Exclusive` for write nodes).
+    ReadWrite,
 }
 
 impl Rule {
@@ -20,6 +23,8 @@ impl Rule {
             Rule::Exclusive => me.checked_sub(1),
             Rule::Read => queue[..me].iter().rposition(|c| !c.read),
             Rule::Semaphore(n) => me.checked_sub(n as usize),
+            Rule::ReadWrite if queue[me].read => Rule::Read.blocker(queue, me),
+            Rule::ReadWrite => Rule::Exclusive.blocker(queue, me),
         }
     }
 }
@@ -55,6 +60,10 @@ mod tests {
         assert_eq!(Rule::Read.blocker(&queue, 0), None);
         assert_eq!(Rule::Read.blocker(&queue, 1), None);
         assert_eq!(Rule::Read.blocker(&queue, 3), Some(2));
+        let rw = q("rrwr");
+        assert_eq!(Rule::ReadWrite.blocker(&rw, 1), None);
+        assert_eq!(Rule::ReadWrite.blocker(&rw, 2), Some(1));
+        assert_eq!(Rule::ReadWrite.blocker(&rw, 3), Some(2));
         assert_eq!(Rule::Read.blocker(&queue, 4), Some(2));
         assert_eq!(Rule::Read.blocker(&queue, 6), Some(5));
     }

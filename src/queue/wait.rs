@@ -468,24 +468,31 @@ pub(crate) fn create_dir(c: &Client, dir: &str, dir_data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The queue's contenders with their data, in order (nodes that go while we read are
-/// skipped).
-pub(crate) fn participants(client: &Client, dir: &str) -> Result<Vec<Participant>> {
+/// The queue's contenders with their data, in order, and which of them hold it by `rule`
+/// (nodes that go while we read are skipped).
+pub(crate) fn participants(client: &Client, dir: &str, rule: Rule) -> Result<Vec<Participant>> {
     let names = match client.get_children(dir) {
         Ok((n, _)) => n,
         Err(Error::NoNode { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let q = names::order(dir, names)?;
+    let holds: Vec<bool> = (0..q.len())
+        .map(|i| rule.blocker(&q, i).is_none())
+        .collect();
     let pending = client.pipeline(|p| {
         q.iter()
             .map(|x| p.get_data(&names::child(dir, &x.name)))
             .collect::<Vec<_>>()
     });
     let mut out = Vec::with_capacity(q.len());
-    for (x, p) in q.into_iter().zip(pending) {
+    for ((x, p), holds) in q.into_iter().zip(pending).zip(holds) {
         match p.wait() {
-            Ok((data, _)) => out.push(Participant { node: x.name, data }),
+            Ok((data, _)) => out.push(Participant {
+                node: x.name,
+                data,
+                holds,
+            }),
             Err(Error::NoNode { .. }) => {}
             Err(e) => return Err(e),
         }

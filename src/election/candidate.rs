@@ -1,0 +1,399 @@
+//! The background style: a candidacy kept alive by a thread of its own, reporting events.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+
+use crate::client::SessionSink;
+use crate::error::{Error, Result};
+use crate::queue::{Holding, SessionEvents, Wait};
+use crate::{SessionEvent, SessionState};
+
+use super::elect::LeaderElection;
+
+/// What happened to a [`Candidate`], in order.
+///
+/// A candidate that leads sees `Elected`, then possibly `Suspended` and `Restored` while
+/// its connection comes and goes, and finally `Lost` or `Resigned`; after either it is a
+/// candidate again and may be `Elected` later. After its session is lost it also says
+/// `Rejoined` when it enters the election again with a new session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaderEvent {
+    /// This candidate leads. `token` is the fencing token of this term (its node's
+    /// creation zxid; larger for every later leader).
+    Elected {
+        /// The fencing token of this term.
+        token: u64,
+    },
+    /// The connection dropped while leading: the session may still be alive, but this
+    /// process cannot know whether it still leads. Stop acting as leader.
+    Suspended,
+    /// Back within the same session, and leadership was proven again with a quorum write:
+    /// the term (and its token) goes on.
+    Restored,
+    /// Leadership is gone: the session expired, the node was deleted, or the client was
+    /// closed. Reported before anyone else can be elected (the client counts the session
+    /// timeout itself).
+    Lost,
+    /// [`Candidate::resign`] stepped down; the candidate is queued again at the back.
+    Resigned,
+    /// The session was lost, and the candidate entered the election again (it queues as
+    /// soon as the client has a new session).
+    Rejoined,
+    /// An error that is not about the connection (an ACL refusing the create, a foreign
+    /// node in the election's directory). The candidate tries again after a pause.
+    Failed {
+        /// What went wrong.
+        error: Error,
+    },
+}
+
+/// A candidacy kept alive in the background by [`LeaderElection::join`].
+///
+/// A thread of the candidate's own (named `zkguard-candidate`) queues in the election,
+/// leads when its turn comes, steps down when leadership is lost, and queues again, after a
+/// session expiry too: a daemon stays a candidate until the `Candidate` is dropped or the
+/// client is closed. Dropping it leaves the election (its node is deleted at once if the
+/// connection is up).
+///
+/// ```no_run
+/// # fn main() -> zkguard::Result<()> {
+/// use zkguard::LeaderEvent;
+/// let client = zkguard::Client::connect("127.0.0.1:2181")?;
+/// let election = zkguard::LeaderElection::new(&client, "/services/indexer", "host-a")?;
+/// let candidate = election.join()?;
+/// for event in candidate.events() {
+///     match event {
+///         LeaderEvent::Elected { token } => println!("leading (token {token})"),
+///         LeaderEvent::Suspended | LeaderEvent::Lost => println!("stop leading now"),
+///         LeaderEvent::Restored => println!("leading again"),
+///         other => println!("{other:?}"),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Candidate {
+    shared: Arc<Shared>,
+    events: Receiver<LeaderEvent>,
+}
+
+struct Shared {
+    election: LeaderElection,
+    inner: Mutex<Inner>,
+    /// Signalled when the candidate starts (or resumes) leading, and when it ends.
+    changed: Condvar,
+    /// Leading, but the connection dropped and leadership is not proven again yet. Set by
+    /// the connection thread (no lock taken there), cleared by the candidate's thread.
+    suspect: AtomicBool,
+    /// A session was lost since the thread last looked.
+    rejoin: AtomicBool,
+    stop: AtomicBool,
+    /// Wakes the thread out of its leading phase (a resign, a drop).
+    wake: Sender<()>,
+}
+
+struct Inner {
+    /// The node, while leading.
+    holding: Option<Arc<Holding>>,
+    /// Dropped when the candidate ends, so receivers see the stream end.
+    events: Option<Sender<LeaderEvent>>,
+    ended: bool,
+}
+
+impl Inner {
+    fn emit(&self, ev: LeaderEvent) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(ev);
+        }
+    }
+}
+
+impl SessionSink for Shared {
+    // On the connection thread: flags and a cancel only, never the `inner` lock.
+    fn on_session(&self, ev: &SessionEvent) {
+        match ev {
+            SessionEvent::Suspended { .. } => self.suspect.store(true, Ordering::SeqCst),
+            SessionEvent::Lost { .. } | SessionEvent::Closed => {
+                self.suspect.store(true, Ordering::SeqCst);
+                self.rejoin
+                    .store(matches!(ev, SessionEvent::Lost { .. }), Ordering::SeqCst);
+                // A waiting candidate stops waiting, says so, and queues again.
+                self.election.canceller().cancel();
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Candidate {
+    pub(crate) fn start(election: LeaderElection) -> Result<Candidate> {
+        let (tx, events) = crossbeam_channel::unbounded();
+        let (wake, wake_rx) = crossbeam_channel::unbounded();
+        let shared = Arc::new(Shared {
+            election,
+            inner: Mutex::new(Inner {
+                holding: None,
+                events: Some(tx),
+                ended: false,
+            }),
+            changed: Condvar::new(),
+            suspect: AtomicBool::new(false),
+            rejoin: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            wake,
+        });
+        let sink: Arc<dyn SessionSink> = shared.clone();
+        shared.election.client.subscribe_sink(Arc::downgrade(&sink));
+        let run = shared.clone();
+        std::thread::Builder::new()
+            .name("zkguard-candidate".into())
+            .spawn(move || run.run(&wake_rx))
+            .map_err(|e| Error::InvalidArgument {
+                name: "candidate thread",
+                reason: format!("cannot start it: {e}"),
+            })?;
+        Ok(Candidate { shared, events })
+    }
+
+    /// Whether this candidate leads right now: elected, and its session connected with
+    /// leadership not lost. False from the moment the connection drops until leadership is
+    /// proven again after the reconnect ([`LeaderEvent::Restored`]).
+    pub fn is_leader(&self) -> bool {
+        let inner = self.shared.inner.lock();
+        inner.holding.as_ref().is_some_and(|h| h.is_valid())
+            && !self.shared.suspect.load(Ordering::SeqCst)
+    }
+
+    /// The candidate's events, in order, from the moment it joined. Every call returns a
+    /// handle on the same queue: each event is received once, by one of them. Events wait
+    /// in the queue until read. The stream ends (receivers see a disconnect) once the
+    /// candidate has stopped for good: dropped, or its client closed.
+    pub fn events(&self) -> Receiver<LeaderEvent> {
+        self.events.clone()
+    }
+
+    /// Blocks until this candidate leads (`Ok(true)`) or `timeout` passes (`Ok(false)`).
+    /// [`Error::Closed`] if the candidate has stopped for good (its client was closed).
+    pub fn wait_for_leadership(&self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut inner = self.shared.inner.lock();
+        loop {
+            if inner.holding.is_some() && !self.shared.suspect.load(Ordering::SeqCst) {
+                return Ok(true);
+            }
+            if inner.ended {
+                return Err(Error::Closed);
+            }
+            match deadline {
+                Some(d) => {
+                    if self.shared.changed.wait_until(&mut inner, d).timed_out() {
+                        return Ok(
+                            inner.holding.is_some() && !self.shared.suspect.load(Ordering::SeqCst)
+                        );
+                    }
+                }
+                None => self.shared.changed.wait(&mut inner),
+            }
+        }
+    }
+
+    /// The fencing token of the current term, while leading.
+    pub fn token(&self) -> Option<u64> {
+        self.shared.inner.lock().holding.as_ref().map(|h| h.token())
+    }
+
+    /// Proves that this candidate leads at this instant, with a quorum write (see
+    /// [`Leadership::confirm`](crate::Leadership::confirm)). [`Error::NotLeader`] if it does
+    /// not lead.
+    pub fn confirm(&self) -> Result<()> {
+        let holding = self.shared.inner.lock().holding.clone();
+        let not_leader = || Error::NotLeader {
+            path: self.shared.election.path().to_string(),
+        };
+        match holding {
+            None => Err(not_leader()),
+            Some(h) => h.confirm().map_err(|e| match e {
+                Error::LockLost { .. } => not_leader(),
+                e => e,
+            }),
+        }
+    }
+
+    /// Steps down if leading and queues again at the back ([`LeaderEvent::Resigned`]);
+    /// `Ok(false)` if it was not leading. When it returns, this candidate no longer leads
+    /// and its node is deleted (or, on connection trouble, its deletion is under way in the
+    /// background).
+    pub fn resign(&self) -> Result<bool> {
+        let holding = {
+            let mut inner = self.shared.inner.lock();
+            let Some(h) = inner.holding.take() else {
+                return Ok(false);
+            };
+            inner.emit(LeaderEvent::Resigned);
+            h
+        };
+        let _ = self.shared.wake.send(());
+        match holding.release() {
+            Ok(()) | Err(Error::LockLost { .. }) => Ok(true),
+            Err(e) if e.is_connection_error() => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The election this candidate takes part in.
+    pub fn election(&self) -> &LeaderElection {
+        &self.shared.election
+    }
+}
+
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let holding = self.shared.inner.lock().holding.take();
+        self.shared.election.canceller().shut();
+        let _ = self.shared.wake.send(());
+        if let Some(h) = holding {
+            h.release_quietly();
+        }
+    }
+}
+
+impl std::fmt::Debug for Candidate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Candidate")
+            .field("election", &self.shared.election)
+            .field("leader", &self.is_leader())
+            .finish()
+    }
+}
+
+impl Shared {
+    /// The candidate's thread: queue, lead, queue again, until dropped or closed.
+    fn run(&self, wake: &Receiver<()>) {
+        let mut pause = Duration::from_millis(100);
+        while !self.stop.load(Ordering::SeqCst) {
+            if self.rejoin.swap(false, Ordering::SeqCst) {
+                self.inner.lock().emit(LeaderEvent::Rejoined);
+            }
+            match self
+                .election
+                .elect(Wait::Forever, &self.election.canceller())
+            {
+                Ok(Some(h)) => {
+                    pause = Duration::from_millis(100);
+                    self.lead(h, wake);
+                }
+                // A cancel: the candidate is going away, or a session was lost (the loop
+                // says so and queues again).
+                Ok(None) | Err(Error::Cancelled { .. }) => {}
+                Err(Error::Closed) => break,
+                Err(e) => {
+                    log::warn!(
+                        "zkguard: candidate {:?} in {}: {e}; trying again in {pause:?}",
+                        self.election.id(),
+                        self.election.path()
+                    );
+                    self.inner.lock().emit(LeaderEvent::Failed { error: e });
+                    let _ = wake.recv_timeout(pause);
+                    pause = (pause * 2).min(self.election.client.session_timeout());
+                }
+            }
+        }
+        let holding = {
+            let mut inner = self.inner.lock();
+            let h = inner.holding.take();
+            if h.is_some() {
+                inner.emit(LeaderEvent::Lost);
+            }
+            inner.events = None;
+            inner.ended = true;
+            self.changed.notify_all();
+            h
+        };
+        if let Some(h) = holding {
+            h.release_quietly();
+        }
+    }
+
+    /// One term: from election until leadership is lost, resigned, or the candidate goes.
+    fn lead(&self, holding: Holding, wake: &Receiver<()>) {
+        let client = &self.election.client;
+        let h = Arc::new(holding);
+        let lost = h.lost();
+        let events = SessionEvents::new(client);
+        {
+            let mut inner = self.inner.lock();
+            if self.stop.load(Ordering::SeqCst) {
+                drop(inner);
+                h.release_quietly();
+                return;
+            }
+            inner.holding = Some(h.clone());
+            let connected = client.state() == SessionState::Connected;
+            self.suspect.store(!connected, Ordering::SeqCst);
+            inner.emit(LeaderEvent::Elected { token: h.token() });
+            if !connected {
+                inner.emit(LeaderEvent::Suspended);
+            }
+            self.changed.notify_all();
+        }
+        // Whether the term is still ours (not resigned or dropped meanwhile).
+        let ours = |inner: &Inner| inner.holding.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h));
+        loop {
+            select! {
+                recv(lost) -> _ => break,
+                recv(events.rx) -> ev => match ev {
+                    Ok(SessionEvent::Suspended { .. }) => {
+                        let inner = self.inner.lock();
+                        if !ours(&inner) {
+                            return;
+                        }
+                        self.suspect.store(true, Ordering::SeqCst);
+                        inner.emit(LeaderEvent::Suspended);
+                    }
+                    Ok(SessionEvent::Reconnected { .. }) => match h.confirm() {
+                        Ok(()) => {
+                            let inner = self.inner.lock();
+                            if !ours(&inner) {
+                                return;
+                            }
+                            // A drop again since the reconnect leaves it suspect.
+                            if client.state() == SessionState::Connected {
+                                self.suspect.store(false, Ordering::SeqCst);
+                                inner.emit(LeaderEvent::Restored);
+                                self.changed.notify_all();
+                            }
+                        }
+                        Err(Error::LockLost { .. }) => break,
+                        // Still cut off: the next event decides.
+                        Err(_) => {}
+                    },
+                    Ok(SessionEvent::Connected { .. }) => {}
+                    Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => break,
+                },
+                recv(wake) -> _ => {
+                    if !ours(&self.inner.lock()) {
+                        return;
+                    }
+                }
+            }
+        }
+        // Lost.
+        {
+            let mut inner = self.inner.lock();
+            if !ours(&inner) {
+                return;
+            }
+            inner.holding = None;
+            inner.emit(LeaderEvent::Lost);
+            self.changed.notify_all();
+        }
+        // Nothing to delete if the session is gone; a node deleted by someone else is
+        // gone too; otherwise (a watch report we cannot trust) make sure.
+        h.release_quietly();
+    }
+}

@@ -1,0 +1,266 @@
+//! The election itself: who may run, and how to find out who leads.
+
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
+
+use super::candidate::Candidate;
+use super::leadership::Leadership;
+
+/// Largest participant id accepted: ZooKeeper refuses node data near 1 MB.
+const MAX_ID: usize = 512 * 1024;
+
+/// A leader election among every process that uses the same path.
+///
+/// Two kinds:
+///
+/// - **Fair** ([`new`](LeaderElection::new)): candidates queue in arrival order. Each
+///   creates an ephemeral sequential node under `path` and watches only the node right
+///   before its own, so a change of leader wakes exactly one candidate, and a successor
+///   whose predecessor was the leader takes over without another round trip. Node names
+///   and data follow Apache Curator's `LeaderLatch` (`_c_<uuid>-latch-<seq>`, the
+///   participant id as data): Curator `LeaderLatch` participants and zkguard candidates
+///   on the same path elect one leader among themselves.
+/// - **Unfair** ([`unfair`](LeaderElection::unfair)): every candidate tries to create one
+///   ephemeral node *at* `path`; the losers watch it and race again when it goes. There is
+///   no queue, so the order is not fair, and each change of leader wakes every waiting
+///   candidate (a herd: N candidates cost N notifications and N creates per change). It is
+///   the right choice for a handful of candidates (two or three replicas of a daemon), when
+///   the node's path should name the leader directly, or when observers only ever read one
+///   node; use the fair kind for more.
+///
+/// Two ways to take part:
+///
+/// - **Guard style**, for daemons that do their leader work in the calling thread:
+///   [`lead`](LeaderElection::lead) blocks until elected and returns a [`Leadership`];
+///   dropping it resigns.
+/// - **Background style**, for daemons that lead on another thread:
+///   [`join`](LeaderElection::join) returns a [`Candidate`] that stays in the election
+///   (across session expiry too) and reports through events.
+///
+/// Anyone can observe with [`leader`](LeaderElection::leader) and
+/// [`participants`](LeaderElection::participants).
+///
+/// ```no_run
+/// # fn main() -> zkguard::Result<()> {
+/// let client = zkguard::Client::connect("127.0.0.1:2181")?;
+/// let election = zkguard::LeaderElection::new(&client, "/services/scheduler", "host-a")?;
+/// let leadership = election.lead()?; // blocks until this process leads
+/// while leadership.is_valid() {
+///     // ... do the leader's work, passing leadership.token() to the resources
+/// #   break;
+/// }
+/// drop(leadership); // resign: the next candidate takes over
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LeaderElection {
+    pub(crate) client: Client,
+    path: String,
+    id: String,
+    fair: bool,
+    canceller: Canceller,
+}
+
+impl LeaderElection {
+    /// A fair election at `path` (a directory: the candidates' nodes go under it), where
+    /// this process takes part as `id` (stored as its node's data, shown to observers).
+    ///
+    /// Nothing is sent to ZooKeeper until the first `lead` or `join`. Fails with
+    /// [`Error::InvalidPath`] for a relative path, a trailing slash, an empty segment or
+    /// the root, and with [`Error::InvalidArgument`] for an id over 512 KiB.
+    pub fn new(client: &Client, path: &str, id: impl Into<String>) -> Result<LeaderElection> {
+        LeaderElection::make(client, path, id.into(), true)
+    }
+
+    /// An unfair election: one ephemeral node at `path` itself, holding `id`. See the
+    /// type's documentation for when to choose it.
+    pub fn unfair(client: &Client, path: &str, id: impl Into<String>) -> Result<LeaderElection> {
+        LeaderElection::make(client, path, id.into(), false)
+    }
+
+    fn make(client: &Client, path: &str, id: String, fair: bool) -> Result<LeaderElection> {
+        queue::check_lock_path(path)?;
+        if id.len() > MAX_ID {
+            return Err(Error::InvalidArgument {
+                name: "id",
+                reason: format!(
+                    "participant id of {} bytes for election {path}; at most {MAX_ID}",
+                    id.len()
+                ),
+            });
+        }
+        Ok(LeaderElection {
+            client: client.clone(),
+            path: path.to_string(),
+            id,
+            fair,
+            canceller: Canceller::default(),
+        })
+    }
+
+    /// The election's path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// This participant's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether the election is fair (queued) rather than unfair (racing for one node).
+    pub fn is_fair(&self) -> bool {
+        self.fair
+    }
+
+    /// Blocks until this participant leads. Fails on cancel ([`Error::Cancelled`]), a
+    /// closed client, or an error from the server; connection trouble and session expiry
+    /// are waited out (a lost session means queueing again).
+    pub fn lead(&self) -> Result<Leadership> {
+        self.lead_within(Wait::Forever)?
+            .ok_or_else(|| Error::Cancelled {
+                path: self.path.clone(),
+            })
+    }
+
+    /// Leads if nobody else leads or waits ahead; never waits for the leader. On `None`
+    /// nothing is left behind. If ZooKeeper cannot be asked within the client's request
+    /// timeout, it fails with [`Error::Timeout`].
+    pub fn try_lead(&self) -> Result<Option<Leadership>> {
+        self.lead_within(Wait::Try)
+    }
+
+    /// Like [`lead`](LeaderElection::lead), but gives up after `timeout` with `Ok(None)`,
+    /// leaving nothing behind.
+    pub fn lead_timeout(&self, timeout: Duration) -> Result<Option<Leadership>> {
+        self.lead_within(Wait::timeout(timeout))
+    }
+
+    /// A handle that cancels this election's blocked `lead` calls from another thread.
+    /// (A [`Candidate`] has its own; dropping it is how it leaves.)
+    pub fn canceller(&self) -> Canceller {
+        self.canceller.clone()
+    }
+
+    /// Joins the election in the background: a thread of the candidate's own queues, leads
+    /// when its turn comes, re-enters after a lost session, and reports through
+    /// [`Candidate::events`]. Returns at once.
+    pub fn join(&self) -> Result<Candidate> {
+        let mut election = self.clone();
+        election.canceller = Canceller::default();
+        Candidate::start(election)
+    }
+
+    /// The current leader, if there is one: the first node of the queue (fair), or the
+    /// node at the path (unfair). Works for any client, candidate or not.
+    pub fn leader(&self) -> Result<Option<Participant>> {
+        if !self.fair {
+            return match self.client.get_data(&self.path) {
+                Ok((data, _)) => Ok(Some(Participant {
+                    node: names::base(&self.path).to_string(),
+                    data: unfair_id(&data).to_vec(),
+                    holds: true,
+                })),
+                Err(Error::NoNode { .. }) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+        // The head of the queue; if it goes while we read it, look again.
+        loop {
+            let names = match self.client.get_children(&self.path) {
+                Ok((names, _)) => names,
+                Err(Error::NoNode { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let Some(first) = names::order(&self.path, names)?.into_iter().next() else {
+                return Ok(None);
+            };
+            match self.client.get_data(&names::child(&self.path, &first.name)) {
+                Ok((data, _)) => {
+                    return Ok(Some(Participant {
+                        node: first.name,
+                        data,
+                        holds: true,
+                    }))
+                }
+                Err(Error::NoNode { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Every candidate in queue order, the leader first (`holds` is true for it alone),
+    /// with its id as data. An unfair election has no queue: only the leader is listed.
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        if self.fair {
+            queue::participants(&self.client, &self.path, Rule::Exclusive)
+        } else {
+            Ok(self.leader()?.into_iter().collect())
+        }
+    }
+
+    fn lead_within(&self, wait: Wait) -> Result<Option<Leadership>> {
+        Ok(self
+            .elect(wait, &self.canceller)?
+            .map(|holding| Leadership::new(holding, &self.path)))
+    }
+
+    /// This participant's node, once it leads (for both styles).
+    pub(crate) fn elect(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Holding>> {
+        if self.fair {
+            let spec = Spec {
+                dir: &self.path,
+                marker: names::LATCH,
+                rule: Rule::Exclusive,
+                data: self.id.as_bytes(),
+                dir_data: b"",
+            };
+            Ok(queue::acquire(&self.client, &spec, wait, canceller)?
+                .map(|a| Holding::new(&self.client, a, false)))
+        } else {
+            // The node's data is the id and a value unique to this call, which tells our
+            // node from another's after a lost create reply.
+            let data = format!("{}\n{}", self.id, uuid::Uuid::new_v4());
+            Ok(
+                queue::single(&self.client, &self.path, data.as_bytes(), wait, canceller)?
+                    .map(|a| Holding::new(&self.client, a, true)),
+            )
+        }
+    }
+}
+
+/// The id in an unfair election node's data (`<id>\n<uuid>`); other data is shown whole.
+fn unfair_id(data: &[u8]) -> &[u8] {
+    match data.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &data[..i],
+        None => data,
+    }
+}
+
+impl std::fmt::Debug for LeaderElection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElection")
+            .field("path", &self.path)
+            .field("id", &self.id)
+            .field("fair", &self.fair)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unfair_id;
+
+    #[test]
+    fn unfair_node_data_shows_the_id_without_the_call_value() {
+        assert_eq!(unfair_id(b"host-a\n1b4e28ba"), b"host-a");
+        assert_eq!(unfair_id(b"multi\nline\n1b4e28ba"), b"multi\nline");
+        assert_eq!(
+            unfair_id(b"written by someone else"),
+            b"written by someone else"
+        );
+    }
+}

@@ -1,0 +1,153 @@
+//! The other acquire algorithm: one ephemeral node at a fixed path, no queue. Under the
+//! unfair lock and the unfair election.
+//!
+//! Every contender tries to create the node; the losers set a data watch on it and race
+//! again when it changes or goes (a herd, by design: few contenders). The node's data is a
+//! value unique to the call, so a create whose reply was lost is resolved by reading the
+//! node back: it is ours only if it carries our value and belongs to the current session.
+
+use std::time::Instant;
+
+use crossbeam_channel::select;
+
+use super::held::{Acquired, Canceller};
+use super::wait::{bounded, create_dir, expired, pause, SessionEvents, Wait};
+use crate::client::{Check, Client, Job};
+use crate::error::{Error, Result};
+use crate::{CreateMode, EventType, SessionEvent};
+
+/// Takes the single node at `path`, writing `data` (unique to this call) into it.
+/// `Ok(None)`: not acquired within `wait`, nothing left behind.
+pub(crate) fn acquire(
+    client: &Client,
+    path: &str,
+    data: &[u8],
+    wait: Wait,
+    canceller: &Canceller,
+) -> Result<Option<Acquired>> {
+    let cancel = canceller.register();
+    let events = SessionEvents::new(client);
+    let events = &events.rx;
+    let deadline = wait.deadline(client);
+    let cancelled = || Error::Cancelled {
+        path: path.to_string(),
+    };
+    // Set while a create's outcome is unknown; cleared by the next clear answer.
+    let mut unsure = false;
+    let give_up = |unsure: bool| {
+        if unsure {
+            client.delete_in_background(Job::Path {
+                path: path.to_string(),
+                check: Check::Data(data.to_vec()),
+                session: client.session_id(),
+            });
+        }
+    };
+    loop {
+        if cancel.rx.try_recv().is_ok() {
+            give_up(unsure);
+            return Err(cancelled());
+        }
+        let Some(c) = bounded(client, deadline) else {
+            give_up(unsure);
+            return expired(wait, path, client);
+        };
+        let tried = try_once(&c, path, data);
+        unsure = matches!(&tried, Err(e) if e.is_connection_error() || *e == Error::SessionExpired);
+        match tried {
+            Ok(Some(a)) => return Ok(Some(a)),
+            Ok(None) if matches!(wait, Wait::Try) => return Ok(None),
+            Ok(None) => {}
+            Err(e) if e.is_connection_error() || e == Error::SessionExpired => {
+                pause(events, &cancel.rx, deadline);
+                continue;
+            }
+            Err(e) => {
+                give_up(unsure);
+                return Err(e);
+            }
+        }
+        // Held by someone else: wait for the node to go (no watch is left if it already
+        // has).
+        let watch = match c.get_data_w(path) {
+            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
+            Ok((_, _, w)) => w,
+            Err(Error::NoNode { .. }) => continue,
+            Err(e) if e.is_connection_error() || e == Error::SessionExpired => continue,
+            Err(e) => return Err(e),
+        };
+        let until = deadline.unwrap_or_else(|| Instant::now() + client.session_timeout());
+        select! {
+            recv(watch) -> ev => {
+                if let Ok(ev) = ev {
+                    if ev.event_type == EventType::Closed {
+                        return Err(Error::Closed);
+                    }
+                }
+            }
+            recv(events) -> ev => {
+                if matches!(ev, Ok(SessionEvent::Closed) | Err(_)) {
+                    return Err(Error::Closed);
+                }
+            }
+            recv(cancel.rx) -> _ => return Err(cancelled()),
+            recv(crossbeam_channel::at(until)) -> _ => {}
+        }
+    }
+}
+
+/// A persistent node sits where the single ephemeral node belongs.
+fn in_the_way(path: &str) -> Error {
+    Error::InvalidPath {
+        path: path.to_string(),
+        reason: "a persistent node (a lock or election directory?) is at this path; an \
+                 unfair lock or election needs the path for its own ephemeral node"
+            .into(),
+    }
+}
+
+/// One create; a lost reply is resolved by reading the node back.
+fn try_once(c: &Client, path: &str, data: &[u8]) -> Result<Option<Acquired>> {
+    let mut parents_made = false;
+    loop {
+        match c.create(path, data, CreateMode::Ephemeral) {
+            Ok(cr) => {
+                return Ok(Some(Acquired {
+                    path: cr.path,
+                    token: cr.stat.czxid as u64,
+                    owner: cr.stat.ephemeral_owner,
+                }))
+            }
+            Err(Error::NodeExists { .. }) => return ours(c, path, data),
+            Err(Error::NoNode { .. }) if !parents_made => {
+                parents_made = true;
+                let parent = match path.rfind('/') {
+                    Some(0) | None => continue,
+                    Some(i) => &path[..i],
+                };
+                create_dir(c, parent, b"")?;
+            }
+            // Did the create happen? Read the node back; if that fails too, the caller
+            // retries with the same data, and a node of ours found by a later create
+            // (NodeExists) is recognised by it.
+            Err(e) if e.is_connection_error() => return ours(c, path, data),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The node at the path, if it is ours (our data, our session).
+fn ours(c: &Client, path: &str, data: &[u8]) -> Result<Option<Acquired>> {
+    match c.get_data(path) {
+        Ok((d, stat)) if d == data && stat.ephemeral_owner == c.session_id() => {
+            Ok(Some(Acquired {
+                path: path.to_string(),
+                token: stat.czxid as u64,
+                owner: stat.ephemeral_owner,
+            }))
+        }
+        Ok((_, stat)) if stat.ephemeral_owner == 0 => Err(in_the_way(path)),
+        Ok(_) | Err(Error::NoNode { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
