@@ -195,6 +195,18 @@ struct SessionInfo {
     failures: Vec<String>,
 }
 
+impl SessionInfo {
+    /// The state users see: `Closed` from the first moment of a close (the `Closed` event
+    /// goes out then, before the server is asked).
+    fn public_state(&self) -> SessionState {
+        if self.closing {
+            SessionState::Closed
+        } else {
+            self.phase.public()
+        }
+    }
+}
+
 struct Io {
     stream: Option<TcpStream>,
     next_xid: i32,
@@ -308,7 +320,7 @@ impl Shared {
     // ---------------------------------------------------------------- public views
 
     pub fn state(&self) -> SessionState {
-        self.session.lock().phase.public()
+        self.session.lock().public_state()
     }
 
     pub fn session_id(&self) -> i64 {
@@ -346,7 +358,7 @@ impl Shared {
         let mut s = self.session.lock();
         s.subscribers.retain(Subscriber::alive);
         s.subscribers.push(Subscriber::Sink(sink));
-        (s.session_id, s.phase.public())
+        (s.session_id, s.public_state())
     }
 
     /// Blocks until the first session exists, or fails naming every server tried.
@@ -512,6 +524,10 @@ impl Shared {
                 return Ok(());
             }
             s.closing = true;
+            // Said first, before the server is asked: once it closes the session it deletes
+            // our ephemeral nodes, and another client may take a lock or leadership of ours
+            // at once. Our guards must have been told by then.
+            self.emit(&mut s, SessionEvent::Closed);
             s.phase == Phase::Connected
         };
         let mut result = Ok(());
@@ -544,7 +560,6 @@ impl Shared {
             let mut s = self.session.lock();
             s.phase = Phase::Closed;
             s.session_id = 0;
-            self.emit(&mut s, SessionEvent::Closed);
             self.changed.notify_all();
         }
         self.fire_all_watches(EventType::Closed, true);
