@@ -39,6 +39,29 @@
 //! deleted), `token()` (a fencing token: the node's creation zxid) and `revocation()`
 //! (cooperative revocation, compatible with Curator's `Revoker`; see [`revoke`]).
 //!
+//! ## Leader election
+//!
+//! [`LeaderElection`] is fair (the lock queue, with Curator `LeaderLatch` node names so
+//! Curator participants and zkguard candidates elect one leader together) or unfair (one
+//! node, a herd; for a few candidates). Take part in the calling thread with
+//! [`lead`](LeaderElection::lead), which returns a [`Leadership`] guard, or in the background
+//! with [`join`](LeaderElection::join), which returns a [`Candidate`] that reports
+//! [`LeaderEvent`]s and stays in the election across session expiry.
+//!
+//! ```no_run
+//! # fn main() -> zkguard::Result<()> {
+//! # let client = zkguard::Client::connect("127.0.0.1:2181")?;
+//! let election = zkguard::LeaderElection::new(&client, "/services/scheduler", "host-a")?;
+//! let leadership = election.lead()?; // blocks until this process leads
+//! leadership.confirm()?;              // proven with a quorum write, right now
+//! let _fence = leadership.token();    // grows with every later leader
+//! drop(leadership);                   // resigned: the next candidate leads
+//! # Ok(()) }
+//! ```
+//!
+//! A leader is told it is suspended the moment its connection drops, and that it lost
+//! leadership before anyone else can be elected.
+//!
 //! ## The client
 //!
 //! A synchronous ZooKeeper client of its own ([`Client`]), with one background thread, that
