@@ -323,7 +323,6 @@ impl Shared {
     fn lead(&self, holding: Holding, wake: &Receiver<()>) {
         let client = &self.election.client;
         let h = Arc::new(holding);
-        let lost = h.lost();
         let events = SessionEvents::new(client);
         {
             let mut inner = self.inner.lock();
@@ -341,6 +340,9 @@ impl Shared {
             }
             self.changed.notify_all();
         }
+        // After telling the user (it writes to the socket): also arms the watch on our node,
+        // so its deletion by someone else ends the term.
+        let lost = h.lost();
         // Whether the term is still ours (not resigned or dropped meanwhile).
         let ours = |inner: &Inner| inner.holding.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h));
         loop {
