@@ -57,8 +57,8 @@ pub(crate) struct WatchReg {
 /// flags and send into channels, never block.
 pub(crate) trait WatchSink: Send + Sync {
     fn on_watch(&self, ev: &WatchedEvent);
-    /// The data the request that armed the watch read (a getData reply).
-    fn on_data(&self, _data: &[u8]) {}
+    /// The data and stat the request that armed the watch read (a getData reply).
+    fn on_data(&self, _data: &[u8], _stat: &crate::Stat) {}
     /// The request that was to arm the watch failed (its connection dropped first): no
     /// watch was set.
     fn on_unarmed(&self) {}
@@ -1079,8 +1079,8 @@ impl Shared {
                         let kind = if missing { WatchKind::Exist } else { w.kind };
                         if let (WatchTx::Sink(sink), WatchKind::Data) = (&w.tx, kind) {
                             let mut body = Reader::new(&frame[r.position()..]);
-                            if let Ok(data) = body.buffer() {
-                                sink.on_data(&data);
+                            if let (Ok(data), Ok(stat)) = (body.buffer(), body.stat()) {
+                                sink.on_data(&data, &stat);
                             }
                         }
                         self.register_watch(w.server_path, kind, w.tx);

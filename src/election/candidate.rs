@@ -83,12 +83,14 @@ pub struct Candidate {
 
 struct Shared {
     election: LeaderElection,
+    /// Never held while calling the client or waiting for anything: the connection thread
+    /// takes it too (in `on_session`), to report a suspension or loss the moment it
+    /// happens.
     inner: Mutex<Inner>,
     /// Signalled when the candidate starts (or resumes) leading, and when it ends.
     changed: Condvar,
-    /// Leading, but the connection dropped and leadership is not proven again yet. Set by
-    /// the connection thread (no lock taken there), cleared by the candidate's thread.
-    suspect: AtomicBool,
+    /// The client's connection is up (kept by `on_session`).
+    connected: AtomicBool,
     /// A session was lost since the thread last looked.
     rejoin: AtomicBool,
     stop: AtomicBool,
@@ -97,8 +99,13 @@ struct Shared {
 }
 
 struct Inner {
-    /// The node, while leading.
+    /// The node of the current term, from election until the thread (or a resign, or a
+    /// drop) ends the term.
     holding: Option<Arc<Holding>>,
+    /// The term is suspended (reported), waiting for leadership to be proven again.
+    suspended: bool,
+    /// The term is lost (reported); the thread cleans up.
+    lost: bool,
     /// Dropped when the candidate ends, so receivers see the stream end.
     events: Option<Sender<LeaderEvent>>,
     ended: bool,
@@ -110,21 +117,68 @@ impl Inner {
             let _ = tx.send(ev);
         }
     }
+
+    /// The current term, if it is neither suspended nor lost.
+    fn leading(&self) -> Option<&Arc<Holding>> {
+        self.holding
+            .as_ref()
+            .filter(|_| !self.suspended && !self.lost)
+    }
+
+    /// Reports the current term lost (once).
+    fn report_lost(&mut self) {
+        if self.holding.is_some() && !self.lost {
+            self.lost = true;
+            self.emit(LeaderEvent::Lost);
+        }
+    }
+
+    /// Ends the current term; the caller releases the node (outside the lock).
+    fn end_term(&mut self) -> Option<Arc<Holding>> {
+        self.suspended = false;
+        self.lost = false;
+        self.holding.take()
+    }
 }
 
 impl SessionSink for Shared {
-    // On the connection thread: flags and a cancel only, never the `inner` lock.
+    // On the connection thread, so a leader hears of trouble before anyone else can be
+    // elected. It only flips flags, sends into channels and takes `inner` (which nobody
+    // holds while waiting), and never drops the last handle on a node.
     fn on_session(&self, ev: &SessionEvent) {
-        match ev {
-            SessionEvent::Suspended { .. } => self.suspect.store(true, Ordering::SeqCst),
-            SessionEvent::Lost { .. } | SessionEvent::Closed => {
-                self.suspect.store(true, Ordering::SeqCst);
-                self.rejoin
-                    .store(matches!(ev, SessionEvent::Lost { .. }), Ordering::SeqCst);
+        match *ev {
+            SessionEvent::Suspended { .. } => {
+                self.connected.store(false, Ordering::SeqCst);
+                let mut inner = self.inner.lock();
+                if inner.holding.is_some() && !inner.suspended && !inner.lost {
+                    inner.suspended = true;
+                    inner.emit(LeaderEvent::Suspended);
+                }
+            }
+            SessionEvent::Connected { .. } | SessionEvent::Reconnected { .. } => {
+                self.connected.store(true, Ordering::SeqCst);
+            }
+            SessionEvent::Lost { session_id, .. } => {
+                self.connected.store(false, Ordering::SeqCst);
+                self.rejoin.store(true, Ordering::SeqCst);
+                {
+                    let mut inner = self.inner.lock();
+                    if inner
+                        .holding
+                        .as_ref()
+                        .is_some_and(|h| h.owner() == session_id)
+                    {
+                        inner.report_lost();
+                    }
+                }
                 // A waiting candidate stops waiting, says so, and queues again.
                 self.election.canceller().cancel();
             }
-            _ => {}
+            SessionEvent::Closed => {
+                self.connected.store(false, Ordering::SeqCst);
+                self.inner.lock().report_lost();
+                self.election.canceller().cancel();
+            }
         }
     }
 }
@@ -137,17 +191,22 @@ impl Candidate {
             election,
             inner: Mutex::new(Inner {
                 holding: None,
+                suspended: false,
+                lost: false,
                 events: Some(tx),
                 ended: false,
             }),
             changed: Condvar::new(),
-            suspect: AtomicBool::new(false),
+            connected: AtomicBool::new(false),
             rejoin: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             wake,
         });
         let sink: Arc<dyn SessionSink> = shared.clone();
-        shared.election.client.subscribe_sink(Arc::downgrade(&sink));
+        let (_, state) = shared.election.client.subscribe_sink(Arc::downgrade(&sink));
+        shared
+            .connected
+            .store(state == SessionState::Connected, Ordering::SeqCst);
         let run = shared.clone();
         std::thread::Builder::new()
             .name("zkguard-candidate".into())
@@ -163,9 +222,8 @@ impl Candidate {
     /// leadership not lost. False from the moment the connection drops until leadership is
     /// proven again after the reconnect ([`LeaderEvent::Restored`]).
     pub fn is_leader(&self) -> bool {
-        let inner = self.shared.inner.lock();
-        inner.holding.as_ref().is_some_and(|h| h.is_valid())
-            && !self.shared.suspect.load(Ordering::SeqCst)
+        let term = self.shared.inner.lock().leading().cloned();
+        term.is_some_and(|h| h.is_valid())
     }
 
     /// The candidate's events, in order, from the moment it joined. Every call returns a
@@ -182,7 +240,7 @@ impl Candidate {
         let deadline = Instant::now().checked_add(timeout);
         let mut inner = self.shared.inner.lock();
         loop {
-            if inner.holding.is_some() && !self.shared.suspect.load(Ordering::SeqCst) {
+            if inner.leading().is_some() {
                 return Ok(true);
             }
             if inner.ended {
@@ -191,9 +249,7 @@ impl Candidate {
             match deadline {
                 Some(d) => {
                     if self.shared.changed.wait_until(&mut inner, d).timed_out() {
-                        return Ok(
-                            inner.holding.is_some() && !self.shared.suspect.load(Ordering::SeqCst)
-                        );
+                        return Ok(inner.leading().is_some());
                     }
                 }
                 None => self.shared.changed.wait(&mut inner),
@@ -201,20 +257,28 @@ impl Candidate {
         }
     }
 
-    /// The fencing token of the current term, while leading.
+    /// The fencing token of the current term, while leading (suspended included).
     pub fn token(&self) -> Option<u64> {
-        self.shared.inner.lock().holding.as_ref().map(|h| h.token())
+        let inner = self.shared.inner.lock();
+        inner
+            .holding
+            .as_ref()
+            .filter(|_| !inner.lost)
+            .map(|h| h.token())
     }
 
     /// Proves that this candidate leads at this instant, with a quorum write (see
     /// [`Leadership::confirm`](crate::Leadership::confirm)). [`Error::NotLeader`] if it does
     /// not lead.
     pub fn confirm(&self) -> Result<()> {
-        let holding = self.shared.inner.lock().holding.clone();
+        let term = {
+            let inner = self.shared.inner.lock();
+            inner.holding.clone().filter(|_| !inner.lost)
+        };
         let not_leader = || Error::NotLeader {
             path: self.shared.election.path().to_string(),
         };
-        match holding {
+        match term {
             None => Err(not_leader()),
             Some(h) => h.confirm().map_err(|e| match e {
                 Error::LockLost { .. } => not_leader(),
@@ -224,20 +288,24 @@ impl Candidate {
     }
 
     /// Steps down if leading and queues again at the back ([`LeaderEvent::Resigned`]);
-    /// `Ok(false)` if it was not leading. When it returns, this candidate no longer leads
-    /// and its node is deleted (or, on connection trouble, its deletion is under way in the
-    /// background).
+    /// `Ok(false)` if it was not leading (or had just lost leadership). When it returns,
+    /// this candidate no longer leads and its node is deleted (or, on connection trouble,
+    /// its deletion is under way in the background).
     pub fn resign(&self) -> Result<bool> {
-        let holding = {
+        let (term, was_lost) = {
             let mut inner = self.shared.inner.lock();
-            let Some(h) = inner.holding.take() else {
-                return Ok(false);
-            };
-            inner.emit(LeaderEvent::Resigned);
-            h
+            let was_lost = inner.lost;
+            if inner.holding.is_some() && !was_lost {
+                inner.emit(LeaderEvent::Resigned);
+            }
+            (inner.end_term(), was_lost)
+        };
+        let Some(h) = term else {
+            return Ok(false);
         };
         let _ = self.shared.wake.send(());
-        match holding.release() {
+        match h.release() {
+            _ if was_lost => Ok(false),
             Ok(()) | Err(Error::LockLost { .. }) => Ok(true),
             Err(e) if e.is_connection_error() => Ok(true),
             Err(e) => Err(e),
@@ -253,10 +321,10 @@ impl Candidate {
 impl Drop for Candidate {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        let holding = self.shared.inner.lock().holding.take();
+        let term = self.shared.inner.lock().end_term();
         self.shared.election.canceller().shut();
         let _ = self.shared.wake.send(());
-        if let Some(h) = holding {
+        if let Some(h) = term {
             h.release_quietly();
         }
     }
@@ -303,27 +371,24 @@ impl Shared {
                 }
             }
         }
-        let holding = {
+        let term = {
             let mut inner = self.inner.lock();
-            let h = inner.holding.take();
-            if h.is_some() {
-                inner.emit(LeaderEvent::Lost);
-            }
+            inner.report_lost();
+            let term = inner.end_term();
             inner.events = None;
             inner.ended = true;
             self.changed.notify_all();
-            h
+            term
         };
-        if let Some(h) = holding {
+        if let Some(h) = term {
             h.release_quietly();
         }
     }
 
     /// One term: from election until leadership is lost, resigned, or the candidate goes.
     fn lead(&self, holding: Holding, wake: &Receiver<()>) {
-        let client = &self.election.client;
         let h = Arc::new(holding);
-        let events = SessionEvents::new(client);
+        let events = SessionEvents::new(&self.election.client);
         {
             let mut inner = self.inner.lock();
             if self.stop.load(Ordering::SeqCst) {
@@ -332,10 +397,10 @@ impl Shared {
                 return;
             }
             inner.holding = Some(h.clone());
-            let connected = client.state() == SessionState::Connected;
-            self.suspect.store(!connected, Ordering::SeqCst);
             inner.emit(LeaderEvent::Elected { token: h.token() });
-            if !connected {
+            // Cut off already: `on_session` saw the drop before the term began.
+            if !self.connected.load(Ordering::SeqCst) {
+                inner.suspended = true;
                 inner.emit(LeaderEvent::Suspended);
             }
             self.changed.notify_all();
@@ -349,23 +414,17 @@ impl Shared {
             select! {
                 recv(lost) -> _ => break,
                 recv(events.rx) -> ev => match ev {
-                    Ok(SessionEvent::Suspended { .. }) => {
-                        let inner = self.inner.lock();
-                        if !ours(&inner) {
-                            return;
-                        }
-                        self.suspect.store(true, Ordering::SeqCst);
-                        inner.emit(LeaderEvent::Suspended);
-                    }
+                    // Suspensions are reported by `on_session` as they happen.
+                    Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => {}
                     Ok(SessionEvent::Reconnected { .. }) => match h.confirm() {
                         Ok(()) => {
-                            let inner = self.inner.lock();
+                            let mut inner = self.inner.lock();
                             if !ours(&inner) {
                                 return;
                             }
-                            // A drop again since the reconnect leaves it suspect.
-                            if client.state() == SessionState::Connected {
-                                self.suspect.store(false, Ordering::SeqCst);
+                            // Not if the connection dropped again since.
+                            if inner.suspended && !inner.lost && self.connected.load(Ordering::SeqCst) {
+                                inner.suspended = false;
                                 inner.emit(LeaderEvent::Restored);
                                 self.changed.notify_all();
                             }
@@ -374,7 +433,6 @@ impl Shared {
                         // Still cut off: the next event decides.
                         Err(_) => {}
                     },
-                    Ok(SessionEvent::Connected { .. }) => {}
                     Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => break,
                 },
                 recv(wake) -> _ => {
@@ -384,18 +442,18 @@ impl Shared {
                 }
             }
         }
-        // Lost.
+        // Lost (reported already if the session went; not yet if the node was deleted).
         {
             let mut inner = self.inner.lock();
             if !ours(&inner) {
                 return;
             }
-            inner.holding = None;
-            inner.emit(LeaderEvent::Lost);
+            inner.report_lost();
+            inner.end_term();
             self.changed.notify_all();
         }
-        // Nothing to delete if the session is gone; a node deleted by someone else is
-        // gone too; otherwise (a watch report we cannot trust) make sure.
+        // Nothing to delete if the session is gone, or someone deleted the node; if a
+        // watch report cannot be trusted, this makes sure.
         h.release_quietly();
     }
 }

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use crate::client::{Check, Client, SessionSink, WatchSink};
 use crate::error::{Error, Result};
-use crate::{EventType, Op, SessionEvent, SessionState, WatchedEvent};
+use crate::{EventType, Op, SessionEvent, SessionState, Stat, WatchedEvent};
 
 /// A node that was acquired: the queue's answer to a recipe.
 #[derive(Debug, Clone)]
@@ -61,6 +61,8 @@ impl Signal {
 pub(crate) struct State {
     path: String,
     owner: i64,
+    /// The node's creation zxid: tells our node from a later one at the same path.
+    token: u64,
     lost: Signal,
     revoked: Signal,
     released: AtomicBool,
@@ -107,7 +109,13 @@ impl WatchSink for State {
         self.armed.store(false, Ordering::SeqCst);
     }
 
-    fn on_data(&self, data: &[u8]) {
+    fn on_data(&self, data: &[u8], stat: &Stat) {
+        // The watch went on whatever node is at the path now: if that is not ours (the
+        // unfair recipes' shared path, re-created by someone else), ours is gone.
+        if stat.czxid as u64 != self.token || stat.ephemeral_owner != self.owner {
+            self.mark_lost();
+            return;
+        }
         // A request written before we looked (Curator checks the data the same way).
         if data == crate::lock::REVOKE_MESSAGE {
             self.revoked.fire();
@@ -130,6 +138,7 @@ impl Holding {
         let state = Arc::new(State {
             path: acquired.path.clone(),
             owner: acquired.owner,
+            token: acquired.token,
             lost: Signal::default(),
             revoked: Signal::default(),
             released: AtomicBool::new(false),
@@ -156,6 +165,11 @@ impl Holding {
 
     pub(crate) fn token(&self) -> u64 {
         self.acquired.token
+    }
+
+    /// The session that owns the node.
+    pub(crate) fn owner(&self) -> i64 {
+        self.acquired.owner
     }
 
     pub(crate) fn is_valid(&self) -> bool {
