@@ -3,7 +3,7 @@
 //! Against a throwaway standalone server from the harness (`forceSync=no`, the JVM's full
 //! JIT, warmed up for 3 s first), or the ensemble named by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
 //! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
-//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W5`, `W6`.
+//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`.
 //!
 //! ```text
 //! cargo run --release --example bench --features testing
@@ -27,6 +27,21 @@
 //!   (`W2 delete+watch`, measured once per run).
 //! - `W3`: 50 sessions queued behind a holder; watch notifications the 50 receive when the
 //!   holder releases and the next one takes over.
+//! - `W4`: leader election (fair), 5 candidates each on a session of its own: 30 rounds
+//!   (`BENCH_N` if set) where the leader resigns and queues again, then 10 where the
+//!   leader's client is closed (and a fresh client and candidate replace it), after 5
+//!   uncounted rounds. p50, p90 and max of: resign → another candidate knows it leads, the
+//!   `Client::close` call, close → another candidate knows it leads; `ratio` = resign →
+//!   leader p50 / the p50 of a delete seen by another session's data watch, sampled right
+//!   before each resign round (target 1.2), and beside it the same baseline where the
+//!   watcher lists the election directory on the event (`delete_watch_list_`). Two lines:
+//!   `W4`, the guard style (4 threads blocked in `lead()`, the time taken when `lead()`
+//!   returns), and `W4 candidate`, the background style (`Candidate`s, a thread of ours
+//!   blocked on each one's `events()`, the time taken when `Elected` arrives). Every round
+//!   checks that the next candidate in the queue took over, that exactly one candidate
+//!   says it leads, and that the server's first node is its; `violations` and
+//!   `order_violations` count the rounds that failed. `requeue_before_delete` counts rounds
+//!   where the resigner's new node was created before its old one was deleted.
 //! - `W5`: `RwLock`, 8 sessions (6 readers, 2 writers), `BENCH_N` acquisitions in all.
 //! - `W6`: 1,000 waiters (20 threads on each of 50 sessions) on one `Mutex`: threads (and
 //!   `library_threads`: all but ours and main), resident memory per waiter (beside what an
@@ -48,10 +63,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{RecvTimeoutError, Sender};
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex as PlMutex;
 use zkguard::testing::TestCluster;
-use zkguard::{Client, CreateMode, EventType, Mutex, RwLock};
+use zkguard::{
+    Candidate, Client, CreateMode, EventType, LeaderElection, LeaderEvent, Mutex, RwLock,
+    SessionState,
+};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Res<T> = std::result::Result<T, BoxError>;
@@ -149,6 +167,14 @@ impl Line {
         samples.sort();
         self.f(&format!("{prefix}p50_us"), percentile(samples, 0.5))
             .f(&format!("{prefix}p99_us"), percentile(samples, 0.99))
+    }
+
+    /// p50, p90 and max in µs of `samples` (sorted here) under `prefix`.
+    fn dist(self, prefix: &str, samples: &mut [Duration]) -> Line {
+        samples.sort();
+        self.f(&format!("{prefix}p50_us"), percentile(samples, 0.5))
+            .f(&format!("{prefix}p90_us"), percentile(samples, 0.9))
+            .f(&format!("{prefix}max_us"), percentile(samples, 1.0))
     }
 
     fn print(mut self) {
@@ -285,6 +311,8 @@ struct Ctx {
     connect: String,
     target: String,
     n: usize,
+    /// `BENCH_N` as given (W4 keeps the issue's round count unless it is set).
+    n_given: Option<usize>,
     dir: String,
     client: Client,
 }
@@ -303,7 +331,7 @@ fn close_all(clients: &[Client]) {
     }
 }
 
-const WORKLOADS: [&str; 8] = ["ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W5", "W6"];
+const WORKLOADS: [&str; 9] = ["ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W4", "W5", "W6"];
 
 fn main() {
     std::process::exit(match run() {
@@ -318,11 +346,11 @@ fn main() {
 
 /// Whether every selected workload succeeded.
 fn run() -> Res<bool> {
-    let n: usize = std::env::var("BENCH_N")
+    let n_given: Option<usize> = std::env::var("BENCH_N")
         .ok()
         .and_then(|v| v.parse().ok())
-        .filter(|&n: &usize| n >= 2)
-        .unwrap_or(2000);
+        .filter(|&n: &usize| n >= 2);
+    let n = n_given.unwrap_or(2000);
     let only: Option<Vec<String>> = std::env::var("BENCH_ONLY")
         .ok()
         .map(|v| {
@@ -388,6 +416,7 @@ fn run() -> Res<bool> {
         connect,
         target,
         n,
+        n_given,
         dir,
         client,
     };
@@ -430,6 +459,7 @@ fn run() -> Res<bool> {
         dw = dw_cell.into_inner();
     }
     run_one("W3", 120.0, &w3);
+    run_one("W4", 120.0, &w4);
     run_one("W5", 180.0, &w5);
     run_one("W6", 600.0, &w6);
 
@@ -836,53 +866,15 @@ fn delete_watch_p50(ctx: &Ctx) -> Res<f64> {
 }
 
 fn delete_watch(ctx: &Ctx, clients: &[Client]) -> Res<(Vec<Duration>, Line)> {
-    let (watcher, deleter) = (clients[0].clone(), clients[1].clone());
     let node = format!("{}/w2-delete-watch", ctx.dir);
-    let (go_tx, go_rx) = crossbeam_channel::bounded::<()>(0);
-    let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Res<()>>(0);
-    let (seen_tx, seen_rx) = crossbeam_channel::bounded::<Res<Instant>>(0);
-    let path = node.clone();
-    let h = spawn("bench-delete-watch".into(), move || {
-        while go_rx.recv().is_ok() {
-            let watch = match watcher.get_data_w(&path) {
-                Ok((_, _, w)) => w,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.into()));
-                    return;
-                }
-            };
-            if ready_tx.send(Ok(())).is_err() {
-                return;
-            }
-            let seen = match watch.recv_timeout(STEP_WAIT) {
-                Ok(ev) if ev.event_type == EventType::NodeDeleted => Ok(Instant::now()),
-                Ok(ev) => Err(format!("unexpected watch event {ev:?}").into()),
-                Err(e) => Err(format!("no watch event: {e}").into()),
-            };
-            if seen_tx.send(seen).is_err() {
-                return;
-            }
-        }
-    })?;
-    let rounds = ctx.n + 200;
+    let dw = DeleteWatch::start(clients[0].clone(), clients[1].clone(), node)?;
     let mut samples = Vec::with_capacity(ctx.n);
-    let r = (|| -> Res<()> {
-        for i in 0..rounds {
-            deleter.create(&node, b"", CreateMode::Ephemeral)?;
-            go_tx.send(()).map_err(|_| "watcher thread gone")?;
-            ready_rx.recv_timeout(STEP_WAIT)??;
-            let t0 = Instant::now();
-            deleter.delete(&node, None)?;
-            let seen = seen_rx.recv_timeout(STEP_WAIT)??;
-            if i >= 200 {
-                samples.push(seen.saturating_duration_since(t0));
-            }
+    for i in 0..ctx.n + 200 {
+        let d = dw.sample()?;
+        if i >= 200 {
+            samples.push(d);
         }
-        Ok(())
-    })();
-    drop(go_tx);
-    let _ = h.join();
-    r?;
+    }
     let line = Line::new("W2 delete+watch", &ctx.target)
         .s(
             "what",
@@ -890,6 +882,98 @@ fn delete_watch(ctx: &Ctx, clients: &[Client]) -> Res<(Vec<Duration>, Line)> {
         )
         .u("n", samples.len() as u64);
     Ok((samples, line))
+}
+
+/// The delete + watch notification baseline, one sample at a time: `watcher` holds a data
+/// watch on `node` (a thread of ours blocked on it), `deleter` deletes the node; a sample
+/// runs from just before the delete call to the watch event arriving at that thread (or,
+/// with [`sample_listing`](DeleteWatch::sample_listing), to that thread's listing of a
+/// directory made on the event coming back).
+struct DeleteWatch {
+    deleter: Client,
+    node: String,
+    /// Each message starts one sample: the directory to list after the event, if any.
+    go_tx: Option<Sender<Option<String>>>,
+    ready_rx: Receiver<Res<()>>,
+    seen_rx: Receiver<Res<Instant>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl DeleteWatch {
+    fn start(watcher: Client, deleter: Client, node: String) -> Res<DeleteWatch> {
+        let (go_tx, go_rx) = crossbeam_channel::bounded::<Option<String>>(0);
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Res<()>>(0);
+        let (seen_tx, seen_rx) = crossbeam_channel::bounded::<Res<Instant>>(0);
+        let path = node.clone();
+        let handle = spawn("bench-delete-watch".into(), move || {
+            while let Ok(list) = go_rx.recv() {
+                let watch = match watcher.get_data_w(&path) {
+                    Ok((_, _, w)) => w,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.into()));
+                        return;
+                    }
+                };
+                if ready_tx.send(Ok(())).is_err() {
+                    return;
+                }
+                let seen = match watch.recv_timeout(STEP_WAIT) {
+                    Ok(ev) if ev.event_type == EventType::NodeDeleted => match &list {
+                        None => Ok(Instant::now()),
+                        Some(dir) => match watcher.get_children(dir) {
+                            Ok(_) => Ok(Instant::now()),
+                            Err(e) => Err(e.into()),
+                        },
+                    },
+                    Ok(ev) => Err(format!("unexpected watch event {ev:?}").into()),
+                    Err(e) => Err(format!("no watch event: {e}").into()),
+                };
+                if seen_tx.send(seen).is_err() {
+                    return;
+                }
+            }
+        })?;
+        Ok(DeleteWatch {
+            deleter,
+            node,
+            go_tx: Some(go_tx),
+            ready_rx,
+            seen_rx,
+            handle: Some(handle),
+        })
+    }
+
+    /// Delete until the watch event.
+    fn sample(&self) -> Res<Duration> {
+        self.run(None)
+    }
+
+    /// Delete until the watcher, told by the event, has listed `dir`.
+    fn sample_listing(&self, dir: &str) -> Res<Duration> {
+        self.run(Some(dir.to_string()))
+    }
+
+    fn run(&self, list: Option<String>) -> Res<Duration> {
+        let go = self.go_tx.as_ref().ok_or("delete+watch: stopped")?;
+        self.deleter
+            .create(&self.node, b"", CreateMode::Ephemeral)?;
+        go.send(list)
+            .map_err(|_| "delete+watch: watcher thread gone")?;
+        self.ready_rx.recv_timeout(STEP_WAIT)??;
+        let t0 = Instant::now();
+        self.deleter.delete(&self.node, None)?;
+        let seen = self.seen_rx.recv_timeout(STEP_WAIT)??;
+        Ok(seen.saturating_duration_since(t0))
+    }
+}
+
+impl Drop for DeleteWatch {
+    fn drop(&mut self) {
+        self.go_tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
@@ -1016,6 +1100,633 @@ fn w3_run(ctx: &Ctx, holder_client: &Client, clients: &[Client]) -> Res<()> {
         .u("handoff_us", took_us)
         .print();
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// W4: leader election, change of leader
+// ---------------------------------------------------------------------------------------
+
+/// Candidates in the election, each on a client (session) of its own.
+const W4_CANDIDATES: usize = 5;
+/// Resign rounds by default (the issue's count; `BENCH_N`, when set, replaces it).
+const W4_RESIGNS: usize = 30;
+/// Rounds where the leader's client is closed.
+const W4_CLOSES: usize = 10;
+/// Resign rounds run first and not counted.
+const W4_WARMUP: usize = 5;
+
+/// What one style's rounds measured.
+#[derive(Default)]
+struct W4Run {
+    /// From just before the resign to the successor learning it leads.
+    resign_to_leader: Vec<Duration>,
+    /// The delete + watch baseline, one sample right before each counted resign round.
+    baseline: Vec<Duration>,
+    /// The same, with the watcher listing the election's directory on the event (what a
+    /// successor whose last listing is stale must add), sampled right after `baseline`.
+    baseline_list: Vec<Duration>,
+    /// The resign call itself.
+    resign_call: Vec<Duration>,
+    /// `Client::close` on the leader's client.
+    close_call: Vec<Duration>,
+    /// From just before the close to the successor learning it leads.
+    close_to_leader: Vec<Duration>,
+    /// Requests the successor's client sent from just before the resign until it knew.
+    successor_requests: Vec<u64>,
+    /// Rounds where not exactly one candidate led once the change was over (or a second
+    /// one said it was elected, or the server's first node was someone else's).
+    violations: u64,
+    /// Rounds where the new leader was not the next candidate in the queue.
+    order_violations: u64,
+    /// Settled rounds where a child of the election changed after the newest node was
+    /// created, i.e. the resigner queued again before its old node was deleted.
+    requeue_before_delete: u64,
+    /// Closed leaders that learned it: `Lost` (background style), or `lost()` fired (guard
+    /// style).
+    lost_reported: u64,
+}
+
+fn w4(ctx: &Ctx) -> Res<()> {
+    let resigns = ctx.n_given.unwrap_or(W4_RESIGNS);
+    let closes = W4_CLOSES;
+    let base_clients = ctx.connect_many(2)?;
+    let r = (|| -> Res<(W4Run, W4Run)> {
+        let dw = DeleteWatch::start(
+            base_clients[0].clone(),
+            base_clients[1].clone(),
+            format!("{}/w4-delete-watch", ctx.dir),
+        )?;
+        let guard = w4_guard(ctx, &dw, resigns, closes)?;
+        let background = w4_candidates(ctx, &dw, resigns, closes)?;
+        Ok((guard, background))
+    })();
+    close_all(&base_clients);
+    let (mut guard, mut background) = r?;
+    w4_line(
+        "W4",
+        ctx,
+        "guard style: 4 threads blocked in lead(); from just before the leader's resign() to lead() returning in another",
+        &mut guard,
+    );
+    w4_line(
+        "W4 candidate",
+        ctx,
+        "background style: Candidate::events() receiving Elected, one thread per candidate; from just before resign() to the event",
+        &mut background,
+    );
+    let bad = guard.violations + background.violations;
+    let order = guard.order_violations + background.order_violations;
+    if bad + order > 0 {
+        return Err(format!(
+            "W4: {bad} rounds without exactly one leader, {order} out of queue order"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn w4_line(figure: &str, ctx: &Ctx, what: &str, run: &mut W4Run) {
+    let leader_p50 = p50(&mut run.resign_to_leader);
+    let ratio = leader_p50 / p50(&mut run.baseline);
+    let close_p50 = p50(&mut run.close_call);
+    let mut line = Line::new(figure, &ctx.target)
+        .s("what", what)
+        .u("candidates", W4_CANDIDATES as u64)
+        .u("resign_rounds", run.resign_to_leader.len() as u64)
+        .u("close_rounds", run.close_call.len() as u64)
+        .dist("resign_to_leader_", &mut run.resign_to_leader)
+        .dist("delete_watch_", &mut run.baseline)
+        .f("ratio", ratio)
+        .s(
+            "ratio_is",
+            "resign_to_leader_p50 / delete_watch_p50 (interleaved)",
+        )
+        .s("ratio_target", "<= 1.2")
+        .b("target_met", ratio <= 1.2)
+        .dist("delete_watch_list_", &mut run.baseline_list)
+        .f(
+            "ratio_to_delete_watch_list",
+            leader_p50 / p50(&mut run.baseline_list),
+        )
+        .dist("resign_call_", &mut run.resign_call)
+        .dist("close_call_", &mut run.close_call)
+        .s("close_call_target", "p50 < 5000 us")
+        .b("close_call_target_met", close_p50 < 5000.0)
+        .dist("close_to_leader_", &mut run.close_to_leader);
+    if !run.successor_requests.is_empty() {
+        let r = &run.successor_requests;
+        line = line
+            .f(
+                "successor_requests_mean",
+                r.iter().sum::<u64>() as f64 / r.len() as f64,
+            )
+            .u(
+                "successor_requests_max",
+                r.iter().copied().max().unwrap_or(0),
+            );
+    }
+    line.u("requeue_before_delete", run.requeue_before_delete)
+        .u("closed_leaders_reported_lost", run.lost_reported)
+        .u("violations", run.violations)
+        .u("order_violations", run.order_violations)
+        .print();
+}
+
+/// The election's queue, once it holds `want` candidates and has been quiet for a moment:
+/// their ids in queue order, and whether a child changed after the newest was created.
+fn w4_settle(client: &Client, observer: &LeaderElection, want: usize) -> Res<(Vec<String>, bool)> {
+    let deadline = Instant::now() + STEP_WAIT;
+    loop {
+        let have = observer.participants()?;
+        if have.len() == want {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("W4: {} candidates queued, want {want}", have.len()).into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Let the last one arm its watch, and the leader its own.
+    std::thread::sleep(Duration::from_millis(5));
+    let (names, stat) = client.get_children(observer.path())?;
+    let newest = names
+        .iter()
+        .max_by_key(|n| n.rsplit('-').next().and_then(|s| s.parse::<u64>().ok()))
+        .ok_or("W4: empty election")?;
+    let newest = client
+        .exists(&format!("{}/{newest}", observer.path()))?
+        .ok_or("W4: the newest node went away")?;
+    let ids = observer.participants()?;
+    if ids.len() != want {
+        return Err(format!("W4: {} candidates after settling, want {want}", ids.len()).into());
+    }
+    Ok((
+        ids.iter().map(|p| p.id()).collect(),
+        stat.pzxid > newest.czxid,
+    ))
+}
+
+/// Whether the election's leader, as the server sees it, is `id`.
+fn w4_leader_is(observer: &LeaderElection, id: &str) -> Res<bool> {
+    Ok(observer.leader()?.is_some_and(|p| p.id() == id))
+}
+
+// --- guard style -----------------------------------------------------------------------
+
+/// A guard-style candidate won: who, when `lead()` returned, and its client's request count.
+struct Led {
+    who: usize,
+    at: Instant,
+    requests: u64,
+}
+
+struct GuardShared {
+    /// Candidates that hold leadership (by their own count).
+    inside: AtomicUsize,
+    violations: AtomicU64,
+    /// Set just before a leader's resign; taken by the main thread.
+    resigned_at: PlMutex<Option<Instant>>,
+    resign_calls: PlMutex<Vec<Duration>>,
+    /// False during the clean-up, when leaders come and go uncounted.
+    counting: AtomicBool,
+}
+
+struct GuardSlot {
+    who: usize,
+    client: Client,
+    /// A message: resign and lead again. Dropped: resign and leave.
+    cmd: Option<Sender<()>>,
+    handle: JoinHandle<Res<()>>,
+}
+
+fn w4_guard_thread(
+    who: usize,
+    client: Client,
+    path: String,
+    shared: Arc<GuardShared>,
+    cmd: Receiver<()>,
+    led: Sender<Led>,
+) -> Res<()> {
+    let election = LeaderElection::new(&client, &path, format!("g{who}"))?;
+    loop {
+        let leadership = match election.lead_timeout(LOCK_WAIT) {
+            Ok(Some(l)) => l,
+            Ok(None) => return Err(format!("W4: g{who}: lead timed out").into()),
+            // Our client was closed while we waited.
+            Err(zkguard::Error::Closed) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let at = Instant::now();
+        let requests = client.stats().requests;
+        if shared.inside.fetch_add(1, Ordering::SeqCst) != 0
+            && shared.counting.load(Ordering::SeqCst)
+        {
+            shared.violations.fetch_add(1, Ordering::SeqCst);
+        }
+        let lost = leadership.lost();
+        let _ = led.send(Led { who, at, requests });
+        select! {
+            recv(cmd) -> c => {
+                shared.inside.fetch_sub(1, Ordering::SeqCst);
+                if c.is_err() {
+                    let _ = leadership.resign();
+                    return Ok(());
+                }
+                let t = Instant::now();
+                *shared.resigned_at.lock() = Some(t);
+                leadership.resign()?;
+                shared.resign_calls.lock().push(t.elapsed());
+            }
+            recv(lost) -> _ => {
+                // The main thread closed our client (and took us out of the count).
+                if client.state() != SessionState::Closed {
+                    return Err(format!("W4: g{who} lost leadership, its client not closed").into());
+                }
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usize) -> Res<W4Run> {
+    let path = format!("{}/w4-guard", ctx.dir);
+    let observer = LeaderElection::new(&ctx.client, &path, "observer")?;
+    let shared = Arc::new(GuardShared {
+        inside: AtomicUsize::new(0),
+        violations: AtomicU64::new(0),
+        resigned_at: PlMutex::new(None),
+        resign_calls: PlMutex::new(Vec::new()),
+        counting: AtomicBool::new(true),
+    });
+    let (led_tx, led_rx) = crossbeam_channel::unbounded::<Led>();
+    let mut slots: Vec<GuardSlot> = Vec::new();
+    let mut next_who = 0;
+    let mut add = |slots: &mut Vec<GuardSlot>| -> Res<()> {
+        let client = Client::connect(&ctx.connect)?;
+        let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
+        let who = next_who;
+        next_who += 1;
+        let (c, p, s, l) = (client.clone(), path.clone(), shared.clone(), led_tx.clone());
+        let handle = match spawn(format!("bench-w4-g{who}"), move || {
+            w4_guard_thread(who, c, p, s, cmd_rx, l)
+        }) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = client.close();
+                return Err(e);
+            }
+        };
+        slots.push(GuardSlot {
+            who,
+            client,
+            cmd: Some(cmd_tx),
+            handle,
+        });
+        Ok(())
+    };
+    let mut run = W4Run::default();
+    let r = (|| -> Res<()> {
+        for _ in 0..W4_CANDIDATES {
+            add(&mut slots)?;
+            // One at a time, so the queue order is the order of `slots`.
+            w4_settle(&ctx.client, &observer, slots.len())?;
+        }
+        let first = led_rx.recv_timeout(STEP_WAIT)?;
+        let mut leader = first.who;
+        let slot_of = |slots: &[GuardSlot], who: usize| slots.iter().position(|s| s.who == who);
+        for round in 0..W4_WARMUP + resigns + closes {
+            let counted = round >= W4_WARMUP;
+            let closing = round >= W4_WARMUP + resigns;
+            let (ids, requeued_early) = w4_settle(&ctx.client, &observer, W4_CANDIDATES)?;
+            if counted && requeued_early {
+                run.requeue_before_delete += 1;
+            }
+            // Nobody else may have said it leads since the last round.
+            while let Ok(extra) = led_rx.try_recv() {
+                run.violations += 1;
+                eprintln!("W4 guard: g{} led out of turn", extra.who);
+            }
+            if ids[0] != format!("g{leader}") {
+                run.violations += 1;
+                eprintln!("W4 guard: the server's leader is {}, not g{leader}", ids[0]);
+            }
+            let next = ids[1].clone();
+            let li = slot_of(&slots, leader).ok_or("W4: the leader's slot is gone")?;
+            let succ = slots
+                .iter()
+                .find(|s| format!("g{}", s.who) == next)
+                .ok_or("W4: the next candidate is not ours")?;
+            let before = succ.client.stats().requests;
+            let (t0, took) = if closing {
+                shared.inside.fetch_sub(1, Ordering::SeqCst);
+                let t0 = Instant::now();
+                let (d, r) = timed(|| slots[li].client.close());
+                r?;
+                (t0, Some(d))
+            } else {
+                if counted {
+                    run.baseline.push(dw.sample()?);
+                    run.baseline_list.push(dw.sample_listing(&path)?);
+                }
+                slots[li]
+                    .cmd
+                    .as_ref()
+                    .ok_or("W4: no command channel")?
+                    .send(())
+                    .map_err(|_| "W4: the leader's thread is gone")?;
+                (Instant::now(), None)
+            };
+            let won = led_rx.recv_timeout(STEP_WAIT)?;
+            let t0 = if closing {
+                t0
+            } else {
+                shared
+                    .resigned_at
+                    .lock()
+                    .take()
+                    .ok_or("W4: the leader did not say when it resigned")?
+            };
+            let d = won.at.saturating_duration_since(t0);
+            if format!("g{}", won.who) != next {
+                run.order_violations += 1;
+                eprintln!("W4 guard: g{} leads, expected {next}", won.who);
+            }
+            if !w4_leader_is(&observer, &format!("g{}", won.who))? {
+                run.violations += 1;
+                eprintln!("W4 guard: g{} says it leads, the server disagrees", won.who);
+            }
+            leader = won.who;
+            if counted {
+                run.successor_requests
+                    .push(won.requests.saturating_sub(before));
+                match took {
+                    Some(c) => {
+                        run.close_call.push(c);
+                        run.close_to_leader.push(d);
+                    }
+                    None => run.resign_to_leader.push(d),
+                }
+            }
+            if closing {
+                // The closed candidate's thread ends; a fresh client and candidate join.
+                let old = slots.remove(li);
+                let deadline = Instant::now() + STEP_WAIT;
+                while !old.handle.is_finished() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if !old.handle.is_finished() {
+                    return Err(format!("W4: g{}'s thread did not end after close", old.who).into());
+                }
+                old.handle
+                    .join()
+                    .map_err(|_| "W4: a candidate thread panicked")??;
+                // It led, so it could only end well through its `lost` signal.
+                run.lost_reported += 1;
+                add(&mut slots)?;
+            }
+        }
+        Ok(())
+    })();
+    // Clean-up: every leader resigns and leaves in turn (the command channels are dropped).
+    shared.counting.store(false, Ordering::SeqCst);
+    for s in &mut slots {
+        s.cmd = None;
+    }
+    let deadline = Instant::now() + STEP_WAIT;
+    while !slots.iter().all(|s| s.handle.is_finished()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let handles: Vec<_> = slots
+        .into_iter()
+        .map(|s| {
+            let _ = s.client.close();
+            s.handle
+        })
+        .collect();
+    let joined = join_all(handles);
+    r?;
+    joined?;
+    let mut calls = std::mem::take(&mut *shared.resign_calls.lock());
+    // The warm-up rounds' resign calls are not counted.
+    run.resign_call = calls.split_off(W4_WARMUP.min(calls.len()));
+    run.violations += shared.violations.load(Ordering::SeqCst);
+    Ok(run)
+}
+
+// --- background style ------------------------------------------------------------------
+
+/// An event of a background-style candidate, stamped when its listener received it.
+struct Heard {
+    who: usize,
+    ev: LeaderEvent,
+    at: Instant,
+}
+
+struct CandSlot {
+    who: usize,
+    client: Client,
+    candidate: Candidate,
+    listener: JoinHandle<Res<()>>,
+}
+
+fn w4_candidates(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usize) -> Res<W4Run> {
+    let path = format!("{}/w4-candidate", ctx.dir);
+    let observer = LeaderElection::new(&ctx.client, &path, "observer")?;
+    let (heard_tx, heard_rx) = crossbeam_channel::unbounded::<Heard>();
+    let mut slots: Vec<CandSlot> = Vec::new();
+    let mut next_who = 0;
+    let mut add = |slots: &mut Vec<CandSlot>| -> Res<()> {
+        let client = Client::connect(&ctx.connect)?;
+        let who = next_who;
+        next_who += 1;
+        let joined = LeaderElection::new(&client, &path, format!("c{who}")).and_then(|e| e.join());
+        let candidate = match joined {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = client.close();
+                return Err(e.into());
+            }
+        };
+        // A thread of ours blocked on the events, as a daemon would be.
+        let (events, tx) = (candidate.events(), heard_tx.clone());
+        let listener = spawn(format!("bench-w4-c{who}"), move || -> Res<()> {
+            for ev in events.iter() {
+                let at = Instant::now();
+                let _ = tx.send(Heard { who, ev, at });
+            }
+            Ok(())
+        });
+        let listener = match listener {
+            Ok(h) => h,
+            Err(e) => {
+                drop(candidate);
+                let _ = client.close();
+                return Err(e);
+            }
+        };
+        slots.push(CandSlot {
+            who,
+            client,
+            candidate,
+            listener,
+        });
+        Ok(())
+    };
+    let mut run = W4Run::default();
+    let r = (|| -> Res<()> {
+        for _ in 0..W4_CANDIDATES {
+            add(&mut slots)?;
+            w4_settle(&ctx.client, &observer, slots.len())?;
+        }
+        let mut leader = None;
+        let slot_of = |slots: &[CandSlot], who: usize| slots.iter().position(|s| s.who == who);
+        for round in 0..W4_WARMUP + resigns + closes {
+            let counted = round >= W4_WARMUP;
+            let closing = round >= W4_WARMUP + resigns;
+            let (ids, requeued_early) = w4_settle(&ctx.client, &observer, W4_CANDIDATES)?;
+            if counted && requeued_early {
+                run.requeue_before_delete += 1;
+            }
+            // What was said since the last round: a Resigned or a Lost, and no Elected but
+            // the first candidate's before the first round.
+            while let Ok(h) = heard_rx.try_recv() {
+                if w4_heard(&h, &mut run)? {
+                    if leader.is_none() {
+                        leader = Some(h.who);
+                    } else {
+                        run.violations += 1;
+                        eprintln!("W4 candidate: c{} elected out of turn", h.who);
+                    }
+                }
+            }
+            let leader_now = leader.ok_or("W4: nobody was elected")?;
+            if ids[0] != format!("c{leader_now}") {
+                run.violations += 1;
+                eprintln!(
+                    "W4 candidate: the server's leader is {}, not c{leader_now}",
+                    ids[0]
+                );
+            }
+            let next = ids[1].clone();
+            let li = slot_of(&slots, leader_now).ok_or("W4: the leader's slot is gone")?;
+            if counted && !closing {
+                run.baseline.push(dw.sample()?);
+                run.baseline_list.push(dw.sample_listing(&path)?);
+            }
+            let t0 = Instant::now();
+            let (took, r) = if closing {
+                timed(|| slots[li].client.close().map(|()| true))
+            } else {
+                timed(|| slots[li].candidate.resign())
+            };
+            if !r? {
+                return Err(
+                    format!("W4: c{leader_now} was not leading when asked to resign").into(),
+                );
+            }
+            // Until someone says it is elected.
+            let won = loop {
+                let h = heard_rx.recv_timeout(STEP_WAIT)?;
+                if w4_heard(&h, &mut run)? {
+                    break h;
+                }
+            };
+            leader = Some(won.who);
+            let d = won.at.saturating_duration_since(t0);
+            if format!("c{}", won.who) != next {
+                run.order_violations += 1;
+                eprintln!("W4 candidate: c{} leads, expected {next}", won.who);
+            }
+            // Exactly one candidate says it leads, and the server agrees.
+            let says: Vec<usize> = slots
+                .iter()
+                .filter(|s| s.candidate.is_leader())
+                .map(|s| s.who)
+                .collect();
+            if says != [won.who] {
+                run.violations += 1;
+                eprintln!(
+                    "W4 candidate: after c{} was elected, {says:?} say they lead",
+                    won.who
+                );
+            }
+            if !w4_leader_is(&observer, &format!("c{}", won.who))? {
+                run.violations += 1;
+                eprintln!(
+                    "W4 candidate: c{} says it leads, the server disagrees",
+                    won.who
+                );
+            }
+            if counted {
+                if closing {
+                    run.close_call.push(took);
+                    run.close_to_leader.push(d);
+                } else {
+                    run.resign_call.push(took);
+                    run.resign_to_leader.push(d);
+                }
+            }
+            if closing {
+                // The closed candidate stops and its events end; a fresh one joins.
+                let old = slots.remove(li);
+                drop(old.candidate);
+                let deadline = Instant::now() + STEP_WAIT;
+                while !old.listener.is_finished() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if !old.listener.is_finished() {
+                    return Err(format!("W4: c{}'s events did not end after close", old.who).into());
+                }
+                old.listener
+                    .join()
+                    .map_err(|_| "W4: a listener thread panicked")??;
+                add(&mut slots)?;
+            }
+        }
+        // The last round's news.
+        w4_settle(&ctx.client, &observer, W4_CANDIDATES)?;
+        while let Ok(h) = heard_rx.try_recv() {
+            if w4_heard(&h, &mut run)? {
+                run.violations += 1;
+                eprintln!("W4 candidate: c{} elected out of turn", h.who);
+            }
+        }
+        if run.lost_reported != closes as u64 {
+            return Err(format!(
+                "W4: {} of {closes} closed candidates reported Lost",
+                run.lost_reported
+            )
+            .into());
+        }
+        Ok(())
+    })();
+    // Clean-up: the candidates leave, their clients close, the listeners see the end.
+    let handles: Vec<_> = slots
+        .into_iter()
+        .map(|s| {
+            drop(s.candidate);
+            let _ = s.client.close();
+            s.listener
+        })
+        .collect();
+    let joined = join_all(handles);
+    r?;
+    joined?;
+    Ok(run)
+}
+
+/// Takes in one event of a background-style candidate: true for `Elected`. A `Lost` is
+/// counted (only closed candidates lose); anything but these and `Resigned` is an error.
+fn w4_heard(h: &Heard, run: &mut W4Run) -> Res<bool> {
+    match &h.ev {
+        LeaderEvent::Elected { .. } => Ok(true),
+        LeaderEvent::Resigned => Ok(false),
+        LeaderEvent::Lost => {
+            run.lost_reported += 1;
+            Ok(false)
+        }
+        ev => Err(format!("W4: c{}: unexpected event {ev:?}", h.who).into()),
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -303,8 +303,11 @@ impl Candidate {
         let Some(h) = term else {
             return Ok(false);
         };
+        let released = h.release();
+        // Queue again only now, so the new node's create does not race the delete that
+        // lets the successor in.
         let _ = self.shared.wake.send(());
-        match h.release() {
+        match released {
             _ if was_lost => Ok(false),
             Ok(()) | Err(Error::LockLost { .. }) => Ok(true),
             Err(e) if e.is_connection_error() => Ok(true),
