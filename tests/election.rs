@@ -1013,6 +1013,9 @@ fn candidates_report_their_terms_in_order_and_requeue_after_resigning() {
     assert_eq!(cb.wait_for_leadership(WITHIN), Err(Error::Closed));
     assert_eq!(cb.token(), None);
     assert_eq!(observer.participants().unwrap(), vec![]);
+    // A closed client cannot join.
+    let closed = LeaderElection::new(&b, observer.path(), "late").unwrap();
+    assert_eq!(closed.join().err(), Some(Error::Closed));
 }
 
 // ---------------------------------------------------------------------------------------

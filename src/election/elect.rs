@@ -147,8 +147,11 @@ impl LeaderElection {
 
     /// Joins the election in the background: a thread of the candidate's own queues, leads
     /// when its turn comes, re-enters after a lost session, and reports through
-    /// [`Candidate::events`]. Returns at once.
+    /// [`Candidate::events`]. Returns at once; [`Error::Closed`] if the client is closed.
     pub fn join(&self) -> Result<Candidate> {
+        if self.client.is_closing() {
+            return Err(Error::Closed);
+        }
         let mut election = self.clone();
         election.canceller = Canceller::default();
         Candidate::start(election)
