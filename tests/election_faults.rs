@@ -1572,3 +1572,61 @@ fn a_partitioned_leaders_confirm_never_says_yes() {
     );
     assert!(!la.is_valid());
 }
+
+/// A leader back within its session proves leadership before `Restored`. When the proof
+/// cannot be made in time although the connection is up (a slow link: every reply takes
+/// longer than the request timeout, yet the connection is not silent long enough to be
+/// dropped), the candidate stays suspended and tries again, and is restored once the link
+/// is fast again, with nobody else elected meanwhile.
+#[test]
+fn a_leader_whose_proof_is_slow_stays_suspended_until_it_is_proven() {
+    init_log();
+    let cluster = TestCluster::start(1).expect("start a ZooKeeper server");
+    let proxy = FaultProxy::for_cluster(&cluster).expect("proxy");
+    let t = Duration::from_secs(4);
+    let slow = Client::builder(&proxy.connect_string())
+        .session_timeout(t)
+        .request_timeout(Duration::from_millis(300))
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .expect("connect through the proxy");
+    let other = connect(&cluster.connect_string(), t);
+    let path = unique("el-slow-proof");
+    let a = LeaderElection::new(&slow, &path, "a").unwrap().join().unwrap();
+    let ev = a.events();
+    assert!(matches!(
+        next_event(&ev, Duration::from_secs(10), "a"),
+        LeaderEvent::Elected { .. }
+    ));
+    let token = a.token().unwrap();
+    let b = LeaderElection::new(&other, &path, "b").unwrap().join().unwrap();
+    let ev_b = b.events();
+    let session = slow.session_id();
+    let session_events = slow.events();
+
+    // Every byte 400 ms late each way: the handshake fits in a connect attempt, the proof
+    // (one request, 800 ms round trip) does not fit in 300 ms.
+    proxy.delay(Duration::from_millis(400));
+    proxy.reset();
+    assert_eq!(next_event(&ev, t, "a"), LeaderEvent::Suspended);
+    wait_event(&session_events, t * 3, "reconnected", |e| {
+        matches!(e, SessionEvent::Reconnected { .. })
+    });
+    assert_eq!(slow.session_id(), session, "the session must survive");
+    // Proofs keep timing out: still suspended, nothing else happened.
+    match ev.recv_timeout(Duration::from_millis(1500)) {
+        Err(_) => {}
+        Ok(e) => panic!("a said {e:?} while its proofs cannot be made"),
+    }
+    assert!(!a.is_leader());
+    assert!(ev_b.try_recv().is_err(), "b must not be elected");
+
+    proxy.heal();
+    assert_eq!(next_event(&ev, t * 3, "a"), LeaderEvent::Restored);
+    assert!(a.is_leader());
+    assert_eq!(a.token(), Some(token), "the same term");
+    a.confirm().unwrap();
+    assert!(ev_b.try_recv().is_err(), "b must not be elected");
+    drop(b);
+    drop(a);
+}

@@ -413,34 +413,51 @@ impl Shared {
         let lost = h.lost();
         // Whether the term is still ours (not resigned or dropped meanwhile).
         let ours = |inner: &Inner| inner.holding.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h));
+        // While suspended on a live connection whose proof failed (a slow server): when to
+        // try the proof again.
+        let mut retry: Option<Instant> = None;
         loop {
-            select! {
+            let again = retry.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
+            let prove = select! {
                 recv(lost) -> _ => break,
                 recv(events.rx) -> ev => match ev {
                     // Suspensions are reported by `on_session` as they happen.
-                    Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => {}
-                    Ok(SessionEvent::Reconnected { .. }) => match h.confirm() {
-                        Ok(()) => {
-                            let mut inner = self.inner.lock();
-                            if !ours(&inner) {
-                                return;
-                            }
-                            // Not if the connection dropped again since.
-                            if inner.suspended && !inner.lost && self.connected.load(Ordering::SeqCst) {
-                                inner.suspended = false;
-                                inner.emit(LeaderEvent::Restored);
-                                self.changed.notify_all();
-                            }
-                        }
-                        Err(Error::LockLost { .. }) => break,
-                        // Still cut off: the next event decides.
-                        Err(_) => {}
-                    },
+                    Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => {
+                        false
+                    }
+                    Ok(SessionEvent::Reconnected { .. }) => true,
                     Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => break,
                 },
+                recv(again) -> _ => true,
                 recv(wake) -> _ => {
                     if !ours(&self.inner.lock()) {
                         return;
+                    }
+                    false
+                }
+            };
+            if !prove {
+                continue;
+            }
+            retry = None;
+            match h.confirm() {
+                Ok(()) => {
+                    let mut inner = self.inner.lock();
+                    if !ours(&inner) {
+                        return;
+                    }
+                    // Not if the connection dropped again since.
+                    if inner.suspended && !inner.lost && self.connected.load(Ordering::SeqCst) {
+                        inner.suspended = false;
+                        inner.emit(LeaderEvent::Restored);
+                        self.changed.notify_all();
+                    }
+                }
+                Err(Error::LockLost { .. }) => break,
+                // Cut off again (the next session event decides), or a slow server.
+                Err(_) => {
+                    if self.connected.load(Ordering::SeqCst) {
+                        retry = Some(Instant::now() + Duration::from_millis(200));
                     }
                 }
             }
