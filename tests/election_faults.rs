@@ -1592,14 +1592,20 @@ fn a_leader_whose_proof_is_slow_stays_suspended_until_it_is_proven() {
         .expect("connect through the proxy");
     let other = connect(&cluster.connect_string(), t);
     let path = unique("el-slow-proof");
-    let a = LeaderElection::new(&slow, &path, "a").unwrap().join().unwrap();
+    let a = LeaderElection::new(&slow, &path, "a")
+        .unwrap()
+        .join()
+        .unwrap();
     let ev = a.events();
     assert!(matches!(
         next_event(&ev, Duration::from_secs(10), "a"),
         LeaderEvent::Elected { .. }
     ));
     let token = a.token().unwrap();
-    let b = LeaderElection::new(&other, &path, "b").unwrap().join().unwrap();
+    let b = LeaderElection::new(&other, &path, "b")
+        .unwrap()
+        .join()
+        .unwrap();
     let ev_b = b.events();
     let session = slow.session_id();
     let session_events = slow.events();
