@@ -1266,9 +1266,36 @@ fn w4_settle(client: &Client, observer: &LeaderElection, want: usize) -> Res<(Ve
     ))
 }
 
-/// Whether the election's leader, as the server sees it, is `id`.
-fn w4_leader_is(observer: &LeaderElection, id: &str) -> Res<bool> {
-    Ok(observer.leader()?.is_some_and(|p| p.id() == id))
+/// Checks the candidate that says it was elected: the next in queue order, and the leader
+/// by the server's listing too. Counts what is wrong.
+fn w4_check_winner(
+    run: &mut W4Run,
+    observer: &LeaderElection,
+    figure: &str,
+    won: &str,
+    next: &str,
+) -> Res<()> {
+    if won != next {
+        run.order_violations += 1;
+        eprintln!("{figure}: {won} leads, expected {next}");
+    }
+    if observer.leader()?.is_none_or(|p| p.id() != won) {
+        run.violations += 1;
+        eprintln!("{figure}: {won} says it leads, the server disagrees");
+    }
+    Ok(())
+}
+
+/// Waits (bounded) for the thread of a closed candidate to end, and joins it.
+fn w4_retire(handle: JoinHandle<Res<()>>, what: &str) -> Res<()> {
+    let deadline = Instant::now() + STEP_WAIT;
+    while !handle.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if !handle.is_finished() {
+        return Err(format!("W4: {what} did not end after close").into());
+    }
+    handle.join().map_err(|_| format!("W4: {what} panicked"))?
 }
 
 // --- guard style -----------------------------------------------------------------------
@@ -1447,14 +1474,13 @@ fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usize) -> Res<W
                     .ok_or("W4: the leader did not say when it resigned")?
             };
             let d = won.at.saturating_duration_since(t0);
-            if format!("g{}", won.who) != next {
-                run.order_violations += 1;
-                eprintln!("W4 guard: g{} leads, expected {next}", won.who);
-            }
-            if !w4_leader_is(&observer, &format!("g{}", won.who))? {
-                run.violations += 1;
-                eprintln!("W4 guard: g{} says it leads, the server disagrees", won.who);
-            }
+            w4_check_winner(
+                &mut run,
+                &observer,
+                "W4 guard",
+                &format!("g{}", won.who),
+                &next,
+            )?;
             leader = won.who;
             if counted {
                 run.successor_requests
@@ -1470,16 +1496,7 @@ fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usize) -> Res<W
             if closing {
                 // The closed candidate's thread ends; a fresh client and candidate join.
                 let old = slots.remove(li);
-                let deadline = Instant::now() + STEP_WAIT;
-                while !old.handle.is_finished() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                if !old.handle.is_finished() {
-                    return Err(format!("W4: g{}'s thread did not end after close", old.who).into());
-                }
-                old.handle
-                    .join()
-                    .map_err(|_| "W4: a candidate thread panicked")??;
+                w4_retire(old.handle, &format!("g{}'s thread", old.who))?;
                 // It led, so it could only end well through its `lost` signal.
                 run.lost_reported += 1;
                 add(&mut slots)?;
@@ -1633,10 +1650,13 @@ fn w4_candidates(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usize) -> 
             };
             leader = Some(won.who);
             let d = won.at.saturating_duration_since(t0);
-            if format!("c{}", won.who) != next {
-                run.order_violations += 1;
-                eprintln!("W4 candidate: c{} leads, expected {next}", won.who);
-            }
+            w4_check_winner(
+                &mut run,
+                &observer,
+                "W4 candidate",
+                &format!("c{}", won.who),
+                &next,
+            )?;
             // Exactly one candidate says it leads, and the server agrees.
             let says: Vec<usize> = slots
                 .iter()
@@ -1647,13 +1667,6 @@ fn w4_candidates(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usize) -> 
                 run.violations += 1;
                 eprintln!(
                     "W4 candidate: after c{} was elected, {says:?} say they lead",
-                    won.who
-                );
-            }
-            if !w4_leader_is(&observer, &format!("c{}", won.who))? {
-                run.violations += 1;
-                eprintln!(
-                    "W4 candidate: c{} says it leads, the server disagrees",
                     won.who
                 );
             }
@@ -1670,16 +1683,7 @@ fn w4_candidates(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usize) -> 
                 // The closed candidate stops and its events end; a fresh one joins.
                 let old = slots.remove(li);
                 drop(old.candidate);
-                let deadline = Instant::now() + STEP_WAIT;
-                while !old.listener.is_finished() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                if !old.listener.is_finished() {
-                    return Err(format!("W4: c{}'s events did not end after close", old.who).into());
-                }
-                old.listener
-                    .join()
-                    .map_err(|_| "W4: a listener thread panicked")??;
+                w4_retire(old.listener, &format!("c{}'s listener", old.who))?;
                 add(&mut slots)?;
             }
         }

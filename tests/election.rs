@@ -8,11 +8,13 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{children, connect, shared_cluster, unique, wait_until};
+use common::{
+    assert_invalid_path, assert_quiet, base, children, connect, recv, shared_cluster, spawn,
+    unique, wait_until, watches_by_path, WITHIN,
+};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use zkguard::{Client, CreateMode, Error, LeaderElection, LeaderEvent, Leadership, Participant};
 
@@ -22,42 +24,6 @@ use zkguard::{Client, CreateMode, Error, LeaderElection, LeaderEvent, Leadership
 
 /// Session timeout for clients whose session is not the point of the test.
 const SESSION: Duration = Duration::from_secs(4);
-/// How long to wait for something that must happen (slow, loaded CI machines).
-const WITHIN: Duration = Duration::from_secs(20);
-/// How long to watch for something that must *not* happen. A pass proves nothing by
-/// itself; a failure is a real bug (the thing happened).
-const QUIET: Duration = Duration::from_millis(300);
-
-/// The last component of a node path.
-fn base(path: &str) -> String {
-    path.rsplit('/').next().unwrap().to_string()
-}
-
-/// Runs `f` on its own thread; the receiver gets its result (disconnects if it panics).
-fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Receiver<T> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx
-}
-
-/// The next message of `rx`, failing the test if none comes within `within`.
-fn recv<T>(rx: &Receiver<T>, within: Duration, what: &str) -> T {
-    match rx.recv_timeout(within) {
-        Ok(v) => v,
-        Err(RecvTimeoutError::Timeout) => panic!("no {what} within {within:?}"),
-        Err(RecvTimeoutError::Disconnected) => panic!("{what}: the sender is gone (a panic?)"),
-    }
-}
-
-/// Asserts that nothing arrives on `rx` for a short while.
-fn assert_quiet<T: std::fmt::Debug>(rx: &Receiver<T>, what: &str) {
-    match rx.recv_timeout(QUIET) {
-        Err(RecvTimeoutError::Timeout) => {}
-        other => panic!("{what}: {other:?}"),
-    }
-}
 
 /// The ids of the participants, in queue order.
 fn ids(p: &[Participant]) -> Vec<String> {
@@ -100,24 +66,6 @@ fn session_hex(client: &Client) -> String {
     format!("0x{:x}", client.session_id() as u64)
 }
 
-/// `wchp` from the server: watched path -> session ids (as `0x...`) watching it.
-fn watches_by_path() -> HashMap<String, Vec<String>> {
-    let out = shared_cluster().four_letter(0, "wchp").expect("wchp");
-    let mut map: HashMap<String, Vec<String>> = HashMap::new();
-    let mut current = None;
-    for line in out.lines() {
-        if line.starts_with('/') {
-            current = Some(line.trim().to_string());
-            map.entry(line.trim().to_string()).or_default();
-        } else if let (Some(p), s) = (&current, line.trim()) {
-            if !s.is_empty() {
-                map.entry(p.clone()).or_default().push(s.to_lowercase());
-            }
-        }
-    }
-    map
-}
-
 /// Waits until the server says `client`'s session watches `path`.
 fn wait_watching(client: &Client, path: &str, who: &str) {
     let me = session_hex(client);
@@ -156,19 +104,6 @@ fn assert_not_leader<T: std::fmt::Debug>(r: zkguard::Result<T>, path: &str, what
     match r {
         Err(Error::NotLeader { path: p }) => assert_eq!(p, path, "{what}"),
         other => panic!("{what}: expected NotLeader for {path}, got {other:?}"),
-    }
-}
-
-fn assert_invalid_path<T: std::fmt::Debug>(r: zkguard::Result<T>, path: &str, what: &str) {
-    match r {
-        Err(e @ Error::InvalidPath { .. }) => {
-            let Error::InvalidPath { path: p, .. } = &e else {
-                unreachable!()
-            };
-            assert_eq!(p, path, "{what}");
-            assert!(e.to_string().contains(path), "{what}: message {e}");
-        }
-        other => panic!("{what} with {path:?}: expected InvalidPath, got {other:?}"),
     }
 }
 

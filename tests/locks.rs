@@ -8,8 +8,10 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use common::{children, connect, shared_cluster, unique, wait_until};
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use common::{
+    assert_invalid_path, assert_quiet, base, children, connect, recv, shared_cluster, spawn,
+    unique, wait_until, watches_by_path, WITHIN,
+};
 use zkguard::{
     Client, CreateMode, Error, MultiLock, Mutex, Participant, ReentrantMutex, RwLock, Semaphore,
     UnfairMutex,
@@ -55,16 +57,6 @@ fn eight_sessions_never_hold_the_same_mutex_at_once_and_tokens_rise() {
 
 /// Session timeout for clients whose session is not the point of the test.
 const SESSION: Duration = Duration::from_secs(10);
-/// How long to wait for something that must happen (slow, loaded CI machines).
-const WITHIN: Duration = Duration::from_secs(20);
-/// How long to watch for something that must *not* happen. A pass proves nothing by
-/// itself; a failure is a real bug (the thing happened).
-const QUIET: Duration = Duration::from_millis(300);
-
-/// The last component of a node path.
-fn base(path: &str) -> String {
-    path.rsplit('/').next().unwrap().to_string()
-}
 
 /// Waits until `dir` holds exactly `want` (sorted names).
 fn wait_children(client: &Client, dir: &str, want: &[String]) {
@@ -85,32 +77,6 @@ fn expect_children(client: &Client, dir: &str, want: &[String], what: &str) {
         std::thread::sleep(Duration::from_millis(10));
     };
     assert_eq!(seen, want, "children of {dir} {what}");
-}
-
-/// Runs `f` on its own thread; the receiver gets its result (disconnects if it panics).
-fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Receiver<T> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx
-}
-
-/// The next message of `rx`, failing the test if none comes within `within`.
-fn recv<T>(rx: &Receiver<T>, within: Duration, what: &str) -> T {
-    match rx.recv_timeout(within) {
-        Ok(v) => v,
-        Err(RecvTimeoutError::Timeout) => panic!("no {what} within {within:?}"),
-        Err(RecvTimeoutError::Disconnected) => panic!("{what}: the thread died (see its panic)"),
-    }
-}
-
-/// Asserts that nothing arrives on `rx` for a short while.
-fn assert_quiet<T: std::fmt::Debug>(rx: &Receiver<T>, what: &str) {
-    match rx.recv_timeout(QUIET) {
-        Err(RecvTimeoutError::Timeout) => {}
-        other => panic!("{what}: {other:?}"),
-    }
 }
 
 /// The data of every participant, in queue order.
@@ -814,24 +780,6 @@ fn unfair_mutex_release_only_deletes_its_own_node() {
 // 8. No herd
 // ---------------------------------------------------------------------------------------
 
-/// `wchp` from the server: watched path -> session ids (as `0x...`) watching it.
-fn watches_by_path() -> HashMap<String, Vec<String>> {
-    let out = shared_cluster().four_letter(0, "wchp").expect("wchp");
-    let mut map: HashMap<String, Vec<String>> = HashMap::new();
-    let mut current = None;
-    for line in out.lines() {
-        if line.starts_with('/') {
-            current = Some(line.trim().to_string());
-            map.entry(line.trim().to_string()).or_default();
-        } else if let (Some(p), s) = (&current, line.trim()) {
-            if !s.is_empty() {
-                map.entry(p.clone()).or_default().push(s.to_lowercase());
-            }
-        }
-    }
-    map
-}
-
 #[test]
 fn a_release_wakes_exactly_one_of_twenty_waiters() {
     let cs = shared_cluster().connect_string();
@@ -938,19 +886,6 @@ fn a_release_wakes_exactly_one_of_twenty_waiters() {
 // ---------------------------------------------------------------------------------------
 // 9. Bad input
 // ---------------------------------------------------------------------------------------
-
-fn assert_invalid_path<T: std::fmt::Debug>(r: zkguard::Result<T>, path: &str, what: &str) {
-    match r {
-        Err(e @ Error::InvalidPath { .. }) => {
-            let Error::InvalidPath { path: p, .. } = &e else {
-                unreachable!()
-            };
-            assert_eq!(p, path, "{what}");
-            assert!(e.to_string().contains(path), "{what}: message {e}");
-        }
-        other => panic!("{what} with {path:?}: expected InvalidPath, got {other:?}"),
-    }
-}
 
 #[test]
 fn bad_lock_paths_are_refused_by_every_constructor() {

@@ -13,6 +13,7 @@ use crate::queue::{Holding, SessionEvents, Wait};
 use crate::{SessionEvent, SessionState};
 
 use super::elect::LeaderElection;
+use super::leadership::not_leader;
 
 /// What happened to a [`Candidate`], in order.
 ///
@@ -275,15 +276,12 @@ impl Candidate {
             let inner = self.shared.inner.lock();
             inner.holding.clone().filter(|_| !inner.lost)
         };
-        let not_leader = || Error::NotLeader {
-            path: self.shared.election.path().to_string(),
-        };
+        let path = self.shared.election.path();
         match term {
-            None => Err(not_leader()),
-            Some(h) => h.confirm().map_err(|e| match e {
-                Error::LockLost { .. } => not_leader(),
-                e => e,
+            None => Err(Error::NotLeader {
+                path: path.to_string(),
             }),
+            Some(h) => h.confirm().map_err(|e| not_leader(e, path)),
         }
     }
 

@@ -89,7 +89,9 @@ impl Leadership {
     /// closed); a connection error or timeout if ZooKeeper could not be asked (a partitioned
     /// leader). Never a false yes. Costs one write round trip.
     pub fn confirm(&self) -> Result<()> {
-        self.holding.confirm().map_err(|e| self.not_leader(e))
+        self.holding
+            .confirm()
+            .map_err(|e| not_leader(e, &self.election))
     }
 
     /// Steps down: deletes the node, so the next candidate leads, and reports how the
@@ -97,16 +99,19 @@ impl Leadership {
     /// connection error the delete is retried in the background (dropping does the same,
     /// quietly).
     pub fn resign(self) -> Result<()> {
-        self.holding.release().map_err(|e| self.not_leader(e))
+        self.holding
+            .release()
+            .map_err(|e| not_leader(e, &self.election))
     }
+}
 
-    fn not_leader(&self, e: Error) -> Error {
-        match e {
-            Error::LockLost { .. } => Error::NotLeader {
-                path: self.election.clone(),
-            },
-            e => e,
-        }
+/// A guard's "lock lost" is, for an election, "not the leader" (of the election's path).
+pub(super) fn not_leader(e: Error, election: &str) -> Error {
+    match e {
+        Error::LockLost { .. } => Error::NotLeader {
+            path: election.to_string(),
+        },
+        e => e,
     }
 }
 

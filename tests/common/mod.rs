@@ -1,10 +1,11 @@
 //! Shared helpers for the integration tests (real ZooKeeper servers via the harness).
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use zkguard::testing::TestCluster;
 use zkguard::{Client, SessionEvent};
 
@@ -122,4 +123,73 @@ pub fn children(client: &Client, dir: &str) -> Vec<String> {
     });
     names.sort();
     names
+}
+
+/// How long to wait for something that must happen (slow, loaded CI machines).
+pub const WITHIN: Duration = Duration::from_secs(20);
+/// How long to watch for something that must *not* happen. A pass proves nothing by
+/// itself; a failure is a real bug (the thing happened).
+pub const QUIET: Duration = Duration::from_millis(300);
+
+/// The last component of a node path.
+pub fn base(path: &str) -> String {
+    path.rsplit('/').next().unwrap().to_string()
+}
+
+/// Runs `f` on its own thread; the receiver gets its result (disconnects if it panics).
+pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Receiver<T> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx
+}
+
+/// The next message of `rx`, failing the test if none comes within `within`.
+pub fn recv<T>(rx: &Receiver<T>, within: Duration, what: &str) -> T {
+    match rx.recv_timeout(within) {
+        Ok(v) => v,
+        Err(RecvTimeoutError::Timeout) => panic!("no {what} within {within:?}"),
+        Err(RecvTimeoutError::Disconnected) => panic!("{what}: the sender is gone (a panic?)"),
+    }
+}
+
+/// Asserts that nothing arrives on `rx` for a short while ([`QUIET`]).
+pub fn assert_quiet<T: std::fmt::Debug>(rx: &Receiver<T>, what: &str) {
+    match rx.recv_timeout(QUIET) {
+        Err(RecvTimeoutError::Timeout) => {}
+        other => panic!("{what}: {other:?}"),
+    }
+}
+
+/// `wchp` from the shared server: watched path -> session ids (as `0x...`) watching it.
+pub fn watches_by_path() -> HashMap<String, Vec<String>> {
+    let out = shared_cluster().four_letter(0, "wchp").expect("wchp");
+    let mut map: HashMap<String, Vec<String>> = HashMap::new();
+    let mut current = None;
+    for line in out.lines() {
+        if line.starts_with('/') {
+            current = Some(line.trim().to_string());
+            map.entry(line.trim().to_string()).or_default();
+        } else if let (Some(p), s) = (&current, line.trim()) {
+            if !s.is_empty() {
+                map.entry(p.clone()).or_default().push(s.to_lowercase());
+            }
+        }
+    }
+    map
+}
+
+/// Asserts `r` is an `InvalidPath` naming `path`, in the error and in its message.
+pub fn assert_invalid_path<T: std::fmt::Debug>(r: zkguard::Result<T>, path: &str, what: &str) {
+    match r {
+        Err(e @ zkguard::Error::InvalidPath { .. }) => {
+            let zkguard::Error::InvalidPath { path: p, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(p, path, "{what}");
+            assert!(e.to_string().contains(path), "{what}: message {e}");
+        }
+        other => panic!("{what} with {path:?}: expected InvalidPath, got {other:?}"),
+    }
 }
