@@ -62,17 +62,17 @@ pub(crate) trait WatchSink: Send + Sync {
     /// The request that was to arm the watch failed (its connection dropped first): no
     /// watch was set.
     fn on_unarmed(&self) {}
+    /// `Some(session)` while the sink wants its data watch kept armed on that session: the
+    /// connection thread then re-arms it itself after every data change and after an
+    /// arming request died with its connection (a guard watching its own node).
+    fn keep(&self) -> Option<i64> {
+        None
+    }
 }
 
-/// Tells a sink whose arming request failed that it has no watch.
-fn unarmed(watch: &Option<WatchReg>) {
-    if let Some(WatchReg {
-        tx: WatchTx::Sink(s),
-        ..
-    }) = watch
-    {
-        s.on_unarmed();
-    }
+/// The same sink (the data pointer, whatever the vtable).
+fn same_sink(a: &Arc<dyn WatchSink>, b: &Arc<dyn WatchSink>) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
 }
 
 /// Something inside the crate that reacts to session events (guards, waiters). Held
@@ -209,6 +209,9 @@ impl SessionInfo {
 
 struct Io {
     stream: Option<TcpStream>,
+    /// The session `stream` belongs to (requests pinned to a session are written only on
+    /// a connection of that session).
+    session: i64,
     next_xid: i32,
 }
 
@@ -264,6 +267,10 @@ pub(crate) struct Shared {
     pub counters: Counters,
     /// Deletes waiting to be retried (see `janitor.rs`).
     pub janitor: Mutex<super::janitor::Janitor>,
+    /// Kept watches to arm again (see [`WatchSink::keep`]): server path and sink. Written
+    /// by the connection thread itself, on the session the sink names. Taken on its own,
+    /// never while `io`, `pending`, `watches` or `session` is held by the same thread.
+    rearm: Mutex<Vec<(String, Arc<dyn WatchSink>)>>,
 }
 
 /// The most the client declares a silent session lost ahead of its timeout.
@@ -279,6 +286,7 @@ impl Shared {
             cfg,
             io: Mutex::new(Io {
                 stream: None,
+                session: 0,
                 next_xid: 1,
             }),
             pending: Mutex::new(HashMap::new()),
@@ -306,6 +314,33 @@ impl Shared {
             wake: crossbeam_channel::unbounded(),
             counters: Counters::default(),
             janitor: Mutex::new(Default::default()),
+            rearm: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A watch's arming request failed (nothing was set): tells its sink, and queues it to
+    /// be armed again if the sink wants its watch kept.
+    fn unarmed(&self, watch: Option<WatchReg>) {
+        if let Some(WatchReg {
+            server_path,
+            tx: WatchTx::Sink(sink),
+            ..
+        }) = watch
+        {
+            sink.on_unarmed();
+            if sink.keep().is_some() {
+                self.queue_rearm(server_path, sink);
+            }
+        }
+    }
+
+    fn queue_rearm(&self, server_path: String, sink: Arc<dyn WatchSink>) {
+        let mut q = self.rearm.lock();
+        if !q
+            .iter()
+            .any(|(p, s)| *p == server_path && same_sink(s, &sink))
+        {
+            q.push((server_path, sink));
         }
     }
 
@@ -319,8 +354,28 @@ impl Shared {
 
     // ---------------------------------------------------------------- public views
 
+    /// The state, read at the call against the clock as well as the phase the connection
+    /// thread last wrote (which may be stale: this process may have been paused, or that
+    /// thread not scheduled): a session whose requests have gone unanswered for two thirds
+    /// of its timeout is `Suspended`, and once it may have expired on the server, `Lost`.
     pub fn state(&self) -> SessionState {
-        self.session.lock().public_state()
+        let s = self.session.lock();
+        self.state_now(&s)
+    }
+
+    fn state_now(&self, s: &SessionInfo) -> SessionState {
+        let st = s.public_state();
+        if s.session_id == 0 || !matches!(st, SessionState::Connected | SessionState::Suspended) {
+            return st;
+        }
+        let unanswered = self.since(&self.last_acked_send_us);
+        if unanswered >= Self::loss_after(s.negotiated) {
+            SessionState::Lost
+        } else if unanswered >= s.negotiated * 2 / 3 {
+            SessionState::Suspended
+        } else {
+            st
+        }
     }
 
     pub fn session_id(&self) -> i64 {
@@ -358,7 +413,8 @@ impl Shared {
         let mut s = self.session.lock();
         s.subscribers.retain(Subscriber::alive);
         s.subscribers.push(Subscriber::Sink(sink));
-        (s.session_id, s.public_state())
+        let st = self.state_now(&s);
+        (s.session_id, st)
     }
 
     /// Blocks until the first session exists, or fails naming every server tried.
@@ -398,13 +454,22 @@ impl Shared {
 
     /// Writes the requests back to back (one write) once connected, or hands each its error.
     /// The server applies requests of one session in order, so this is how a caller pipelines.
-    pub fn submit(&self, reqs: Vec<Outgoing>, deadline: Instant, closing_ok: bool) {
+    /// With `pin`, they are written only on a connection of that session (else they fail
+    /// with `SessionExpired`): a request about a node of session S never goes out on
+    /// another session.
+    pub fn submit(
+        &self,
+        reqs: Vec<Outgoing>,
+        deadline: Instant,
+        closing_ok: bool,
+        pin: Option<i64>,
+    ) {
         if reqs.is_empty() {
             return;
         }
         let fail = |reqs: Vec<Outgoing>, e: Error| {
             for r in reqs {
-                unarmed(&r.watch);
+                self.unarmed(r.watch);
                 let _ = r.tx.send(Err(e.clone()));
             }
         };
@@ -421,7 +486,22 @@ impl Shared {
             drop(io);
             self.wait_connection_change(generation, deadline);
         };
-        let io = &mut *io;
+        if let Some(session) = pin {
+            if io.session != session {
+                drop(io);
+                return fail(reqs, Error::SessionExpired);
+            }
+        }
+        let n = reqs.len() as u64;
+        if self.write_locked(&mut io, reqs) {
+            self.counters.requests.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes requests on the connection `io` holds (under its lock, so frames of different
+    /// writers never interleave) and registers them as in flight. A failed write finishes
+    /// the connection and fails the requests. True if written.
+    fn write_locked(&self, io: &mut Io, reqs: Vec<Outgoing>) -> bool {
         let mut bytes = Vec::new();
         let mut xids = Vec::with_capacity(reqs.len());
         let sent_us = self.now_us();
@@ -443,7 +523,6 @@ impl Shared {
                 );
             }
         }
-        // Written under the lock, so frames of different callers never interleave.
         let written = match io.stream.as_ref() {
             Some(mut stream) => stream.write_all(&bytes),
             None => Err(io::ErrorKind::NotConnected.into()),
@@ -451,9 +530,7 @@ impl Shared {
         match written {
             Ok(()) => {
                 self.last_send_us.store(self.now_us(), Ordering::Relaxed);
-                self.counters
-                    .requests
-                    .fetch_add(xids.len() as u64, Ordering::Relaxed);
+                true
             }
             Err(e) => {
                 // A partial frame may be on the wire: this connection is finished.
@@ -461,15 +538,59 @@ impl Shared {
                 if let Some(stream) = io.stream.take() {
                     let _ = stream.shutdown(Shutdown::Both);
                 }
-                let mut pending = self.pending.lock();
-                for x in xids {
-                    if let Some(f) = pending.remove(&x) {
-                        unarmed(&f.watch);
-                        let _ = f.tx.send(Err(Error::ConnectionLoss));
-                    }
+                let failed: Vec<InFlight> = {
+                    let mut pending = self.pending.lock();
+                    xids.iter().filter_map(|x| pending.remove(x)).collect()
+                };
+                for f in failed {
+                    self.unarmed(f.watch);
+                    let _ = f.tx.send(Err(Error::ConnectionLoss));
                 }
+                false
             }
         }
+    }
+
+    /// Arms the kept watches queued for re-arming (see [`WatchSink::keep`]) on the current
+    /// connection, if it belongs to the session each sink names; sinks of another session
+    /// are forgotten (their node went with it). Never waits for a caller's write: if one
+    /// holds the socket, the queue stays for the next turn. False if work was left.
+    fn flush_rearm(&self) -> bool {
+        if self.rearm.lock().is_empty() {
+            return true;
+        }
+        let Some(mut io) = self.io.try_lock() else {
+            return false;
+        };
+        if io.stream.is_none() {
+            return true;
+        }
+        let session = io.session;
+        let queued = std::mem::take(&mut *self.rearm.lock());
+        let mut reqs = Vec::new();
+        for (server_path, sink) in queued {
+            if sink.keep() != Some(session) {
+                continue;
+            }
+            let mut w = proto::Writer::default();
+            w.string(&server_path).bool(true);
+            let (tx, _rx) = crossbeam_channel::bounded(1);
+            reqs.push(Outgoing {
+                opcode: op::GET_DATA,
+                body: w.buf,
+                watch: Some(WatchReg {
+                    server_path,
+                    kind: WatchKind::Data,
+                    tx: WatchTx::Sink(sink),
+                }),
+                tx,
+            });
+        }
+        if !reqs.is_empty() {
+            log::debug!("zkguard: re-arming {} kept watch(es)", reqs.len());
+            self.write_locked(&mut io, reqs);
+        }
+        true
     }
 
     /// Waits until requests can be written on the current session; returns the connection's
@@ -544,6 +665,7 @@ impl Shared {
                 }],
                 deadline,
                 true,
+                None,
             );
             result = match rx.recv_deadline(deadline) {
                 Ok(Ok(r)) if r.err == code::OK => Ok(()),
@@ -617,7 +739,7 @@ impl Shared {
         }
         let drained: Vec<InFlight> = self.pending.lock().drain().map(|(_, f)| f).collect();
         for f in drained {
-            unarmed(&f.watch);
+            self.unarmed(f.watch);
             let _ = f.tx.send(Err(why.clone()));
         }
     }
@@ -657,11 +779,22 @@ impl Shared {
             next_host += 1;
             match self.connect_once(host_idx) {
                 Ok(Some((stream, frames))) => {
-                    failures_in_row = 0;
+                    let up = Instant::now();
                     self.serve(stream, frames);
                     self.after_disconnect();
-                    // Reconnect at once (to the next server) after a connection that worked.
-                    continue;
+                    // Reconnect at once (to the next server) after a connection that stayed
+                    // up; one that broke soon after its handshake (a flapping server or a
+                    // proxy that drops us) counts as a failure, so back-off applies.
+                    if up.elapsed() >= Self::stayed_up(self.negotiated_timeout()) {
+                        failures_in_row = 0;
+                        continue;
+                    }
+                    log::debug!(
+                        "zkguard: the connection to {} broke after {:?}",
+                        self.cfg.hosts[host_idx],
+                        up.elapsed()
+                    );
+                    failures_in_row += 1;
                 }
                 Ok(None) => {
                     // Expired session or closing: go round at once.
@@ -697,26 +830,35 @@ impl Shared {
         log::debug!("zkguard: connection thread exits");
     }
 
-    /// Time left before the current suspended session counts as lost, if there is one.
-    fn time_until_loss(&self) -> Option<Duration> {
-        let s = self.session.lock();
-        if s.session_id == 0 || s.phase == Phase::Connected {
-            return None;
-        }
-        // A little early, so that a late wake-up of this thread (a loaded machine) still
-        // reports the loss before the server can expire the session.
-        let margin = (s.negotiated / 10).min(LOSS_MARGIN);
-        Some(
-            s.negotiated
-                .saturating_sub(margin)
-                .saturating_sub(self.since(&self.last_acked_send_us)),
-        )
+    /// How long a connection must live to count as one that worked (no back-off after it).
+    fn stayed_up(negotiated: Duration) -> Duration {
+        (negotiated / 3).min(Duration::from_secs(1))
     }
 
-    fn check_timeout_loss(&self) {
+    /// How long after the send of the last request the server answered the session counts
+    /// as lost: the session timeout, less a margin so that a late wake-up of the connection
+    /// thread (a loaded machine) still reports the loss before the server can expire it.
+    fn loss_after(negotiated: Duration) -> Duration {
+        negotiated.saturating_sub((negotiated / 10).min(LOSS_MARGIN))
+    }
+
+    /// Time left before the current session counts as lost, if there is one. Counted the
+    /// same way connected or not: the server renews a session only when a request arrives.
+    fn time_until_loss(&self) -> Option<Duration> {
+        let s = self.session.lock();
+        if s.session_id == 0 || s.closing {
+            return None;
+        }
+        Some(Self::loss_after(s.negotiated).saturating_sub(self.since(&self.last_acked_send_us)))
+    }
+
+    /// Declares the session lost if its time is up; true if it did (or it was already gone).
+    fn check_timeout_loss(&self) -> bool {
         if self.time_until_loss() == Some(Duration::ZERO) {
             self.lose(LossReason::Timeout);
+            return true;
         }
+        false
     }
 
     /// One attempt at one server: TCP connect, session handshake, auth, SetWatches, publish.
@@ -779,7 +921,13 @@ impl Shared {
         let connect_sent_us = self.now_us();
         stream
             .write_all(&proto::connect_request(
-                self.last_zxid.load(Ordering::Relaxed),
+                // A new session has seen nothing: a server rebuilt from empty data (its zxids
+                // restarted) must not refuse it for what an old session saw.
+                if session_id == 0 {
+                    0
+                } else {
+                    self.last_zxid.load(Ordering::Relaxed)
+                },
                 timeout_ms,
                 session_id,
                 passwd,
@@ -869,8 +1017,17 @@ impl Shared {
                 let _ = stream.shutdown(Shutdown::Both);
                 return Ok(Handshake::Expired);
             }
-            self.io.lock().stream = Some(clone);
             let same = session_id != 0 && session_id == resp.session_id;
+            if !same {
+                // The zxids this session sees start from the server's, whatever the old
+                // session saw (the ensemble may have been rebuilt from nothing).
+                self.last_zxid.store(0, Ordering::Relaxed);
+            }
+            {
+                let mut io = self.io.lock();
+                io.stream = Some(clone);
+                io.session = resp.session_id;
+            }
             s.session_id = resp.session_id;
             s.passwd = resp.passwd;
             s.negotiated = negotiated;
@@ -912,13 +1069,20 @@ impl Shared {
         self.fire_all_watches(EventType::Closed, true);
     }
 
-    /// Reads frames until the connection breaks, pinging when idle and giving up on a
-    /// silent server after two thirds of the session timeout.
+    /// Reads frames until the connection breaks, pinging when idle, and gives up on it when
+    /// the server has been silent, or has left our requests (pings included) unanswered, for
+    /// two thirds of the session timeout. The loss clock runs here too: once the session may
+    /// have expired on the server, it is lost, whatever else still arrives on the socket.
     fn serve(&self, mut stream: TcpStream, mut frames: FrameReader) {
         let t = self.negotiated_timeout();
         let ping_every = t / 3;
         let silence_limit = t * 2 / 3;
         loop {
+            // The clock first: after a pause of this process, nothing read from the socket
+            // may count before the loss is told.
+            if self.check_timeout_loss() {
+                return;
+            }
             // Every complete frame in the buffer (some may have come with the handshake).
             loop {
                 let handled = frames.pop().and_then(|f| match f {
@@ -945,19 +1109,32 @@ impl Shared {
                 log::warn!("zkguard: no frame from the server for {silent:?}; reconnecting");
                 return;
             }
+            let unanswered = self.since(&self.last_acked_send_us);
+            if unanswered >= silence_limit {
+                log::warn!(
+                    "zkguard: no request sent in the last {unanswered:?} was answered; reconnecting"
+                );
+                return;
+            }
+            let rearmed = self.flush_rearm();
             let idle = self.since(&self.last_send_us);
             if idle >= ping_every {
                 self.send_ping();
             }
             let idle = self.since(&self.last_send_us);
-            // Zero only if a caller's write held the lock and the ping was skipped: look
-            // again shortly rather than spin.
+            // Zero only if a caller's write held the lock and the ping (or a re-arm) was
+            // skipped: look again shortly rather than spin.
             let until_ping = match ping_every.saturating_sub(idle) {
                 Duration::ZERO => Duration::from_millis(10),
                 d => d,
             };
             let until_silent = silence_limit.saturating_sub(silent);
-            let wait = until_ping.min(until_silent).max(Duration::from_millis(1));
+            let until_unanswered = silence_limit.saturating_sub(unanswered);
+            let mut wait = until_ping.min(until_silent).min(until_unanswered);
+            if !rearmed {
+                wait = wait.min(Duration::from_millis(10));
+            }
+            let wait = wait.max(Duration::from_millis(1));
             if stream.set_read_timeout(Some(wait)).is_err() {
                 return;
             }
@@ -1090,7 +1267,7 @@ impl Shared {
                             path: path::from_server(&self.cfg.chroot, &w.server_path),
                         });
                     } else {
-                        unarmed(&Some(w));
+                        self.unarmed(Some(w));
                     }
                 }
                 let body_start = r.position();
@@ -1119,7 +1296,17 @@ impl Shared {
             WatchKind::Exist => &mut w.exist,
             WatchKind::Child => &mut w.child,
         };
-        map.entry(server_path).or_default().push(tx);
+        let list = map.entry(server_path).or_default();
+        // A sink armed twice (a re-arm and a confirm crossing) is told once.
+        if let WatchTx::Sink(new) = &tx {
+            if list
+                .iter()
+                .any(|t| matches!(t, WatchTx::Sink(old) if same_sink(old, new)))
+            {
+                return;
+            }
+        }
+        list.push(tx);
     }
 
     fn on_watch_event(&self, ev: proto::RawWatchEvent) {
@@ -1158,8 +1345,19 @@ impl Shared {
             event_type,
             path: path::from_server(&self.cfg.chroot, &ev.path),
         };
+        // A data change spends the watch; sinks that keep theirs get it back (armed by this
+        // thread right after, on this connection: a deletion in between is answered NoNode).
+        let rearm = matches!(
+            event_type,
+            EventType::NodeDataChanged | EventType::NodeCreated
+        );
         for tx in senders {
             tx.deliver(&out);
+            if let (true, WatchTx::Sink(sink)) = (rearm, &tx) {
+                if sink.keep().is_some() {
+                    self.queue_rearm(ev.path.clone(), sink.clone());
+                }
+            }
         }
     }
 }

@@ -4,6 +4,11 @@
 //! A helper thread exists only while there is work, and ends when the list is empty, the
 //! session that owned the nodes is gone (ephemeral nodes go with it), or the client is
 //! dropped. It never holds the client open for longer than one short request.
+//!
+//! A delete for a node of session S is written only on a connection of session S (the
+//! requests are pinned to it): once S is gone, the server has removed the node or will, and
+//! the job is dropped. Sent on another session, a check-then-delete could remove a node
+//! that someone else created at the same path in between.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -87,7 +92,7 @@ impl Client {
             self.delete_in_background(later(check));
             return Err(Error::ConnectionLoss);
         }
-        match delete_checked(&self.with_timeout(timeout), path, &check) {
+        match delete_checked(&self.with_timeout(timeout).pinned(owner), path, &check) {
             Err(e) if e.is_connection_error() => {
                 self.delete_in_background(later(check));
                 Err(e)
@@ -128,16 +133,21 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
             shared: owner.shared.clone(),
             owner,
             timeout,
+            pin: None,
         };
         let jobs = std::mem::take(&mut client.shared.janitor.lock().jobs);
         let mut left = Vec::new();
         for job in jobs {
             let current = client.session_id();
-            if current != 0 && job.session() != 0 && current != job.session() {
-                // The session that owned the node is gone; so is the node (ephemeral).
+            if job.session() == 0 || (current != 0 && current != job.session()) {
+                // The session that owned the node is gone; so is the node (ephemeral), or
+                // it will be once the server expires the session. Only that session may
+                // delete it: on another, the path may already be someone else's node.
                 continue;
             }
-            match attempt(&client, &job) {
+            // Pinned: if the session goes between the check above and the write, the
+            // request fails instead of going out on the next session.
+            match attempt(&client.pinned(job.session()), &job) {
                 Ok(_) => {}
                 Err(e) if e.is_connection_error() => left.push(job),
                 Err(Error::SessionExpired) => {}

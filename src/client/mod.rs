@@ -53,6 +53,8 @@ pub struct Client {
     shared: Arc<Shared>,
     owner: Arc<Owner>,
     timeout: Duration,
+    /// Requests through this handle go out only on this session (see [`Client::pinned`]).
+    pin: Option<i64>,
 }
 
 /// Closes the session when the last [`Client`] clone goes.
@@ -229,6 +231,7 @@ impl ClientBuilder {
             timeout: self.request_timeout.unwrap_or(self.session_timeout),
             shared,
             owner,
+            pin: None,
         })
     }
 }
@@ -291,6 +294,18 @@ impl Client {
     pub fn with_timeout(&self, timeout: Duration) -> Client {
         Client {
             timeout,
+            ..self.clone()
+        }
+    }
+
+    /// The same client, whose requests are written only on a connection of session
+    /// `session`: once that session is gone they fail with [`Error::SessionExpired`]
+    /// instead of going out on the next one. For work about ephemeral nodes of `session`
+    /// (deleting a node we own must never reach the server on another session, where the
+    /// node at that path may already be someone else's).
+    pub(crate) fn pinned(&self, session: i64) -> Client {
+        Client {
+            pin: Some(session),
             ..self.clone()
         }
     }
@@ -386,7 +401,7 @@ impl Client {
             out: Vec::new(),
         };
         let r = build(&mut p);
-        self.shared.submit(p.out, p.deadline, false);
+        self.shared.submit(p.out, p.deadline, false, self.pin);
         r
     }
 
@@ -404,32 +419,15 @@ impl Client {
         self.shared.is_closing()
     }
 
-    /// Arms a data watch on `path` for a crate-internal sink without waiting for the reply.
-    /// A missing node is reported to the sink as `NodeDeleted`. Returns false (nothing sent)
-    /// when there is no live connection right now.
-    pub(crate) fn arm_sink_watch(&self, path: &str, sink: Arc<dyn WatchSink>) -> bool {
-        if self.shared.state() != SessionState::Connected || path::validate_path(path).is_err() {
-            return false;
-        }
-        let server_path = path::to_server(&self.shared.cfg.chroot, path);
-        let mut w = Writer::default();
-        w.string(&server_path).bool(true);
-        let (tx, _rx) = crossbeam_channel::bounded(1);
-        self.shared.submit(
-            vec![Outgoing {
-                opcode: op::GET_DATA,
-                body: w.buf,
-                watch: Some(WatchReg {
-                    server_path,
-                    kind: WatchKind::Data,
-                    tx: WatchTx::Sink(sink),
-                }),
-                tx,
-            }],
-            Instant::now(),
-            false,
-        );
-        true
+    /// Arms a data watch on `path` for a crate-internal sink that keeps it (see
+    /// [`WatchSink::keep`]), on `session` only, without waiting for the reply. A missing
+    /// node is reported to the sink as `NodeDeleted`. With no live connection of `session`
+    /// right now, the connection thread arms it once there is one.
+    pub(crate) fn keep_sink_watch(&self, path: &str, sink: Arc<dyn WatchSink>, session: i64) {
+        let _pending = self.pinned(session).pipeline(|p| {
+            p.deadline = Instant::now();
+            p.get_data_sink(path, sink)
+        });
     }
 
     fn one<T>(&self, build: impl FnOnce(&mut Pipeline) -> Pending<T>) -> Result<T> {
@@ -615,6 +613,8 @@ struct Req<'p> {
     checked: Result<()>,
     opcode: i32,
     watch: Option<WatchKind>,
+    /// The watch goes to this sink instead of a new channel.
+    sink: Option<Arc<dyn WatchSink>>,
 }
 
 impl<'p> Req<'p> {
@@ -626,6 +626,7 @@ impl<'p> Req<'p> {
             checked: path::validate_path(path),
             opcode,
             watch: None,
+            sink: None,
         }
     }
 
@@ -681,8 +682,16 @@ impl<'a> Pipeline<'a> {
         let mut w = Writer::default();
         body(&mut w, &server_path);
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let (watch, watch_rx) = match req.watch {
-            Some(kind) => {
+        let (watch, watch_rx) = match (req.watch, req.sink) {
+            (Some(kind), Some(sink)) => {
+                let reg = WatchReg {
+                    server_path,
+                    kind,
+                    tx: WatchTx::Sink(sink),
+                };
+                (Some(reg), None)
+            }
+            (Some(kind), None) => {
                 let (wtx, wrx) = crossbeam_channel::unbounded();
                 let reg = WatchReg {
                     server_path,
@@ -691,7 +700,7 @@ impl<'a> Pipeline<'a> {
                 };
                 (Some(reg), Some(wrx))
             }
-            None => (None, None),
+            (None, _) => (None, None),
         };
         self.out.push(Outgoing {
             opcode: req.opcode,
@@ -782,6 +791,22 @@ impl<'a> Pipeline<'a> {
             w.string(sp).bool(watch);
         };
         self.push(req, body, |r| Ok((r.buffer()?, r.stat()?)))
+    }
+
+    /// `get_data` with a data watch that goes to a crate-internal sink.
+    pub(crate) fn get_data_sink(
+        &mut self,
+        path: &str,
+        sink: Arc<dyn WatchSink>,
+    ) -> Pending<(Vec<u8>, Stat)> {
+        let req = Req {
+            sink: Some(sink),
+            ..Req::on("get_data", path, op::GET_DATA).watch(true, WatchKind::Data)
+        };
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).bool(true);
+        };
+        self.push(req, body, |r| Ok((r.buffer()?, r.stat()?))).0
     }
 
     /// See [`Client::get_data`].

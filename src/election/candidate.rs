@@ -406,8 +406,8 @@ impl Shared {
             }
             self.changed.notify_all();
         }
-        // After telling the user (it writes to the socket): also arms the watch on our node,
-        // so its deletion by someone else ends the term.
+        // The guard keeps a watch on our node from the grant on, so its deletion by someone
+        // else ends the term.
         let lost = h.lost();
         // Whether the term is still ours (not resigned or dropped meanwhile).
         let ours = |inner: &Inner| inner.holding.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h));

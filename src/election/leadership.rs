@@ -57,16 +57,21 @@ impl Leadership {
         }
     }
 
-    /// Whether this process certainly leads right now: its session is connected and
-    /// leadership was not lost. False while disconnected, for good once lost.
+    /// Whether this process leads right now, as far as it can know without asking
+    /// ZooKeeper: its session is connected, has had a request answered within the last two
+    /// thirds of its timeout, and leadership was not lost. Computed at the call from the
+    /// monotonic clock (a process resumed after a long pause gets `false` at once). False
+    /// while disconnected, for good once lost. See
+    /// [`MutexGuard::is_valid`](crate::MutexGuard::is_valid) for when local detection is
+    /// enough and when to [`confirm`](Self::confirm).
     pub fn is_valid(&self) -> bool {
         self.holding.is_valid()
     }
 
     /// A receiver that gets `()` once leadership is lost (at once if it already is): the
     /// session expired, the client was closed, or the node was deleted by someone else.
-    /// Meant for `select!` beside the leader's work. The first call also arms a watch on
-    /// the node (without waiting), so a deletion by someone else counts from then on.
+    /// Meant for `select!` beside the leader's work. The leader keeps a watch on its node
+    /// from election to resignation, so a deletion by someone else counts at once.
     pub fn lost(&self) -> Receiver<()> {
         self.holding.lost()
     }

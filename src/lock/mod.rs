@@ -24,10 +24,20 @@ macro_rules! guard_api {
     };
     ($guard:ident, $($field:ident).+) => {
         impl $guard {
-            /// Whether the lock is certainly held right now: the session that created the
-            /// node is connected and the lock was not lost. False while disconnected (the
-            /// session may still be alive; it turns true again if the client gets back in
-            /// time) and for good once lost.
+            /// Whether the lock is held right now, as far as this process can know without
+            /// asking ZooKeeper: the session that created the node is connected, has had
+            /// a request answered within the last two thirds of its timeout, and the lock
+            /// was not lost. Computed at the call from the monotonic clock, so a process
+            /// resumed after a pause longer than that gets `false` at once, before the
+            /// client's thread has run. False while disconnected or unanswered (the session
+            /// may still be alive; it turns true again if the client gets back in time) and
+            /// for good once lost.
+            ///
+            /// This is local detection. It is enough when the session timeout is well above
+            /// the ensemble's `syncLimit × tickTime`: a server cut off from its quorum keeps
+            /// answering pings until it notices (up to that long), while the others may
+            /// already have expired the session. Below that, call
+            /// [`confirm`](Self::confirm) before acting.
             pub fn is_valid(&self) -> bool {
                 self.$($field).+.is_valid()
             }
@@ -35,10 +45,9 @@ macro_rules! guard_api {
             /// A receiver that gets `()` once the lock is lost (at once if it already is):
             /// the session expired (counted by the client itself, so known even with no
             /// server reachable), the client was closed, or the node was deleted by someone
-            /// else. Meant for `select!` beside the work.
-            ///
-            /// The first call also arms a watch on the node (without waiting for it), so a
-            /// deletion by someone else counts as a loss from then on.
+            /// else (the guard keeps a watch on its node from acquire to release, armed
+            /// again after every data change and reconnect). Meant for `select!` beside the
+            /// work.
             pub fn lost(&self) -> crossbeam_channel::Receiver<()> {
                 self.$($field).+.lost()
             }
@@ -57,10 +66,24 @@ macro_rules! guard_api {
             }
 
             /// A receiver that gets `()` when someone asks this holder to let go (see
-            /// [`revoke`](crate::revoke), compatible with Curator's `Revoker`: any change of
-            /// the node's data counts as a request). Letting go is up to the holder.
+            /// [`revoke`](crate::revoke), compatible with Curator's `Revoker`: the node's
+            /// data set to exactly `__REVOKE__`; other writes are not requests). Letting go
+            /// is up to the holder.
             pub fn revocation(&self) -> crossbeam_channel::Receiver<()> {
                 self.$($field).+.revocation()
+            }
+
+            /// Proves, with ZooKeeper's quorum, that the lock is still ours at this instant
+            /// (one round trip: a read of our node and a write that changes nothing).
+            /// [`Error::LockLost`](crate::Error) if it is not (the node is gone or replaced,
+            /// or its session ended; the guard is lost from then on); a connection error or
+            /// timeout if ZooKeeper cannot be asked. Never a false yes.
+            ///
+            /// Use it before an action that must not run twice when the session timeout is
+            /// not comfortably above the ensemble's `syncLimit × tickTime` (see
+            /// [`is_valid`](Self::is_valid)).
+            pub fn confirm(&self) -> $crate::Result<()> {
+                self.$($field).+.confirm()
             }
 
             /// Releases and reports how the delete went: [`Error::LockLost`](crate::Error)

@@ -127,6 +127,12 @@ impl MultiLockGuard {
         rx
     }
 
+    /// Proves with ZooKeeper's quorum that every lock is still held (see
+    /// [`MutexGuard::confirm`]); the first lock that is not, or the first error.
+    pub fn confirm(&self) -> Result<()> {
+        self.guards.iter().try_for_each(MutexGuard::confirm)
+    }
+
     /// The fencing tokens, one per lock, in the order of [`MultiLock::paths`].
     pub fn tokens(&self) -> Vec<u64> {
         self.guards.iter().map(MutexGuard::token).collect()

@@ -176,6 +176,12 @@ impl ReentrantMutexGuard {
         self.holding.revocation()
     }
 
+    /// Proves with ZooKeeper's quorum that the lock is still held (see
+    /// [`MutexGuard::confirm`](crate::MutexGuard::confirm)).
+    pub fn confirm(&self) -> Result<()> {
+        self.holding.confirm()
+    }
+
     /// How many guards this thread holds on the lock, this one included.
     pub fn hold_count(&self) -> usize {
         self.owners

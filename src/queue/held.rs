@@ -66,8 +66,6 @@ pub(crate) struct State {
     lost: Signal,
     revoked: Signal,
     released: AtomicBool,
-    /// Whether a watch on our own node is armed (for deletion and revocation).
-    armed: AtomicBool,
 }
 
 impl State {
@@ -89,24 +87,25 @@ impl SessionSink for State {
     }
 }
 
+/// The guard's watch on its own node, armed from the moment it holds until it is released:
+/// the connection thread arms it again after every data change and after every reconnect
+/// (see [`WatchSink::keep`]), so a deletion by anyone is a loss within one notification.
 impl WatchSink for State {
     fn on_watch(&self, ev: &WatchedEvent) {
         match ev.event_type {
-            EventType::NodeDataChanged => {
-                // Someone asked us to let go (Curator's Revoker writes `__REVOKE__`). The
-                // watch is spent; the next call to `lost`/`revocation` re-arms it.
-                self.armed.store(false, Ordering::SeqCst);
-                self.revoked.fire();
-            }
-            EventType::NodeCreated | EventType::NodeChildrenChanged => {
-                self.armed.store(false, Ordering::SeqCst);
-            }
+            // The connection thread re-arms the watch; the reply's data tells whether it
+            // was a revocation request (`on_data`), and its stat whether the node is still
+            // ours (a node deleted and re-created at the shared path during an outage is
+            // reported as a data change after the reconnect).
+            EventType::NodeDataChanged | EventType::NodeCreated => {}
+            EventType::NodeChildrenChanged => {}
             EventType::NodeDeleted | EventType::SessionLost | EventType::Closed => self.mark_lost(),
         }
     }
 
-    fn on_unarmed(&self) {
-        self.armed.store(false, Ordering::SeqCst);
+    fn keep(&self) -> Option<i64> {
+        let live = !self.released.load(Ordering::SeqCst) && !self.lost.is_fired();
+        live.then_some(self.owner)
     }
 
     fn on_data(&self, data: &[u8], stat: &Stat) {
@@ -116,7 +115,8 @@ impl WatchSink for State {
             self.mark_lost();
             return;
         }
-        // A request written before we looked (Curator checks the data the same way).
+        // Only Curator's exact revocation request counts (as in Curator); other writes to
+        // the node are not requests.
         if data == crate::lock::REVOKE_MESSAGE {
             self.revoked.fire();
         }
@@ -142,7 +142,6 @@ impl Holding {
             lost: Signal::default(),
             revoked: Signal::default(),
             released: AtomicBool::new(false),
-            armed: AtomicBool::new(false),
         });
         let sink: Arc<dyn SessionSink> = state.clone();
         let (session, st) = client.subscribe_sink(Arc::downgrade(&sink));
@@ -150,6 +149,11 @@ impl Holding {
         drop(sink);
         if session != acquired.owner || matches!(st, SessionState::Lost | SessionState::Closed) {
             state.mark_lost();
+        } else {
+            // Sent, not waited for: the acquire costs no extra round trip, and a deletion
+            // before the watch is set is answered NoNode, which is a loss all the same.
+            let sink: Arc<dyn WatchSink> = state.clone();
+            client.keep_sink_watch(&acquired.path, sink, acquired.owner);
         }
         Holding {
             client: client.clone(),
@@ -179,79 +183,80 @@ impl Holding {
             && self.client.session_id() == self.acquired.owner
     }
 
-    /// Arms the watch on our own node if it is not armed (without waiting for the reply).
-    fn arm(&self) {
-        if !self.state.armed.swap(true, Ordering::SeqCst) {
-            let sink: Arc<dyn WatchSink> = self.state.clone();
-            if !self.client.arm_sink_watch(&self.acquired.path, sink) {
-                self.state.armed.store(false, Ordering::SeqCst);
-            }
-        }
-    }
-
     pub(crate) fn lost(&self) -> Receiver<()> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.notify_lost(tx);
         rx
     }
 
-    /// `tx` gets `()` once the node is lost; arms the watch on our node as `lost` does.
+    /// `tx` gets `()` once the node is lost.
     pub(crate) fn notify_lost(&self, tx: Sender<()>) {
-        self.arm();
         self.state.lost.notify(tx);
     }
 
     pub(crate) fn revocation(&self) -> Receiver<()> {
-        self.arm();
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.state.revoked.notify(tx);
         rx
     }
 
-    /// Proves that the node is still ours at this instant, with a quorum write: a `multi`
-    /// that only checks the node exists (it changes nothing and fires no watch, so the
-    /// contender watching our node sleeps on). A node path alone does not prove it is ours
-    /// (the unfair recipes share one path), so our own node's watch is armed first: the
-    /// server delivers its deletion before the reply of any later request, and the reply
-    /// of the check is read only after that. `LockLost` if the node is gone or its
-    /// session ended; a connection error if the check could not be made (never a yes).
+    /// Proves that the node is still ours at this instant. One round trip: a read of our
+    /// node that also arms our watch on it (its stat must show our creation zxid and
+    /// session: the unfair recipes share one path, so the path alone proves nothing), then,
+    /// in the same write, a quorum write that changes nothing: a `multi` that only checks
+    /// the node exists (it fires no watch, so the contender watching our node sleeps on).
+    /// The server answers in order, and delivers a deletion of our node between the two
+    /// before the check's reply. Both are sent on the node's session only. `LockLost` if
+    /// the node is gone or not ours or its session ended; a connection error or timeout if
+    /// the check could not be made (never a yes).
     pub(crate) fn confirm(&self) -> Result<()> {
         let lock_lost = || Error::LockLost {
             path: self.acquired.path.clone(),
         };
-        // Twice at most: once more if the request arming the watch died with its
-        // connection before the check went out on a new one.
-        for _ in 0..2 {
-            if self.state.lost.is_fired()
+        let gone = || {
+            self.state.lost.is_fired()
                 || self.state.released.load(Ordering::SeqCst)
                 || self.client.session_id() != self.acquired.owner
-            {
+                || matches!(
+                    self.client.state(),
+                    SessionState::Lost | SessionState::Closed
+                )
+        };
+        if gone() {
+            return Err(lock_lost());
+        }
+        let sink: Arc<dyn WatchSink> = self.state.clone();
+        let check = Op::Check {
+            path: self.acquired.path.clone(),
+            version: None,
+        };
+        let (read, checked) = self.client.pinned(self.acquired.owner).pipeline(|p| {
+            (
+                p.get_data_sink(&self.acquired.path, sink),
+                p.multi(&[check]),
+            )
+        });
+        match read.wait() {
+            Ok((_, stat))
+                if stat.czxid as u64 == self.acquired.token
+                    && stat.ephemeral_owner == self.acquired.owner => {}
+            Ok(_) | Err(Error::NoNode { .. }) => {
+                self.state.mark_lost();
                 return Err(lock_lost());
             }
-            self.arm();
-            let check = Op::Check {
-                path: self.acquired.path.clone(),
-                version: None,
-            };
-            match self.client.multi(&[check]) {
-                Ok(_) => {
-                    if self.state.lost.is_fired() || self.client.session_id() != self.acquired.owner
-                    {
-                        return Err(lock_lost());
-                    }
-                    if self.state.armed.load(Ordering::SeqCst) {
-                        return Ok(());
-                    }
-                }
-                Err(Error::Multi { source, .. }) if matches!(*source, Error::NoNode { .. }) => {
-                    self.state.mark_lost();
-                    return Err(lock_lost());
-                }
-                Err(Error::SessionExpired) => return Err(lock_lost()),
-                Err(e) => return Err(e),
-            }
+            Err(Error::SessionExpired) => return Err(lock_lost()),
+            Err(e) => return Err(e),
         }
-        Err(Error::ConnectionLoss)
+        match checked.wait() {
+            Ok(_) if gone() => Err(lock_lost()),
+            Ok(_) => Ok(()),
+            Err(Error::Multi { source, .. }) if matches!(*source, Error::NoNode { .. }) => {
+                self.state.mark_lost();
+                Err(lock_lost())
+            }
+            Err(Error::SessionExpired) => Err(lock_lost()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Deletes the node and reports how it went. A delete that fails for connection reasons

@@ -34,25 +34,28 @@ pub(crate) fn acquire(
     };
     // Set while a create's outcome is unknown; cleared by the next clear answer.
     let mut unsure = false;
-    let give_up = |unsure: bool| {
+    // The session of the last create (its clean-up goes out on that session only).
+    let mut session = client.session_id();
+    let give_up = |unsure: bool, session: i64| {
         if unsure {
             client.delete_in_background(Job::Path {
                 path: path.to_string(),
                 check: Check::Data(data.to_vec()),
-                session: client.session_id(),
+                session,
             });
         }
     };
     loop {
         if cancel.rx.try_recv().is_ok() {
-            give_up(unsure);
+            give_up(unsure, session);
             return Err(cancelled());
         }
         let Some(c) = bounded(client, deadline) else {
-            give_up(unsure);
+            give_up(unsure, session);
             return expired(wait, path, client);
         };
-        let tried = try_once(&c, path, data);
+        session = client.session_id();
+        let tried = try_once(&c.pinned(session), path, data);
         unsure = matches!(&tried, Err(e) if e.is_connection_error() || *e == Error::SessionExpired);
         match tried {
             Ok(Some(a)) => return Ok(Some(a)),
@@ -63,7 +66,7 @@ pub(crate) fn acquire(
                 continue;
             }
             Err(e) => {
-                give_up(unsure);
+                give_up(unsure, session);
                 return Err(e);
             }
         }

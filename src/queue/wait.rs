@@ -248,7 +248,9 @@ fn attempt(
             }
         }
         at.session = client.session_id();
-        let (created, listed) = c.pipeline(|p| {
+        // Pinned: a create that may have happened (a lost reply) happened in `at.session`,
+        // the session its clean-up is pinned to.
+        let (created, listed) = c.pinned(at.session).pipeline(|p| {
             (
                 p.create(&prefix, spec.data, CreateMode::EphemeralSequential),
                 p.get_children(spec.dir),
