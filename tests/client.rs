@@ -584,6 +584,21 @@ fn chroot_is_invisible_to_the_caller() {
 }
 
 #[test]
+fn a_missing_chroot_is_an_error_naming_it() {
+    let missing = unique("no-such-chroot");
+    let err = Client::builder(&format!("{}{missing}", shared_cluster().connect_string()))
+        .session_timeout(T)
+        .build()
+        .unwrap_err();
+    match &err {
+        Error::InvalidPath { path, .. } => assert_eq!(path, &missing),
+        other => panic!("expected InvalidPath naming the chroot, got {other:?}"),
+    }
+    assert!(err.to_string().contains(&missing), "{err}");
+    assert!(err.to_string().contains("chroot"), "{err}");
+}
+
+#[test]
 fn close_ends_the_session_at_once() {
     let observer = client();
     let c = client();

@@ -151,7 +151,9 @@ impl ClientBuilder {
     }
 
     /// Connects: returns once a session exists, or fails by the connect deadline with an
-    /// error that names every server tried and what went wrong there.
+    /// error that names every server tried and what went wrong there. With a chroot in the
+    /// connect string, the chroot node must exist: if not, the error is
+    /// [`Error::InvalidPath`] naming it.
     pub fn build(self) -> Result<Client> {
         let cs = path::parse_connect_string(&self.connect_string)?;
         let check = |name: &'static str, d: Duration| {
@@ -227,12 +229,36 @@ impl ClientBuilder {
         let deadline = Instant::now() + self.connect_timeout;
         // On failure `owner` drops here, which stops the thread.
         shared.wait_first_session(deadline, self.connect_timeout)?;
-        Ok(Client {
+        let client = Client {
             timeout: self.request_timeout.unwrap_or(self.session_timeout),
             shared,
             owner,
             pin: None,
-        })
+        };
+        client.check_chroot()?;
+        Ok(client)
+    }
+}
+
+impl Client {
+    /// A chroot must exist: every path lives under it, and without it every request would
+    /// fail with a `NoNode` naming the caller's path, not the missing chroot.
+    fn check_chroot(&self) -> Result<()> {
+        let chroot = &self.shared.cfg.chroot;
+        if chroot.is_empty() {
+            return Ok(());
+        }
+        // "/" is the chroot itself on the server.
+        match self.exists("/") {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(Error::InvalidPath {
+                path: chroot.clone(),
+                reason: "the chroot of the connect string does not exist on the server \
+                         (create it first, with a client connected without the chroot)"
+                    .into(),
+            }),
+            Err(e) => Err(e),
+        }
     }
 }
 
