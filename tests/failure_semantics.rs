@@ -490,3 +490,315 @@ fn a_lock_guards_confirm_says_yes_only_while_the_lock_is_ours() {
     assert_eq!(pc.state(), SessionState::Lost);
     drop(proxy);
 }
+
+// ---------------------------------------------------------------------------------------
+// 2. The loss clock runs while connected: a one-way stall
+// ---------------------------------------------------------------------------------------
+
+/// Stamps the moment `rx` fires (or never, if it does not within the deadline).
+fn stamp(rx: Receiver<()>) -> Receiver<Instant> {
+    spawn(move || {
+        rx.recv_timeout(WITHIN * 2)
+            .map(|()| Instant::now())
+            .unwrap_or_else(|_| Instant::now() + WITHIN * 10)
+    })
+}
+
+#[test]
+fn a_holder_whose_requests_go_unanswered_is_lost_before_another_process_acquires() {
+    let cs = shared_cluster().connect_string();
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    let t = Duration::from_secs(2);
+    let a = connect(&proxy.connect_string(), t);
+    let writer = connect(&cs, Duration::from_secs(10));
+    let b = connect(&cs, Duration::from_secs(10));
+    let dir = unique("one-way");
+    writer.create(&dir, b"", CreateMode::Persistent).unwrap();
+    // Watches that the writer fires one by one: the server keeps sending to A while A's
+    // own requests (pings included) go unanswered.
+    let watched: Vec<String> = (0..150).map(|i| format!("{dir}/w{i}")).collect();
+    let mut watches = Vec::new();
+    for p in &watched {
+        writer.create(p, b"", CreateMode::Persistent).unwrap();
+        watches.push(a.get_data_w(p).unwrap().2);
+    }
+    let lock_path = format!("{dir}/lock");
+    let g = Mutex::new(&a, &lock_path).unwrap().acquire().unwrap();
+    let a_lost = stamp(g.lost());
+    let contender = {
+        let (b, p) = (b.clone(), lock_path.clone());
+        spawn(move || {
+            let g = Mutex::new(&b, &p).unwrap().acquire_timeout(WITHIN).unwrap();
+            (Instant::now(), g)
+        })
+    };
+    let lock = Mutex::new(&writer, &lock_path).unwrap();
+    wait_until(WITHIN, "the contender queued", || {
+        lock.participants().unwrap().len() == 2
+    });
+
+    proxy.stall_client_to_server();
+    let stalled = Instant::now();
+    let mut next = 0;
+    let (b_acquired, b_guard) = loop {
+        match contender.recv_timeout(Duration::from_millis(25)) {
+            Ok(r) => break r,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                assert!(next < watched.len(), "ran out of watched nodes");
+                writer.set_data(&watched[next], b"x", None).unwrap();
+                next += 1;
+            }
+            Err(e) => panic!("contender: {e}"),
+        }
+    };
+    let b_guard = b_guard.expect("the contender acquired");
+    let valid_then = g.is_valid();
+    let lost_at = recv(&a_lost, WITHIN * 3, "A's loss stamp");
+    let delivered = watches.iter().filter(|w| w.try_recv().is_ok()).count();
+    eprintln!(
+        "one-way stall: A lost at {:?}, B acquired at {:?} after the stall; {delivered} events reached A",
+        lost_at.saturating_duration_since(stalled),
+        b_acquired - stalled
+    );
+    assert!(
+        delivered > 0,
+        "no event reached A: the stall was not one-way"
+    );
+    assert!(
+        lost_at < b_acquired,
+        "A's lost() fired {:?} after B acquired",
+        lost_at - b_acquired
+    );
+    assert!(!valid_then, "A was valid when B acquired");
+    drop(b_guard);
+    drop(proxy);
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. A server (or an ensemble) rebuilt from nothing takes a new session
+// ---------------------------------------------------------------------------------------
+
+fn rebuilt_from_nothing(servers: usize) {
+    init_log();
+    let cluster = TestCluster::builder().servers(servers).start().unwrap();
+    let c = connect(&cluster.connect_string(), Duration::from_secs(2));
+    let events = c.events();
+    // Move the zxid well past where a fresh server starts.
+    for i in 0..40 {
+        retry(WITHIN, || {
+            match c.create(&format!("/n{i}"), b"", CreateMode::Persistent) {
+                Err(Error::NodeExists { .. }) => Ok(()),
+                r => r.map(|_| ()),
+            }
+        });
+    }
+    let g = Mutex::new(&c, "/locks/job").unwrap().acquire().unwrap();
+    let old_token = g.token();
+    let lost = g.lost();
+    let old_session = c.session_id();
+    for i in 0..servers {
+        cluster.wipe(i).unwrap();
+    }
+    for i in 0..servers {
+        cluster.start_server(i).unwrap();
+    }
+    for i in 0..servers {
+        cluster.wait_serving(i, WITHIN * 2).unwrap();
+    }
+    common::wait_event(&events, WITHIN, "lost", |e| {
+        matches!(e, zkguard::SessionEvent::Lost { .. })
+    });
+    recv(&lost, WITHIN, "the guard lost");
+    assert!(!g.is_valid());
+    let ev = common::wait_event(&events, WITHIN * 2, "a new session", |e| {
+        matches!(e, zkguard::SessionEvent::Connected { .. })
+    });
+    assert_ne!(c.session_id(), old_session, "{ev:?}");
+    // The data is gone, and the client works.
+    assert_eq!(retry(WITHIN, || c.exists("/n0")), None);
+    let g2 = retry(WITHIN, || {
+        Mutex::new(&c, "/locks/job")
+            .unwrap()
+            .acquire_timeout(WITHIN)
+    })
+    .expect("acquire on the rebuilt ensemble");
+    // Fencing tokens restart with the ensemble's zxids (documented).
+    assert!(g2.token() < old_token, "{} vs {old_token}", g2.token());
+    drop(g);
+}
+
+#[test]
+fn a_client_opens_a_new_session_on_a_standalone_server_rebuilt_from_nothing() {
+    rebuilt_from_nothing(1);
+}
+
+#[test]
+fn a_client_opens_a_new_session_on_an_ensemble_rebuilt_from_nothing() {
+    rebuilt_from_nothing(3);
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. No hot reconnect loop against a server that drops every connection
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_server_that_drops_every_connection_after_the_handshake_gets_back_off() {
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    let c = connect(&proxy.connect_string(), Duration::from_secs(3));
+    let events = c.events();
+    let before = proxy.accepted();
+    proxy.flap();
+    proxy.reset();
+    let started = Instant::now();
+    // Three seconds of flapping.
+    while started.elapsed() < Duration::from_secs(3) {
+        let _ = events.recv_timeout(Duration::from_millis(100));
+    }
+    let attempts = proxy.accepted() - before;
+    eprintln!("flapping server: {attempts} connections in 3 s");
+    assert!(attempts >= 2, "the client stopped trying ({attempts})");
+    // Back-off from 25 ms doubling to 1 s allows about ten; a hot loop makes thousands.
+    assert!(attempts < 40, "{attempts} connections in 3 s");
+    proxy.heal();
+    retry(WITHIN, || c.exists("/"));
+    assert_eq!(c.state(), SessionState::Connected);
+}
+
+// ---------------------------------------------------------------------------------------
+// Also: a follower cut off from its quorum
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_holder_on_a_server_cut_off_from_its_quorum_is_invalid_before_another_acquires_and_never_confirmed(
+) {
+    init_log();
+    let cluster = TestCluster::builder()
+        .servers(3)
+        .isolatable(true)
+        .start()
+        .unwrap();
+    let leader = (0..3)
+        .find(|&i| cluster.mode(i).map(|m| m == "leader").unwrap_or(false))
+        .expect("a leader");
+    let follower = (leader + 1) % 3;
+    let others: Vec<String> = (0..3)
+        .filter(|&i| i != follower)
+        .map(|i| cluster.server_connect_string(i))
+        .collect();
+    // A session timeout comfortably above syncLimit x tickTime (5 x 100 ms).
+    let t = Duration::from_secs(3);
+    let a = Client::builder(&cluster.server_connect_string(follower))
+        .session_timeout(t)
+        .request_timeout(Duration::from_millis(500))
+        .connect_timeout(WITHIN)
+        .build()
+        .unwrap();
+    let b = connect(&others.join(","), Duration::from_secs(10));
+    let path = "/locks/cut-off";
+    let g = Mutex::new(&a, path).unwrap().acquire().unwrap();
+    g.confirm().unwrap();
+    let a_lost = stamp(g.lost());
+    let contender = {
+        let b = b.clone();
+        spawn(move || {
+            let g = Mutex::new(&b, path).unwrap().acquire_timeout(WITHIN).unwrap();
+            (Instant::now(), g)
+        })
+    };
+    wait_until(WITHIN, "the contender queued", || {
+        Mutex::new(&b, path).unwrap().participants().unwrap().len() == 2
+    });
+    cluster.isolate(follower).unwrap();
+    let cut = Instant::now();
+    // A sampler notes when A turns invalid; meanwhile confirm() is tried until the
+    // contender gets in.
+    let g = std::sync::Arc::new(g);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let invalid = {
+        let (g, stop) = (g.clone(), stop.clone());
+        spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                if !g.is_valid() {
+                    return Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            None
+        })
+    };
+    let mut confirms = 0;
+    let (b_acquired, b_guard) = loop {
+        if let Ok(r) = contender.try_recv() {
+            break r;
+        }
+        if let Ok(()) = g.confirm() {
+            panic!("confirm() said yes {:?} after the cut", cut.elapsed());
+        }
+        confirms += 1;
+    };
+    let b_guard = b_guard.expect("the contender acquired");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let invalid_at = recv(&invalid, WITHIN, "the sampler").expect("A still valid when B acquired");
+    let lost_at = recv(&a_lost, WITHIN * 3, "A's loss stamp");
+    eprintln!(
+        "cut-off follower: A invalid at {:?}, lost at {:?}, B acquired at {:?} after the cut; {confirms} confirms, none yes",
+        invalid_at - cut,
+        lost_at.saturating_duration_since(cut),
+        b_acquired - cut
+    );
+    assert!(invalid_at < b_acquired, "A was valid when B acquired");
+    drop(b_guard);
+    cluster.rejoin(follower).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. A background delete never goes out on another session
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_lost_unfair_holders_background_delete_never_goes_out_on_its_next_session() {
+    let cs = shared_cluster().connect_string();
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    let a = connect(&proxy.connect_string(), Duration::from_secs(2));
+    let b = connect(&cs, Duration::from_secs(10));
+    let path = unique("unfair-bg-delete");
+    // Another ephemeral node of A's session: the server deletes all of a session's
+    // ephemeral nodes in one step when it expires the session.
+    let marker = unique("marker");
+    a.create(&marker, b"", CreateMode::Ephemeral).unwrap();
+    let g = UnfairMutex::new(&a, &path).unwrap().acquire().unwrap();
+    let lost = g.lost();
+    let contender = {
+        let (b, path, marker) = (b.clone(), path.clone(), marker.clone());
+        spawn(move || {
+            let g = UnfairMutex::new(&b, &path)
+                .unwrap()
+                .acquire_timeout(WITHIN)
+                .unwrap()
+                .expect("the contender acquired");
+            // Read right after the grant: was A's session still alive when A's node went?
+            let marker_left = b.exists(&marker).unwrap().is_some();
+            (g, marker_left)
+        })
+    };
+    wait_until(WITHIN, "the contender watching", || {
+        common::watches_by_path()
+            .get(&path)
+            .is_some_and(|s| s.contains(&format!("0x{:x}", b.session_id() as u64)))
+    });
+    // A's pings still reach the server (its session stays alive there) but no answer
+    // comes back: A counts its session lost while the server still has it.
+    proxy.stall_server_to_client();
+    recv(&lost, WITHIN, "A's guard lost");
+    // The release cannot be sent now: it goes to the background, for A's old session.
+    drop(g);
+    proxy.heal();
+    let (b_guard, marker_left) = recv(&contender, WITHIN * 2, "the contender");
+    assert!(
+        !marker_left,
+        "A's node was deleted while A's old session was still alive: the background delete \
+         went out on A's next session"
+    );
+    assert_ne!(a.session_id(), 0);
+    drop(b_guard);
+}
