@@ -584,3 +584,221 @@ fn proxy_drop_closes_everything_quickly() {
     assert_closed(&mut hanging, Duration::from_secs(2));
     assert!(TcpStream::connect(addr).is_err(), "listener still open");
 }
+
+// ------------------------------------------------------------------------------------
+// ZooKeeper wire helpers (raw sockets: what the proxy and the servers really do)
+// ------------------------------------------------------------------------------------
+
+/// Writes one length-prefixed ZooKeeper frame.
+fn write_frame(s: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    s.write_all(&frame)
+}
+
+/// Reads one length-prefixed ZooKeeper frame.
+fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body)?;
+    Ok(body)
+}
+
+/// Sends a ConnectRequest for a new session and reads the ConnectResponse: the session id
+/// (0 when the server refused).
+fn zk_handshake(s: &mut TcpStream) -> std::io::Result<i64> {
+    let mut req = Vec::new();
+    req.extend_from_slice(&0i32.to_be_bytes()); // protocol version
+    req.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
+    req.extend_from_slice(&10_000i32.to_be_bytes()); // session timeout, ms
+    req.extend_from_slice(&0i64.to_be_bytes()); // session id: a new session
+    req.extend_from_slice(&16i32.to_be_bytes());
+    req.extend_from_slice(&[0u8; 16]); // password
+    write_frame(s, &req)?;
+    let reply = read_frame(s)?;
+    assert!(reply.len() >= 16, "short ConnectResponse: {reply:?}");
+    Ok(i64::from_be_bytes(
+        reply[8..16].try_into().expect("8 bytes"),
+    ))
+}
+
+/// Sends a ping (xid -2, op 11) and waits for its reply.
+fn zk_ping(s: &mut TcpStream) -> std::io::Result<()> {
+    let mut req = Vec::new();
+    req.extend_from_slice(&(-2i32).to_be_bytes());
+    req.extend_from_slice(&11i32.to_be_bytes());
+    write_frame(s, &req)?;
+    let reply = read_frame(s)?;
+    let xid = i32::from_be_bytes(reply[..4].try_into().expect("4 bytes"));
+    assert_eq!(xid, -2, "not a ping reply: {reply:?}");
+    Ok(())
+}
+
+/// A zkguard client with a generous connect deadline (slow, loaded machines).
+fn zk_client(connect_string: &str, session_timeout: Duration) -> zkguard::Client {
+    let _ = env_logger::builder().is_test(true).try_init();
+    zkguard::Client::builder(connect_string)
+        .session_timeout(session_timeout)
+        .connect_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
+}
+
+/// Retries `f` while it fails with a connection error (an election or reconnect).
+fn zk_retry<T>(within: Duration, mut f: impl FnMut() -> zkguard::Result<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if Instant::now() < deadline && e.is_connection_error() => {
+                thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("still failing after {within:?}: {e}"),
+        }
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    format!("/{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Creates `n` persistent nodes under a fresh path; returns their paths and the last czxid.
+fn create_nodes(c: &zkguard::Client, prefix: &str, n: usize) -> (Vec<String>, i64) {
+    let mut paths = Vec::new();
+    let mut zxid = 0;
+    for k in 0..n {
+        let p = format!("{}-{k}", unique(prefix));
+        zxid = c
+            .create(&p, b"x", zkguard::CreateMode::Persistent)
+            .expect("create")
+            .stat
+            .czxid;
+        paths.push(p);
+    }
+    (paths, zxid)
+}
+
+// ------------------------------------------------------------------------------------
+// FaultProxy: one-way stall, flapping
+// ------------------------------------------------------------------------------------
+
+#[test]
+fn proxy_stall_holds_client_requests_while_watch_events_flow() {
+    let cluster = TestCluster::start(1).expect("start");
+    let proxy = FaultProxy::for_cluster(&cluster).expect("proxy");
+    let c = zk_client(&proxy.connect_string(), Duration::from_secs(20));
+    let other = zk_client(&cluster.connect_string(), Duration::from_secs(20));
+    let p = unique("stall");
+    c.create(&p, b"0", zkguard::CreateMode::Persistent)
+        .expect("create");
+    let (_, _, watch) = c.get_data_w(&p).expect("watch");
+
+    proxy.stall_client_to_server();
+    // The client's own request goes unanswered...
+    let held = format!("{p}/held");
+    let err = c
+        .with_timeout(Duration::from_millis(500))
+        .create(&held, b"", zkguard::CreateMode::Persistent)
+        .expect_err("a request through a stalled proxy");
+    assert!(matches!(err, zkguard::Error::Timeout { .. }), "{err}");
+    // ...and has not reached the server (it is held, not delivered).
+    assert!(other.exists(&held).expect("exists").is_none());
+    // Server -> client still flows: the watch fires.
+    other.set_data(&p, b"1", None).expect("set_data");
+    let ev = watch
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the watch event arrives through the stalled proxy");
+    assert_eq!(ev.event_type, zkguard::EventType::NodeDataChanged);
+    // Nothing was closed.
+    assert_eq!(proxy.connections(), 1);
+
+    proxy.heal();
+    // What was held back is delivered now: the create reaches the server.
+    wait_until("the held create to arrive", Duration::from_secs(10), || {
+        other.exists(&held).expect("exists").is_some()
+    });
+    assert!(zk_retry(Duration::from_secs(20), || c.exists(&p)).is_some());
+}
+
+#[test]
+fn proxy_stall_holds_raw_bytes_until_heal() {
+    let proxy = FaultProxy::start(&[echo_server()]).expect("proxy");
+    let mut a = connect(&proxy);
+    echo(&mut a, "before");
+    proxy.stall_client_to_server();
+    a.write_all(b"held").expect("write");
+    assert_silent(&mut a, Duration::from_millis(300));
+    // A new connection is accepted and connected, but its bytes are held as well.
+    let mut b = connect(&proxy);
+    b.write_all(b"new").expect("write");
+    assert_silent(&mut b, Duration::from_millis(100));
+    proxy.heal();
+    let mut reply = [0u8; 4];
+    a.read_exact(&mut reply)
+        .expect("held bytes delivered after heal");
+    assert_eq!(&reply, b"held");
+    let mut reply = [0u8; 3];
+    b.read_exact(&mut reply)
+        .expect("held bytes delivered after heal");
+    assert_eq!(&reply, b"new");
+    echo(&mut a, "after");
+    assert_eq!(proxy.accepted(), 2);
+}
+
+#[test]
+fn proxy_flap_closes_each_new_connection_after_the_first_reply() {
+    let cluster = TestCluster::start(1).expect("start");
+    let proxy = FaultProxy::for_cluster(&cluster).expect("proxy");
+    assert_eq!(proxy.accepted(), 0);
+    let mut before = connect(&proxy);
+    assert_ne!(zk_handshake(&mut before).expect("handshake"), 0);
+    zk_ping(&mut before).expect("ping");
+    assert_eq!(proxy.accepted(), 1);
+
+    proxy.flap();
+    // A connection that got its first reply before stays.
+    zk_ping(&mut before).expect("ping on the older connection");
+    for round in 2..=3u64 {
+        let mut s = connect(&proxy);
+        let session = zk_handshake(&mut s).expect("the handshake reply is delivered");
+        assert_ne!(session, 0, "the server granted a session");
+        assert_closed(&mut s, Duration::from_secs(5));
+        assert_eq!(proxy.accepted(), round);
+        wait_until("the flap to be counted", Duration::from_secs(5), || {
+            proxy.flapped() == round - 1
+        });
+    }
+
+    proxy.heal();
+    let mut after = connect(&proxy);
+    assert_ne!(zk_handshake(&mut after).expect("handshake"), 0);
+    zk_ping(&mut after).expect("ping after heal");
+    assert_eq!(proxy.accepted(), 4);
+    assert_eq!(proxy.flapped(), 2);
+}
+
+#[test]
+fn proxy_flap_makes_a_client_reconnect_again_and_again() {
+    let cluster = TestCluster::start(1).expect("start");
+    let proxy = FaultProxy::for_cluster(&cluster).expect("proxy");
+    let c = zk_client(&proxy.connect_string(), Duration::from_secs(20));
+    let session = c.session_id();
+    let first = proxy.accepted();
+    proxy.flap();
+    proxy.reset();
+    wait_until(
+        "three more connection attempts",
+        Duration::from_secs(30),
+        || proxy.accepted() >= first + 3,
+    );
+    assert!(proxy.flapped() >= 2, "flapped {}", proxy.flapped());
+    proxy.heal();
+    assert!(zk_retry(Duration::from_secs(30), || c.exists("/zookeeper")).is_some());
+    assert_eq!(
+        c.session_id(),
+        session,
+        "every flap renewed the same session"
+    );
+}
+
