@@ -1107,10 +1107,11 @@ impl TestCluster {
     /// ensemble member needs to start again as the same member. (The servers keep their
     /// transaction logs in the data directory; there is no separate log directory.)
     ///
-    /// [`start_server`](Self::start_server) then starts it empty: as a standalone
-    /// server, or as an ensemble whose members were all wiped, it begins again at zxid
-    /// 0 with only the built-in nodes (`/zookeeper`) — clients that saw a higher zxid
-    /// are talking to a server that lost everything. A wiped member of an ensemble that
+    /// [`start_server`](Self::start_server) then starts it empty: a standalone server, or
+    /// an ensemble whose members were all wiped, holds only the built-in nodes
+    /// (`/zookeeper`) and counts zxids from the start again (a standalone server from 0;
+    /// a fresh ensemble from epoch 1, counter 0, i.e. `0x1_0000_0000`) — clients that saw
+    /// a higher zxid are talking to a server that lost everything. A wiped member of an ensemble that
     /// still has a quorum syncs the data back from the leader when it starts. Its client
     /// port, config and log file stay the same.
     ///
