@@ -584,3 +584,537 @@ fn proxy_drop_closes_everything_quickly() {
     assert_closed(&mut hanging, Duration::from_secs(2));
     assert!(TcpStream::connect(addr).is_err(), "listener still open");
 }
+
+// ------------------------------------------------------------------------------------
+// ZooKeeper wire helpers (raw sockets: what the proxy and the servers really do)
+// ------------------------------------------------------------------------------------
+
+/// Writes one length-prefixed ZooKeeper frame.
+fn write_frame(s: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    s.write_all(&frame)
+}
+
+/// Reads one length-prefixed ZooKeeper frame.
+fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body)?;
+    Ok(body)
+}
+
+/// Sends a ConnectRequest for a new session and reads the ConnectResponse: the session id
+/// (0 when the server refused).
+fn zk_handshake(s: &mut TcpStream) -> std::io::Result<i64> {
+    let mut req = Vec::new();
+    req.extend_from_slice(&0i32.to_be_bytes()); // protocol version
+    req.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
+    req.extend_from_slice(&10_000i32.to_be_bytes()); // session timeout, ms
+    req.extend_from_slice(&0i64.to_be_bytes()); // session id: a new session
+    req.extend_from_slice(&16i32.to_be_bytes());
+    req.extend_from_slice(&[0u8; 16]); // password
+    write_frame(s, &req)?;
+    let reply = read_frame(s)?;
+    assert!(reply.len() >= 16, "short ConnectResponse: {reply:?}");
+    Ok(i64::from_be_bytes(
+        reply[8..16].try_into().expect("8 bytes"),
+    ))
+}
+
+/// Sends a ping (xid -2, op 11) and waits for its reply.
+fn zk_ping(s: &mut TcpStream) -> std::io::Result<()> {
+    let mut req = Vec::new();
+    req.extend_from_slice(&(-2i32).to_be_bytes());
+    req.extend_from_slice(&11i32.to_be_bytes());
+    write_frame(s, &req)?;
+    let reply = read_frame(s)?;
+    let xid = i32::from_be_bytes(reply[..4].try_into().expect("4 bytes"));
+    assert_eq!(xid, -2, "not a ping reply: {reply:?}");
+    Ok(())
+}
+
+/// A zkguard client with a generous connect deadline (slow, loaded machines).
+fn zk_client(connect_string: &str, session_timeout: Duration) -> zkguard::Client {
+    let _ = env_logger::builder().is_test(true).try_init();
+    zkguard::Client::builder(connect_string)
+        .session_timeout(session_timeout)
+        .connect_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap_or_else(|e| panic!("connect to {connect_string}: {e}"))
+}
+
+/// Retries `f` while it fails with a connection error (an election or reconnect).
+fn zk_retry<T>(within: Duration, mut f: impl FnMut() -> zkguard::Result<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if Instant::now() < deadline && e.is_connection_error() => {
+                thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("still failing after {within:?}: {e}"),
+        }
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    format!("/{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Creates `n` persistent nodes under a fresh path; returns their paths and the last czxid.
+fn create_nodes(c: &zkguard::Client, prefix: &str, n: usize) -> (Vec<String>, i64) {
+    let mut paths = Vec::new();
+    let mut zxid = 0;
+    for k in 0..n {
+        let p = format!("{}-{k}", unique(prefix));
+        zxid = c
+            .create(&p, b"x", zkguard::CreateMode::Persistent)
+            .expect("create")
+            .stat
+            .czxid;
+        paths.push(p);
+    }
+    (paths, zxid)
+}
+
+// ------------------------------------------------------------------------------------
+// FaultProxy: one-way stall, flapping
+// ------------------------------------------------------------------------------------
+
+#[test]
+fn proxy_stall_holds_client_requests_while_watch_events_flow() {
+    let cluster = TestCluster::start(1).expect("start");
+    let proxy = FaultProxy::for_cluster(&cluster).expect("proxy");
+    let c = zk_client(&proxy.connect_string(), Duration::from_secs(20));
+    let other = zk_client(&cluster.connect_string(), Duration::from_secs(20));
+    let p = unique("stall");
+    c.create(&p, b"0", zkguard::CreateMode::Persistent)
+        .expect("create");
+    let (_, _, watch) = c.get_data_w(&p).expect("watch");
+
+    proxy.stall_client_to_server();
+    // The client's own request goes unanswered...
+    let held = format!("{p}/held");
+    let err = c
+        .with_timeout(Duration::from_millis(500))
+        .create(&held, b"", zkguard::CreateMode::Persistent)
+        .expect_err("a request through a stalled proxy");
+    assert!(matches!(err, zkguard::Error::Timeout { .. }), "{err}");
+    // ...and has not reached the server (it is held, not delivered).
+    assert!(other.exists(&held).expect("exists").is_none());
+    // Server -> client still flows: the watch fires.
+    other.set_data(&p, b"1", None).expect("set_data");
+    let ev = watch
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the watch event arrives through the stalled proxy");
+    assert_eq!(ev.event_type, zkguard::EventType::NodeDataChanged);
+    // Nothing was closed by the proxy.
+    assert!(
+        proxy.connections() >= 1,
+        "the stalled connection was closed"
+    );
+
+    proxy.heal();
+    // What was held back is delivered now: the create reaches the server.
+    wait_until("the held create to arrive", Duration::from_secs(10), || {
+        other.exists(&held).expect("exists").is_some()
+    });
+    assert!(zk_retry(Duration::from_secs(20), || c.exists(&p)).is_some());
+}
+
+#[test]
+fn proxy_stall_holds_raw_bytes_until_heal() {
+    let proxy = FaultProxy::start(&[echo_server()]).expect("proxy");
+    let mut a = connect(&proxy);
+    echo(&mut a, "before");
+    proxy.stall_client_to_server();
+    a.write_all(b"held").expect("write");
+    assert_silent(&mut a, Duration::from_millis(300));
+    // A new connection is accepted and connected, but its bytes are held as well.
+    let mut b = connect(&proxy);
+    b.write_all(b"new").expect("write");
+    assert_silent(&mut b, Duration::from_millis(100));
+    proxy.heal();
+    let mut reply = [0u8; 4];
+    a.read_exact(&mut reply)
+        .expect("held bytes delivered after heal");
+    assert_eq!(&reply, b"held");
+    let mut reply = [0u8; 3];
+    b.read_exact(&mut reply)
+        .expect("held bytes delivered after heal");
+    assert_eq!(&reply, b"new");
+    echo(&mut a, "after");
+    assert_eq!(proxy.accepted(), 2);
+}
+
+#[test]
+fn proxy_flap_closes_each_new_connection_after_the_first_reply() {
+    let cluster = TestCluster::start(1).expect("start");
+    let proxy = FaultProxy::for_cluster(&cluster).expect("proxy");
+    assert_eq!(proxy.accepted(), 0);
+    let mut before = connect(&proxy);
+    assert_ne!(zk_handshake(&mut before).expect("handshake"), 0);
+    zk_ping(&mut before).expect("ping");
+    assert_eq!(proxy.accepted(), 1);
+
+    proxy.flap();
+    // A connection that got its first reply before stays.
+    zk_ping(&mut before).expect("ping on the older connection");
+    for round in 2..=3u64 {
+        let mut s = connect(&proxy);
+        let session = zk_handshake(&mut s).expect("the handshake reply is delivered");
+        assert_ne!(session, 0, "the server granted a session");
+        assert_closed(&mut s, Duration::from_secs(5));
+        assert_eq!(proxy.accepted(), round);
+        wait_until("the flap to be counted", Duration::from_secs(5), || {
+            proxy.flapped() == round - 1
+        });
+    }
+
+    proxy.heal();
+    let mut after = connect(&proxy);
+    assert_ne!(zk_handshake(&mut after).expect("handshake"), 0);
+    zk_ping(&mut after).expect("ping after heal");
+    assert_eq!(proxy.accepted(), 4);
+    assert_eq!(proxy.flapped(), 2);
+}
+
+#[test]
+fn proxy_flap_makes_a_client_reconnect_again_and_again() {
+    let cluster = TestCluster::start(1).expect("start");
+    let proxy = FaultProxy::for_cluster(&cluster).expect("proxy");
+    let c = zk_client(&proxy.connect_string(), Duration::from_secs(20));
+    let session = c.session_id();
+    let first = proxy.accepted();
+    proxy.flap();
+    proxy.reset();
+    wait_until(
+        "three more connection attempts",
+        Duration::from_secs(30),
+        || proxy.accepted() >= first + 3,
+    );
+    assert!(proxy.flapped() >= 2, "flapped {}", proxy.flapped());
+    proxy.heal();
+    assert!(zk_retry(Duration::from_secs(30), || c.exists("/zookeeper")).is_some());
+    assert_eq!(
+        c.session_id(),
+        session,
+        "every flap renewed the same session"
+    );
+}
+
+// ------------------------------------------------------------------------------------
+// TestCluster: wipe
+// ------------------------------------------------------------------------------------
+
+#[test]
+fn wipe_restarts_a_standalone_server_empty() {
+    let cluster = TestCluster::start(1).expect("start");
+    let c = zk_client(&cluster.connect_string(), Duration::from_secs(10));
+    let (paths, zxid) = create_nodes(&c, "wipe", 40);
+    assert!(zxid > 0x20, "zxid {zxid:#x}");
+    c.close().expect("close");
+
+    cluster.wipe(0).expect("wipe");
+    assert!(!cluster.is_running(0));
+    cluster.start_server(0).expect("start after wipe");
+    cluster
+        .wait_serving(0, Duration::from_secs(30))
+        .expect("serving");
+
+    let fresh = zk_client(&cluster.connect_string(), Duration::from_secs(10));
+    for p in &paths {
+        assert!(fresh.exists(p).expect("exists").is_none(), "{p} survived");
+    }
+    let again = fresh
+        .create(&unique("fresh"), b"", zkguard::CreateMode::Persistent)
+        .expect("create")
+        .stat
+        .czxid;
+    assert!(again < 0x20, "zxid after the wipe {again:#x}");
+
+    // Not isolatable: isolate says so instead of doing nothing.
+    let err = cluster.isolate(0).expect_err("not isolatable");
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    let err = TestCluster::builder()
+        .servers(1)
+        .isolatable(true)
+        .start()
+        .expect_err("a standalone server cannot be isolated");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+}
+
+#[test]
+fn wipe_every_member_of_an_ensemble_starts_it_empty() {
+    let cluster = TestCluster::start(3).expect("start ensemble");
+    let c = zk_client(&cluster.connect_string(), Duration::from_secs(10));
+    let (paths, zxid) = create_nodes(&c, "wipe3", 40);
+    assert!(zxid & 0xffff_ffff > 0x20, "zxid {zxid:#x}");
+    c.close().expect("close");
+
+    for i in 0..3 {
+        cluster.wipe(i).expect("wipe");
+    }
+    for i in 0..3 {
+        cluster.start_server(i).expect("start after wipe");
+    }
+    for i in 0..3 {
+        cluster
+            .wait_serving(i, Duration::from_secs(60))
+            .expect("serving");
+    }
+    // The same three members (each kept its myid) formed a new, empty ensemble.
+    assert!(cluster.leader().is_some());
+    let fresh = zk_client(&cluster.connect_string(), Duration::from_secs(10));
+    for p in &paths {
+        let gone = zk_retry(Duration::from_secs(20), || fresh.exists(p));
+        assert!(gone.is_none(), "{p} survived");
+    }
+    let again = zk_retry(Duration::from_secs(20), || {
+        fresh.create(&unique("fresh"), b"", zkguard::CreateMode::Persistent)
+    })
+    .stat
+    .czxid;
+    assert!(
+        again & 0xffff_ffff < 0x20,
+        "zxid after the wipe {again:#x} (before {zxid:#x})"
+    );
+}
+
+// ------------------------------------------------------------------------------------
+// TestCluster: isolating one server from its peers
+// ------------------------------------------------------------------------------------
+
+fn isolatable_ensemble() -> TestCluster {
+    let _ = env_logger::builder().is_test(true).try_init();
+    TestCluster::builder()
+        .servers(3)
+        .tick_time(Duration::from_millis(100))
+        .isolatable(true)
+        .start()
+        .expect("start an isolatable ensemble")
+}
+
+/// Asserts server `i` says it is not serving, and stays so for a while (no path around
+/// the isolation lets it find a quorum).
+fn assert_stays_not_serving(cluster: &TestCluster, i: usize) {
+    let srvr = cluster.four_letter(i, "srvr").expect("srvr");
+    assert!(
+        srvr.contains("not currently serving requests"),
+        "srvr of isolated server {i}: {srvr}"
+    );
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert!(cluster.mode(i).is_err(), "isolated server {i} serves again");
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn isolating_the_leader_moves_leadership_and_rejoin_brings_it_back() {
+    let cluster = isolatable_ensemble();
+    let old = cluster.leader().expect("a leader");
+    let others: Vec<usize> = (0..3).filter(|&i| i != old).collect();
+    let started = Instant::now();
+    cluster.isolate(old).expect("isolate");
+    assert!(cluster.is_isolated(old));
+    assert!(!cluster.is_isolated(others[0]));
+    wait_until(
+        "the isolated leader to stop serving",
+        Duration::from_secs(20),
+        || cluster.mode(old).is_err(),
+    );
+    eprintln!(
+        "isolated leader stopped serving after {:?}",
+        started.elapsed()
+    );
+    wait_until(
+        "the other two to elect a leader",
+        Duration::from_secs(30),
+        || {
+            let modes: Vec<_> = others.iter().map(|&j| cluster.mode(j).ok()).collect();
+            modes.iter().all(Option::is_some)
+                && modes.iter().any(|m| m.as_deref() == Some("leader"))
+        },
+    );
+    eprintln!("new leader after {:?}", started.elapsed());
+    assert_stays_not_serving(&cluster, old);
+    assert!(cluster.isolate(old).is_ok(), "isolating twice is a no-op");
+
+    // The majority serves a client.
+    let majority = others
+        .iter()
+        .map(|&j| cluster.server_connect_string(j))
+        .collect::<Vec<_>>()
+        .join(",");
+    let c = zk_client(&majority, Duration::from_secs(10));
+    let p = unique("during-isolation");
+    zk_retry(Duration::from_secs(20), || {
+        c.create(&p, b"", zkguard::CreateMode::Persistent)
+    });
+
+    cluster.rejoin(old).expect("rejoin");
+    assert!(!cluster.is_isolated(old));
+    cluster
+        .wait_serving(old, Duration::from_secs(30))
+        .expect("serving again after rejoin");
+    eprintln!("rejoined and serving after {:?}", started.elapsed());
+    let mut mode = String::new();
+    wait_until("the old leader to follow", Duration::from_secs(30), || {
+        mode = cluster.mode(old).unwrap_or_default();
+        mode == "follower"
+    });
+    // It synced what was written while it was cut off.
+    let d = zk_client(&cluster.server_connect_string(old), Duration::from_secs(10));
+    assert!(zk_retry(Duration::from_secs(20), || d.exists(&p)).is_some());
+}
+
+#[test]
+fn a_client_of_an_isolated_follower_is_answered_until_the_follower_notices() {
+    let cluster = isolatable_ensemble();
+    let f = (0..3)
+        .find(|&i| cluster.mode(i).ok().as_deref() == Some("follower"))
+        .expect("a follower");
+    let mut s = TcpStream::connect(cluster.client_addr(f)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    assert_ne!(zk_handshake(&mut s).expect("handshake"), 0);
+    zk_ping(&mut s).expect("ping");
+
+    let cut = Instant::now();
+    cluster.isolate(f).expect("isolate");
+    // ZooKeeper's behaviour: the follower answers pings on its own until it notices the
+    // leader is gone. The harness must leave the client connection alone meanwhile.
+    let mut answered = 0;
+    let mut last_answer = Duration::ZERO;
+    while cut.elapsed() < Duration::from_secs(20) {
+        match zk_ping(&mut s) {
+            Ok(()) => {
+                answered += 1;
+                last_answer = cut.elapsed();
+            }
+            Err(e) => {
+                eprintln!("ping failed after {:?}: {e}", cut.elapsed());
+                break;
+            }
+        }
+        thread::sleep(Duration::from_millis(20)); // pacing, like a client's ping interval
+    }
+    eprintln!(
+        "isolated follower answered {answered} ping(s), the last {last_answer:?} after the cut"
+    );
+    assert!(answered >= 1, "no ping answered after the isolation");
+    wait_until(
+        "the isolated follower to stop serving",
+        Duration::from_secs(20),
+        || cluster.mode(f).is_err(),
+    );
+    assert_stays_not_serving(&cluster, f);
+    // The other two keep a leader and a follower.
+    let others: Vec<usize> = (0..3).filter(|&i| i != f).collect();
+    wait_until("the majority to serve", Duration::from_secs(30), || {
+        others.iter().all(|&j| cluster.mode(j).is_ok())
+    });
+
+    cluster.rejoin(f).expect("rejoin");
+    cluster
+        .wait_serving(f, Duration::from_secs(30))
+        .expect("serving again after rejoin");
+}
+
+/// Socket inodes of the open TCP sockets of process `pid` (from `/proc/<pid>/fd`).
+fn socket_inodes(pid: &str) -> std::collections::HashSet<u64> {
+    let mut inodes = std::collections::HashSet::new();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return inodes;
+    };
+    for fd in fds.flatten() {
+        if let Ok(target) = std::fs::read_link(fd.path()) {
+            let t = target.to_string_lossy();
+            if let Some(inode) = t.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']')) {
+                if let Ok(inode) = inode.parse() {
+                    inodes.insert(inode);
+                }
+            }
+        }
+    }
+    inodes
+}
+
+/// Established loopback TCP connections as (local port, remote port, inode).
+fn established_tcp() -> Vec<(u16, u16, u64)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap_or(""), 16).ok();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // 01 = ESTABLISHED
+            if f.len() < 10 || f[3] != "01" {
+                return None;
+            }
+            Some((port(f[1])?, port(f[2])?, f[9].parse().ok()?))
+        })
+        .collect()
+}
+
+/// Server `i`'s own quorum and election ports, from its `conf` (its own `server.N` line).
+fn own_peer_ports(cluster: &TestCluster, i: usize) -> (u16, u16) {
+    let conf = cluster.four_letter(i, "conf").expect("conf");
+    let line = conf
+        .lines()
+        .find(|l| l.starts_with(&format!("server.{}=", i + 1)))
+        .unwrap_or_else(|| panic!("no server.{} line in:\n{conf}", i + 1));
+    // server.N=127.0.0.1:Q:E:participant;...
+    let parts: Vec<&str> = line.split(['=', ':', ';']).collect();
+    (
+        parts[2].parse().expect("quorum port"),
+        parts[3].parse().expect("election port"),
+    )
+}
+
+#[test]
+fn isolatable_servers_never_connect_to_each_other_directly() {
+    if !Path::new("/proc/net/tcp").exists() {
+        eprintln!("no /proc/net/tcp: skipped");
+        return;
+    }
+    let cluster = isolatable_ensemble();
+    // Force elections in which higher ids connect back to lower ones.
+    let leader = cluster.leader().expect("a leader");
+    cluster.kill(leader).expect("kill the leader");
+    cluster.start_server(leader).expect("restart it");
+    let lowest = 0;
+    cluster.isolate(lowest).expect("isolate");
+    wait_until("server 0 to drop out", Duration::from_secs(20), || {
+        cluster.mode(lowest).is_err()
+    });
+    cluster.rejoin(lowest).expect("rejoin");
+    cluster
+        .wait_serving(lowest, Duration::from_secs(30))
+        .expect("serving");
+
+    let real: Vec<(u16, u16)> = (0..3).map(|i| own_peer_ports(&cluster, i)).collect();
+    let real_ports: Vec<u16> = real.iter().flat_map(|&(q, e)| [q, e]).collect();
+    let ours = socket_inodes("self");
+    let conns = established_tcp();
+    // Every connection to a server's real quorum or election port comes from a proxy.
+    let direct: Vec<_> = conns
+        .iter()
+        .filter(|(_, remote, inode)| real_ports.contains(remote) && !ours.contains(inode))
+        .collect();
+    assert!(
+        direct.is_empty(),
+        "servers connected to a peer's real port, bypassing the proxies: {direct:?} \
+         (real ports {real:?})"
+    );
+    // And the peers do talk, through the proxies.
+    let proxied = conns
+        .iter()
+        .filter(|(_, remote, inode)| real_ports.contains(remote) && ours.contains(inode))
+        .count();
+    assert!(proxied >= 3, "only {proxied} proxied peer connections");
+}

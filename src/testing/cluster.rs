@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use super::discover::{self, Distribution};
+use super::proxy::FaultProxy;
 
 const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
@@ -231,6 +232,7 @@ struct Settings {
     max_session: Duration,
     force_sync: bool,
     full_jit: bool,
+    isolatable: bool,
 }
 
 impl Default for Settings {
@@ -242,6 +244,7 @@ impl Default for Settings {
             max_session: Duration::from_secs(60),
             force_sync: false,
             full_jit: false,
+            isolatable: false,
         }
     }
 }
@@ -256,6 +259,13 @@ impl Settings {
         if self.servers == 0 {
             return Err(invalid(
                 "TestCluster needs at least one server (servers(0) was requested)".into(),
+            ));
+        }
+        if self.isolatable && self.servers < 2 {
+            return Err(invalid(
+                "isolatable(true) needs an ensemble (servers(2) or more): a standalone server \
+                 has no peers to be cut off from"
+                    .into(),
             ));
         }
         if self.servers > 255 {
@@ -338,6 +348,42 @@ impl TestClusterBuilder {
         self
     }
 
+    /// Whether single servers of the ensemble can be cut off from the others with
+    /// [`TestCluster::isolate`] (default `false`).
+    ///
+    /// When on, the servers do not talk to each other directly: every server's config
+    /// names each peer's quorum and election ports by the address of a [`FaultProxy`]
+    /// that forwards to that peer (one proxy per ordered pair of servers, so each server
+    /// gets its own config; its own entry keeps its real ports, which it binds). Costs
+    /// two listeners and their threads per ordered pair (12 for three servers), plus two
+    /// threads per peer connection. Client ports are not proxied. Needs two servers or
+    /// more: starting fails with [`io::ErrorKind::InvalidInput`] otherwise.
+    ///
+    /// A ZooKeeper server that accepts an election connection from a peer with a lower
+    /// id closes it and connects back to the address the peer announced in its first
+    /// message; the proxies rewrite that address to the proxy leading back to the peer,
+    /// so no election connection bypasses them.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zkguard::testing::TestCluster;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// let cluster = TestCluster::builder().servers(3).isolatable(true).start()?;
+    /// let leader = cluster.leader().expect("a leader");
+    /// cluster.isolate(leader)?; // it loses its quorum; the other two elect a new leader
+    /// cluster.rejoin(leader)?;
+    /// cluster.wait_serving(leader, Duration::from_secs(30))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn isolatable(mut self, on: bool) -> Self {
+        self.settings.isolatable = on;
+        self
+    }
+
     /// Starts the servers and waits (at most 60 s) until every one of them serves.
     ///
     /// On failure every started process is killed, the temporary directory is kept, and
@@ -408,6 +454,8 @@ struct Server {
     index: usize,
     client_port: u16,
     config: PathBuf,
+    /// `dataDir` (snapshots, transaction logs, `myid`).
+    data: PathBuf,
     log: PathBuf,
     proc: Mutex<Proc>,
 }
@@ -442,6 +490,12 @@ pub struct TestCluster {
     dist: Distribution,
     settings: Settings,
     servers: Vec<Server>,
+    /// With `isolatable(true)`: `peers[i][j]` carries server `i`'s quorum and election
+    /// connections to server `j` (listener 0: quorum port, 1: election port); `None` on
+    /// the diagonal. Empty otherwise.
+    peers: Vec<Vec<Option<FaultProxy>>>,
+    /// Which servers [`isolate`](Self::isolate) cut off.
+    isolated: Mutex<Vec<bool>>,
     /// Kills the servers when this process dies; its stdin is our end of a pipe.
     watchdog: Mutex<Option<(Child, Option<ChildStdin>)>>,
     keep_dir: AtomicBool,
@@ -581,6 +635,8 @@ impl TestCluster {
             dist: dist.clone(),
             settings: settings.clone(),
             servers: Vec::new(),
+            peers: Vec::new(),
+            isolated: Mutex::new(vec![false; settings.servers]),
             watchdog: Mutex::new(None),
             keep_dir: AtomicBool::new(false),
         };
@@ -593,6 +649,9 @@ impl TestCluster {
             if ensemble {
                 peer_ports.push((free_port()?, free_port()?));
             }
+        }
+        if settings.isolatable {
+            cluster.peers = TestCluster::peer_proxies(&peer_ports)?;
         }
         let mut servers = Vec::with_capacity(n);
         for (i, &client_port) in client_ports.iter().enumerate() {
@@ -626,7 +685,15 @@ impl TestCluster {
             let _ = writeln!(cfg, "autopurge.purgeInterval=0");
             if ensemble {
                 let _ = writeln!(cfg, "reconfigEnabled=false");
-                for (k, (quorum, election)) in peer_ports.iter().enumerate() {
+                for (k, &(quorum, election)) in peer_ports.iter().enumerate() {
+                    // Server i reaches peer k through the proxy for the pair (i, k), if any.
+                    let (quorum, election) = match cluster.peers.get(i).and_then(|r| r[k].as_ref())
+                    {
+                        Some(proxy) => {
+                            (proxy.local_addrs()[0].port(), proxy.local_addrs()[1].port())
+                        }
+                        None => (quorum, election),
+                    };
                     let _ = writeln!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", k + 1);
                 }
                 let myid = data.join("myid");
@@ -640,6 +707,7 @@ impl TestCluster {
                 index: i,
                 client_port,
                 config,
+                data,
                 log: dir.join(format!("server-{i}.log")),
                 proc: Mutex::new(Proc {
                     child: None,
@@ -651,6 +719,40 @@ impl TestCluster {
         cluster.servers = servers;
         cluster.start_watchdog();
         Ok(cluster)
+    }
+
+    /// One proxy per ordered pair of servers `(i, j)`, forwarding to `j`'s real quorum and
+    /// election ports; the election listener of `(i, j)` tells `j` to connect back to `i`
+    /// through the election listener of `(j, i)`.
+    fn peer_proxies(peer_ports: &[(u16, u16)]) -> io::Result<Vec<Vec<Option<FaultProxy>>>> {
+        let n = peer_ports.len();
+        let real = |port: u16| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+        let mut peers: Vec<Vec<Option<FaultProxy>>> = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut row = Vec::with_capacity(n);
+            for (j, &(quorum, election)) in peer_ports.iter().enumerate() {
+                if i == j {
+                    row.push(None);
+                    continue;
+                }
+                let proxy = FaultProxy::start(&[real(quorum), real(election)]).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot start the peer proxy from server {i} to server {j}: {e}"),
+                    )
+                })?;
+                row.push(Some(proxy));
+            }
+            peers.push(row);
+        }
+        for (i, row) in peers.iter().enumerate() {
+            for (j, there) in row.iter().enumerate() {
+                if let (Some(there), Some(back)) = (there, &peers[j][i]) {
+                    there.rewrite_election_hello(1, back.local_addrs()[1]);
+                }
+            }
+        }
+        Ok(peers)
     }
 
     fn start_watchdog(&self) {
@@ -983,19 +1085,185 @@ impl TestCluster {
     /// ports and data directory, and waits until it serves: for an ensemble member until
     /// `srvr` reports leader or follower — when a quorum of running, unpaused servers
     /// exists with it; otherwise only until its client port accepts connections.
+    /// Isolated servers (see [`isolate`](Self::isolate)) count as missing from the quorum.
     /// Fails if the server is already running.
     pub fn start_server(&self, i: usize) -> io::Result<()> {
         let s = self.server(i);
         self.spawn(s)?;
         let n = self.servers.len();
+        let isolated = self.isolated.lock().clone();
         let live = (0..n)
             .filter(|&k| {
                 let mut p = self.servers[k].proc.lock();
-                p.alive() && !p.paused
+                p.alive() && !p.paused && !isolated[k]
             })
             .count();
-        let quorum = n == 1 || live > n / 2;
+        let quorum = n == 1 || (live > n / 2 && !isolated[i]);
         self.wait_mode(s, START_DEADLINE, quorum)
+    }
+
+    /// Kills server `i` (SIGKILL) if it is running and deletes everything in its data
+    /// directory — snapshots, transaction logs, epoch files — except `myid`, which an
+    /// ensemble member needs to start again as the same member. (The servers keep their
+    /// transaction logs in the data directory; there is no separate log directory.)
+    ///
+    /// [`start_server`](Self::start_server) then starts it empty: a standalone server, or
+    /// an ensemble whose members were all wiped, holds only the built-in nodes
+    /// (`/zookeeper`) and counts zxids from the start again (a standalone server from 0;
+    /// a fresh ensemble from epoch 1, counter 0, i.e. `0x1_0000_0000`) — clients that saw
+    /// a higher zxid are talking to a server that lost everything. A wiped member of an ensemble that
+    /// still has a quorum syncs the data back from the leader when it starts. Its client
+    /// port, config and log file stay the same.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use zkguard::testing::TestCluster;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// let cluster = TestCluster::start(1)?;
+    /// // ... clients write data ...
+    /// cluster.wipe(0)?;
+    /// cluster.start_server(0)?; // an empty server at the same address
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn wipe(&self, i: usize) -> io::Result<()> {
+        self.kill(i)?;
+        let s = self.server(i);
+        let entries = fs::read_dir(&s.data).map_err(|e| {
+            other(format!(
+                "cannot wipe ZooKeeper server {i}: cannot list its data directory {}: {e}",
+                s.data.display()
+            ))
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|e| {
+                other(format!(
+                    "cannot wipe ZooKeeper server {i}: cannot list its data directory {}: {e}",
+                    s.data.display()
+                ))
+            })?;
+            if entry.file_name() == "myid" {
+                continue;
+            }
+            let path = entry.path();
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let removed = if is_dir {
+                fs::remove_dir_all(&path)
+            } else {
+                fs::remove_file(&path)
+            };
+            removed.map_err(|e| {
+                other(format!(
+                    "cannot wipe ZooKeeper server {i}: cannot delete {}: {e}",
+                    path.display()
+                ))
+            })?;
+        }
+        log::info!(
+            "zkguard TestCluster: server {i} wiped ({})",
+            s.data.display()
+        );
+        Ok(())
+    }
+
+    /// Cuts server `i` off from the rest of the ensemble: all quorum and leader-election
+    /// traffic between it and every other server is black-holed (see
+    /// [`FaultProxy::blackhole`]: bytes in both directions are discarded and nothing is
+    /// closed, so each side only notices silence). Client connections to server `i` are
+    /// untouched, and the process keeps running.
+    ///
+    /// ZooKeeper then does what it does in a real partition: an isolated follower stops
+    /// hearing its leader and, after `syncLimit` ticks (half a second with the default
+    /// 100 ms tick), drops out and stays looking for a leader; an isolated leader loses its
+    /// quorum and steps down; the other servers, if they still form a quorum, keep or elect
+    /// a leader and serve. Until the isolated server notices, it goes on answering its
+    /// clients (pings, reads). Undo with [`rejoin`](Self::rejoin). The isolation lasts
+    /// across restarts of the server. Isolating an isolated server does nothing.
+    ///
+    /// Needs a cluster built with [`TestClusterBuilder::isolatable`]; otherwise fails with
+    /// [`io::ErrorKind::Unsupported`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use zkguard::testing::TestCluster;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// let cluster = TestCluster::builder().servers(3).isolatable(true).start()?;
+    /// cluster.isolate(0)?;
+    /// // Server 0 soon says "not currently serving requests"; 1 and 2 serve.
+    /// cluster.rejoin(0)?;
+    /// cluster.wait_serving(0, Duration::from_secs(30))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn isolate(&self, i: usize) -> io::Result<()> {
+        self.check_isolatable("isolate", i)?;
+        let mut isolated = self.isolated.lock();
+        isolated[i] = true;
+        for (a, b) in self.pairs_of(i) {
+            if let Some(proxy) = &self.peers[a][b] {
+                proxy.blackhole();
+            }
+        }
+        log::info!("zkguard TestCluster: server {i} isolated from its peers");
+        Ok(())
+    }
+
+    /// Ends [`isolate`](Self::isolate) for server `i`: traffic to and from the peers that
+    /// are not isolated themselves flows again. Peer connections that lost bytes while
+    /// isolated are closed (both servers see the connection end and reconnect at once);
+    /// connections opened meanwhile go through. The server then finds the leader and
+    /// syncs with it; wait for that with [`wait_serving`](Self::wait_serving). Rejoining
+    /// a server that is not isolated does nothing.
+    ///
+    /// Needs a cluster built with [`TestClusterBuilder::isolatable`]; otherwise fails with
+    /// [`io::ErrorKind::Unsupported`].
+    pub fn rejoin(&self, i: usize) -> io::Result<()> {
+        self.check_isolatable("rejoin", i)?;
+        let mut isolated = self.isolated.lock();
+        isolated[i] = false;
+        for (a, b) in self.pairs_of(i) {
+            let other = if a == i { b } else { a };
+            if isolated[other] {
+                continue;
+            }
+            if let Some(proxy) = &self.peers[a][b] {
+                proxy.heal();
+            }
+        }
+        log::info!("zkguard TestCluster: server {i} rejoined its peers");
+        Ok(())
+    }
+
+    /// Whether server `i` is cut off by [`isolate`](Self::isolate).
+    pub fn is_isolated(&self, i: usize) -> bool {
+        self.isolated.lock().get(i).copied().unwrap_or(false)
+    }
+
+    /// The ordered pairs `(i, j)` and `(j, i)` for every other server `j`.
+    fn pairs_of(&self, i: usize) -> Vec<(usize, usize)> {
+        (0..self.servers.len())
+            .filter(|&j| j != i)
+            .flat_map(|j| [(i, j), (j, i)])
+            .collect()
+    }
+
+    fn check_isolatable(&self, what: &str, i: usize) -> io::Result<()> {
+        let _ = self.server(i);
+        if self.peers.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "cannot {what} ZooKeeper server {i}: the cluster was not built with \
+                     TestCluster::builder().isolatable(true)"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Waits until server `i` serves requests (`srvr` reports standalone, leader,

@@ -2,9 +2,14 @@
 //!
 //! - [`TestCluster`] starts one standalone server or an ensemble of real Apache ZooKeeper
 //!   servers on free loopback ports with throwaway data directories, can stop, kill,
-//!   restart, pause and resume single servers, and kills everything on drop.
-//! - [`FaultProxy`] sits between a client and the servers and delays, black-holes or
-//!   resets the client's traffic on command: partitions and session expiry on demand.
+//!   restart, pause, resume and [`wipe`](TestCluster::wipe) single servers, can cut one
+//!   server off from its peers ([`isolate`](TestCluster::isolate), with
+//!   [`isolatable`](TestClusterBuilder::isolatable) ensembles), and kills everything on
+//!   drop.
+//! - [`FaultProxy`] sits between a client and the servers and delays, black-holes,
+//!   stalls one way ([`stall_client_to_server`](FaultProxy::stall_client_to_server)),
+//!   flaps ([`flap`](FaultProxy::flap)) or resets the client's traffic on command:
+//!   partitions and session expiry on demand.
 //!
 //! ```no_run
 //! use zkguard::testing::{FaultProxy, TestCluster};
