@@ -8,7 +8,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_quiet, connect, init_log, recv, shared_cluster, unique, wait_until, WITHIN};
+use common::{
+    assert_quiet, connect, init_log, recv, retry, shared_cluster, spawn, unique, wait_until, WITHIN,
+};
 use crossbeam_channel::Receiver;
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{
@@ -554,7 +556,13 @@ fn a_holder_whose_requests_go_unanswered_is_lost_before_another_process_acquires
     let b_guard = b_guard.expect("the contender acquired");
     let valid_then = g.is_valid();
     let lost_at = recv(&a_lost, WITHIN * 3, "A's loss stamp");
-    let delivered = watches.iter().filter(|w| w.try_recv().is_ok()).count();
+    let delivered = watches
+        .iter()
+        .filter(|w| {
+            w.try_recv()
+                .is_ok_and(|e| e.event_type == zkguard::EventType::NodeDataChanged)
+        })
+        .count();
     eprintln!(
         "one-way stall: A lost at {:?}, B acquired at {:?} after the stall; {delivered} events reached A",
         lost_at.saturating_duration_since(stalled),
@@ -701,7 +709,10 @@ fn a_holder_on_a_server_cut_off_from_its_quorum_is_invalid_before_another_acquir
     let contender = {
         let b = b.clone();
         spawn(move || {
-            let g = Mutex::new(&b, path).unwrap().acquire_timeout(WITHIN).unwrap();
+            let g = Mutex::new(&b, path)
+                .unwrap()
+                .acquire_timeout(WITHIN)
+                .unwrap();
             (Instant::now(), g)
         })
     };
@@ -735,6 +746,8 @@ fn a_holder_on_a_server_cut_off_from_its_quorum_is_invalid_before_another_acquir
             panic!("confirm() said yes {:?} after the cut", cut.elapsed());
         }
         confirms += 1;
+        // Pacing only (a failed confirm can return at once).
+        std::thread::sleep(Duration::from_millis(5));
     };
     let b_guard = b_guard.expect("the contender acquired");
     stop.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -35,6 +35,8 @@ enum Mode {
     Delay(Duration),
     /// Client-to-server bytes are held back; server-to-client bytes flow.
     StallUpstream,
+    /// Server-to-client bytes are held back; client-to-server bytes flow.
+    StallDownstream,
     /// A connection is closed right after the server's first bytes reach the client.
     Flap,
 }
@@ -108,11 +110,13 @@ impl Shared {
     /// `StallUpstream` back only in the latter case.
     fn mode_for_chunk(&self, conn: &Conn, dir: Dir) -> Mode {
         let mut mode = self.mode.lock();
-        if dir == Dir::Up {
-            while *mode == Mode::StallUpstream && !conn.is_closed() && !self.is_shutdown() {
-                // Timed: a pump closing the connection does not signal the condvar.
-                self.changed.wait_for(&mut mode, STALL_CHECK);
-            }
+        let stalled = |m: Mode| match dir {
+            Dir::Up => m == Mode::StallUpstream,
+            Dir::Down => m == Mode::StallDownstream,
+        };
+        while stalled(*mode) && !conn.is_closed() && !self.is_shutdown() {
+            // Timed: a pump closing the connection does not signal the condvar.
+            self.changed.wait_for(&mut mode, STALL_CHECK);
         }
         if *mode == Mode::Blackhole {
             conn.lost.store(true, Ordering::SeqCst);
@@ -324,6 +328,37 @@ impl FaultProxy {
     /// ```
     pub fn stall_client_to_server(&self) {
         self.set_mode(Mode::StallUpstream);
+    }
+
+    /// Stalls the other direction: bytes from the servers to the clients are held back
+    /// (delivered in order on [`heal`](Self::heal)) while bytes from the clients reach the
+    /// servers at once. To a ZooKeeper client this is a path that lost its way back: its
+    /// pings and requests reach the server, which keeps the session alive and applies the
+    /// requests, but no reply or event comes back. The client must count its session lost
+    /// although the server still has it: the case where a request about the old session's
+    /// nodes must never go out on the client's next session.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use zkguard::testing::{FaultProxy, TestCluster};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = TestCluster::start(1)?;
+    /// let proxy = FaultProxy::for_cluster(&cluster)?;
+    /// let client = zkguard::Client::connect(&proxy.connect_string())?;
+    /// proxy.stall_server_to_client();
+    /// // Sent and applied on the server, but the reply never comes back.
+    /// let r = client
+    ///     .with_timeout(std::time::Duration::from_millis(500))
+    ///     .create("/made-in-the-dark", b"", zkguard::CreateMode::Persistent);
+    /// assert!(r.is_err());
+    /// proxy.heal();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn stall_server_to_client(&self) {
+        self.set_mode(Mode::StallDownstream);
     }
 
     /// Makes connections flap: every connection is forwarded normally until the server
@@ -699,6 +734,8 @@ fn pump(shared: &Shared, conn: &Conn, dir: Dir, mut src: &TcpStream, mut dst: &T
                     // the proxy closed while the chunk was held.
                     Mode::StallUpstream if dir == Dir::Down => Action::Now,
                     Mode::StallUpstream => Action::Discard,
+                    Mode::StallDownstream if dir == Dir::Up => Action::Now,
+                    Mode::StallDownstream => Action::Discard,
                 };
                 match action {
                     Action::Discard => {}
