@@ -212,151 +212,79 @@ fn write_then_delete(other: &Client, h: Held) {
     assert!(!(h.valid)(), "{}: valid after its node was deleted", h.what);
 }
 
+/// A [`Held`] for any guard with the usual methods; `g => expr` gives its revocation
+/// receiver (`None` for `Leadership`, which has none).
+macro_rules! held {
+    ($what:expr, $guard:expr) => {
+        held!($what, $guard, g => Some(g.revocation()))
+    };
+    ($what:expr, $guard:expr, $g:ident => $revocation:expr) => {{
+        let $g = std::sync::Arc::new($guard);
+        Held {
+            what: $what,
+            path: $g.path().to_string(),
+            lost: $g.lost(),
+            revocation: $revocation,
+            valid: Box::new(move || $g.is_valid()),
+        }
+    }};
+}
+
 #[test]
 fn every_guard_notices_a_delete_that_follows_a_write_to_its_node() {
     let cs = shared_cluster().connect_string();
     let c = connect(&cs, Duration::from_secs(10));
     let other = connect(&cs, Duration::from_secs(10));
     let dir = unique("write-delete");
+    let at = |name: &str| format!("{dir}/{name}");
 
-    let g = Mutex::new(&c, &format!("{dir}/mutex"))
+    let g = Mutex::new(&c, &at("mutex")).unwrap().acquire().unwrap();
+    write_then_delete(&other, held!("Mutex", g));
+    let g = ReentrantMutex::new(&c, &at("reentrant"))
         .unwrap()
         .acquire()
         .unwrap();
-    write_then_delete(
-        &other,
-        Held {
-            what: "Mutex",
-            path: g.path().to_string(),
-            lost: g.lost(),
-            revocation: Some(g.revocation()),
-            valid: Box::new({
-                let g = std::sync::Arc::new(g);
-                move || g.is_valid()
-            }),
-        },
-    );
-
-    let l = ReentrantMutex::new(&c, &format!("{dir}/reentrant")).unwrap();
-    let g = l.acquire().unwrap();
-    let p = g.path().to_string();
-    let (lost, rev) = (g.lost(), g.revocation());
-    assert!(g.is_valid());
+    // Not Send, so not behind an Arc shared with the closure: checked here.
+    let (p, lost, rev) = (g.path().to_string(), g.lost(), g.revocation());
     other.set_data(&p, REVOKE, None).unwrap();
     recv(&rev, WITHIN, "ReentrantMutex: revocation");
     other.delete(&p, None).unwrap();
     recv(&lost, WITHIN, "ReentrantMutex: lost after the delete");
     assert!(!g.is_valid());
     drop(g);
-
-    let g = UnfairMutex::new(&c, &format!("{dir}/unfair"))
+    let g = UnfairMutex::new(&c, &at("unfair"))
         .unwrap()
         .acquire()
         .unwrap();
-    write_then_delete(
-        &other,
-        Held {
-            what: "UnfairMutex",
-            path: g.path().to_string(),
-            lost: g.lost(),
-            revocation: Some(g.revocation()),
-            valid: Box::new({
-                let g = std::sync::Arc::new(g);
-                move || g.is_valid()
-            }),
-        },
-    );
+    write_then_delete(&other, held!("UnfairMutex", g));
+    let rw = RwLock::new(&c, &at("rw")).unwrap();
+    write_then_delete(&other, held!("ReadGuard", rw.read().unwrap()));
+    write_then_delete(&other, held!("WriteGuard", rw.write().unwrap()));
+    let sem = Semaphore::new(&c, &at("sem"), 2).unwrap();
+    write_then_delete(&other, held!("Permit", sem.acquire().unwrap()));
 
-    let rw = RwLock::new(&c, &format!("{dir}/rw")).unwrap();
-    let g = rw.read().unwrap();
-    write_then_delete(
-        &other,
-        Held {
-            what: "ReadGuard",
-            path: g.path().to_string(),
-            lost: g.lost(),
-            revocation: Some(g.revocation()),
-            valid: Box::new({
-                let g = std::sync::Arc::new(g);
-                move || g.is_valid()
-            }),
-        },
-    );
-    let g = rw.write().unwrap();
-    write_then_delete(
-        &other,
-        Held {
-            what: "WriteGuard",
-            path: g.path().to_string(),
-            lost: g.lost(),
-            revocation: Some(g.revocation()),
-            valid: Box::new({
-                let g = std::sync::Arc::new(g);
-                move || g.is_valid()
-            }),
-        },
-    );
+    // A MultiLock: the write and the delete hit the node of its second lock.
+    let (a, b) = (at("multi-a"), at("multi-b"));
+    let g = std::sync::Arc::new(MultiLock::new(&c, &[&a, &b]).unwrap().acquire().unwrap());
+    let h = Held {
+        what: "MultiLockGuard",
+        path: g.paths()[1].to_string(),
+        lost: g.lost(),
+        revocation: Some(g.guards()[1].revocation()),
+        valid: Box::new(move || g.is_valid()),
+    };
+    write_then_delete(&other, h);
 
-    let g = Semaphore::new(&c, &format!("{dir}/sem"), 2)
-        .unwrap()
-        .acquire()
-        .unwrap();
+    let fair = LeaderElection::new(&c, &at("elect"), "me").unwrap();
     write_then_delete(
         &other,
-        Held {
-            what: "Permit",
-            path: g.path().to_string(),
-            lost: g.lost(),
-            revocation: Some(g.revocation()),
-            valid: Box::new({
-                let g = std::sync::Arc::new(g);
-                move || g.is_valid()
-            }),
-        },
+        held!("Leadership (fair)", fair.lead().unwrap(), g => None),
     );
-
-    let (a, b) = (format!("{dir}/multi-a"), format!("{dir}/multi-b"));
-    let g = MultiLock::new(&c, &[&a, &b]).unwrap().acquire().unwrap();
-    let second = g.paths()[1].to_string();
+    let unfair = LeaderElection::unfair(&c, &at("elect-unfair"), "me").unwrap();
     write_then_delete(
         &other,
-        Held {
-            what: "MultiLockGuard",
-            path: second,
-            lost: g.lost(),
-            revocation: Some(g.guards()[1].revocation()),
-            valid: Box::new({
-                let g = std::sync::Arc::new(g);
-                move || g.is_valid()
-            }),
-        },
+        held!("Leadership (unfair)", unfair.lead().unwrap(), g => None),
     );
-
-    for (what, e) in [
-        (
-            "Leadership (fair)",
-            LeaderElection::new(&c, &format!("{dir}/elect"), "me").unwrap(),
-        ),
-        (
-            "Leadership (unfair)",
-            LeaderElection::unfair(&c, &format!("{dir}/elect-unfair"), "me").unwrap(),
-        ),
-    ] {
-        let l = e.lead().unwrap();
-        write_then_delete(
-            &other,
-            Held {
-                what,
-                path: l.path().to_string(),
-                lost: l.lost(),
-                revocation: None,
-                valid: Box::new({
-                    let l = std::sync::Arc::new(l);
-                    move || l.is_valid()
-                }),
-            },
-        );
-    }
 }
 
 #[test]
