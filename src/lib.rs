@@ -33,11 +33,15 @@
 //! failed, cancelled or timed-out acquire deletes its node (in the background if need be).
 //!
 //! Every guard owns what it needs (no lifetime), releases on drop, and tells the truth
-//! about the lock: `is_valid()` (false while disconnected), `lost()` (a receiver that fires
-//! when the session expires — counted by the client itself, so a partitioned holder learns
-//! it before anyone else can get the lock — when the client closes, or when the node is
-//! deleted), `token()` (a fencing token: the node's creation zxid) and `revocation()`
-//! (cooperative revocation, compatible with Curator's `Revoker`; see [`revoke`]).
+//! about the lock: `is_valid()` (false while disconnected or unanswered, read from the
+//! monotonic clock at the call, so a process resumed from a long pause is told at once),
+//! `lost()` (a receiver that fires when the session may have expired — counted by the
+//! client itself, connected or not, so a partitioned or stalled holder learns it before
+//! anyone else can get the lock — when the client closes, or when the node is deleted or
+//! replaced: every guard keeps a watch on its own node), `confirm()` (a quorum check, now,
+//! that the lock is still ours), `token()` (a fencing token: the node's creation zxid) and
+//! `revocation()` (cooperative revocation, compatible with Curator's `Revoker`; see
+//! [`revoke`]).
 //!
 //! ## Leader election
 //!

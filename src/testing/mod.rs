@@ -7,7 +7,8 @@
 //!   [`isolatable`](TestClusterBuilder::isolatable) ensembles), and kills everything on
 //!   drop.
 //! - [`FaultProxy`] sits between a client and the servers and delays, black-holes,
-//!   stalls one way ([`stall_client_to_server`](FaultProxy::stall_client_to_server)),
+//!   stalls one way ([`stall_client_to_server`](FaultProxy::stall_client_to_server),
+//!   [`stall_server_to_client`](FaultProxy::stall_server_to_client)),
 //!   flaps ([`flap`](FaultProxy::flap)) or resets the client's traffic on command:
 //!   partitions and session expiry on demand.
 //!
