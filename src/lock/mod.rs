@@ -35,9 +35,10 @@ macro_rules! guard_api {
             ///
             /// This is local detection. It is enough when the session timeout is well above
             /// the ensemble's `syncLimit × tickTime`: a server cut off from its quorum keeps
-            /// answering pings until it notices (up to that long), while the others may
-            /// already have expired the session. Below that, call
-            /// [`confirm`](Self::confirm) before acting.
+            /// answering pings until it notices (up to that long), while the others count
+            /// the session's timeout from the cut. Below that, call
+            /// [`confirm`](Self::confirm) before acting. (`lost()` counts from the last
+            /// answer, so in that case it can fire up to `syncLimit × tickTime` late.)
             pub fn is_valid(&self) -> bool {
                 self.$($field).+.is_valid()
             }
