@@ -283,8 +283,9 @@ pub struct ClientStats {
     pub connect_attempts: u64,
     /// Sessions established (1 until a session is lost and replaced).
     pub sessions: u64,
-    /// Requests written to a server by callers (pings and the client's own handshake and
-    /// watch re-arming are not counted).
+    /// Requests written to a server by callers, including the own-node watch a guard sends
+    /// when it is granted (pings, the handshake, and the watch re-arming the connection
+    /// thread does by itself are not counted).
     pub requests: u64,
 }
 
