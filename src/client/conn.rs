@@ -59,9 +59,6 @@ pub(crate) trait WatchSink: Send + Sync {
     fn on_watch(&self, ev: &WatchedEvent);
     /// The data and stat the request that armed the watch read (a getData reply).
     fn on_data(&self, _data: &[u8], _stat: &crate::Stat) {}
-    /// The request that was to arm the watch failed (its connection dropped first): no
-    /// watch was set.
-    fn on_unarmed(&self) {}
     /// `Some(session)` while the sink wants its data watch kept armed on that session: the
     /// connection thread then re-arms it itself after every data change and after an
     /// arming request died with its connection (a guard watching its own node).
@@ -318,8 +315,8 @@ impl Shared {
         }
     }
 
-    /// A watch's arming request failed (nothing was set): tells its sink, and queues it to
-    /// be armed again if the sink wants its watch kept.
+    /// A watch's arming request failed (nothing was set): a sink that wants its watch kept
+    /// is queued to be armed again.
     fn unarmed(&self, watch: Option<WatchReg>) {
         if let Some(WatchReg {
             server_path,
@@ -327,7 +324,6 @@ impl Shared {
             ..
         }) = watch
         {
-            sink.on_unarmed();
             if sink.keep().is_some() {
                 self.queue_rearm(server_path, sink);
             }

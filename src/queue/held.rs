@@ -97,8 +97,9 @@ impl WatchSink for State {
             // was a revocation request (`on_data`), and its stat whether the node is still
             // ours (a node deleted and re-created at the shared path during an outage is
             // reported as a data change after the reconnect).
-            EventType::NodeDataChanged | EventType::NodeCreated => {}
-            EventType::NodeChildrenChanged => {}
+            EventType::NodeDataChanged
+            | EventType::NodeCreated
+            | EventType::NodeChildrenChanged => {}
             EventType::NodeDeleted | EventType::SessionLost | EventType::Closed => self.mark_lost(),
         }
     }
