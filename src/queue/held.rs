@@ -8,7 +8,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-use crate::client::{Check, Client, SessionSink, WatchSink};
+use crate::client::{Check, Client, Job, SessionSink, WatchSink};
 use crate::error::{Error, Result};
 use crate::{EventType, Op, SessionEvent, SessionState, Stat, WatchedEvent};
 
@@ -294,6 +294,24 @@ impl Holding {
 }
 
 impl Holding {
+    /// Gives the node up without waiting: the delete goes to the background (pinned to the
+    /// node's session), and the caller goes on at once.
+    pub(crate) fn release_in_background(&self) {
+        if self.state.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let check = if self.check_owner {
+            Check::Czxid(self.acquired.token)
+        } else {
+            Check::None
+        };
+        self.client.delete_in_background(Job::Path {
+            path: self.acquired.path.clone(),
+            check,
+            session: self.acquired.owner,
+        });
+    }
+
     /// Deletes the node without reporting, waiting one short request at most (then the
     /// background takes over): what drop does.
     pub(crate) fn release_quietly(&self) {

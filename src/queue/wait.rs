@@ -22,9 +22,9 @@ use crossbeam_channel::{select, Receiver, Sender};
 use super::held::{Acquired, Canceller, Participant};
 use super::names;
 use super::rules::Rule;
-use crate::client::{Check, Client, Job, SessionSink};
+use crate::client::{Check, Client, Job, Pending, SessionSink};
 use crate::error::{Error, Result};
-use crate::{CreateMode, EventType, SessionEvent, SessionState};
+use crate::{CreateMode, EventType, SessionEvent, SessionState, Stat, WatchedEvent};
 
 /// What a recipe asks the queue for.
 pub(crate) struct Spec<'a> {
@@ -108,7 +108,7 @@ impl SessionEvents {
 }
 
 /// Why the current attempt ends.
-enum Next {
+pub(crate) enum Next {
     /// Start over with a new node (the session changed or our node vanished).
     Restart,
     /// Give up: deadline passed (`Ok(None)`), or an error.
@@ -116,19 +116,19 @@ enum Next {
 }
 
 /// Our node during one attempt; deletes it on drop unless it was handed to a guard.
-struct Attempt<'a> {
+pub(crate) struct Attempt<'a> {
     client: &'a Client,
     dir: &'a str,
     uuid: String,
     /// The session the attempt started in.
     session: i64,
-    node: Option<Acquired>,
+    pub node: Option<Acquired>,
     /// A create whose reply never came may have made a node.
     maybe_created: bool,
 }
 
 impl Attempt<'_> {
-    fn take(&mut self) -> Option<Acquired> {
+    pub(crate) fn take(&mut self) -> Option<Acquired> {
         self.maybe_created = false;
         self.node.take()
     }
@@ -197,14 +197,36 @@ pub(crate) fn bounded(client: &Client, deadline: Option<Instant>) -> Option<Clie
     }
 }
 
-fn attempt(
-    client: &Client,
-    spec: &Spec<'_>,
+/// A node in a queue, with the listing (and watch) its create brought back.
+pub(crate) struct Queued<'a> {
+    pub at: Attempt<'a>,
+    pub listing: Option<Vec<String>>,
+    pub watch: Option<Receiver<WatchedEvent>>,
+}
+
+/// The listing pipelined behind a create: plain, or leaving a children watch.
+enum Listed {
+    Plain(Pending<(Vec<String>, Stat)>),
+    Watched(Pending<(Vec<String>, Stat, Receiver<WatchedEvent>)>),
+}
+
+/// Phase 1 of an attempt: our node, and (usually) a listing of the directory taken right
+/// after it, in the same write. With `watch_dir` the listing also leaves a children watch
+/// (the semaphore's lease count). `Err` says how the attempt ends instead.
+pub(crate) fn enqueue<'a>(
+    client: &'a Client,
+    spec: &Spec<'a>,
     wait: Wait,
     deadline: Option<Instant>,
     cancel: &Receiver<()>,
     events: &Receiver<SessionEvent>,
-) -> Next {
+    watch_dir: bool,
+) -> std::result::Result<Queued<'a>, Next> {
+    let cancelled = || {
+        Next::Done(Err(Error::Cancelled {
+            path: spec.dir.to_string(),
+        }))
+    };
     let mut at = Attempt {
         client,
         dir: spec.dir,
@@ -213,21 +235,16 @@ fn attempt(
         node: None,
         maybe_created: false,
     };
-    let cancelled = || {
-        Next::Done(Err(Error::Cancelled {
-            path: spec.dir.to_string(),
-        }))
-    };
     let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
     let mut parent_tries = 0;
-    // Phase 1: our node, and (usually) a listing taken right after it.
     let mut listing: Option<Vec<String>> = None;
+    let mut watch = None;
     while at.node.is_none() {
         if cancel.try_recv().is_ok() {
-            return cancelled();
+            return Err(cancelled());
         }
         let Some(c) = bounded(client, deadline) else {
-            return Next::Done(expired(wait, spec.dir, client));
+            return Err(Next::Done(expired(wait, spec.dir, client)));
         };
         if at.maybe_created {
             match find_by_uuid(&c, spec.dir, &at.uuid) {
@@ -244,17 +261,20 @@ fn attempt(
                     at.maybe_created = false;
                     continue;
                 }
-                Err(e) => return Next::Done(Err(e)),
+                Err(e) => return Err(Next::Done(Err(e))),
             }
         }
         at.session = client.session_id();
         // Pinned: a create that may have happened (a lost reply) happened in `at.session`,
         // the session its clean-up is pinned to.
         let (created, listed) = c.pinned(at.session).pipeline(|p| {
-            (
-                p.create(&prefix, spec.data, CreateMode::EphemeralSequential),
-                p.get_children(spec.dir),
-            )
+            let created = p.create(&prefix, spec.data, CreateMode::EphemeralSequential);
+            let listed = if watch_dir {
+                Listed::Watched(p.get_children_w(spec.dir))
+            } else {
+                Listed::Plain(p.get_children(spec.dir))
+            };
+            (created, listed)
         });
         match created.wait() {
             Ok(cr) => {
@@ -263,14 +283,22 @@ fn attempt(
                     token: cr.stat.czxid as u64,
                     owner: cr.stat.ephemeral_owner,
                 });
-                listing = listed.wait().ok().map(|(names, _)| names);
+                match listed {
+                    Listed::Plain(l) => listing = l.wait().ok().map(|(names, _)| names),
+                    Listed::Watched(l) => {
+                        if let Ok((names, _, w)) = l.wait() {
+                            listing = Some(names);
+                            watch = Some(w);
+                        }
+                    }
+                }
             }
             Err(Error::NoNode { .. }) if parent_tries < 10 => {
                 parent_tries += 1;
                 match create_dir(&c, spec.dir, spec.dir_data) {
                     Ok(()) => {}
                     Err(e) if e.is_connection_error() || e == Error::SessionExpired => {}
-                    Err(e) => return Next::Done(Err(e)),
+                    Err(e) => return Err(Next::Done(Err(e))),
                 }
             }
             Err(e) if e.is_connection_error() => {
@@ -278,9 +306,33 @@ fn attempt(
                 pause(events, cancel, deadline);
             }
             Err(Error::SessionExpired) => {}
-            Err(e) => return Next::Done(Err(e)),
+            Err(e) => return Err(Next::Done(Err(e))),
         }
     }
+    Ok(Queued { at, listing, watch })
+}
+
+fn attempt(
+    client: &Client,
+    spec: &Spec<'_>,
+    wait: Wait,
+    deadline: Option<Instant>,
+    cancel: &Receiver<()>,
+    events: &Receiver<SessionEvent>,
+) -> Next {
+    let Queued {
+        mut at,
+        mut listing,
+        ..
+    } = match enqueue(client, spec, wait, deadline, cancel, events, false) {
+        Ok(q) => q,
+        Err(next) => return next,
+    };
+    let cancelled = || {
+        Next::Done(Err(Error::Cancelled {
+            path: spec.dir.to_string(),
+        }))
+    };
     let Some(node) = at.node.clone() else {
         return Next::Restart;
     };
