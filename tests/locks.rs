@@ -516,7 +516,12 @@ fn semaphore_refuses_another_count_while_permits_are_held() {
         &want,
         "a refused try left a node",
     );
-    expect_children(&a, &format!("{path}/locks"), &[], "a try kept the internal lock");
+    expect_children(
+        &a,
+        &format!("{path}/locks"),
+        &[],
+        "a try kept the internal lock",
+    );
     drop(p1);
     let p3 = sem_b
         .acquire_timeout(WITHIN)

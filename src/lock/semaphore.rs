@@ -11,7 +11,7 @@ use crate::queue::{
     self, names, Acquired, Canceller, Holding, Next, Participant, Queued, Rule, SessionEvents,
     Spec, Wait,
 };
-use crate::{EventType, SessionEvent};
+use crate::{EventType, SessionEvent, WatchedEvent};
 
 /// A counting semaphore: at most `permits` holders at once, shared with Apache Curator's
 /// `InterProcessSemaphoreV2` on the same path.
@@ -247,7 +247,8 @@ impl Semaphore {
     ///
     /// [`Error::ForeignNode`] for a node no lock recipe made, and connection errors.
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        let mut out = queue::participants(&self.client, &self.leases, Rule::Semaphore(self.permits))?;
+        let mut out =
+            queue::participants(&self.client, &self.leases, Rule::Semaphore(self.permits))?;
         let queued = queue::participants(&self.client, &self.locks, Rule::Exclusive)?;
         out.extend(queued.into_iter().map(|mut p| {
             p.holds = false;
@@ -293,21 +294,37 @@ impl Semaphore {
             dir_data: b"",
         };
         let got = match wait {
-            Wait::Try => match queue::acquire(&self.client, &spec, Wait::Try, &self.canceller)? {
-                Some(a) => Some(a),
-                None if self.leases_now()? >= self.permits as usize => None,
-                None => {
+            Wait::Try => match queue::acquire(&self.client, &spec, Wait::Try, &self.canceller) {
+                Ok(None) if self.leases_now()? < self.permits as usize => {
                     let brief = Wait::timeout(self.client.timeout());
-                    queue::acquire(&self.client, &spec, brief, &self.canceller)?
+                    queue::acquire(&self.client, &spec, brief, &self.canceller)
                 }
+                r => r,
             },
-            _ => queue::acquire(&self.client, &spec, wait, &self.canceller)?,
-        };
+            _ => queue::acquire(&self.client, &spec, wait, &self.canceller),
+        }
+        .map_err(|e| self.own_error(e))?;
         Ok(got.map(|node| InternalLock {
             client: self.client.clone(),
             node,
             holding: None,
         }))
+    }
+
+    /// An error of the internal lock, told in terms of the semaphore: its path, not the
+    /// internal lock's.
+    fn own_error(&self, e: Error) -> Error {
+        match e {
+            Error::Cancelled { .. } => Error::Cancelled {
+                path: self.path.clone(),
+            },
+            Error::Timeout { op, after, .. } => Error::Timeout {
+                op,
+                path: self.path.clone(),
+                after,
+            },
+            e => e,
+        }
     }
 
     /// How many leases exist now.
@@ -340,8 +357,7 @@ impl Semaphore {
         let Queued {
             mut at,
             mut listing,
-            mut watch,
-        } = match queue::enqueue(client, &spec, wait, deadline, cancel, events, true) {
+        } = match queue::enqueue(client, &spec, wait, deadline, cancel, events) {
             Ok(q) => q,
             Err(next) => return next,
         };
@@ -350,6 +366,10 @@ impl Semaphore {
         };
         let me = names::base(&node.path).to_string();
         let mut lock_lost: Option<Receiver<()>> = None;
+        // A listing leaves a watch on the lease list only when we are about to wait: a
+        // contender that gets in leaves no watch behind to be woken by later leases.
+        let mut watch: Option<Receiver<WatchedEvent>> = None;
+        let mut want_watch = false;
         let cancelled = || {
             Next::Done(Err(Error::Cancelled {
                 path: self.path.clone(),
@@ -368,9 +388,15 @@ impl Semaphore {
                     let Some(c) = queue::bounded(client, deadline) else {
                         return Next::Done(queue::expired(wait, &self.path, client));
                     };
-                    match c.get_children_w(&self.leases) {
-                        Ok((names, _, w)) => {
-                            watch = Some(w);
+                    let listed = if want_watch {
+                        c.get_children_w(&self.leases)
+                            .map(|(names, _, w)| (names, Some(w)))
+                    } else {
+                        c.get_children(&self.leases).map(|(names, _)| (names, None))
+                    };
+                    match listed {
+                        Ok((names, w)) => {
+                            watch = w;
                             names
                         }
                         Err(e) if e.is_connection_error() => {
@@ -403,8 +429,10 @@ impl Semaphore {
                 return Next::Done(Ok(None));
             }
             let Some(w) = watch.take() else {
-                continue; // listed without a watch: list again
+                want_watch = true; // listed without a watch: list again, leaving one
+                continue;
             };
+            want_watch = false;
             let lost = lock_lost.get_or_insert_with(|| lock.lost());
             let wake = deadline.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
             loop {

@@ -22,9 +22,9 @@ use crossbeam_channel::{select, Receiver, Sender};
 use super::held::{Acquired, Canceller, Participant};
 use super::names;
 use super::rules::Rule;
-use crate::client::{Check, Client, Job, Pending, SessionSink};
+use crate::client::{Check, Client, Job, SessionSink};
 use crate::error::{Error, Result};
-use crate::{CreateMode, EventType, SessionEvent, SessionState, Stat, WatchedEvent};
+use crate::{CreateMode, EventType, SessionEvent, SessionState};
 
 /// What a recipe asks the queue for.
 pub(crate) struct Spec<'a> {
@@ -197,22 +197,14 @@ pub(crate) fn bounded(client: &Client, deadline: Option<Instant>) -> Option<Clie
     }
 }
 
-/// A node in a queue, with the listing (and watch) its create brought back.
+/// A node in a queue, with the listing its create brought back.
 pub(crate) struct Queued<'a> {
     pub at: Attempt<'a>,
     pub listing: Option<Vec<String>>,
-    pub watch: Option<Receiver<WatchedEvent>>,
-}
-
-/// The listing pipelined behind a create: plain, or leaving a children watch.
-enum Listed {
-    Plain(Pending<(Vec<String>, Stat)>),
-    Watched(Pending<(Vec<String>, Stat, Receiver<WatchedEvent>)>),
 }
 
 /// Phase 1 of an attempt: our node, and (usually) a listing of the directory taken right
-/// after it, in the same write. With `watch_dir` the listing also leaves a children watch
-/// (the semaphore's lease count). `Err` says how the attempt ends instead.
+/// after it, in the same write. `Err` says how the attempt ends instead.
 pub(crate) fn enqueue<'a>(
     client: &'a Client,
     spec: &Spec<'a>,
@@ -220,7 +212,6 @@ pub(crate) fn enqueue<'a>(
     deadline: Option<Instant>,
     cancel: &Receiver<()>,
     events: &Receiver<SessionEvent>,
-    watch_dir: bool,
 ) -> std::result::Result<Queued<'a>, Next> {
     let cancelled = || {
         Next::Done(Err(Error::Cancelled {
@@ -238,7 +229,6 @@ pub(crate) fn enqueue<'a>(
     let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
     let mut parent_tries = 0;
     let mut listing: Option<Vec<String>> = None;
-    let mut watch = None;
     while at.node.is_none() {
         if cancel.try_recv().is_ok() {
             return Err(cancelled());
@@ -268,13 +258,10 @@ pub(crate) fn enqueue<'a>(
         // Pinned: a create that may have happened (a lost reply) happened in `at.session`,
         // the session its clean-up is pinned to.
         let (created, listed) = c.pinned(at.session).pipeline(|p| {
-            let created = p.create(&prefix, spec.data, CreateMode::EphemeralSequential);
-            let listed = if watch_dir {
-                Listed::Watched(p.get_children_w(spec.dir))
-            } else {
-                Listed::Plain(p.get_children(spec.dir))
-            };
-            (created, listed)
+            (
+                p.create(&prefix, spec.data, CreateMode::EphemeralSequential),
+                p.get_children(spec.dir),
+            )
         });
         match created.wait() {
             Ok(cr) => {
@@ -283,15 +270,7 @@ pub(crate) fn enqueue<'a>(
                     token: cr.stat.czxid as u64,
                     owner: cr.stat.ephemeral_owner,
                 });
-                match listed {
-                    Listed::Plain(l) => listing = l.wait().ok().map(|(names, _)| names),
-                    Listed::Watched(l) => {
-                        if let Ok((names, _, w)) = l.wait() {
-                            listing = Some(names);
-                            watch = Some(w);
-                        }
-                    }
-                }
+                listing = listed.wait().ok().map(|(names, _)| names);
             }
             Err(Error::NoNode { .. }) if parent_tries < 10 => {
                 parent_tries += 1;
@@ -309,7 +288,7 @@ pub(crate) fn enqueue<'a>(
             Err(e) => return Err(Next::Done(Err(e))),
         }
     }
-    Ok(Queued { at, listing, watch })
+    Ok(Queued { at, listing })
 }
 
 fn attempt(
@@ -324,7 +303,7 @@ fn attempt(
         mut at,
         mut listing,
         ..
-    } = match enqueue(client, spec, wait, deadline, cancel, events, false) {
+    } = match enqueue(client, spec, wait, deadline, cancel, events) {
         Ok(q) => q,
         Err(next) => return next,
     };
