@@ -16,7 +16,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{assert_quiet, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN};
+use common::{
+    assert_quiet, children, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN,
+};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use zkguard::{Client, LeaderElection, Mutex, RwLock, Semaphore};
 
@@ -680,6 +682,17 @@ fn curator_semaphore(dir: &Path, path: &str) -> Peer {
     curator_loop(&["semaphore", &permits], path, SEM_ROUNDS, dir)
 }
 
+/// The nodes of a semaphore's holders and waiters at `path`: whatever is directly under it
+/// and under its `leases` (Curator's layout), less Curator's `leases` and `locks` folders.
+fn semaphore_nodes(client: &Client, path: &str) -> usize {
+    let top = children(client, path);
+    let below = children(client, &format!("{path}/leases"));
+    top.iter()
+        .filter(|n| *n != "leases" && *n != "locks")
+        .count()
+        + below.len()
+}
+
 /// Two Curator peers and two zkguard threads, each `SEM_ROUNDS` rounds: nobody holds beyond
 /// the permits, everyone finishes. Reports every side's trouble together.
 fn assert_semaphore_shared(java: Vec<Peer>, zk: Vec<ZkRun>) {
@@ -727,10 +740,21 @@ fn zkguard_semaphore_first_then_curator_never_exceed_the_permits_together() {
             &format!("zkguard {i}'s first permit"),
         );
     }
-    // Both permits are held by zkguard; the Curator peers start asking, then zkguard goes on.
+    // Both permits are held by zkguard: a Curator peer that asks must wait (its lease node
+    // made, the other peer behind Curator's internal lock), then zkguard goes on.
     let mut java: Vec<_> = (0..2).map(|_| curator_semaphore(&dir, &path)).collect();
     for peer in &mut java {
         peer.expect("connected");
+    }
+    let z = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
+    wait_until(WITHIN, "a Curator lease node beside zkguard's two", || {
+        semaphore_nodes(&z, &path) >= 3
+    });
+    for peer in &mut java {
+        peer.assert_quiet(
+            JAVA_QUIET,
+            "Curator acquired while zkguard held every permit",
+        );
     }
     drop(open);
     assert_semaphore_shared(java, zk);
