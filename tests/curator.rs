@@ -93,6 +93,8 @@ struct Peer {
     lines: Receiver<String>,
     seen: Vec<String>,
     stderr: Arc<StdMutex<String>>,
+    /// Disconnects once stderr is read to its end.
+    stderr_closed: Receiver<()>,
 }
 
 impl Peer {
@@ -128,9 +130,11 @@ impl Peer {
         });
         let stderr = Arc::new(StdMutex::new(String::new()));
         let mut err = child.stderr.take().unwrap();
+        let (closing, stderr_closed) = crossbeam_channel::bounded::<()>(0);
         std::thread::spawn({
             let stderr = stderr.clone();
             move || {
+                let _closing = closing;
                 let mut buf = [0u8; 4096];
                 while let Ok(n @ 1..) = err.read(&mut buf) {
                     stderr
@@ -148,6 +152,7 @@ impl Peer {
             lines,
             seen: Vec::new(),
             stderr,
+            stderr_closed,
         }
     }
 
@@ -175,13 +180,21 @@ impl Peer {
                     self.fail(&format!("no `{prefix}` line within {WITHIN:?}"))
                 }
                 Err(_) => {
-                    // Stdout closed: let stderr's reader catch up before reporting.
-                    let _ = self.child.wait();
-                    std::thread::sleep(Duration::from_millis(100));
-                    self.fail(&format!("exited before a `{prefix}` line"))
+                    let status = self.exit_status();
+                    self.fail(&format!("exited ({status}) before a `{prefix}` line"))
                 }
             }
         }
+    }
+
+    /// Waits for the peer to exit (its stdout is closed) and for the rest of its stderr.
+    fn exit_status(&mut self) -> String {
+        let status = match self.child.wait() {
+            Ok(status) => status.to_string(),
+            Err(e) => format!("wait: {e}"),
+        };
+        let _ = self.stderr_closed.recv_timeout(WITHIN);
+        status
     }
 
     /// Asserts that the peer prints nothing for `within` (it is blocked).
@@ -221,7 +234,16 @@ impl Peer {
             "Curator peer {} rounds",
             self.name
         );
-        field("violations=")
+        let violations = field("violations=");
+        match self.lines.recv_timeout(WITHIN) {
+            Err(RecvTimeoutError::Disconnected) => {}
+            other => self.fail(&format!("printed {other:?} after `{done}`")),
+        }
+        let status = self.exit_status();
+        if status != "exit status: 0" {
+            self.fail(&format!("exited with {status}"));
+        }
+        violations
     }
 }
 
