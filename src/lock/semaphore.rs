@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{select, Receiver};
 
-use crate::client::{Check, Client, Job};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{
     self, names, Acquired, Canceller, Holding, Next, Participant, Queued, Rule, SessionEvents,
@@ -486,11 +486,9 @@ impl Drop for InternalLock {
     fn drop(&mut self) {
         match self.holding.take() {
             Some(h) => h.release_in_background(),
-            None => self.client.delete_in_background(Job::Path {
-                path: self.node.path.clone(),
-                check: Check::None,
-                session: self.node.owner,
-            }),
+            None => self
+                .client
+                .delete_unwaited(&self.node.path, self.node.owner),
         }
     }
 }

@@ -294,22 +294,22 @@ impl Holding {
 }
 
 impl Holding {
-    /// Gives the node up without waiting: the delete goes to the background (pinned to the
-    /// node's session), and the caller goes on at once.
+    /// Gives the node up without waiting: the delete is sent at once (pinned to the node's
+    /// session) and the background sees it answered; the caller goes on at once.
     pub(crate) fn release_in_background(&self) {
         if self.state.released.swap(true, Ordering::SeqCst) {
             return;
         }
-        let check = if self.check_owner {
-            Check::Czxid(self.acquired.token)
+        if self.check_owner {
+            self.client.delete_in_background(Job::Path {
+                path: self.acquired.path.clone(),
+                check: Check::Czxid(self.acquired.token),
+                session: self.acquired.owner,
+            });
         } else {
-            Check::None
-        };
-        self.client.delete_in_background(Job::Path {
-            path: self.acquired.path.clone(),
-            check,
-            session: self.acquired.owner,
-        });
+            self.client
+                .delete_unwaited(&self.acquired.path, self.acquired.owner);
+        }
     }
 
     /// Deletes the node without reporting, waiting one short request at most (then the
