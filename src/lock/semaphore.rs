@@ -18,17 +18,18 @@ use crate::{EventType, SessionEvent, WatchedEvent};
 ///
 /// It speaks Curator's protocol. A contender first takes the semaphore's internal lock, a
 /// fair [`Mutex`](crate::Mutex) at `<path>/locks`; holding it, it creates its lease, an
-/// ephemeral sequential `_c_<uuid>-lease-<seq>` under `<path>/leases`, and lists the leases
-/// (leaving a watch on the list). If there are at most `permits` leases, its lease is a
-/// permit; otherwise it waits, still holding the internal lock, until a lease goes and the
-/// count is back within `permits`. Then it lets the internal lock go. Java services using
+/// ephemeral sequential `_c_<uuid>-lease-<seq>` under `<path>/leases`, and lists the leases.
+/// If there are at most `permits` leases, its lease is a permit; otherwise it waits, still
+/// holding the internal lock and watching the lease list, until a lease goes and the count
+/// is back within `permits`. Then it lets the internal lock go. Java services using
 /// Curator's semaphore and Rust programs using this one therefore share one permit count.
 ///
 /// - **No idle permit.** Only the holder of the internal lock waits for a permit, and it
 ///   watches the whole lease list: whichever holder releases, it is notified and takes the
 ///   freed permit after one more round trip. The others wait for the internal lock, each
-///   watching its predecessor there, so one release notifies one waiting contender, and
-///   handing the internal lock on notifies one more (no herd).
+///   watching its predecessor there, so one release notifies the contender that takes the
+///   permit, and handing the internal lock on notifies the next one (no herd). A contender
+///   that gets in without waiting leaves no watch on the lease list.
 /// - **Cost.** An uncontended acquire takes two round trips (the internal lock's node and
 ///   its listing in one write, then the lease and the lease listing in another); the
 ///   internal lock is let go in the background, off the caller's path. (Curator needs
@@ -47,8 +48,8 @@ use crate::{EventType, SessionEvent, WatchedEvent};
 ///   deletes its lease and queues again.
 ///
 /// A `Semaphore` pointed at a path that holds anything but `locks` and `leases` (another
-/// recipe's nodes, or the lease nodes of zkguard before 0.2, which sat directly under the
-/// path) fails with [`Error::ForeignNode`] naming the node, and writes nothing there.
+/// recipe's nodes, or the lease nodes of earlier zkguard builds, which sat directly under
+/// the path) fails with [`Error::ForeignNode`] naming the node, and writes nothing there.
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
