@@ -1,0 +1,101 @@
+//! The command: started in a process group of its own, signalled as a group, and waited for
+//! by a thread that reports its exit on a channel.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus};
+
+use crossbeam_channel::Receiver;
+
+use crate::Fail;
+
+/// A running command.
+pub struct Child {
+    /// Its pid, which is also its process group's id.
+    pub pid: i32,
+    /// Gets its exit status once (the waiting thread reaps it).
+    pub exited: Receiver<io::Result<ExitStatus>>,
+}
+
+/// Starts `cmd` with `env` added, as the leader of a new process group (so a signal for
+/// the command reaches its children too, and the terminal's Ctrl-C reaches only zkguard,
+/// which forwards it). On Linux the command is killed if zkguard dies (PR_SET_PDEATHSIG):
+/// a crashed zkguard releases the lock, so its command must not run on.
+pub fn spawn(cmd: &[OsString], env: &[(&str, String)]) -> Result<Child, Fail> {
+    let (program, args) = cmd.split_first().expect("clap requires a command");
+    let mut c = Command::new(program);
+    c.args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id();
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            c.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() as u32 != parent {
+                    return Err(io::Error::other(
+                        "zkguard exited before the command started",
+                    ));
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = c.spawn().map_err(|e| {
+        let name = program.to_string_lossy();
+        match e.kind() {
+            io::ErrorKind::NotFound => Fail::new(127, format!("{name}: command not found")),
+            _ => Fail::new(126, format!("cannot run {name}: {e}")),
+        }
+    })?;
+    let pid = child.id() as i32;
+    let (tx, exited) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    Ok(Child { pid, exited })
+}
+
+/// Sends `sig` to the command's process group.
+pub fn signal_group(pid: i32, sig: i32) {
+    // SAFETY: kill has no memory effects; a group that is gone is ESRCH, ignored.
+    unsafe {
+        libc::kill(-pid, sig);
+    }
+}
+
+/// The status as a shell reports it: the exit code, or 128 + the signal that killed it.
+pub fn status_code(status: &io::Result<ExitStatus>) -> i32 {
+    match status {
+        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+        Err(_) => 70,
+    }
+}
+
+/// A signal's name for messages.
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP as a channel (signal-hook's self-pipe, read by a thread).
+pub fn signals() -> Result<Receiver<i32>, Fail> {
+    let mut s = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+        .map_err(|e| Fail::new(70, format!("cannot handle signals: {e}")))?;
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for sig in s.forever() {
+            if tx.send(sig).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}
