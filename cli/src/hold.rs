@@ -176,7 +176,7 @@ pub fn obtain(
             while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                 stopped.recv_timeout(every)
             {
-                say.say(format!("waiting for {}", holders_line(&client, &t)));
+                say.say(format!("waiting for {}", holders_line(&client, &t, true)));
                 every = Duration::from_secs(30);
             }
         });
@@ -205,8 +205,9 @@ pub fn obtain(
     }
 }
 
-/// "PATH, held by host-b pid 4242 for 12 s (2 waiting)".
-pub fn holders_line(client: &Client, target: &Target) -> String {
+/// "PATH, held by host-b pid 4242 for 12 s (2 others waiting)"; `queued`: this process is
+/// one of the waiters, not counted.
+pub fn holders_line(client: &Client, target: &Target, queued: bool) -> String {
     let path = target.path();
     let list = match target.participants() {
         Ok(list) => list,
@@ -220,7 +221,11 @@ pub fn holders_line(client: &Client, target: &Target) -> String {
             None => p.id(),
         })
         .collect();
-    let waiting = list.iter().filter(|p| !p.holds).count();
+    let waiting = list
+        .iter()
+        .filter(|p| !p.holds)
+        .count()
+        .saturating_sub(usize::from(queued));
     let verb = if matches!(target, Target::Elect(_)) {
         "led"
     } else {
@@ -228,9 +233,21 @@ pub fn holders_line(client: &Client, target: &Target) -> String {
     };
     match (holders.is_empty(), waiting) {
         (true, 0) => format!("{path} (free)"),
-        (true, n) => format!("{path} ({n} waiting)"),
+        (true, n) => format!("{path} ({n} {} waiting)", others(n)),
         (false, 0) => format!("{path}, {verb} by {}", holders.join(", ")),
-        (false, n) => format!("{path}, {verb} by {} ({n} waiting)", holders.join(", ")),
+        (false, n) => format!(
+            "{path}, {verb} by {} ({n} {} waiting)",
+            holders.join(", "),
+            others(n)
+        ),
+    }
+}
+
+fn others(n: usize) -> &'static str {
+    if n == 1 {
+        "other"
+    } else {
+        "others"
     }
 }
 

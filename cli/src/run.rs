@@ -126,7 +126,7 @@ fn session(
             Outcome::NotObtained => {
                 say.say(format!(
                     "did not get the {what} {}",
-                    hold::holders_line(client, &target)
+                    hold::holders_line(client, &target, false)
                 ));
                 return Ok(job.waiting().conflict_exit_code.into());
             }

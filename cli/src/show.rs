@@ -103,10 +103,11 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool) -> Result<i32
         println!("{path}: nobody holds or waits");
         return Ok(0);
     }
-    println!("{:<9}  {:<10}  {:<44}  DATA", "ROLE", "FOR", "NODE");
+    let width = rows.iter().map(|(_, p, _)| p.node.len()).max().unwrap_or(4);
+    println!("{:<9}  {:<10}  {:<width$}  DATA", "ROLE", "FOR", "NODE");
     for (role, p, age) in &rows {
         let age = age.map(seconds).unwrap_or_else(|| "-".into());
-        println!("{role:<9}  {age:<10}  {:<44}  {}", p.node, p.id());
+        println!("{role:<9}  {age:<10}  {:<width$}  {}", p.node, p.id());
     }
     Ok(0)
 }
