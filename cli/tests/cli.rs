@@ -1,0 +1,527 @@
+//! The `zkguard` binary against real ZooKeeper servers (the library's `testing` harness).
+
+mod common;
+
+use std::io::BufRead;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use zkguard::testing::FaultProxy;
+
+fn sh(script: &str) -> [&str; 3] {
+    ["sh", "-c", script]
+}
+
+/// `zkguard lock` processes started together never run their commands at the same time, and
+/// each gets a larger fencing token than the one before.
+#[test]
+fn lock_commands_never_overlap() {
+    let cs = cluster().connect_string();
+    let s = Scratch::new();
+    let path = unique("overlap");
+    let log = s.path("log");
+    let script = format!(
+        "echo \"start $ZKGUARD_TOKEN\" >> '{l}'; sleep 0.3; echo \"end $ZKGUARD_TOKEN\" >> '{l}'",
+        l = log.display()
+    );
+    let mut procs: Vec<Running> = (0..3)
+        .map(|i| {
+            let mut c = zkguard(&cs);
+            c.args(["lock", &path, "--"]).args(sh(&script));
+            Running::start(c, &s, &format!("p{i}"))
+        })
+        .collect();
+    for p in &mut procs {
+        assert_eq!(p.wait(PATIENCE), 0, "{}", p.stderr());
+    }
+    let lines = s.lines("log");
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    let mut last = 0u64;
+    for pair in lines.chunks(2) {
+        let start = pair[0].strip_prefix("start ").expect("a start line");
+        assert_eq!(pair[1], format!("end {start}"), "overlap in {lines:?}");
+        let token: u64 = start.parse().unwrap();
+        assert!(token > last, "tokens do not grow: {lines:?}");
+        last = token;
+    }
+}
+
+/// `--nonblock` and `--timeout` exit with 1 (or `--conflict-exit-code`) without running the
+/// command while another process holds the lock, and the lock is free once it is released.
+#[test]
+fn nonblock_and_timeout_exit_codes() {
+    let cs = cluster().connect_string();
+    let s = Scratch::new();
+    let path = unique("conflict");
+    let holder_script = format!(
+        "echo held > '{}'; {}",
+        s.path("ready").display(),
+        until_file(&s.path("go"))
+    );
+    let mut holder = zkguard(&cs);
+    holder.args(["lock", &path, "--"]).args(sh(&holder_script));
+    let mut holder = Running::start(holder, &s, "holder");
+    s.wait_lines("ready", "the holder's command", |l| !l.is_empty());
+
+    let ran = format!("touch '{}'", s.path("ran").display());
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "--nonblock", "--"])
+            .args(sh(&ran)),
+    );
+    assert_eq!(code, 1, "--nonblock: {err}");
+    assert!(err.contains("did not get the lock"), "{err}");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "-n", "--conflict-exit-code", "9", "--"])
+            .args(sh(&ran)),
+    );
+    assert_eq!(code, 9, "--conflict-exit-code 9: {err}");
+    let t = Instant::now();
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "--timeout", "700ms", "--"])
+            .args(sh(&ran)),
+    );
+    assert_eq!(code, 1, "--timeout: {err}");
+    assert!(t.elapsed() >= Duration::from_millis(700), "gave up early");
+    assert!(!s.path("ran").exists(), "a command ran without the lock");
+
+    s.touch("go");
+    assert_eq!(holder.wait(PATIENCE), 0, "{}", holder.stderr());
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "-n", "--"])
+            .args(sh(&ran)),
+    );
+    assert_eq!(code, 0, "free after the release: {err}");
+    assert!(s.path("ran").exists());
+}
+
+/// The command's exit status comes back as zkguard's (a signal as 128+N), and the command
+/// sees the fencing token, the lock path and its node in its environment.
+#[test]
+fn exit_status_passes_through_with_the_environment() {
+    let cs = cluster().connect_string();
+    let s = Scratch::new();
+    let path = unique("status");
+    let env = s.path("env");
+    let script = format!(
+        "echo \"$ZKGUARD_TOKEN|$ZKGUARD_PATH|$ZKGUARD_NODE\" > '{}'; exit 7",
+        env.display()
+    );
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "--"]).args(sh(&script)));
+    assert_eq!(code, 7, "{err}");
+    let line = s.lines("env").concat();
+    let parts: Vec<&str> = line.split('|').collect();
+    assert!(parts[0].parse::<u64>().is_ok_and(|t| t > 0), "{line}");
+    assert_eq!(parts[1], path);
+    assert!(
+        parts[2].starts_with(&format!("{path}/")) && parts[2].contains("-lock-"),
+        "{line}"
+    );
+
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "-q", "--"])
+            .args(sh("kill -KILL $$")),
+    );
+    assert_eq!(code, 128 + 9, "{err}");
+    assert!(err.is_empty(), "--quiet printed {err:?}");
+
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "--", "/no/such/command"]));
+    assert_eq!(code, 127, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // Nothing was left behind: the lock is free.
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-n", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Bad input and an unreachable ensemble are one line on stderr and a documented status.
+#[test]
+fn bad_input_is_one_line_and_a_documented_status() {
+    let cs = cluster().connect_string();
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["lock", "/cli/x"], 2, "<CMD>"),
+        (vec!["lock", "cli/x", "--", "true"], 2, "invalid path"),
+        (vec!["lock", "/cli//x", "--", "true"], 2, "invalid path"),
+        (
+            vec!["lock", "/cli/x", "--timeout", "3", "--", "true"],
+            2,
+            "--timeout",
+        ),
+        (
+            vec!["lock", "/cli/x", "--kill-after", "soon", "--", "true"],
+            2,
+            "--kill-after",
+        ),
+        (
+            vec!["lock", "/cli/x", "--read", "--write", "--", "true"],
+            2,
+            "--write",
+        ),
+        (
+            vec!["lock", "/cli/x", "--auth", "nocolon", "--", "true"],
+            2,
+            "user:password",
+        ),
+        (
+            vec!["elect", "/cli/x", "--on-suspend", "maybe", "--", "true"],
+            2,
+            "maybe",
+        ),
+        (vec!["holders"], 2, "<PATH>"),
+        (vec!["frobnicate"], 2, "frobnicate"),
+    ];
+    for (args, want, mentions) in cases {
+        let (code, out, err) = output(zkguard(&cs).args(&args));
+        assert_eq!(code, want, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+        assert!(
+            err.contains(mentions),
+            "{args:?} does not name {mentions}: {err}"
+        );
+        assert!(
+            !err.contains("panicked") && out.is_empty(),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, _, err) = output(zkguard("127.0.0.1:1").args([
+        "--connect-timeout",
+        "1s",
+        "lock",
+        "/cli/x",
+        "--",
+        "true",
+    ]));
+    assert_eq!(code, 69, "unreachable: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot connect to 127.0.0.1:1"), "{err}");
+}
+
+/// SIGTERM to zkguard reaches the command (in its own process group, so only by
+/// forwarding), and a waiting zkguard runs its command only after the first command has
+/// finished its clean-up and exited.
+#[test]
+fn sigterm_is_forwarded_and_the_lock_released_after_the_command_exits() {
+    let cs = cluster().connect_string();
+    let c = client(&cs);
+    let s = Scratch::new();
+    let path = unique("sigterm");
+    let log = s.path("log").display().to_string();
+    let first = format!(
+        "trap 'echo term >> {log}; sleep 1; echo cleaned >> {log}; exit 0' TERM; \
+         echo start >> {log}; while :; do sleep 0.05; done"
+    );
+    let mut a = zkguard(&cs);
+    a.args(["lock", &path, "--"]).args(sh(&first));
+    let mut a = Running::start(a, &s, "a");
+    s.wait_lines("log", "first command", |l| l.len() == 1);
+    let mut b = zkguard(&cs);
+    b.args(["lock", &path, "--timeout", "60s", "--"])
+        .args(sh(&format!("echo second >> {log}")));
+    let mut b = Running::start(b, &s, "b");
+    wait_contenders(&c, &path, 2);
+
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait(PATIENCE), 0, "the command's status: {}", a.stderr());
+    assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
+    assert_eq!(s.lines("log"), ["start", "term", "cleaned", "second"]);
+    assert!(a.stderr().contains("forwarding SIGTERM"), "{}", a.stderr());
+}
+
+/// A holder cut off by the fault proxy: its command is told to stop (SIGTERM, then killed)
+/// before another `zkguard lock` runs its command, and the cut-off zkguard exits with 75.
+#[test]
+fn a_cut_off_holder_has_its_command_killed_before_another_runs() {
+    let cs = cluster().connect_string();
+    let c = client(&cs);
+    let proxy = FaultProxy::for_cluster(cluster()).unwrap();
+    let s = Scratch::new();
+    let path = unique("cut");
+    let log = s.path("log").display().to_string();
+    let first = format!(
+        "trap 'echo killed >> {log}; exit 143' TERM; echo start >> {log}; \
+         while :; do sleep 0.05; done"
+    );
+    let mut a = zkguard(&proxy.connect_string());
+    a.args(["--session-timeout", "2s", "lock", &path, "--"])
+        .args(sh(&first));
+    let mut a = Running::start(a, &s, "a");
+    s.wait_lines("log", "first command", |l| l.len() == 1);
+    let mut b = zkguard(&cs);
+    b.args(["lock", &path, "--"])
+        .args(sh(&format!("echo second >> {log}")));
+    let mut b = Running::start(b, &s, "b");
+    wait_contenders(&c, &path, 2);
+
+    proxy.blackhole();
+    assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
+    assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
+    assert_eq!(
+        s.lines("log"),
+        ["start", "killed", "second"],
+        "holder's stderr:\n{}",
+        a.stderr()
+    );
+    proxy.heal();
+}
+
+/// `--on-suspend stop`: while the holder is disconnected its command is stopped (state T);
+/// after the heal the lock is proven again and the command continues, then ends normally.
+#[test]
+fn on_suspend_stop_pauses_and_resumes_the_command() {
+    let proxy = FaultProxy::for_cluster(cluster()).unwrap();
+    let s = Scratch::new();
+    let path = unique("suspend");
+    let (pid_file, ticks) = (s.path("pid"), s.path("ticks"));
+    let script = format!(
+        "echo $$ > '{}'; while [ ! -e '{}' ]; do echo tick >> '{}'; sleep 0.05; done",
+        pid_file.display(),
+        s.path("go").display(),
+        ticks.display()
+    );
+    let mut a = zkguard(&proxy.connect_string());
+    a.args([
+        "--session-timeout",
+        "20s",
+        "lock",
+        &path,
+        "--on-suspend",
+        "stop",
+        "--",
+    ])
+    .args(sh(&script));
+    let mut a = Running::start(a, &s, "a");
+    s.wait_lines("ticks", "the command running", |l| !l.is_empty());
+    let pid: i32 = s.lines("pid")[0].parse().unwrap();
+
+    // Cut the path and close the connection: the client is disconnected at once, and its
+    // reconnects hang in the black hole.
+    proxy.blackhole();
+    proxy.reset();
+    let deadline = Instant::now() + PATIENCE;
+    while proc_state(pid) != Some('T') {
+        assert!(Instant::now() < deadline, "never stopped: {}", a.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopped_at = s.lines("ticks").len();
+
+    proxy.heal();
+    s.wait_lines("ticks", "the command continuing", |l| {
+        l.len() > stopped_at + 2
+    });
+    a.wait_stderr("proven again");
+    s.touch("go");
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+}
+
+/// `elect --loop`: when the leader's command exits, the other candidate leads, and the
+/// first queues again behind it; terms never overlap.
+#[test]
+fn elect_loop_hands_over_when_the_command_exits() {
+    let cs = cluster().connect_string();
+    let s = Scratch::new();
+    let path = unique("elect");
+    let log = s.path("log").display().to_string();
+    // Longer than zkguard's one-second pause between short terms, so it never waits.
+    let script = format!(
+        "echo \"start $ZKGUARD_ID\" >> {log}; sleep 1.2; echo \"end $ZKGUARD_ID\" >> {log}"
+    );
+    let mut procs: Vec<Running> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            let mut c = zkguard(&cs);
+            c.args(["elect", &path, "--id", id, "--loop", "--"])
+                .args(sh(&script));
+            Running::start(c, &s, id)
+        })
+        .collect();
+    s.wait_lines("log", "four terms", |l| l.len() >= 8);
+    for p in &procs {
+        p.signal(libc::SIGTERM);
+    }
+    for p in &mut procs {
+        assert_eq!(p.wait(PATIENCE), 143, "{}", p.stderr());
+    }
+    let lines = s.lines("log");
+    let mut previous = String::new();
+    for term in lines.chunks(2).take(4) {
+        let id = term[0].strip_prefix("start ").expect("a start line");
+        assert_eq!(term[1], format!("end {id}"), "terms overlap: {lines:?}");
+        assert_ne!(id, previous, "no hand-over: {lines:?}");
+        previous = id.to_string();
+    }
+}
+
+/// `holders --json` and `leader --json` parse and name the holder, the waiter and the
+/// leader; the table and the waiting message name the holder too.
+#[test]
+fn holders_and_leader_json_parse() {
+    let cs = cluster().connect_string();
+    let c = client(&cs);
+    let s = Scratch::new();
+    let path = unique("holders");
+    let wait_go = until_file(&s.path("go"));
+    let mut h = zkguard(&cs);
+    h.args(["lock", &path, "--data", "holder-x", "--"])
+        .args(sh(&wait_go));
+    let mut h = Running::start(h, &s, "holder");
+    wait_contenders(&c, &path, 1);
+    let mut w = zkguard(&cs);
+    w.args(["lock", &path, "--data", "waiter-y", "--", "true"]);
+    let mut w = Running::start(w, &s, "waiter");
+    wait_contenders(&c, &path, 2);
+
+    let (code, out, err) = output(zkguard(&cs).args(["holders", &path, "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("holders --json parses");
+    assert_eq!(v["path"], path.as_str());
+    assert_eq!(v["kind"], "mutex");
+    let ps = v["participants"].as_array().unwrap();
+    assert_eq!(ps.len(), 2, "{v}");
+    assert_eq!(
+        (&ps[0]["data"], &ps[0]["holds"]),
+        (&"holder-x".into(), &true.into())
+    );
+    assert_eq!(
+        (&ps[1]["data"], &ps[1]["role"]),
+        (&"waiter-y".into(), &"waiter".into())
+    );
+    assert!(ps[0]["age_ms"].as_u64().is_some(), "{v}");
+    let (code, out, _) = output(zkguard(&cs).args(["holders", &path]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("holder-x") && out.contains("waiter-y"),
+        "{out}"
+    );
+    w.wait_stderr(&format!("waiting for {path}, held by holder-x for"));
+
+    let election = unique("leader");
+    let mut l = zkguard(&cs);
+    l.args(["elect", &election, "--id", "leader-1", "--"])
+        .args(sh(&wait_go));
+    let mut l = Running::start(l, &s, "leader");
+    wait_contenders(&c, &election, 1);
+    let (code, out, err) = output(zkguard(&cs).args(["leader", &election, "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("leader --json parses");
+    assert_eq!(v["leader"], "leader-1", "{v}");
+    assert_eq!(v["participants"][0]["role"], "leader", "{v}");
+
+    s.touch("go");
+    for p in [&mut h, &mut w, &mut l] {
+        assert_eq!(p.wait(PATIENCE), 0, "{}", p.stderr());
+    }
+}
+
+/// Readers share `--read`, and `--permits 2` lets two in and turns a third away.
+#[test]
+fn read_locks_share_and_permits_count() {
+    let cs = cluster().connect_string();
+    let c = client(&cs);
+    let s = Scratch::new();
+    let path = unique("rw");
+    // Each reader enters, then waits for the other to be inside too: only if both hold
+    // the read lock at once do both exit 0.
+    let reader = |me: &str, other: &str| {
+        let script = format!(
+            "touch '{}'; {}",
+            s.path(me).display(),
+            until_file(&s.path(other))
+        );
+        let mut r = zkguard(&cs);
+        r.args(["lock", &path, "--read", "--"]).args(sh(&script));
+        Running::start(r, &s, me)
+    };
+    let mut r1 = reader("r1", "r2");
+    let mut r2 = reader("r2", "r1");
+    assert_eq!(r1.wait(PATIENCE), 0, "{}", r1.stderr());
+    assert_eq!(r2.wait(PATIENCE), 0, "{}", r2.stderr());
+
+    let sem = unique("sem");
+    let wait_go = until_file(&s.path("go"));
+    let mut holders: Vec<Running> = (0..2)
+        .map(|i| {
+            let mut h = zkguard(&cs);
+            h.args(["lock", &sem, "--permits", "2", "--"])
+                .args(sh(&wait_go));
+            Running::start(h, &s, &format!("permit{i}"))
+        })
+        .collect();
+    wait_contenders(&c, &sem, 2);
+    let deadline = Instant::now() + PATIENCE;
+    // Both hold (not one holding and one queued) once a third is turned away.
+    let (code, _, err) = loop {
+        let (code, out, err) = output(zkguard(&cs).args(["holders", &sem, "--json"]));
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        let holding = v["participants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["holds"] == true)
+            .count();
+        if holding == 2 {
+            assert_eq!(v["kind"], "semaphore");
+            break output(zkguard(&cs).args(["lock", &sem, "--permits", "2", "-n", "--", "true"]));
+        }
+        assert!(Instant::now() < deadline, "two permits never held: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, 1, "a third permit: {err}");
+    s.touch("go");
+    for h in &mut holders {
+        assert_eq!(h.wait(PATIENCE), 0, "{}", h.stderr());
+    }
+}
+
+/// `zkguard server` prints a connect string a client can use, and stops its servers on
+/// SIGINT.
+#[test]
+fn server_prints_a_connect_string_a_client_can_use() {
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_zkguard"))
+        .args(["server", "--servers", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("a connect string within 2 minutes");
+    let cs = line.trim().to_string();
+    assert!(cs.starts_with("127.0.0.1:"), "{line:?}");
+    let c = client(&cs);
+    let node = c
+        .create("/from-the-test", b"hi", zkguard::CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(c.get_data(&node.path).unwrap().0, b"hi");
+    c.close().unwrap();
+
+    // SAFETY: a plain kill(2) of our own child.
+    unsafe {
+        libc::kill(server.id() as i32, libc::SIGINT);
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(st) = server.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "server did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(exit_code(status), 0);
+    let gone = zkguard::Client::builder(&cs)
+        .connect_timeout(Duration::from_secs(2))
+        .build();
+    assert!(gone.is_err(), "the servers still answer after SIGINT");
+}
