@@ -130,7 +130,7 @@ fn exit_status_passes_through_with_the_environment() {
     assert_eq!(code, 128 + 9, "{err}");
     assert!(err.is_empty(), "--quiet printed {err:?}");
 
-    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "--", "/no/such/command"]));
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-q", "--", "/no/such/command"]));
     assert_eq!(code, 127, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     // Nothing was left behind: the lock is free.
@@ -187,14 +187,11 @@ fn bad_input_is_one_line_and_a_documented_status() {
             "{args:?}: {err}"
         );
     }
-    let (code, _, err) = output(zkguard("127.0.0.1:1").args([
-        "--connect-timeout",
-        "1s",
-        "lock",
-        "/cli/x",
-        "--",
-        "true",
-    ]));
+    let (code, _, err) = output(
+        std::process::Command::new(env!("CARGO_BIN_EXE_zkguard"))
+            .env("ZK_CONNECT", "127.0.0.1:1")
+            .args(["--connect-timeout", "1s", "lock", "/cli/x", "--", "true"]),
+    );
     assert_eq!(code, 69, "unreachable: {err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("cannot connect to 127.0.0.1:1"), "{err}");
