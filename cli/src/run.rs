@@ -186,6 +186,8 @@ fn watch(
     let tick = crossbeam_channel::tick(Duration::from_millis(100));
     let mut signalled = false;
     let mut suspended = false;
+    // Suspended with `--on-suspend ignore`, and said so.
+    let mut noted = false;
     let mut confirming: Option<Receiver<zkguard::Result<()>>> = None;
     let mut next_confirm = Instant::now();
     loop {
@@ -224,8 +226,18 @@ fn watch(
                 }
             }
         }
+        if noted && held.is_valid() {
+            say.say("connected again");
+            noted = false;
+        }
         if !suspended && !held.is_valid() && lost.is_empty() {
             match sup.on_suspend {
+                OnSuspend::Ignore if !noted => {
+                    say.say(
+                        "disconnected from ZooKeeper: the command runs on (--on-suspend ignore)",
+                    );
+                    noted = true;
+                }
                 OnSuspend::Ignore => {}
                 OnSuspend::Stop => {
                     say.say("disconnected from ZooKeeper: stopping the command (SIGSTOP) until the lock is proven again");
