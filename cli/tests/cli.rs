@@ -228,7 +228,8 @@ fn sigterm_is_forwarded_and_the_lock_released_after_the_command_exits() {
     assert!(a.stderr().contains("forwarding SIGTERM"), "{}", a.stderr());
 }
 
-/// A holder cut off by the fault proxy: its command is told to stop (SIGTERM, then killed)
+/// A holder cut off by the fault proxy (2.5 s session; the client declares the session lost
+/// 250 ms before the server may): its command is told to stop (SIGTERM, then killed)
 /// before another `zkguard lock` runs its command, and the cut-off zkguard exits with 75.
 #[test]
 fn a_cut_off_holder_has_its_command_killed_before_another_runs() {
@@ -239,28 +240,42 @@ fn a_cut_off_holder_has_its_command_killed_before_another_runs() {
     let path = unique("cut");
     let log = s.path("log").display().to_string();
     let first = format!(
-        "trap 'echo killed >> {log}; exit 143' TERM; echo start >> {log}; \
+        "trap 'echo killed $(date +%s.%N) >> {log}; exit 143' TERM; echo start >> {log}; \
          while :; do sleep 0.05; done"
     );
     let mut a = zkguard(&proxy.connect_string());
-    a.args(["--session-timeout", "2s", "lock", &path, "--"])
+    a.args(["--session-timeout", "2500ms", "lock", &path, "--"])
         .args(sh(&first));
     let mut a = Running::start(a, &s, "a");
     s.wait_lines("log", "first command", |l| l.len() == 1);
     let mut b = zkguard(&cs);
     b.args(["lock", &path, "--"])
-        .args(sh(&format!("echo second >> {log}")));
+        .args(sh(&format!("echo second $(date +%s.%N) >> {log}")));
     let mut b = Running::start(b, &s, "b");
     wait_contenders(&c, &path, 2);
 
+    let cut = std::time::SystemTime::now();
     proxy.blackhole();
     assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
     assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
+    let lines = s.lines("log");
+    let words: Vec<&str> = lines.iter().map(|l| l.split(' ').next().unwrap()).collect();
     assert_eq!(
-        s.lines("log"),
+        words,
         ["start", "killed", "second"],
-        "holder's stderr:\n{}",
+        "{lines:?}; holder's stderr:\n{}",
         a.stderr()
+    );
+    let at = |i: usize| -> f64 { lines[i].split(' ').nth(1).unwrap().parse().unwrap() };
+    let cut = cut
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    eprintln!(
+        "2.5 s session: the cut-off command was told to stop {:.3} s after the cut, \
+         the next command started {:.3} s after the cut",
+        at(1) - cut,
+        at(2) - cut
     );
     proxy.heal();
 }
