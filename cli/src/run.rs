@@ -70,12 +70,15 @@ pub fn elect(conn: &Connection, args: &ElectArgs) -> Result<i32, Fail> {
 }
 
 fn default_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".into());
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is writable for its whole length; the name is NUL-terminated or
+    // truncated, and only the bytes before the first NUL are read.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let host = match String::from_utf8_lossy(&buf[..end]) {
+        h if ok && !h.is_empty() => h.into_owned(),
+        _ => "unknown-host".into(),
+    };
     format!("{host} pid {}", std::process::id())
 }
 

@@ -9,6 +9,11 @@ use std::time::{Duration, Instant};
 use common::*;
 use zkguard::testing::FaultProxy;
 
+/// The shared server's connect string, a scratch directory and a fresh lock path.
+fn setup(prefix: &str) -> (String, Scratch, String) {
+    (cluster().connect_string(), Scratch::new(), unique(prefix))
+}
+
 fn sh(script: &str) -> [&str; 3] {
     ["sh", "-c", script]
 }
@@ -17,9 +22,7 @@ fn sh(script: &str) -> [&str; 3] {
 /// each gets a larger fencing token than the one before.
 #[test]
 fn lock_commands_never_overlap() {
-    let cs = cluster().connect_string();
-    let s = Scratch::new();
-    let path = unique("overlap");
+    let (cs, s, path) = setup("overlap");
     let log = s.path("log");
     let script = format!(
         "echo \"start $ZKGUARD_TOKEN\" >> '{l}'; sleep 0.3; echo \"end $ZKGUARD_TOKEN\" >> '{l}'",
@@ -51,9 +54,7 @@ fn lock_commands_never_overlap() {
 /// command while another process holds the lock, and the lock is free once it is released.
 #[test]
 fn nonblock_and_timeout_exit_codes() {
-    let cs = cluster().connect_string();
-    let s = Scratch::new();
-    let path = unique("conflict");
+    let (cs, s, path) = setup("conflict");
     let holder_script = format!(
         "echo held > '{}'; {}",
         s.path("ready").display(),
@@ -103,9 +104,7 @@ fn nonblock_and_timeout_exit_codes() {
 /// sees the fencing token, the lock path and its node in its environment.
 #[test]
 fn exit_status_passes_through_with_the_environment() {
-    let cs = cluster().connect_string();
-    let s = Scratch::new();
-    let path = unique("status");
+    let (cs, s, path) = setup("status");
     let env = s.path("env");
     let script = format!(
         "echo \"$ZKGUARD_TOKEN|$ZKGUARD_PATH|$ZKGUARD_NODE\" > '{}'; exit 7",
@@ -202,10 +201,8 @@ fn bad_input_is_one_line_and_a_documented_status() {
 /// finished its clean-up and exited.
 #[test]
 fn sigterm_is_forwarded_and_the_lock_released_after_the_command_exits() {
-    let cs = cluster().connect_string();
+    let (cs, s, path) = setup("sigterm");
     let c = client(&cs);
-    let s = Scratch::new();
-    let path = unique("sigterm");
     let log = s.path("log").display().to_string();
     let first = format!(
         "trap 'echo term >> {log}; sleep 1; echo cleaned >> {log}; exit 0' TERM; \
@@ -233,11 +230,9 @@ fn sigterm_is_forwarded_and_the_lock_released_after_the_command_exits() {
 /// before another `zkguard lock` runs its command, and the cut-off zkguard exits with 75.
 #[test]
 fn a_cut_off_holder_has_its_command_killed_before_another_runs() {
-    let cs = cluster().connect_string();
+    let (cs, s, path) = setup("cut");
     let c = client(&cs);
     let proxy = FaultProxy::for_cluster(cluster()).unwrap();
-    let s = Scratch::new();
-    let path = unique("cut");
     let log = s.path("log").display().to_string();
     let first = format!(
         "trap 'echo killed $(date +%s.%N) >> {log}; exit 143' TERM; echo start >> {log}; \
@@ -284,9 +279,8 @@ fn a_cut_off_holder_has_its_command_killed_before_another_runs() {
 /// after the heal the lock is proven again and the command continues, then ends normally.
 #[test]
 fn on_suspend_stop_pauses_and_resumes_the_command() {
+    let (_, s, path) = setup("suspend");
     let proxy = FaultProxy::for_cluster(cluster()).unwrap();
-    let s = Scratch::new();
-    let path = unique("suspend");
     let (pid_file, ticks) = (s.path("pid"), s.path("ticks"));
     let script = format!(
         "echo $$ > '{}'; while [ ! -e '{}' ]; do echo tick >> '{}'; sleep 0.05; done",
@@ -333,9 +327,7 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
 /// first queues again behind it; terms never overlap.
 #[test]
 fn elect_loop_hands_over_when_the_command_exits() {
-    let cs = cluster().connect_string();
-    let s = Scratch::new();
-    let path = unique("elect");
+    let (cs, s, path) = setup("elect");
     let log = s.path("log").display().to_string();
     // Longer than zkguard's one-second pause between short terms, so it never waits.
     let script = format!(
@@ -371,10 +363,8 @@ fn elect_loop_hands_over_when_the_command_exits() {
 /// leader; the table and the waiting message name the holder too.
 #[test]
 fn holders_and_leader_json_parse() {
-    let cs = cluster().connect_string();
+    let (cs, s, path) = setup("holders");
     let c = client(&cs);
-    let s = Scratch::new();
-    let path = unique("holders");
     let wait_go = until_file(&s.path("go"));
     let mut h = zkguard(&cs);
     h.args(["lock", &path, "--data", "holder-x", "--"])
@@ -431,10 +421,8 @@ fn holders_and_leader_json_parse() {
 /// Readers share `--read`, and `--permits 2` lets two in and turns a third away.
 #[test]
 fn read_locks_share_and_permits_count() {
-    let cs = cluster().connect_string();
+    let (cs, s, path) = setup("rw");
     let c = client(&cs);
-    let s = Scratch::new();
-    let path = unique("rw");
     // Each reader enters, then waits for the other to be inside too: only if both hold
     // the read lock at once do both exit 0.
     let reader = |me: &str, other: &str| {
