@@ -275,6 +275,35 @@ fn a_cut_off_holder_has_its_command_killed_before_another_runs() {
     proxy.heal();
 }
 
+/// A zkguard that is killed (SIGKILL: no clean-up of its own) takes its command with it
+/// (Linux's parent-death signal), and its lock goes with its session.
+#[test]
+fn a_killed_zkguard_takes_its_command_and_its_lock_with_it() {
+    let (cs, s, path) = setup("crash");
+    let script = format!(
+        "echo $$ > '{}'; while :; do sleep 0.05; done",
+        s.path("pid").display()
+    );
+    let mut a = zkguard(&cs);
+    a.args(["--session-timeout", "2s", "lock", &path, "--"])
+        .args(sh(&script));
+    let mut a = Running::start(a, &s, "a");
+    s.wait_lines("pid", "the command running", |l| !l.is_empty());
+    let pid: i32 = s.lines("pid")[0].parse().unwrap();
+
+    a.signal(libc::SIGKILL);
+    assert_eq!(a.wait(PATIENCE), 128 + 9);
+    let deadline = Instant::now() + PATIENCE;
+    // Gone, or a zombie waiting for a reaper that is not ours.
+    while !matches!(proc_state(pid), None | Some('Z')) {
+        assert!(Instant::now() < deadline, "the command outlived zkguard");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, _, err) =
+        output(zkguard(&cs).args(["lock", &path, "--timeout", "30s", "--", "true"]));
+    assert_eq!(code, 0, "the lock never came free: {err}");
+}
+
 /// `--on-suspend stop`: while the holder is disconnected its command is stopped (state T);
 /// after the heal the lock is proven again and the command continues, then ends normally.
 #[test]
