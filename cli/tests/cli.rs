@@ -352,6 +352,41 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
     assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
 }
 
+/// `--on-suspend kill` terminates the command as soon as the connection drops, and a
+/// command that ignores SIGTERM is SIGKILLed after `--kill-after`; zkguard exits with 75.
+#[test]
+fn on_suspend_kill_and_kill_after() {
+    let (_, s, path) = setup("kill-after");
+    let proxy = FaultProxy::for_cluster(cluster()).unwrap();
+    let script = format!(
+        "trap '' TERM; echo $$ > '{}'; while :; do sleep 0.05; done",
+        s.path("pid").display()
+    );
+    let mut a = zkguard(&proxy.connect_string());
+    a.args(["--session-timeout", "20s", "lock", &path])
+        .args(["--on-suspend", "kill", "--kill-after", "1s", "--"])
+        .args(sh(&script));
+    let mut a = Running::start(a, &s, "a");
+    s.wait_lines("pid", "the command running", |l| !l.is_empty());
+    let pid: i32 = s.lines("pid")[0].parse().unwrap();
+
+    let cut = Instant::now();
+    proxy.blackhole();
+    proxy.reset();
+    assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
+    assert!(
+        cut.elapsed() >= Duration::from_secs(1),
+        "SIGKILL before --kill-after: {}",
+        a.stderr()
+    );
+    assert!(a.stderr().contains("SIGKILL"), "{}", a.stderr());
+    assert!(
+        matches!(proc_state(pid), None | Some('Z')),
+        "the command survived"
+    );
+    proxy.heal();
+}
+
 /// `elect --loop`: when the leader's command exits, the other candidate leads, and the
 /// first queues again behind it; terms never overlap.
 #[test]
