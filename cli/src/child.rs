@@ -8,7 +8,7 @@ use std::process::{Command, ExitStatus};
 
 use crossbeam_channel::Receiver;
 
-use crate::Fail;
+use crate::{Fail, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SOFTWARE};
 
 /// A running command.
 pub struct Child {
@@ -47,8 +47,10 @@ pub fn spawn(cmd: &[OsString], env: &[(&str, String)]) -> Result<Child, Fail> {
     let mut child = c.spawn().map_err(|e| {
         let name = program.to_string_lossy();
         match e.kind() {
-            io::ErrorKind::NotFound => Fail::new(127, format!("{name}: command not found")),
-            _ => Fail::new(126, format!("cannot run {name}: {e}")),
+            io::ErrorKind::NotFound => {
+                Fail::new(EXIT_NOT_FOUND, format!("{name}: command not found"))
+            }
+            _ => Fail::new(EXIT_CANNOT_EXECUTE, format!("cannot run {name}: {e}")),
         }
     })?;
     let pid = child.id() as i32;
@@ -71,7 +73,7 @@ pub fn signal_group(pid: i32, sig: i32) {
 pub fn status_code(status: &io::Result<ExitStatus>) -> i32 {
     match status {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
-        Err(_) => 70,
+        Err(_) => EXIT_SOFTWARE,
     }
 }
 
@@ -88,7 +90,7 @@ pub fn signal_name(sig: i32) -> String {
 /// SIGINT, SIGTERM and SIGHUP as a channel (signal-hook's self-pipe, read by a thread).
 pub fn signals() -> Result<Receiver<i32>, Fail> {
     let mut s = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
-        .map_err(|e| Fail::new(70, format!("cannot handle signals: {e}")))?;
+        .map_err(|e| Fail::new(EXIT_SOFTWARE, format!("cannot handle signals: {e}")))?;
     let (tx, rx) = crossbeam_channel::unbounded();
     std::thread::spawn(move || {
         for sig in s.forever() {

@@ -34,6 +34,12 @@ Exit status:
 pub const EXIT_USAGE: i32 = 2;
 /// Exit status: ZooKeeper unreachable or failing.
 pub const EXIT_UNAVAILABLE: i32 = 69;
+/// Exit status: internal error.
+pub const EXIT_SOFTWARE: i32 = 70;
+/// Exit status: CMD could not be executed.
+pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+/// Exit status: CMD was not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
 /// Exit status: the lock or leadership was lost while CMD ran.
 pub const EXIT_LOST: i32 = 75;
 /// Exit status: credentials or ACL refused.

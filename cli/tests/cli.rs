@@ -132,6 +132,14 @@ fn exit_status_passes_through_with_the_environment() {
     let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-q", "--", "/no/such/command"]));
     assert_eq!(code, 127, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+    let not_executable = s.path("not-executable");
+    std::fs::write(&not_executable, "#!/bin/sh\n").unwrap();
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "-q", "--"])
+            .arg(&not_executable),
+    );
+    assert_eq!(code, 126, "{err}");
     // Nothing was left behind: the lock is free.
     let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-n", "--", "true"]));
     assert_eq!(code, 0, "{err}");
