@@ -152,7 +152,8 @@ fn session(
         }
         let started = Instant::now();
         let child = child::spawn(&sup.command, &env)?;
-        let (end, signalled) = watch(client, &held, &child, sup, &signals, say);
+        let label = format!("the {what} {path}");
+        let (end, signalled) = watch(client, &held, &child, sup, &signals, say, &label);
         // The command has exited: only now let the lock go.
         drop(held);
         match end {
@@ -183,6 +184,7 @@ fn watch(
     sup: &Supervise,
     signals: &Receiver<i32>,
     say: Say,
+    label: &str,
 ) -> (End, bool) {
     let lost = held.lost();
     let events = client.events();
@@ -201,7 +203,7 @@ fn watch(
                 return (End::Exited(code), signalled);
             }
             recv(lost) -> _ => {
-                say.say("the lock was lost (session expired or node deleted)");
+                say.say(format!("{label} was lost (session expired or node deleted)"));
                 return (terminate(child, sup.kill_after, say), signalled);
             }
             recv(signals) -> sig => {
@@ -217,12 +219,12 @@ fn watch(
                 confirming = None;
                 match r {
                     Ok(Ok(())) => {
-                        say.say("the lock is proven again; continuing the command (SIGCONT)");
+                        say.say(format!("{label} is proven again; continuing the command (SIGCONT)"));
                         signal_group(child.pid, libc::SIGCONT);
                         suspended = false;
                     }
                     Ok(Err(Error::LockLost { .. } | Error::NotLeader { .. })) => {
-                        say.say("the lock was lost while disconnected");
+                        say.say(format!("{label} was lost while disconnected"));
                         return (terminate(child, sup.kill_after, say), signalled);
                     }
                     _ => next_confirm = Instant::now() + Duration::from_millis(500),
@@ -243,7 +245,7 @@ fn watch(
                 }
                 OnSuspend::Ignore => {}
                 OnSuspend::Stop => {
-                    say.say("disconnected from ZooKeeper: stopping the command (SIGSTOP) until the lock is proven again");
+                    say.say(format!("disconnected from ZooKeeper: stopping the command (SIGSTOP) until {label} is proven again"));
                     signal_group(child.pid, libc::SIGSTOP);
                     suspended = true;
                 }
