@@ -204,6 +204,46 @@ fn bad_input_is_one_line_and_a_documented_status() {
     assert!(err.contains("cannot connect to 127.0.0.1:1"), "{err}");
 }
 
+/// Digest credentials from `--auth-file` or `ZKGUARD_AUTH` open a lock directory that only
+/// their user may use; without them the refusal is one line and status 77.
+#[test]
+fn credentials_from_a_file_or_the_environment() {
+    let (cs, s, _) = setup("auth");
+    let owner = zkguard::Client::builder(&cs)
+        .auth("digest", b"alice:secret")
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let path = format!("/cli-acl-{}", uuid::Uuid::new_v4().simple());
+    owner
+        .create_with_acl(
+            &path,
+            b"",
+            zkguard::CreateMode::Persistent,
+            &zkguard::Acl::creator_all(),
+        )
+        .unwrap();
+    let (code, _, err) = output(zkguard(&cs).args(["holders", &path]));
+    assert_eq!(code, 77, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    std::fs::write(s.path("cred"), "alice:secret\n").unwrap();
+    let (code, out, err) = output(
+        zkguard(&cs)
+            .arg("--auth-file")
+            .arg(s.path("cred"))
+            .args(["holders", &path]),
+    );
+    assert_eq!((code, out.contains("nobody")), (0, true), "{err}");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .env("ZKGUARD_AUTH", "alice:secret")
+            .args(["lock", &path, "-n", "--", "true"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    owner.delete(&path, None).unwrap();
+}
+
 /// SIGTERM to zkguard reaches the command (in its own process group, so only by
 /// forwarding), and a waiting zkguard runs its command only after the first command has
 /// finished its clean-up and exited.
