@@ -5,6 +5,8 @@ use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 
@@ -54,9 +56,12 @@ pub fn spawn(cmd: &[OsString], env: &[(&str, String)]) -> Result<Child, Fail> {
         }
     })?;
     let pid = child.id() as i32;
+    GROUP.store(pid, Ordering::SeqCst);
     let (tx, exited) = crossbeam_channel::bounded(1);
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
+        let status = child.wait();
+        GROUP.store(0, Ordering::SeqCst);
+        let _ = tx.send(status);
     });
     Ok(Child { pid, exited })
 }
@@ -87,17 +92,62 @@ pub fn signal_name(sig: i32) -> String {
     }
 }
 
+/// The running command's process group, for the signal thread (0: none).
+static GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// What the signal thread sends after zkguard was stopped (SIGTSTP) and continued: the
+/// command, stopped with it, waits until the lock is proven again. Not a request to end.
+pub const RESUMED: i32 = libc::SIGCONT;
+
 /// SIGINT, SIGTERM and SIGHUP as a channel (signal-hook's self-pipe, read by a thread).
+///
+/// SIGTSTP (Ctrl-Z) is handled here: the command's group is stopped first, then zkguard
+/// stops itself; once continued it sends [`RESUMED`] if a command is running. Without this
+/// the command would run on, unsupervised, while the stopped zkguard's session expires.
 pub fn signals() -> Result<Receiver<i32>, Fail> {
-    let mut s = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
-        .map_err(|e| Fail::new(EXIT_SOFTWARE, format!("cannot handle signals: {e}")))?;
+    let mut s = signal_hook::iterator::Signals::new([
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGTSTP,
+    ])
+    .map_err(|e| Fail::new(EXIT_SOFTWARE, format!("cannot handle signals: {e}")))?;
     let (tx, rx) = crossbeam_channel::unbounded();
     std::thread::spawn(move || {
         for sig in s.forever() {
+            let sig = if sig == libc::SIGTSTP {
+                let group = GROUP.load(Ordering::SeqCst);
+                if group != 0 {
+                    signal_group(group, libc::SIGSTOP);
+                }
+                // SAFETY: raise(3) stops this process until a SIGCONT.
+                unsafe {
+                    libc::raise(libc::SIGSTOP);
+                }
+                if group == 0 {
+                    continue;
+                }
+                RESUMED
+            } else {
+                sig
+            };
             if tx.send(sig).is_err() {
                 break;
             }
         }
     });
     Ok(rx)
+}
+
+/// The next signal that asks zkguard to end, by `deadline` (None: none came).
+pub fn next_signal(signals: &Receiver<i32>, deadline: Option<Instant>) -> Option<i32> {
+    loop {
+        let sig = match deadline {
+            Some(d) => signals.recv_deadline(d).ok()?,
+            None => signals.recv().ok()?,
+        };
+        if sig != RESUMED {
+            return Some(sig);
+        }
+    }
 }

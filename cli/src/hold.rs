@@ -181,10 +181,14 @@ pub fn obtain(
             }
         });
     }
-    let taken = select! {
-        recv(rx) -> r => r.expect("the acquiring thread always answers"),
+    let taken = loop {
+        select! {
+        recv(rx) -> r => break r.expect("the acquiring thread always answers"),
         recv(signals) -> sig => {
             let sig = sig.expect("the signal thread never ends");
+            if sig == crate::child::RESUMED {
+                continue;
+            }
             // Wake the blocked acquire; if it is not blocked yet (its first round trip),
             // closing the session later removes whatever it created.
             target.canceller().cancel();
@@ -192,6 +196,7 @@ pub fn obtain(
                 drop(g);
             }
             return Ok(Outcome::Signalled(sig));
+        }
         }
     };
     drop(stop_reports);
@@ -272,6 +277,5 @@ pub fn seconds(d: Duration) -> String {
 
 /// A pause that a signal cuts short (`Some(signal)`).
 pub fn pause(d: Duration, signals: &Receiver<i32>) -> Option<i32> {
-    let deadline = Instant::now() + d;
-    signals.recv_deadline(deadline).ok()
+    crate::child::next_signal(signals, Some(Instant::now() + d))
 }

@@ -208,6 +208,12 @@ fn watch(
             }
             recv(signals) -> sig => {
                 let sig = sig.expect("the signal thread never ends");
+                if sig == child::RESUMED {
+                    say.say(format!("continued after SIGTSTP: the command stays stopped until {label} is proven again"));
+                    suspended = true;
+                    next_confirm = Instant::now();
+                    continue;
+                }
                 signalled = true;
                 let note = if suspended { " (it is stopped: it sees it once resumed or killed)" } else { "" };
                 say.say(format!("forwarding {} to the command{note}", signal_name(sig)));

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use zkguard::testing::TestCluster;
 
-use crate::child::{signal_name, signals};
+use crate::child::{next_signal, signal_name, signals};
 use crate::{Fail, Say, ServerArgs, EXIT_UNAVAILABLE};
 
 pub fn run(args: &ServerArgs, say: Say) -> Result<i32, Fail> {
@@ -25,7 +25,7 @@ pub fn run(args: &ServerArgs, say: Say) -> Result<i32, Fail> {
         "{n} server(s) at {cs} (data in {}); export ZK_CONNECT={cs}; Ctrl-C stops them",
         cluster.dir().display()
     ));
-    let sig = signals.recv().expect("the signal thread never ends");
+    let sig = next_signal(&signals, None).expect("the signal thread never ends");
     say.say(format!("{}: stopping the servers", signal_name(sig)));
     drop(cluster);
     Ok(0)

@@ -400,6 +400,43 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
     assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
 }
 
+/// Ctrl-Z (SIGTSTP) stops zkguard and its command together; when zkguard is continued,
+/// the command is continued only after the lock is proven again.
+#[test]
+fn sigtstp_stops_the_command_with_zkguard() {
+    let (cs, s, path) = setup("tstp");
+    let script = format!(
+        "echo $$ > '{}'; while [ ! -e '{}' ]; do echo tick >> '{}'; sleep 0.05; done",
+        s.path("pid").display(),
+        s.path("go").display(),
+        s.path("ticks").display()
+    );
+    let mut a = zkguard(&cs);
+    a.args(["lock", &path, "--"]).args(sh(&script));
+    let mut a = Running::start(a, &s, "a");
+    s.wait_lines("ticks", "the command running", |l| !l.is_empty());
+    let pid: i32 = s.lines("pid")[0].parse().unwrap();
+
+    a.signal(libc::SIGTSTP);
+    let deadline = Instant::now() + PATIENCE;
+    while (proc_state(pid), proc_state(a.pid())) != (Some('T'), Some('T')) {
+        assert!(
+            Instant::now() < deadline,
+            "not both stopped: {}",
+            a.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopped_at = s.lines("ticks").len();
+    a.signal(libc::SIGCONT);
+    a.wait_stderr("proven again");
+    s.wait_lines("ticks", "the command continuing", |l| {
+        l.len() > stopped_at + 2
+    });
+    s.touch("go");
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+}
+
 /// `--on-suspend kill` terminates the command as soon as the connection drops, and a
 /// command that ignores SIGTERM is SIGKILLed after `--kill-after`; zkguard exits with 75.
 #[test]
