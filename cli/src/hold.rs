@@ -183,20 +183,20 @@ pub fn obtain(
     }
     let taken = loop {
         select! {
-        recv(rx) -> r => break r.expect("the acquiring thread always answers"),
-        recv(signals) -> sig => {
-            let sig = sig.expect("the signal thread never ends");
-            if sig == crate::child::RESUMED {
-                continue;
+            recv(rx) -> r => break r.expect("the acquiring thread always answers"),
+            recv(signals) -> sig => {
+                let sig = sig.expect("the signal thread never ends");
+                if sig == crate::child::RESUMED {
+                    continue;
+                }
+                // Wake the blocked acquire; if it is not blocked yet (its first round trip),
+                // closing the session later removes whatever it created.
+                target.canceller().cancel();
+                if let Ok(Ok(Some(g))) = rx.recv_timeout(Duration::from_secs(1)) {
+                    drop(g);
+                }
+                return Ok(Outcome::Signalled(sig));
             }
-            // Wake the blocked acquire; if it is not blocked yet (its first round trip),
-            // closing the session later removes whatever it created.
-            target.canceller().cancel();
-            if let Ok(Ok(Some(g))) = rx.recv_timeout(Duration::from_secs(1)) {
-                drop(g);
-            }
-            return Ok(Outcome::Signalled(sig));
-        }
         }
     };
     drop(stop_reports);

@@ -71,10 +71,10 @@ pub struct Connection {
     )]
     pub connect: String,
     /// Session timeout to ask for (the server may clamp it)
-    #[arg(long, value_parser = duration, default_value = "10s", global = true)]
+    #[arg(long, value_parser = duration, value_name = "DURATION", default_value = "10s", global = true)]
     pub session_timeout: Duration,
     /// How long to try to establish the first session
-    #[arg(long, value_parser = duration, default_value = "15s", global = true)]
+    #[arg(long, value_parser = duration, value_name = "DURATION", default_value = "15s", global = true)]
     pub connect_timeout: Duration,
     /// Digest credentials user:password (shown by ps: prefer --auth-file or ZKGUARD_AUTH)
     #[arg(
