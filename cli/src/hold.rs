@@ -6,8 +6,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{select, Receiver};
 use zkguard::{
-    Canceller, Client, LeaderElection, Leadership, Mutex, MutexGuard, Participant, Permit,
-    ReadGuard, RwLock, Semaphore, WriteGuard,
+    Client, LeaderElection, Leadership, Mutex, MutexGuard, Participant, Permit, ReadGuard, RwLock,
+    Semaphore, WriteGuard,
 };
 
 use crate::{Fail, Say, Waiting};
@@ -106,15 +106,6 @@ impl Target {
         }
     }
 
-    fn canceller(&self) -> Canceller {
-        match self {
-            Target::Mutex(l) => l.canceller(),
-            Target::Read(l) | Target::Write(l) => l.canceller(),
-            Target::Semaphore(l) => l.canceller(),
-            Target::Elect(l) => l.canceller(),
-        }
-    }
-
     pub fn participants(&self) -> zkguard::Result<Vec<Participant>> {
         match self {
             Target::Mutex(l) => l.participants(),
@@ -189,12 +180,8 @@ pub fn obtain(
                 if sig == crate::child::RESUMED {
                     continue;
                 }
-                // Wake the blocked acquire; if it is not blocked yet (its first round trip),
-                // closing the session later removes whatever it created.
-                target.canceller().cancel();
-                if let Ok(Ok(Some(g))) = rx.recv_timeout(Duration::from_secs(1)) {
-                    drop(g);
-                }
+                // The caller closes the session next: that ends the blocked acquire and
+                // removes its node at once (no lock's canceller needed).
                 return Ok(Outcome::Signalled(sig));
             }
         }

@@ -100,6 +100,33 @@ fn nonblock_and_timeout_exit_codes() {
     assert!(s.path("ran").exists());
 }
 
+/// SIGINT while waiting for the lock: zkguard exits with 130 at once, the command never
+/// runs, and its place in the queue is gone.
+#[test]
+fn sigint_while_waiting_exits_130_and_leaves_no_node() {
+    let (cs, s, path) = setup("sigint-wait");
+    let c = client(&cs);
+    let mut h = zkguard(&cs);
+    h.args(["lock", &path, "--"])
+        .args(sh(&until_file(&s.path("go"))));
+    let mut h = Running::start(h, &s, "holder");
+    wait_contenders(&c, &path, 1);
+    let mut w = zkguard(&cs);
+    w.args(["lock", &path, "--", "touch"]).arg(s.path("ran"));
+    let mut w = Running::start(w, &s, "waiter");
+    wait_contenders(&c, &path, 2);
+
+    w.signal(libc::SIGINT);
+    assert_eq!(w.wait(PATIENCE), 130, "{}", w.stderr());
+    wait_contenders(&c, &path, 1);
+    s.touch("go");
+    assert_eq!(h.wait(PATIENCE), 0, "{}", h.stderr());
+    assert!(
+        !s.path("ran").exists(),
+        "the interrupted waiter ran its command"
+    );
+}
+
 /// The command's exit status comes back as zkguard's (a signal as 128+N), and the command
 /// sees the fencing token, the lock path and its node in its environment.
 #[test]
