@@ -29,11 +29,7 @@ fn lock_commands_never_overlap() {
         l = log.display()
     );
     let mut procs: Vec<Running> = (0..3)
-        .map(|i| {
-            let mut c = zkguard(&cs);
-            c.args(["lock", &path, "--"]).args(sh(&script));
-            Running::start(c, &s, &format!("p{i}"))
-        })
+        .map(|i| start_sh(&cs, &s, &format!("p{i}"), &["lock", &path], &script))
         .collect();
     for p in &mut procs {
         assert_eq!(p.wait(PATIENCE), 0, "{}", p.stderr());
@@ -60,9 +56,7 @@ fn nonblock_and_timeout_exit_codes() {
         s.path("ready").display(),
         until_file(&s.path("go"))
     );
-    let mut holder = zkguard(&cs);
-    holder.args(["lock", &path, "--"]).args(sh(&holder_script));
-    let mut holder = Running::start(holder, &s, "holder");
+    let mut holder = start_sh(&cs, &s, "holder", &["lock", &path], &holder_script);
     s.wait_lines("ready", "the holder's command", |l| !l.is_empty());
 
     let ran = format!("touch '{}'", s.path("ran").display());
@@ -106,10 +100,13 @@ fn nonblock_and_timeout_exit_codes() {
 fn sigint_while_waiting_exits_130_and_leaves_no_node() {
     let (cs, s, path) = setup("sigint-wait");
     let c = client(&cs);
-    let mut h = zkguard(&cs);
-    h.args(["lock", &path, "--"])
-        .args(sh(&until_file(&s.path("go"))));
-    let mut h = Running::start(h, &s, "holder");
+    let mut h = start_sh(
+        &cs,
+        &s,
+        "holder",
+        &["lock", &path],
+        &until_file(&s.path("go")),
+    );
     wait_contenders(&c, &path, 1);
     let mut w = zkguard(&cs);
     w.args(["lock", &path, "--", "touch"]).arg(s.path("ran"));
@@ -283,14 +280,15 @@ fn sigterm_is_forwarded_and_the_lock_released_after_the_command_exits() {
         "trap 'echo term >> {log}; sleep 1; echo cleaned >> {log}; exit 0' TERM; \
          echo start >> {log}; while :; do sleep 0.05; done"
     );
-    let mut a = zkguard(&cs);
-    a.args(["lock", &path, "--"]).args(sh(&first));
-    let mut a = Running::start(a, &s, "a");
+    let mut a = start_sh(&cs, &s, "a", &["lock", &path], &first);
     s.wait_lines("log", "first command", |l| l.len() == 1);
-    let mut b = zkguard(&cs);
-    b.args(["lock", &path, "--timeout", "60s", "--"])
-        .args(sh(&format!("echo second >> {log}")));
-    let mut b = Running::start(b, &s, "b");
+    let mut b = start_sh(
+        &cs,
+        &s,
+        "b",
+        &["lock", &path, "--timeout", "60s"],
+        &format!("echo second >> {log}"),
+    );
     wait_contenders(&c, &path, 2);
 
     a.signal(libc::SIGTERM);
@@ -313,15 +311,21 @@ fn a_cut_off_holder_has_its_command_killed_before_another_runs() {
         "trap 'echo killed $(date +%s.%N) >> {log}; exit 143' TERM; echo start >> {log}; \
          while :; do sleep 0.05; done"
     );
-    let mut a = zkguard(&proxy.connect_string());
-    a.args(["--session-timeout", "2500ms", "lock", &path, "--"])
-        .args(sh(&first));
-    let mut a = Running::start(a, &s, "a");
+    let mut a = start_sh(
+        &proxy.connect_string(),
+        &s,
+        "a",
+        &["--session-timeout", "2500ms", "lock", &path],
+        &first,
+    );
     s.wait_lines("log", "first command", |l| l.len() == 1);
-    let mut b = zkguard(&cs);
-    b.args(["lock", &path, "--"])
-        .args(sh(&format!("echo second $(date +%s.%N) >> {log}")));
-    let mut b = Running::start(b, &s, "b");
+    let mut b = start_sh(
+        &cs,
+        &s,
+        "b",
+        &["lock", &path],
+        &format!("echo second $(date +%s.%N) >> {log}"),
+    );
     wait_contenders(&c, &path, 2);
 
     let cut = std::time::SystemTime::now();
@@ -359,10 +363,13 @@ fn a_killed_zkguard_takes_its_command_and_its_lock_with_it() {
         "echo $$ > '{}'; while :; do sleep 0.05; done",
         s.path("pid").display()
     );
-    let mut a = zkguard(&cs);
-    a.args(["--session-timeout", "2s", "lock", &path, "--"])
-        .args(sh(&script));
-    let mut a = Running::start(a, &s, "a");
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &["--session-timeout", "2s", "lock", &path],
+        &script,
+    );
     s.wait_lines("pid", "the command running", |l| !l.is_empty());
     let pid: i32 = s.lines("pid")[0].parse().unwrap();
 
@@ -392,18 +399,20 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
         s.path("go").display(),
         ticks.display()
     );
-    let mut a = zkguard(&proxy.connect_string());
-    a.args([
-        "--session-timeout",
-        "20s",
-        "lock",
-        &path,
-        "--on-suspend",
-        "stop",
-        "--",
-    ])
-    .args(sh(&script));
-    let mut a = Running::start(a, &s, "a");
+    let mut a = start_sh(
+        &proxy.connect_string(),
+        &s,
+        "a",
+        &[
+            "--session-timeout",
+            "20s",
+            "lock",
+            &path,
+            "--on-suspend",
+            "stop",
+        ],
+        &script,
+    );
     s.wait_lines("ticks", "the command running", |l| !l.is_empty());
     let pid: i32 = s.lines("pid")[0].parse().unwrap();
 
@@ -438,9 +447,7 @@ fn sigtstp_stops_the_command_with_zkguard() {
         s.path("go").display(),
         s.path("ticks").display()
     );
-    let mut a = zkguard(&cs);
-    a.args(["lock", &path, "--"]).args(sh(&script));
-    let mut a = Running::start(a, &s, "a");
+    let mut a = start_sh(&cs, &s, "a", &["lock", &path], &script);
     s.wait_lines("ticks", "the command running", |l| !l.is_empty());
     let pid: i32 = s.lines("pid")[0].parse().unwrap();
 
@@ -474,11 +481,22 @@ fn on_suspend_kill_and_kill_after() {
         "trap '' TERM; echo $$ > '{}'; while :; do sleep 0.05; done",
         s.path("pid").display()
     );
-    let mut a = zkguard(&proxy.connect_string());
-    a.args(["--session-timeout", "20s", "lock", &path])
-        .args(["--on-suspend", "kill", "--kill-after", "1s", "--"])
-        .args(sh(&script));
-    let mut a = Running::start(a, &s, "a");
+    let mut a = start_sh(
+        &proxy.connect_string(),
+        &s,
+        "a",
+        &[
+            "--session-timeout",
+            "20s",
+            "lock",
+            &path,
+            "--on-suspend",
+            "kill",
+            "--kill-after",
+            "1s",
+        ],
+        &script,
+    );
     s.wait_lines("pid", "the command running", |l| !l.is_empty());
     let pid: i32 = s.lines("pid")[0].parse().unwrap();
 
@@ -512,10 +530,13 @@ fn elect_loop_hands_over_when_the_command_exits() {
     let mut procs: Vec<Running> = ["a", "b"]
         .iter()
         .map(|id| {
-            let mut c = zkguard(&cs);
-            c.args(["elect", &path, "--id", id, "--loop", "--"])
-                .args(sh(&script));
-            Running::start(c, &s, id)
+            start_sh(
+                &cs,
+                &s,
+                id,
+                &["elect", &path, "--id", id, "--loop"],
+                &script,
+            )
         })
         .collect();
     s.wait_lines("log", "four terms", |l| l.len() >= 8);
@@ -542,10 +563,13 @@ fn holders_and_leader_json_parse() {
     let (cs, s, path) = setup("holders");
     let c = client(&cs);
     let wait_go = until_file(&s.path("go"));
-    let mut h = zkguard(&cs);
-    h.args(["lock", &path, "--data", "holder-x", "--"])
-        .args(sh(&wait_go));
-    let mut h = Running::start(h, &s, "holder");
+    let mut h = start_sh(
+        &cs,
+        &s,
+        "holder",
+        &["lock", &path, "--data", "holder-x"],
+        &wait_go,
+    );
     wait_contenders(&c, &path, 1);
     let mut w = zkguard(&cs);
     w.args(["lock", &path, "--data", "waiter-y", "--", "true"]);
@@ -577,10 +601,13 @@ fn holders_and_leader_json_parse() {
     w.wait_stderr(&format!("waiting for {path}, held by holder-x for"));
 
     let election = unique("leader");
-    let mut l = zkguard(&cs);
-    l.args(["elect", &election, "--id", "leader-1", "--"])
-        .args(sh(&wait_go));
-    let mut l = Running::start(l, &s, "leader");
+    let mut l = start_sh(
+        &cs,
+        &s,
+        "leader",
+        &["elect", &election, "--id", "leader-1"],
+        &wait_go,
+    );
     wait_contenders(&c, &election, 1);
     let (code, out, err) = output(zkguard(&cs).args(["leader", &election, "--json"]));
     assert_eq!(code, 0, "{err}");
@@ -607,9 +634,7 @@ fn read_locks_share_and_permits_count() {
             s.path(me).display(),
             until_file(&s.path(other))
         );
-        let mut r = zkguard(&cs);
-        r.args(["lock", &path, "--read", "--"]).args(sh(&script));
-        Running::start(r, &s, me)
+        start_sh(&cs, &s, me, &["lock", &path, "--read"], &script)
     };
     let mut r1 = reader("r1", "r2");
     let mut r2 = reader("r2", "r1");
@@ -620,10 +645,13 @@ fn read_locks_share_and_permits_count() {
     let wait_go = until_file(&s.path("go"));
     let mut holders: Vec<Running> = (0..2)
         .map(|i| {
-            let mut h = zkguard(&cs);
-            h.args(["lock", &sem, "--permits", "2", "--"])
-                .args(sh(&wait_go));
-            Running::start(h, &s, &format!("permit{i}"))
+            start_sh(
+                &cs,
+                &s,
+                &format!("permit{i}"),
+                &["lock", &sem, "--permits", "2"],
+                &wait_go,
+            )
         })
         .collect();
     wait_contenders(&c, &sem, 2);

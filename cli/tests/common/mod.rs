@@ -157,6 +157,13 @@ impl Running {
     }
 }
 
+/// Starts `zkguard ARGS -- sh -c SCRIPT` against `connect`, its stderr in `NAME.stderr`.
+pub fn start_sh(connect: &str, s: &Scratch, name: &str, args: &[&str], script: &str) -> Running {
+    let mut c = zkguard(connect);
+    c.args(args).args(["--", "sh", "-c", script]);
+    Running::start(c, s, name)
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
