@@ -359,28 +359,13 @@ fn a_cut_off_holder_has_its_command_killed_before_another_runs() {
 #[test]
 fn a_killed_zkguard_takes_its_command_and_its_lock_with_it() {
     let (cs, s, path) = setup("crash");
-    let script = format!(
-        "echo $$ > '{}'; while :; do sleep 0.05; done",
-        s.path("pid").display()
-    );
-    let mut a = start_sh(
-        &cs,
-        &s,
-        "a",
-        &["--session-timeout", "2s", "lock", &path],
-        &script,
-    );
-    s.wait_lines("pid", "the command running", |l| !l.is_empty());
-    let pid: i32 = s.lines("pid")[0].parse().unwrap();
+    let args = ["--session-timeout", "2s", "lock", &path];
+    let mut a = start_sh(&cs, &s, "a", &args, &s.ticker(""));
+    let pid = s.ticker_pid();
 
     a.signal(libc::SIGKILL);
     assert_eq!(a.wait(PATIENCE), 128 + 9);
-    let deadline = Instant::now() + PATIENCE;
-    // Gone, or a zombie waiting for a reaper that is not ours.
-    while !matches!(proc_state(pid), None | Some('Z')) {
-        assert!(Instant::now() < deadline, "the command outlived zkguard");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(|| "the command outlived zkguard".into(), || is_dead(pid));
     let (code, _, err) =
         output(zkguard(&cs).args(["lock", &path, "--timeout", "30s", "--", "true"]));
     assert_eq!(code, 0, "the lock never came free: {err}");
@@ -392,46 +377,31 @@ fn a_killed_zkguard_takes_its_command_and_its_lock_with_it() {
 fn on_suspend_stop_pauses_and_resumes_the_command() {
     let (_, s, path) = setup("suspend");
     let proxy = FaultProxy::for_cluster(cluster()).unwrap();
-    let (pid_file, ticks) = (s.path("pid"), s.path("ticks"));
-    let script = format!(
-        "echo $$ > '{}'; while [ ! -e '{}' ]; do echo tick >> '{}'; sleep 0.05; done",
-        pid_file.display(),
-        s.path("go").display(),
-        ticks.display()
-    );
-    let mut a = start_sh(
-        &proxy.connect_string(),
-        &s,
-        "a",
-        &[
-            "--session-timeout",
-            "20s",
-            "lock",
-            &path,
-            "--on-suspend",
-            "stop",
-        ],
-        &script,
-    );
-    s.wait_lines("ticks", "the command running", |l| !l.is_empty());
-    let pid: i32 = s.lines("pid")[0].parse().unwrap();
+    let args = [
+        "--session-timeout",
+        "20s",
+        "lock",
+        &path,
+        "--on-suspend",
+        "stop",
+    ];
+    let a = start_sh(&proxy.connect_string(), &s, "a", &args, &s.ticker(""));
+    let pid = s.ticker_pid();
 
     // Cut the path and close the connection: the client is disconnected at once, and its
     // reconnects hang in the black hole.
     proxy.blackhole();
     proxy.reset();
-    let deadline = Instant::now() + PATIENCE;
-    while proc_state(pid) != Some('T') {
-        assert!(Instant::now() < deadline, "never stopped: {}", a.stderr());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        || format!("never stopped: {}", a.stderr()),
+        || proc_state(pid) == Some('T'),
+    );
     let stopped_at = s.lines("ticks").len();
 
     proxy.heal();
-    s.wait_lines("ticks", "the command continuing", |l| {
-        l.len() > stopped_at + 2
-    });
+    s.wait_ticks_after(stopped_at, 3);
     a.wait_stderr("proven again");
+    let mut a = a;
     s.touch("go");
     assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
 }
@@ -441,32 +411,18 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
 #[test]
 fn sigtstp_stops_the_command_with_zkguard() {
     let (cs, s, path) = setup("tstp");
-    let script = format!(
-        "echo $$ > '{}'; while [ ! -e '{}' ]; do echo tick >> '{}'; sleep 0.05; done",
-        s.path("pid").display(),
-        s.path("go").display(),
-        s.path("ticks").display()
-    );
-    let mut a = start_sh(&cs, &s, "a", &["lock", &path], &script);
-    s.wait_lines("ticks", "the command running", |l| !l.is_empty());
-    let pid: i32 = s.lines("pid")[0].parse().unwrap();
+    let mut a = start_sh(&cs, &s, "a", &["lock", &path], &s.ticker(""));
+    let pid = s.ticker_pid();
 
     a.signal(libc::SIGTSTP);
-    let deadline = Instant::now() + PATIENCE;
-    while (proc_state(pid), proc_state(a.pid())) != (Some('T'), Some('T')) {
-        assert!(
-            Instant::now() < deadline,
-            "not both stopped: {}",
-            a.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        || format!("not both stopped: {}", a.stderr()),
+        || (proc_state(pid), proc_state(a.pid())) == (Some('T'), Some('T')),
+    );
     let stopped_at = s.lines("ticks").len();
     a.signal(libc::SIGCONT);
     a.wait_stderr("proven again");
-    s.wait_lines("ticks", "the command continuing", |l| {
-        l.len() > stopped_at + 2
-    });
+    s.wait_ticks_after(stopped_at, 3);
     s.touch("go");
     assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
 }
@@ -477,28 +433,17 @@ fn sigtstp_stops_the_command_with_zkguard() {
 fn on_suspend_kill_and_kill_after() {
     let (_, s, path) = setup("kill-after");
     let proxy = FaultProxy::for_cluster(cluster()).unwrap();
-    let script = format!(
-        "trap '' TERM; echo $$ > '{}'; while :; do sleep 0.05; done",
-        s.path("pid").display()
-    );
+    let args = ["lock", &path, "--on-suspend", "kill", "--kill-after", "1s"];
+    let ignores_term = s.ticker("trap '' TERM;");
+    let cs = proxy.connect_string();
     let mut a = start_sh(
-        &proxy.connect_string(),
+        &cs,
         &s,
         "a",
-        &[
-            "--session-timeout",
-            "20s",
-            "lock",
-            &path,
-            "--on-suspend",
-            "kill",
-            "--kill-after",
-            "1s",
-        ],
-        &script,
+        &[&["--session-timeout", "20s"], &args[..]].concat(),
+        &ignores_term,
     );
-    s.wait_lines("pid", "the command running", |l| !l.is_empty());
-    let pid: i32 = s.lines("pid")[0].parse().unwrap();
+    let pid = s.ticker_pid();
 
     let cut = Instant::now();
     proxy.blackhole();
@@ -510,10 +455,7 @@ fn on_suspend_kill_and_kill_after() {
         a.stderr()
     );
     assert!(a.stderr().contains("SIGKILL"), "{}", a.stderr());
-    assert!(
-        matches!(proc_state(pid), None | Some('Z')),
-        "the command survived"
-    );
+    assert!(is_dead(pid), "the command survived");
     proxy.heal();
 }
 

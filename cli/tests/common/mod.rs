@@ -68,6 +68,28 @@ impl Scratch {
         }
     }
 
+    /// A command that writes its pid to `pid`, then a `tick` line to `ticks` every 50 ms
+    /// until `go` exists; `prelude` runs first (a trap, say).
+    pub fn ticker(&self, prelude: &str) -> String {
+        format!(
+            "{prelude} echo $$ > '{}'; while [ ! -e '{}' ]; do echo tick >> '{}'; sleep 0.05; done",
+            self.path("pid").display(),
+            self.path("go").display(),
+            self.path("ticks").display()
+        )
+    }
+
+    /// The ticker's pid, once it ticks.
+    pub fn ticker_pid(&self) -> i32 {
+        self.wait_lines("ticks", "the command running", |l| !l.is_empty());
+        self.lines("pid")[0].parse().unwrap()
+    }
+
+    /// Waits until the ticker has ticked `n` more times than `since` (it runs).
+    pub fn wait_ticks_after(&self, since: usize, n: usize) {
+        self.wait_lines("ticks", "the command ticking", |l| l.len() >= since + n);
+    }
+
     pub fn touch(&self, name: &str) {
         std::fs::write(self.path(name), b"").unwrap();
     }
@@ -211,6 +233,20 @@ pub fn until_file(path: &Path) -> String {
         "i=0; while [ ! -e '{p}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e '{p}' ]",
         p = path.display()
     )
+}
+
+/// Polls `cond` every 20 ms; panics with `what()` at the deadline.
+pub fn wait_until(what: impl Fn() -> String, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{}", what());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Gone, or a zombie waiting for a reaper that is not ours.
+pub fn is_dead(pid: i32) -> bool {
+    matches!(proc_state(pid), None | Some('Z'))
 }
 
 /// The state letter of a process in /proc (R, S, T …), if it exists.
