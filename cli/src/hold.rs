@@ -243,9 +243,13 @@ fn others(n: usize) -> &'static str {
     }
 }
 
-/// How long a participant's node has existed (None if it is gone or cannot be read).
+/// How long a participant's node has existed (None if it is gone or cannot be read). A
+/// semaphore's nodes are one level down, in its `leases` and `locks` directories (Curator's
+/// `InterProcessSemaphoreV2` layout).
 pub fn age(client: &Client, dir: &str, p: &Participant) -> Option<Duration> {
-    let stat = client.exists(&format!("{dir}/{}", p.node)).ok()??;
+    let stat = ["", "/leases", "/locks"]
+        .iter()
+        .find_map(|sub| client.exists(&format!("{dir}{sub}/{}", p.node)).ok()?)?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
     Some(now.saturating_sub(Duration::from_millis(stat.ctime.max(0) as u64)))
 }

@@ -567,7 +567,6 @@ fn holders_and_leader_json_parse() {
 #[test]
 fn read_locks_share_and_permits_count() {
     let (cs, s, path) = setup("rw");
-    let c = client(&cs);
     // Each reader enters, then waits for the other to be inside too: only if both hold
     // the read lock at once do both exit 0.
     let reader = |me: &str, other: &str| {
@@ -596,7 +595,6 @@ fn read_locks_share_and_permits_count() {
             )
         })
         .collect();
-    wait_contenders(&c, &sem, 2);
     let deadline = Instant::now() + PATIENCE;
     // Both hold (not one holding and one queued) once a third is turned away.
     let (code, _, err) = loop {
