@@ -406,6 +406,36 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
     assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
 }
 
+/// `--on-suspend ignore`: the command runs on while the holder is disconnected, and
+/// zkguard says so (and says when it is connected again).
+#[test]
+fn on_suspend_ignore_lets_the_command_run_on() {
+    let (_, s, path) = setup("ignore");
+    let proxy = FaultProxy::for_cluster(cluster()).unwrap();
+    let args = [
+        "--session-timeout",
+        "20s",
+        "lock",
+        &path,
+        "--on-suspend",
+        "ignore",
+    ];
+    let a = start_sh(&proxy.connect_string(), &s, "a", &args, &s.ticker(""));
+    let pid = s.ticker_pid();
+
+    proxy.blackhole();
+    proxy.reset();
+    a.wait_stderr("the command runs on");
+    let since = s.lines("ticks").len();
+    s.wait_ticks_after(since, 5);
+    assert_ne!(proc_state(pid), Some('T'), "stopped despite ignore");
+    proxy.heal();
+    a.wait_stderr("connected again");
+    s.touch("go");
+    let mut a = a;
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+}
+
 /// Ctrl-Z (SIGTSTP) stops zkguard and its command together; when zkguard is continued,
 /// the command is continued only after the lock is proven again.
 #[test]
