@@ -371,11 +371,22 @@ fn a_killed_zkguard_takes_its_command_and_its_lock_with_it() {
     assert_eq!(code, 0, "the lock never came free: {err}");
 }
 
-/// `--on-suspend stop`: while the holder is disconnected its command is stopped (state T);
-/// after the heal the lock is proven again and the command continues, then ends normally.
-#[test]
-fn on_suspend_stop_pauses_and_resumes_the_command() {
-    let (_, s, path) = setup("suspend");
+/// A ticker (see `Scratch::ticker`) holding a lock through a fault proxy, then cut off.
+struct CutOff {
+    proxy: FaultProxy,
+    s: Scratch,
+    a: Running,
+    /// The ticker's pid.
+    pid: i32,
+    /// Just before the cut.
+    cut: Instant,
+}
+
+/// Starts `zkguard --session-timeout 20s lock PATH --on-suspend POLICY EXTRA… -- TICKER`
+/// through a fault proxy, then cuts it off: the proxy black-holes and closes its
+/// connection, so the client is disconnected at once and its reconnects hang until `heal`.
+fn cut_off_ticker(name: &str, policy: &str, extra: &[&str], prelude: &str) -> CutOff {
+    let (_, s, path) = setup(name);
     let proxy = FaultProxy::for_cluster(cluster()).unwrap();
     let args = [
         "--session-timeout",
@@ -383,15 +394,34 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
         "lock",
         &path,
         "--on-suspend",
-        "stop",
+        policy,
     ];
-    let a = start_sh(&proxy.connect_string(), &s, "a", &args, &s.ticker(""));
+    let args = [&args[..], extra].concat();
+    let a = start_sh(&proxy.connect_string(), &s, "a", &args, &s.ticker(prelude));
     let pid = s.ticker_pid();
-
-    // Cut the path and close the connection: the client is disconnected at once, and its
-    // reconnects hang in the black hole.
+    let cut = Instant::now();
     proxy.blackhole();
     proxy.reset();
+    CutOff {
+        proxy,
+        s,
+        a,
+        pid,
+        cut,
+    }
+}
+
+/// `--on-suspend stop`: while the holder is disconnected its command is stopped (state T);
+/// after the heal the lock is proven again and the command continues, then ends normally.
+#[test]
+fn on_suspend_stop_pauses_and_resumes_the_command() {
+    let CutOff {
+        proxy,
+        s,
+        mut a,
+        pid,
+        ..
+    } = cut_off_ticker("suspend", "stop", &[], "");
     wait_until(
         || format!("never stopped: {}", a.stderr()),
         || proc_state(pid) == Some('T'),
@@ -401,7 +431,6 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
     proxy.heal();
     s.wait_ticks_after(stopped_at, 3);
     a.wait_stderr("proven again");
-    let mut a = a;
     s.touch("go");
     assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
 }
@@ -410,21 +439,13 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
 /// zkguard says so (and says when it is connected again).
 #[test]
 fn on_suspend_ignore_lets_the_command_run_on() {
-    let (_, s, path) = setup("ignore");
-    let proxy = FaultProxy::for_cluster(cluster()).unwrap();
-    let args = [
-        "--session-timeout",
-        "20s",
-        "lock",
-        &path,
-        "--on-suspend",
-        "ignore",
-    ];
-    let a = start_sh(&proxy.connect_string(), &s, "a", &args, &s.ticker(""));
-    let pid = s.ticker_pid();
-
-    proxy.blackhole();
-    proxy.reset();
+    let CutOff {
+        proxy,
+        s,
+        mut a,
+        pid,
+        ..
+    } = cut_off_ticker("ignore", "ignore", &[], "");
     a.wait_stderr("the command runs on");
     let since = s.lines("ticks").len();
     s.wait_ticks_after(since, 5);
@@ -432,7 +453,6 @@ fn on_suspend_ignore_lets_the_command_run_on() {
     proxy.heal();
     a.wait_stderr("connected again");
     s.touch("go");
-    let mut a = a;
     assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
 }
 
@@ -461,23 +481,19 @@ fn sigtstp_stops_the_command_with_zkguard() {
 /// command that ignores SIGTERM is SIGKILLed after `--kill-after`; zkguard exits with 75.
 #[test]
 fn on_suspend_kill_and_kill_after() {
-    let (_, s, path) = setup("kill-after");
-    let proxy = FaultProxy::for_cluster(cluster()).unwrap();
-    let args = ["lock", &path, "--on-suspend", "kill", "--kill-after", "1s"];
-    let ignores_term = s.ticker("trap '' TERM;");
-    let cs = proxy.connect_string();
-    let mut a = start_sh(
-        &cs,
-        &s,
-        "a",
-        &[&["--session-timeout", "20s"], &args[..]].concat(),
-        &ignores_term,
+    // `s` is kept: dropping it would delete the files the test reads.
+    let CutOff {
+        proxy,
+        s: _s,
+        mut a,
+        pid,
+        cut,
+    } = cut_off_ticker(
+        "kill-after",
+        "kill",
+        &["--kill-after", "1s"],
+        "trap '' TERM;",
     );
-    let pid = s.ticker_pid();
-
-    let cut = Instant::now();
-    proxy.blackhole();
-    proxy.reset();
     assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
     assert!(
         cut.elapsed() >= Duration::from_secs(1),
