@@ -1,0 +1,299 @@
+//! Connecting: host rotation and back-off, the session handshake, auth replay, SetWatches.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::client::proto::{self, code, op, xid, Reader};
+use crate::client::types::{EventType, LossReason, SessionEvent};
+
+pub(super) enum Handshake {
+    Live(TcpStream, FrameReader),
+    Expired,
+}
+
+impl Shared {
+    // ---------------------------------------------------------------- the connection thread
+
+    /// The connection thread's body. Returns when the client is closed.
+    pub fn run(self: Arc<Shared>) {
+        let mut next_host = 0usize;
+        let mut failures_in_row: u32 = 0;
+        let mut rng = uuid::Uuid::new_v4().as_u128() as u64 | 1;
+        loop {
+            if self.is_closing() {
+                break;
+            }
+            self.check_timeout_loss();
+            let host_idx = next_host % self.cfg.hosts.len();
+            next_host += 1;
+            match self.connect_once(host_idx) {
+                Ok(Some((stream, frames))) => {
+                    let up = Instant::now();
+                    self.serve(stream, frames);
+                    self.after_disconnect();
+                    // Reconnect at once (to the next server) after a connection that stayed
+                    // up; one that broke soon after its handshake (a flapping server or a
+                    // proxy that drops us) counts as a failure, so back-off applies.
+                    if up.elapsed() >= Self::stayed_up(self.negotiated_timeout()) {
+                        failures_in_row = 0;
+                        continue;
+                    }
+                    log::debug!(
+                        "zkguard: the connection to {} broke after {:?}",
+                        self.cfg.hosts[host_idx],
+                        up.elapsed()
+                    );
+                    failures_in_row += 1;
+                }
+                Ok(None) => {
+                    // Expired session or closing: go round at once.
+                    continue;
+                }
+                Err(why) => {
+                    log::debug!(
+                        "zkguard: connect to {} failed: {why}",
+                        self.cfg.hosts[host_idx]
+                    );
+                    self.session.lock().failures[host_idx] = why;
+                    self.changed.notify_all();
+                    failures_in_row += 1;
+                }
+            }
+            // After every server of the list failed once in a row, back off (with jitter) so a
+            // client waiting for a dead ensemble stays idle.
+            if (failures_in_row as usize).is_multiple_of(self.cfg.hosts.len()) {
+                let rounds = failures_in_row as usize / self.cfg.hosts.len();
+                let base =
+                    Duration::from_millis(25u64 << rounds.min(6)).min(Duration::from_secs(1));
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let jitter = Duration::from_micros(rng % (base.as_micros() as u64 / 2 + 1));
+                let mut pause = base / 2 + jitter;
+                if let Some(left) = self.time_until_loss() {
+                    pause = pause.min(left);
+                }
+                let _ = self.wake.1.recv_timeout(pause);
+            }
+        }
+        log::debug!("zkguard: connection thread exits");
+    }
+
+    /// How long a connection must live to count as one that worked (no back-off after it).
+    pub(super) fn stayed_up(negotiated: Duration) -> Duration {
+        (negotiated / 3).min(Duration::from_secs(1))
+    }
+
+    /// One attempt at one server: TCP connect, session handshake, auth, SetWatches, publish.
+    /// `Ok(Some(..))` is a live connection, `Ok(None)` an attempt to repeat at once.
+    pub(super) fn connect_once(
+        &self,
+        host_idx: usize,
+    ) -> std::result::Result<Option<(TcpStream, FrameReader)>, String> {
+        let host = &self.cfg.hosts[host_idx];
+        let (session_id, passwd, requested) = {
+            let s = self.session.lock();
+            (s.session_id, s.passwd.clone(), self.cfg.session_timeout)
+        };
+        // One attempt gets a third of the session timeout (at most 2 s, at least 250 ms), and
+        // never runs past the moment the current session would count as lost.
+        let mut budget = (requested / 3).clamp(Duration::from_millis(250), Duration::from_secs(2));
+        if let Some(left) = self.time_until_loss() {
+            budget = budget.min(left.max(Duration::from_millis(1)));
+        }
+        let deadline = Instant::now() + budget;
+        let addrs: Vec<SocketAddr> = host
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve: {e}"))?
+            .collect();
+        if addrs.is_empty() {
+            return Err("resolves to no address".into());
+        }
+        let mut last_err = String::new();
+        for addr in addrs {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                last_err = format!("{addr}: no time left in this attempt");
+                break;
+            }
+            match self.handshake(addr, session_id, &passwd, deadline) {
+                Ok(Handshake::Live(stream, frames)) => return Ok(Some((stream, frames))),
+                Ok(Handshake::Expired) => return Ok(None),
+                Err(e) => last_err = format!("{addr}: {e}"),
+            }
+        }
+        Err(last_err)
+    }
+
+    pub(super) fn handshake(
+        &self,
+        addr: SocketAddr,
+        session_id: i64,
+        passwd: &[u8],
+        deadline: Instant,
+    ) -> std::result::Result<Handshake, String> {
+        self.counters.connects.fetch_add(1, Ordering::Relaxed);
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        let mut stream = TcpStream::connect_timeout(&addr, left).map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        let io_err = |e: io::Error| e.to_string();
+        let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
+        stream.set_write_timeout(Some(left)).map_err(io_err)?;
+        let connect_sent_us = self.now_us();
+        stream
+            .write_all(&proto::connect_request(
+                // A new session has seen nothing: a server rebuilt from empty data (its zxids
+                // restarted) must not refuse it for what an old session saw.
+                if session_id == 0 {
+                    0
+                } else {
+                    self.last_zxid.load(Ordering::Relaxed)
+                },
+                timeout_ms,
+                session_id,
+                passwd,
+            ))
+            .map_err(io_err)?;
+        let mut frames = FrameReader::default();
+        let resp = frames
+            .read_frame_by(&mut stream, deadline)
+            .map_err(|e| format!("during the handshake: {e}"))?;
+        let resp = proto::decode_connect_response(&resp)
+            .map_err(|m| format!("malformed handshake reply: {}", m.0))?;
+        if resp.timeout_ms <= 0 {
+            let _ = stream.shutdown(Shutdown::Both);
+            if session_id == 0 {
+                return Err("server refused a new session".into());
+            }
+            self.lose(LossReason::Expired);
+            return Ok(Handshake::Expired);
+        }
+        let negotiated = Duration::from_millis(resp.timeout_ms as u64);
+        if session_id != 0 && resp.session_id != session_id {
+            // Not the session we asked to resume: ours is gone.
+            self.lose(LossReason::Expired);
+        }
+        // Replay auth before anyone else can write, and wait for the verdict.
+        for (scheme, auth) in &self.cfg.auth {
+            let mut w = proto::Writer::default();
+            w.int(0).string(scheme).buffer(auth);
+            stream
+                .write_all(&proto::request_frame(xid::AUTH, op::AUTH, &w.buf))
+                .map_err(io_err)?;
+        }
+        let mut auth_left = self.cfg.auth.len();
+        let mut early = Vec::new();
+        while auth_left > 0 {
+            let frame = frames
+                .read_frame_by(&mut stream, deadline)
+                .map_err(|e| format!("waiting for the auth reply: {e}"))?;
+            let mut r = Reader::new(&frame);
+            let h = proto::decode_reply_header(&mut r).map_err(|m| m.0)?;
+            if h.xid == xid::AUTH {
+                if h.err != code::OK {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    self.fail_auth();
+                    return Err("authentication failed".into());
+                }
+                auth_left -= 1;
+            } else {
+                early.push(frame);
+            }
+        }
+        // Re-arm every watch of this session (none for a new session).
+        let frames_out = {
+            let w = self.watches.lock();
+            let keys = |m: &HashMap<String, Vec<WatchTx>>| m.keys().cloned().collect::<Vec<_>>();
+            if session_id == resp.session_id {
+                proto::set_watches_frames(
+                    self.last_zxid.load(Ordering::Relaxed),
+                    &keys(&w.data),
+                    &keys(&w.exist),
+                    &keys(&w.child),
+                )
+            } else {
+                Vec::new()
+            }
+        };
+        for f in &frames_out {
+            stream.write_all(f).map_err(io_err)?;
+        }
+        let write_timeout = (negotiated / 3).max(Duration::from_millis(100));
+        stream
+            .set_write_timeout(Some(write_timeout))
+            .map_err(io_err)?;
+        let clone = stream.try_clone().map_err(io_err)?;
+        // Publish.
+        let now = self.now_us();
+        self.last_recv_us.store(now, Ordering::Relaxed);
+        self.last_send_us.store(now, Ordering::Relaxed);
+        self.last_acked_send_us
+            .fetch_max(connect_sent_us, Ordering::Relaxed);
+        self.pings_sent.lock().clear();
+        {
+            let mut s = self.session.lock();
+            if s.closing {
+                // Closed while we were connecting: do not leave this session behind.
+                let _ = stream.write_all(&proto::request_frame(1, op::CLOSE, &[]));
+                let _ = stream.shutdown(Shutdown::Both);
+                return Ok(Handshake::Expired);
+            }
+            let same = session_id != 0 && session_id == resp.session_id;
+            if !same {
+                // The zxids this session sees start from the server's, whatever the old
+                // session saw (the ensemble may have been rebuilt from nothing).
+                self.last_zxid.store(0, Ordering::Relaxed);
+            }
+            {
+                let mut io = self.io.lock();
+                io.stream = Some(clone);
+                io.session = resp.session_id;
+            }
+            s.session_id = resp.session_id;
+            s.passwd = resp.passwd;
+            s.negotiated = negotiated;
+            s.server = Some(addr);
+            s.phase = Phase::Connected;
+            s.generation += 1;
+            let ev = if same {
+                SessionEvent::Reconnected {
+                    session_id: resp.session_id,
+                }
+            } else {
+                self.counters.sessions.fetch_add(1, Ordering::Relaxed);
+                SessionEvent::Connected {
+                    session_id: resp.session_id,
+                }
+            };
+            log::info!("zkguard: {ev:?} via {addr}, session timeout {negotiated:?}");
+            self.emit(&mut s, ev);
+            self.changed.notify_all();
+        }
+        for frame in early {
+            if let Err(m) = self.dispatch(frame) {
+                return Err(format!("malformed frame: {}", m.0));
+            }
+        }
+        Ok(Handshake::Live(stream, frames))
+    }
+
+    pub(super) fn fail_auth(&self) {
+        log::error!("zkguard: the server rejected the client's credentials; closing the client");
+        {
+            let mut s = self.session.lock();
+            s.closing = true;
+            s.auth_failed = true;
+            s.phase = Phase::Closed;
+            self.emit(&mut s, SessionEvent::Closed);
+            self.changed.notify_all();
+        }
+        self.fire_all_watches(EventType::Closed, true);
+    }
+}

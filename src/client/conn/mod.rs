@@ -1,0 +1,210 @@
+//! The session: shared state, the request path callers use, and the one connection thread
+//! per client that reads every frame, routes replies and watch events, pings, detects
+//! silence, reconnects with back-off, re-arms watches and replays auth.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+
+use super::proto::{code, op};
+use super::types::{EventType, SessionEvent};
+use crate::error::{Error, Result};
+
+mod connect;
+mod frame;
+mod requests;
+mod serve;
+mod session;
+mod watches;
+
+use frame::is_timeout;
+pub(crate) use frame::FrameReader;
+pub(crate) use requests::Outgoing;
+use requests::{InFlight, Io};
+pub(crate) use session::SessionSink;
+use session::{Phase, SessionInfo};
+use watches::Watches;
+pub(crate) use watches::{WatchKind, WatchReg, WatchSink, WatchTx};
+
+/// What the caller gets back for one request: the raw reply, or why there is none.
+pub(crate) type ReplyMsg = Result<RawReply>;
+
+/// A reply as it came from the server: the whole frame, handed over without a copy.
+pub(crate) struct RawReply {
+    pub err: i32,
+    frame: Vec<u8>,
+    body_start: usize,
+}
+
+impl RawReply {
+    /// The reply's body (after the reply header).
+    pub fn body(&self) -> &[u8] {
+        &self.frame[self.body_start..]
+    }
+}
+
+/// Settings fixed at build time.
+pub(crate) struct Config {
+    pub hosts: Vec<String>,
+    pub chroot: String,
+    pub session_timeout: Duration,
+    pub auth: Vec<(String, Vec<u8>)>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub watch_events: AtomicU64,
+    pub connects: AtomicU64,
+    pub sessions: AtomicU64,
+    pub requests: AtomicU64,
+}
+
+/// State shared between the client handles and the connection thread.
+pub(crate) struct Shared {
+    pub cfg: Config,
+    io: Mutex<Io>,
+    pending: Mutex<HashMap<i32, InFlight>>,
+    watches: Mutex<Watches>,
+    session: Mutex<SessionInfo>,
+    changed: Condvar,
+    base: Instant,
+    last_send_us: AtomicU64,
+    last_recv_us: AtomicU64,
+    /// When the latest request the server has answered was sent. The server renews the
+    /// session when a request arrives, which is after this; so the session cannot expire on
+    /// the server before this + the session timeout, and the client's own loss clock counts
+    /// from here (counting from the reply's arrival would be late by the server's and the
+    /// network's delay).
+    last_acked_send_us: AtomicU64,
+    /// Send times of the pings not answered yet (answers come back in order).
+    pings_sent: Mutex<std::collections::VecDeque<u64>>,
+    last_zxid: AtomicI64,
+    wake: (Sender<()>, Receiver<()>),
+    pub counters: Counters,
+    /// Deletes waiting to be retried (see `janitor.rs`).
+    pub janitor: Mutex<super::janitor::Janitor>,
+    /// Kept watches to arm again (see [`WatchSink::keep`]): server path and sink. Written
+    /// by the connection thread itself, on the session the sink names. Taken on its own,
+    /// never while `io`, `pending`, `watches` or `session` is held by the same thread.
+    rearm: Mutex<Vec<(String, Arc<dyn WatchSink>)>>,
+}
+
+/// How long a close waits for the server to confirm.
+pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+impl Shared {
+    pub fn new(cfg: Config) -> Shared {
+        let hosts = cfg.hosts.len();
+        Shared {
+            cfg,
+            io: Mutex::new(Io {
+                stream: None,
+                session: 0,
+                next_xid: 1,
+            }),
+            pending: Mutex::new(HashMap::new()),
+            watches: Mutex::new(Watches::default()),
+            session: Mutex::new(SessionInfo {
+                phase: Phase::Connecting,
+                session_id: 0,
+                passwd: Vec::new(),
+                negotiated: Duration::ZERO,
+                epoch: 0,
+                generation: 0,
+                closing: false,
+                auth_failed: false,
+                server: None,
+                subscribers: Vec::new(),
+                failures: vec![String::new(); hosts],
+            }),
+            changed: Condvar::new(),
+            base: Instant::now(),
+            last_send_us: AtomicU64::new(0),
+            last_recv_us: AtomicU64::new(0),
+            last_acked_send_us: AtomicU64::new(0),
+            pings_sent: Mutex::new(Default::default()),
+            last_zxid: AtomicI64::new(0),
+            wake: crossbeam_channel::unbounded(),
+            counters: Counters::default(),
+            janitor: Mutex::new(Default::default()),
+            rearm: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn now_us(&self) -> u64 {
+        self.base.elapsed().as_micros() as u64
+    }
+
+    fn since(&self, stamp: &AtomicU64) -> Duration {
+        Duration::from_micros(self.now_us().saturating_sub(stamp.load(Ordering::Relaxed)))
+    }
+
+    // ---------------------------------------------------------------- closing
+
+    /// Ends the session: asks the server to close it (bounded wait), then stops everything.
+    pub fn close(&self, done: &Receiver<()>) -> Result<()> {
+        let was_connected = {
+            let mut s = self.session.lock();
+            if s.phase == Phase::Closed || s.closing {
+                return Ok(());
+            }
+            s.closing = true;
+            // Said first, before the server is asked: once it closes the session it deletes
+            // our ephemeral nodes, and another client may take a lock or leadership of ours
+            // at once. Our guards must have been told by then.
+            self.emit(&mut s, SessionEvent::Closed);
+            s.phase == Phase::Connected
+        };
+        let mut result = Ok(());
+        // One bound for the whole close: the server's confirmation and the thread's exit.
+        let deadline = Instant::now() + CLOSE_WAIT;
+        if was_connected {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            self.submit(
+                vec![Outgoing {
+                    opcode: op::CLOSE,
+                    body: Vec::new(),
+                    watch: None,
+                    tx,
+                }],
+                deadline,
+                true,
+                None,
+            );
+            result = match rx.recv_deadline(deadline) {
+                Ok(Ok(r)) if r.err == code::OK => Ok(()),
+                Ok(Ok(r)) => Err(Error::from_code(r.err, "")),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(Error::Timeout {
+                    op: "close",
+                    path: String::new(),
+                    after: CLOSE_WAIT,
+                }),
+            };
+        }
+        {
+            let mut s = self.session.lock();
+            s.phase = Phase::Closed;
+            s.session_id = 0;
+            self.changed.notify_all();
+        }
+        self.fire_all_watches(EventType::Closed, true);
+        self.drop_connection(Error::Closed);
+        let _ = self.wake.0.send(());
+        // The connection thread exits at once unless it is inside a connect attempt (bounded).
+        let _ = done.recv_deadline(deadline);
+        if result.is_err() {
+            log::info!("zkguard: close was not confirmed by the server ({result:?}); the session will expire on its own");
+        }
+        result
+    }
+
+    pub fn is_closing(&self) -> bool {
+        let s = self.session.lock();
+        s.closing || s.phase == Phase::Closed
+    }
+}

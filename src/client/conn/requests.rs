@@ -1,0 +1,192 @@
+//! The request path: writing requests (under the `io` lock) and the requests in flight.
+
+use std::io::{self, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+
+use super::*;
+use crate::client::proto;
+use crate::error::{Error, Result};
+
+/// A request ready to be written.
+pub(crate) struct Outgoing {
+    pub opcode: i32,
+    pub body: Vec<u8>,
+    pub watch: Option<WatchReg>,
+    pub tx: Sender<ReplyMsg>,
+}
+pub(super) struct InFlight {
+    pub(super) opcode: i32,
+    pub(super) watch: Option<WatchReg>,
+    pub(super) tx: Sender<ReplyMsg>,
+    /// When it was written (see `last_acked_send_us`).
+    pub(super) sent_us: u64,
+}
+
+pub(super) struct Io {
+    pub(super) stream: Option<TcpStream>,
+    /// The session `stream` belongs to (requests pinned to a session are written only on
+    /// a connection of that session).
+    pub(super) session: i64,
+    pub(super) next_xid: i32,
+}
+
+impl Shared {
+    // ---------------------------------------------------------------- the request path
+
+    /// Writes the requests back to back (one write) once connected, or hands each its error.
+    /// The server applies requests of one session in order, so this is how a caller pipelines.
+    /// With `pin`, they are written only on a connection of that session (else they fail
+    /// with `SessionExpired`): a request about a node of session S never goes out on
+    /// another session.
+    pub fn submit(
+        &self,
+        reqs: Vec<Outgoing>,
+        deadline: Instant,
+        closing_ok: bool,
+        pin: Option<i64>,
+    ) {
+        if reqs.is_empty() {
+            return;
+        }
+        let fail = |reqs: Vec<Outgoing>, e: Error| {
+            for r in reqs {
+                self.unarmed(r.watch);
+                let _ = r.tx.send(Err(e.clone()));
+            }
+        };
+        let mut io = loop {
+            let generation = match self.wait_writable(deadline, closing_ok) {
+                Ok(g) => g,
+                Err(e) => return fail(reqs, e),
+            };
+            let io = self.io.lock();
+            if io.stream.is_some() {
+                break io;
+            }
+            // The connection broke after the wait; its thread is about to say so.
+            drop(io);
+            self.wait_connection_change(generation, deadline);
+        };
+        if let Some(session) = pin {
+            if io.session != session {
+                drop(io);
+                return fail(reqs, Error::SessionExpired);
+            }
+        }
+        let n = reqs.len() as u64;
+        if self.write_locked(&mut io, reqs) {
+            self.counters.requests.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes requests on the connection `io` holds (under its lock, so frames of different
+    /// writers never interleave) and registers them as in flight. A failed write finishes
+    /// the connection and fails the requests. True if written.
+    pub(super) fn write_locked(&self, io: &mut Io, reqs: Vec<Outgoing>) -> bool {
+        let mut bytes = Vec::new();
+        let mut xids = Vec::with_capacity(reqs.len());
+        let sent_us = self.now_us();
+        {
+            let mut pending = self.pending.lock();
+            for r in reqs {
+                let x = io.next_xid;
+                io.next_xid = if x >= i32::MAX - 1 { 1 } else { x + 1 };
+                proto::append_request_frame(&mut bytes, x, r.opcode, &r.body);
+                xids.push(x);
+                pending.insert(
+                    x,
+                    InFlight {
+                        opcode: r.opcode,
+                        watch: r.watch,
+                        tx: r.tx,
+                        sent_us,
+                    },
+                );
+            }
+        }
+        let written = match io.stream.as_ref() {
+            Some(mut stream) => stream.write_all(&bytes),
+            None => Err(io::ErrorKind::NotConnected.into()),
+        };
+        match written {
+            Ok(()) => {
+                self.last_send_us.store(self.now_us(), Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                // A partial frame may be on the wire: this connection is finished.
+                log::warn!("zkguard: write failed, dropping the connection: {e}");
+                if let Some(stream) = io.stream.take() {
+                    let _ = stream.shutdown(Shutdown::Both);
+                }
+                let failed: Vec<InFlight> = {
+                    let mut pending = self.pending.lock();
+                    xids.iter().filter_map(|x| pending.remove(x)).collect()
+                };
+                for f in failed {
+                    self.unarmed(f.watch);
+                    let _ = f.tx.send(Err(Error::ConnectionLoss));
+                }
+                false
+            }
+        }
+    }
+
+    /// Waits until requests can be written on the current session; returns the connection's
+    /// generation.
+    pub(super) fn wait_writable(&self, deadline: Instant, closing_ok: bool) -> Result<u64> {
+        let mut s = self.session.lock();
+        let epoch = s.epoch;
+        let had_session = matches!(s.phase, Phase::Connected | Phase::Suspended);
+        loop {
+            if s.phase == Phase::Closed || (s.closing && !closing_ok) {
+                return Err(s.closed_error());
+            }
+            if had_session && s.epoch != epoch {
+                return Err(Error::SessionExpired);
+            }
+            if s.phase == Phase::Connected {
+                return Ok(s.generation);
+            }
+            if s.closing {
+                // Only the close request gets here; no point waiting to close a lost link.
+                return Err(Error::ConnectionLoss);
+            }
+            if Instant::now() >= deadline {
+                // The caller's Pending fills in the op, path and deadline.
+                return Err(Error::Timeout {
+                    op: "",
+                    path: String::new(),
+                    after: Duration::ZERO,
+                });
+            }
+            self.changed.wait_until(&mut s, deadline);
+        }
+    }
+
+    /// Waits until the connection of `generation` is replaced or declared broken.
+    pub(super) fn wait_connection_change(&self, generation: u64, deadline: Instant) {
+        let mut s = self.session.lock();
+        while s.phase == Phase::Connected && s.generation == generation {
+            if self.changed.wait_until(&mut s, deadline).timed_out() {
+                return;
+            }
+        }
+    }
+
+    /// Closes the current connection (if any) and fails every request in flight.
+    pub(super) fn drop_connection(&self, why: Error) {
+        if let Some(s) = self.io.lock().stream.take() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let drained: Vec<InFlight> = self.pending.lock().drain().map(|(_, f)| f).collect();
+        for f in drained {
+            self.unarmed(f.watch);
+            let _ = f.tx.send(Err(why.clone()));
+        }
+    }
+}

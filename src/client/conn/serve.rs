@@ -1,0 +1,226 @@
+//! A live connection: reading frames, pinging, detecting silence, dispatching replies.
+
+use std::io::Write;
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::*;
+use crate::client::path;
+use crate::client::proto::{self, code, op, xid, Malformed, Reader, ReplyHeader};
+use crate::client::types::{EventType, SessionEvent, WatchedEvent};
+use crate::error::Error;
+
+impl Shared {
+    /// Reads frames until the connection breaks, pinging when idle, and gives up on it when
+    /// the server has been silent, or has left our requests (pings included) unanswered, for
+    /// two thirds of the session timeout. The loss clock runs here too: once the session may
+    /// have expired on the server, it is lost, whatever else still arrives on the socket.
+    pub(super) fn serve(&self, mut stream: TcpStream, mut frames: FrameReader) {
+        let t = self.negotiated_timeout();
+        let ping_every = t / 3;
+        let silence_limit = t * 2 / 3;
+        loop {
+            // The clock first: after a pause of this process, nothing read from the socket
+            // may count before the loss is told.
+            if self.check_timeout_loss() {
+                return;
+            }
+            // Every complete frame in the buffer (some may have come with the handshake).
+            loop {
+                let handled = frames.pop().and_then(|f| match f {
+                    Some(frame) => self.dispatch(frame).map(|()| true),
+                    None => Ok(false),
+                });
+                match handled {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(m) => {
+                        log::error!(
+                            "zkguard: malformed frame from the server, dropping the connection: {}",
+                            m.0
+                        );
+                        return;
+                    }
+                }
+            }
+            if self.session_ended() {
+                return;
+            }
+            let silent = self.since(&self.last_recv_us);
+            if silent >= silence_limit {
+                log::warn!("zkguard: no frame from the server for {silent:?}; reconnecting");
+                return;
+            }
+            let unanswered = self.since(&self.last_acked_send_us);
+            if unanswered >= silence_limit {
+                log::warn!(
+                    "zkguard: no request sent in the last {unanswered:?} was answered; reconnecting"
+                );
+                return;
+            }
+            let rearmed = self.flush_rearm();
+            let idle = self.since(&self.last_send_us);
+            if idle >= ping_every {
+                self.send_ping();
+            }
+            let idle = self.since(&self.last_send_us);
+            // Zero only if a caller's write held the lock and the ping (or a re-arm) was
+            // skipped: look again shortly rather than spin.
+            let until_ping = match ping_every.saturating_sub(idle) {
+                Duration::ZERO => Duration::from_millis(10),
+                d => d,
+            };
+            let until_silent = silence_limit.saturating_sub(silent);
+            let until_unanswered = silence_limit.saturating_sub(unanswered);
+            let mut wait = until_ping.min(until_silent).min(until_unanswered);
+            if !rearmed {
+                wait = wait.min(Duration::from_millis(10));
+            }
+            let wait = wait.max(Duration::from_millis(1));
+            if stream.set_read_timeout(Some(wait)).is_err() {
+                return;
+            }
+            match frames.fill(&mut stream) {
+                Ok(0) => {
+                    log::info!("zkguard: the server closed the connection");
+                    return;
+                }
+                Ok(_) => self.last_recv_us.store(self.now_us(), Ordering::Relaxed),
+                Err(e) if is_timeout(&e) => {}
+                Err(e) => {
+                    log::info!("zkguard: connection error: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    pub(super) fn session_ended(&self) -> bool {
+        // While closing, keep reading: the reply to the close request must come through. The
+        // closer shuts the socket down when it is done.
+        self.session.lock().phase != Phase::Connected
+    }
+
+    pub(super) fn send_ping(&self) {
+        // Never wait for a caller's write: while it is blocked (a full socket buffer), this
+        // thread must keep reading replies, and a caller that is writing needs no ping.
+        let Some(mut io) = self.io.try_lock() else {
+            return;
+        };
+        let Some(stream) = io.stream.as_mut() else {
+            return;
+        };
+        let sent = self.now_us();
+        match stream.write_all(&proto::request_frame(xid::PING, op::PING, &[])) {
+            Ok(()) => {
+                self.pings_sent.lock().push_back(sent);
+                self.last_send_us.store(self.now_us(), Ordering::Relaxed)
+            }
+            Err(e) => {
+                log::info!("zkguard: ping failed: {e}");
+                let _ = stream.shutdown(Shutdown::Both);
+                io.stream = None;
+            }
+        }
+    }
+
+    pub(super) fn after_disconnect(&self) {
+        let closing = self.is_closing();
+        self.drop_connection(if closing {
+            Error::Closed
+        } else {
+            Error::ConnectionLoss
+        });
+        let mut s = self.session.lock();
+        if closing {
+            if s.phase == Phase::Connected {
+                s.phase = Phase::Suspended;
+                self.changed.notify_all();
+            }
+            return;
+        }
+        if s.phase == Phase::Connected {
+            s.phase = Phase::Suspended;
+            s.server = None;
+            let session_id = s.session_id;
+            self.emit(&mut s, SessionEvent::Suspended { session_id });
+            self.changed.notify_all();
+        }
+    }
+
+    /// Handles one frame from the server.
+    pub(super) fn dispatch(&self, frame: Vec<u8>) -> std::result::Result<(), Malformed> {
+        let mut r = Reader::new(&frame);
+        let h: ReplyHeader = proto::decode_reply_header(&mut r)?;
+        if h.zxid > 0 {
+            self.last_zxid.fetch_max(h.zxid, Ordering::Relaxed);
+        }
+        match h.xid {
+            xid::PING => {
+                if let Some(sent) = self.pings_sent.lock().pop_front() {
+                    self.last_acked_send_us.fetch_max(sent, Ordering::Relaxed);
+                }
+                Ok(())
+            }
+            xid::AUTH => {
+                if h.err != code::OK {
+                    self.fail_auth();
+                }
+                Ok(())
+            }
+            xid::SET_WATCHES => {
+                if h.err != code::OK {
+                    log::warn!(
+                        "zkguard: the server refused to re-arm watches (error {})",
+                        h.err
+                    );
+                }
+                Ok(())
+            }
+            xid::WATCH_EVENT => {
+                let ev = proto::decode_watch_event(&mut r)?;
+                self.on_watch_event(ev);
+                Ok(())
+            }
+            x => {
+                let Some(f) = self.pending.lock().remove(&x) else {
+                    // The caller gave up (timeout); nothing waits for this reply.
+                    log::debug!("zkguard: reply for xid {x} that nobody waits for");
+                    return Ok(());
+                };
+                self.last_acked_send_us
+                    .fetch_max(f.sent_us, Ordering::Relaxed);
+                if let Some(w) = f.watch {
+                    // The server sets the watch on success, and exists sets one on a
+                    // missing node too (in its exists table).
+                    let missing = f.opcode == op::EXISTS && h.err == code::NO_NODE;
+                    if h.err == code::OK || missing {
+                        let kind = if missing { WatchKind::Exist } else { w.kind };
+                        if let (WatchTx::Sink(sink), WatchKind::Data) = (&w.tx, kind) {
+                            let mut body = Reader::new(&frame[r.position()..]);
+                            if let (Ok(data), Ok(stat)) = (body.buffer(), body.stat()) {
+                                sink.on_data(&data, &stat);
+                            }
+                        }
+                        self.register_watch(w.server_path, kind, w.tx);
+                    } else if let (WatchTx::Sink(sink), code::NO_NODE) = (&w.tx, h.err) {
+                        sink.on_watch(&WatchedEvent {
+                            event_type: EventType::NodeDeleted,
+                            path: path::from_server(&self.cfg.chroot, &w.server_path),
+                        });
+                    } else {
+                        self.unarmed(Some(w));
+                    }
+                }
+                let body_start = r.position();
+                let _ = f.tx.send(Ok(RawReply {
+                    err: h.err,
+                    frame,
+                    body_start,
+                }));
+                Ok(())
+            }
+        }
+    }
+}

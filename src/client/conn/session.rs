@@ -1,0 +1,262 @@
+//! The session: its state and phases, the loss clock, and who hears its events.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::*;
+use crate::client::types::{EventType, LossReason, SessionEvent, SessionState};
+use crate::error::{Error, Result};
+
+/// Something inside the crate that reacts to session events (guards, waiters). Held
+/// weakly: when its owner goes, it drops out of the list. Same rules as [`WatchSink`].
+pub(crate) trait SessionSink: Send + Sync {
+    fn on_session(&self, ev: &SessionEvent);
+}
+
+/// Who hears session events.
+pub(super) enum Subscriber {
+    Chan(Sender<SessionEvent>),
+    Sink(std::sync::Weak<dyn SessionSink>),
+}
+
+impl Subscriber {
+    /// Delivers; false once the listener is gone.
+    fn deliver(&self, ev: &SessionEvent) -> bool {
+        match self {
+            Subscriber::Chan(tx) => tx.send(*ev).is_ok(),
+            Subscriber::Sink(w) => match w.upgrade() {
+                Some(s) => {
+                    s.on_session(ev);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    fn alive(&self) -> bool {
+        match self {
+            Subscriber::Chan(_) => true,
+            Subscriber::Sink(w) => w.strong_count() > 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    Connecting,
+    Connected,
+    Suspended,
+    Lost,
+    Closed,
+}
+
+impl Phase {
+    /// What callers are told.
+    fn public(self) -> SessionState {
+        match self {
+            Phase::Connected => SessionState::Connected,
+            Phase::Suspended | Phase::Connecting => SessionState::Suspended,
+            Phase::Lost => SessionState::Lost,
+            Phase::Closed => SessionState::Closed,
+        }
+    }
+}
+
+pub(super) struct SessionInfo {
+    pub(super) phase: Phase,
+    pub(super) session_id: i64,
+    pub(super) passwd: Vec<u8>,
+    pub(super) negotiated: Duration,
+    /// Moves every time a session is lost, so waiters can tell "same session" from "new one".
+    pub(super) epoch: u64,
+    /// Moves with every new connection.
+    pub(super) generation: u64,
+    pub(super) closing: bool,
+    /// The server rejected the credentials (the client closed itself).
+    pub(super) auth_failed: bool,
+    pub(super) server: Option<SocketAddr>,
+    pub(super) subscribers: Vec<Subscriber>,
+    /// Per host, the last thing that went wrong there (for the connect error).
+    pub(super) failures: Vec<String>,
+}
+
+impl SessionInfo {
+    /// The state users see: `Closed` from the first moment of a close (the `Closed` event
+    /// goes out then, before the server is asked).
+    pub(super) fn public_state(&self) -> SessionState {
+        if self.closing {
+            SessionState::Closed
+        } else {
+            self.phase.public()
+        }
+    }
+}
+
+impl SessionInfo {
+    /// Why requests fail once the client is closed.
+    pub(super) fn closed_error(&self) -> Error {
+        if self.auth_failed {
+            Error::AuthFailed
+        } else {
+            Error::Closed
+        }
+    }
+}
+
+/// The most the client declares a silent session lost ahead of its timeout.
+const LOSS_MARGIN: Duration = Duration::from_millis(250);
+
+impl Shared {
+    // ---------------------------------------------------------------- public views
+
+    /// The state, read at the call against the clock as well as the phase the connection
+    /// thread last wrote (which may be stale: this process may have been paused, or that
+    /// thread not scheduled): a session whose requests have gone unanswered for two thirds
+    /// of its timeout is `Suspended`, and once it may have expired on the server, `Lost`.
+    pub fn state(&self) -> SessionState {
+        let s = self.session.lock();
+        self.state_now(&s)
+    }
+
+    pub(super) fn state_now(&self, s: &SessionInfo) -> SessionState {
+        let st = s.public_state();
+        if s.session_id == 0 || !matches!(st, SessionState::Connected | SessionState::Suspended) {
+            return st;
+        }
+        let unanswered = self.since(&self.last_acked_send_us);
+        if unanswered >= Self::loss_after(s.negotiated) {
+            SessionState::Lost
+        } else if unanswered >= s.negotiated * 2 / 3 {
+            SessionState::Suspended
+        } else {
+            st
+        }
+    }
+
+    pub fn session_id(&self) -> i64 {
+        self.session.lock().session_id
+    }
+
+    pub fn negotiated_timeout(&self) -> Duration {
+        let s = self.session.lock();
+        if s.negotiated.is_zero() {
+            self.cfg.session_timeout
+        } else {
+            s.negotiated
+        }
+    }
+
+    pub fn server(&self) -> Option<SocketAddr> {
+        let s = self.session.lock();
+        if s.phase == Phase::Connected {
+            s.server
+        } else {
+            None
+        }
+    }
+
+    pub fn subscribe(&self) -> Receiver<SessionEvent> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.session.lock().subscribers.push(Subscriber::Chan(tx));
+        rx
+    }
+
+    /// Adds a sink for session events (dead ones are pruned here) and returns, read under
+    /// the same lock, the session id and whether that session is still alive, so a caller
+    /// can't miss a loss that happened just before.
+    pub fn subscribe_sink(&self, sink: std::sync::Weak<dyn SessionSink>) -> (i64, SessionState) {
+        let mut s = self.session.lock();
+        s.subscribers.retain(Subscriber::alive);
+        s.subscribers.push(Subscriber::Sink(sink));
+        let st = self.state_now(&s);
+        (s.session_id, st)
+    }
+
+    /// Blocks until the first session exists, or fails naming every server tried.
+    pub fn wait_first_session(&self, deadline: Instant, connect_timeout: Duration) -> Result<()> {
+        let mut s = self.session.lock();
+        loop {
+            match s.phase {
+                Phase::Connected => return Ok(()),
+                Phase::Closed => return Err(s.closed_error()),
+                _ => {}
+            }
+            if self.changed.wait_until(&mut s, deadline).timed_out() && s.phase != Phase::Connected
+            {
+                let tried = self
+                    .cfg
+                    .hosts
+                    .iter()
+                    .zip(&s.failures)
+                    .map(|(h, f)| {
+                        if f.is_empty() {
+                            format!("{h} (not reached before the deadline)")
+                        } else {
+                            format!("{h} ({f})")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(Error::Connect {
+                    tried,
+                    after: connect_timeout,
+                });
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- events
+
+    pub(super) fn emit(&self, s: &mut SessionInfo, ev: SessionEvent) {
+        log::debug!("zkguard: session event {ev:?}");
+        s.subscribers.retain(|sub| sub.deliver(&ev));
+    }
+
+    /// The session is gone: tell everyone, forget its watches, start over with a new one.
+    pub(super) fn lose(&self, reason: LossReason) {
+        {
+            let mut s = self.session.lock();
+            if s.session_id == 0 || s.closing {
+                return;
+            }
+            let session_id = s.session_id;
+            log::warn!("zkguard: session 0x{session_id:x} lost ({reason:?})");
+            s.session_id = 0;
+            s.passwd.clear();
+            s.epoch += 1;
+            s.phase = Phase::Lost;
+            self.emit(&mut s, SessionEvent::Lost { session_id, reason });
+            self.changed.notify_all();
+        }
+        self.fire_all_watches(EventType::SessionLost, false);
+    }
+
+    /// How long after the send of the last request the server answered the session counts
+    /// as lost: the session timeout, less a margin so that a late wake-up of the connection
+    /// thread (a loaded machine) still reports the loss before the server can expire it.
+    pub(super) fn loss_after(negotiated: Duration) -> Duration {
+        negotiated.saturating_sub((negotiated / 10).min(LOSS_MARGIN))
+    }
+
+    /// Time left before the current session counts as lost, if there is one. Counted the
+    /// same way connected or not: the server renews a session only when a request arrives.
+    pub(super) fn time_until_loss(&self) -> Option<Duration> {
+        let s = self.session.lock();
+        if s.session_id == 0 || s.closing {
+            return None;
+        }
+        Some(Self::loss_after(s.negotiated).saturating_sub(self.since(&self.last_acked_send_us)))
+    }
+
+    /// Declares the session lost if its time is up; true if it did (or it was already gone).
+    pub(super) fn check_timeout_loss(&self) -> bool {
+        if self.time_until_loss() == Some(Duration::ZERO) {
+            self.lose(LossReason::Timeout);
+            return true;
+        }
+        false
+    }
+}

@@ -1,0 +1,254 @@
+//! The watch registry: which watches are armed (per server table), firing them, the queue
+//! of kept watches to arm again, and the list SetWatches re-arms after a reconnect.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+
+use super::*;
+use crate::client::path;
+use crate::client::proto::{self, code, op};
+use crate::client::types::{EventType, LossReason, WatchedEvent};
+
+/// Which of the server's watch tables a watch lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchKind {
+    /// getData, or exists on a node that exists.
+    Data,
+    /// exists on a node that does not exist.
+    Exist,
+    /// getChildren.
+    Child,
+}
+
+/// A watch to register when the reply arrives (and only if it says the server set it).
+pub(crate) struct WatchReg {
+    pub server_path: String,
+    pub kind: WatchKind,
+    pub tx: WatchTx,
+}
+
+/// Something inside the crate that reacts to a watch event without a thread of its own
+/// (a guard watching its own node). Called on the connection thread: it must only flip
+/// flags and send into channels, never block.
+pub(crate) trait WatchSink: Send + Sync {
+    fn on_watch(&self, ev: &WatchedEvent);
+    /// The data and stat the request that armed the watch read (a getData reply).
+    fn on_data(&self, _data: &[u8], _stat: &crate::Stat) {}
+    /// `Some(session)` while the sink wants its data watch kept armed on that session: the
+    /// connection thread then re-arms it itself after every data change and after an
+    /// arming request died with its connection (a guard watching its own node).
+    fn keep(&self) -> Option<i64> {
+        None
+    }
+}
+
+/// The same sink (the data pointer, whatever the vtable).
+pub(super) fn same_sink(a: &Arc<dyn WatchSink>, b: &Arc<dyn WatchSink>) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
+}
+
+/// Where a watch event goes.
+#[derive(Clone)]
+pub(crate) enum WatchTx {
+    /// A channel a caller holds.
+    Chan(Sender<WatchedEvent>),
+    /// A sink; a data watch on a node that turns out to be missing is told `NodeDeleted`
+    /// at once (the reply says the node is gone, and no watch is left on the server).
+    Sink(Arc<dyn WatchSink>),
+}
+
+impl WatchTx {
+    fn deliver(&self, ev: &WatchedEvent) {
+        match self {
+            WatchTx::Chan(tx) => {
+                let _ = tx.send(ev.clone());
+            }
+            WatchTx::Sink(s) => s.on_watch(ev),
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Watches {
+    pub(super) data: HashMap<String, Vec<WatchTx>>,
+    pub(super) exist: HashMap<String, Vec<WatchTx>>,
+    pub(super) child: HashMap<String, Vec<WatchTx>>,
+    pub(super) closed: bool,
+}
+
+impl Shared {
+    /// A watch's arming request failed (nothing was set): a sink that wants its watch kept
+    /// is queued to be armed again.
+    pub(super) fn unarmed(&self, watch: Option<WatchReg>) {
+        if let Some(WatchReg {
+            server_path,
+            tx: WatchTx::Sink(sink),
+            ..
+        }) = watch
+        {
+            if sink.keep().is_some() {
+                self.queue_rearm(server_path, sink);
+            }
+        }
+    }
+
+    pub(super) fn queue_rearm(&self, server_path: String, sink: Arc<dyn WatchSink>) {
+        let mut q = self.rearm.lock();
+        if !q
+            .iter()
+            .any(|(p, s)| *p == server_path && same_sink(s, &sink))
+        {
+            q.push((server_path, sink));
+        }
+    }
+
+    /// Arms the kept watches queued for re-arming (see [`WatchSink::keep`]) on the current
+    /// connection, if it belongs to the session each sink names; sinks of another session
+    /// are forgotten (their node went with it). Never waits for a caller's write: if one
+    /// holds the socket, the queue stays for the next turn. False if work was left.
+    pub(super) fn flush_rearm(&self) -> bool {
+        if self.rearm.lock().is_empty() {
+            return true;
+        }
+        let Some(mut io) = self.io.try_lock() else {
+            return false;
+        };
+        if io.stream.is_none() {
+            return true;
+        }
+        let session = io.session;
+        let queued = std::mem::take(&mut *self.rearm.lock());
+        let mut reqs = Vec::new();
+        for (server_path, sink) in queued {
+            if sink.keep() != Some(session) {
+                continue;
+            }
+            let mut w = proto::Writer::default();
+            w.string(&server_path).bool(true);
+            let (tx, _rx) = crossbeam_channel::bounded(1);
+            reqs.push(Outgoing {
+                opcode: op::GET_DATA,
+                body: w.buf,
+                watch: Some(WatchReg {
+                    server_path,
+                    kind: WatchKind::Data,
+                    tx: WatchTx::Sink(sink),
+                }),
+                tx,
+            });
+        }
+        if !reqs.is_empty() {
+            log::debug!("zkguard: re-arming {} kept watch(es)", reqs.len());
+            self.write_locked(&mut io, reqs);
+        }
+        true
+    }
+
+    /// Every watch receives `kind` and is forgotten.
+    pub(super) fn fire_all_watches(&self, kind: EventType, close: bool) {
+        let mut w = self.watches.lock();
+        if close {
+            w.closed = true;
+        }
+        let maps = [
+            std::mem::take(&mut w.data),
+            std::mem::take(&mut w.exist),
+            std::mem::take(&mut w.child),
+        ];
+        drop(w);
+        for map in maps {
+            for (p, senders) in map {
+                let ev = WatchedEvent {
+                    event_type: kind,
+                    path: path::from_server(&self.cfg.chroot, &p),
+                };
+                for tx in senders {
+                    tx.deliver(&ev);
+                }
+            }
+        }
+    }
+
+    pub(super) fn register_watch(&self, server_path: String, kind: WatchKind, tx: WatchTx) {
+        let mut w = self.watches.lock();
+        if w.closed {
+            drop(w);
+            tx.deliver(&WatchedEvent {
+                event_type: EventType::Closed,
+                path: path::from_server(&self.cfg.chroot, &server_path),
+            });
+            return;
+        }
+        let map = match kind {
+            WatchKind::Data => &mut w.data,
+            WatchKind::Exist => &mut w.exist,
+            WatchKind::Child => &mut w.child,
+        };
+        let list = map.entry(server_path).or_default();
+        // A sink armed twice (a re-arm and a confirm crossing) is told once.
+        if let WatchTx::Sink(new) = &tx {
+            if list
+                .iter()
+                .any(|t| matches!(t, WatchTx::Sink(old) if same_sink(old, new)))
+            {
+                return;
+            }
+        }
+        list.push(tx);
+    }
+
+    pub(super) fn on_watch_event(&self, ev: proto::RawWatchEvent) {
+        // Type -1 is a session-state notification.
+        if ev.kind == -1 {
+            if ev.state == code::SESSION_EXPIRED {
+                self.lose(LossReason::Expired);
+            }
+            return;
+        }
+        self.counters.watch_events.fetch_add(1, Ordering::Relaxed);
+        let (event_type, from) = match ev.kind {
+            1 => (EventType::NodeCreated, [true, true, false]),
+            2 => (EventType::NodeDeleted, [true, true, true]),
+            3 => (EventType::NodeDataChanged, [true, true, false]),
+            4 => (EventType::NodeChildrenChanged, [false, false, true]),
+            other => {
+                log::debug!("zkguard: ignoring watch event type {other} for {}", ev.path);
+                return;
+            }
+        };
+        let mut senders = Vec::new();
+        {
+            let mut guard = self.watches.lock();
+            let w = &mut *guard;
+            let maps = [&mut w.data, &mut w.exist, &mut w.child];
+            for (map, take) in maps.into_iter().zip(from) {
+                if take {
+                    if let Some(v) = map.remove(&ev.path) {
+                        senders.extend(v);
+                    }
+                }
+            }
+        }
+        let out = WatchedEvent {
+            event_type,
+            path: path::from_server(&self.cfg.chroot, &ev.path),
+        };
+        // A data change spends the watch; sinks that keep theirs get it back (armed by this
+        // thread right after, on this connection: a deletion in between is answered NoNode).
+        let rearm = matches!(
+            event_type,
+            EventType::NodeDataChanged | EventType::NodeCreated
+        );
+        for tx in senders {
+            tx.deliver(&out);
+            if let (true, WatchTx::Sink(sink)) = (rearm, &tx) {
+                if sink.keep().is_some() {
+                    self.queue_rearm(ev.path.clone(), sink.clone());
+                }
+            }
+        }
+    }
+}
