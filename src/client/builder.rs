@@ -1,0 +1,185 @@
+//! Building a client: the settings, connect-string checks, and starting the connection thread.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::*;
+use crate::error::{Error, Result};
+
+/// Builds a [`Client`] with settings other than the defaults.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> zkguard::Result<()> {
+/// let client = zkguard::Client::builder("zk1:2181,zk2:2181,zk3:2181/myapp")
+///     .session_timeout(Duration::from_secs(6))
+///     .connect_timeout(Duration::from_secs(5))
+///     .auth("digest", b"user:secret")
+///     .build()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ClientBuilder {
+    pub(super) connect_string: String,
+    pub(super) session_timeout: Duration,
+    pub(super) connect_timeout: Duration,
+    pub(super) request_timeout: Option<Duration>,
+    pub(super) auth: Vec<(String, Vec<u8>)>,
+}
+
+impl ClientBuilder {
+    /// The session timeout to ask for (default 10 s). The server clamps it to its
+    /// `[minSessionTimeout, maxSessionTimeout]` range; [`Client::session_timeout`] tells the
+    /// negotiated value.
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long [`ClientBuilder::build`] may take to establish the first session
+    /// (default 15 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The default deadline of each request (default: the session timeout). A request waits
+    /// for a connection, and then for its reply, at most this long. See
+    /// [`Client::with_timeout`] for a per-call deadline.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// Credentials to present (for example `("digest", b"user:password")`), at connect and
+    /// again after every reconnect.
+    pub fn auth(mut self, scheme: &str, credentials: &[u8]) -> Self {
+        self.auth.push((scheme.to_string(), credentials.to_vec()));
+        self
+    }
+
+    /// Connects: returns once a session exists, or fails by the connect deadline with an
+    /// error that names every server tried and what went wrong there. With a chroot in the
+    /// connect string, the chroot node must exist: if not, the error is
+    /// [`Error::InvalidPath`] naming it.
+    pub fn build(self) -> Result<Client> {
+        let cs = path::parse_connect_string(&self.connect_string)?;
+        let check = |name: &'static str, d: Duration| {
+            if d.is_zero() {
+                Err(Error::InvalidArgument {
+                    name,
+                    reason: "must be more than zero".into(),
+                })
+            } else if d.as_millis() > i32::MAX as u128 {
+                Err(Error::InvalidArgument {
+                    name,
+                    reason: format!("{d:?} is too long"),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        check("session timeout", self.session_timeout)?;
+        check("connect timeout", self.connect_timeout)?;
+        if let Some(t) = self.request_timeout {
+            check("request timeout", t)?;
+        }
+        for (scheme, _) in &self.auth {
+            if scheme.is_empty() {
+                return Err(Error::InvalidArgument {
+                    name: "auth scheme",
+                    reason: "empty".into(),
+                });
+            }
+        }
+        // Fail at once when no host of the list can be resolved at all.
+        let mut resolve_errors = Vec::new();
+        for h in &cs.hosts {
+            match std::net::ToSocketAddrs::to_socket_addrs(h.as_str())
+                .map(|mut a| a.next().is_some())
+            {
+                Ok(true) => {}
+                Ok(false) => resolve_errors.push(format!("{h} (resolves to no address)")),
+                Err(e) => resolve_errors.push(format!("{h} (cannot resolve: {e})")),
+            }
+        }
+        if resolve_errors.len() == cs.hosts.len() {
+            return Err(Error::Connect {
+                tried: resolve_errors.join(", "),
+                after: Duration::ZERO,
+            });
+        }
+        let mut hosts = cs.hosts;
+        shuffle(&mut hosts);
+        let shared = Arc::new(Shared::new(conn::Config {
+            hosts,
+            chroot: cs.chroot,
+            session_timeout: self.session_timeout,
+            auth: self.auth,
+        }));
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("zkguard-conn".into())
+            .spawn(move || {
+                thread_shared.run();
+                drop(done_tx);
+            })
+            .map_err(|e| Error::InvalidArgument {
+                name: "thread",
+                reason: format!("cannot start the connection thread: {e}"),
+            })?;
+        let owner = Arc::new(Owner {
+            shared: shared.clone(),
+            thread: Mutex::new(Some(thread)),
+            done: done_rx,
+        });
+        let deadline = Instant::now() + self.connect_timeout;
+        // On failure `owner` drops here, which stops the thread.
+        shared.wait_first_session(deadline, self.connect_timeout)?;
+        let client = Client {
+            timeout: self.request_timeout.unwrap_or(self.session_timeout),
+            shared,
+            owner,
+            pin: None,
+        };
+        client.check_chroot()?;
+        Ok(client)
+    }
+}
+
+impl Client {
+    /// A chroot must exist: every path lives under it, and without it every request would
+    /// fail with a `NoNode` naming the caller's path, not the missing chroot.
+    fn check_chroot(&self) -> Result<()> {
+        let chroot = &self.shared.cfg.chroot;
+        if chroot.is_empty() {
+            return Ok(());
+        }
+        // "/" is the chroot itself on the server.
+        match self.exists("/") {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(Error::InvalidPath {
+                path: chroot.clone(),
+                reason: "the chroot of the connect string does not exist on the server \
+                         (create it first, with a client connected without the chroot)"
+                    .into(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn shuffle(v: &mut [String]) {
+    let mut x = uuid::Uuid::new_v4().as_u128() as u64 | 1;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+}

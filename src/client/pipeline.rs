@@ -1,0 +1,426 @@
+//! Pipelined requests: [`Pipeline`] collects them, [`Pending`] waits for each reply.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use super::*;
+use crate::error::{Error, Result};
+use proto::{create_body, decode_multi, encode_multi, op, version_arg, Reader, Writer};
+
+/// Requests collected by [`Client::pipeline`], written together when the closure returns.
+pub struct Pipeline<'a> {
+    pub(super) client: &'a Client,
+    pub(super) deadline: Instant,
+    pub(super) out: Vec<Outgoing>,
+}
+
+/// The reply to come for one pipelined request.
+#[must_use = "a pending request does nothing unless waited for"]
+pub struct Pending<T> {
+    state: std::result::Result<Receiver<ReplyMsg>, Error>,
+    decode: Box<dyn FnOnce(RawReply) -> Result<T> + Send>,
+    op: &'static str,
+    path: String,
+    deadline: Instant,
+    timeout: Duration,
+}
+
+impl<T> Pending<T> {
+    /// Waits for the reply (until the deadline set when the pipeline was sent).
+    pub fn wait(self) -> Result<T> {
+        let rx = self.state?;
+        let timeout_err = || Error::Timeout {
+            op: self.op,
+            path: self.path.clone(),
+            after: self.timeout,
+        };
+        match rx.recv_deadline(self.deadline) {
+            Ok(Ok(raw)) => (self.decode)(raw),
+            // No connection before the deadline, or no reply before it.
+            Ok(Err(Error::Timeout { .. })) | Err(RecvTimeoutError::Timeout) => Err(timeout_err()),
+            Ok(Err(e)) => Err(e),
+            Err(RecvTimeoutError::Disconnected) => Err(Error::ConnectionLoss),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pending")
+            .field("op", &self.op)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn create_opcode(mode: CreateMode) -> i32 {
+    match mode {
+        CreateMode::Container => op::CREATE_CONTAINER,
+        CreateMode::PersistentWithTtl(_) | CreateMode::PersistentSequentialWithTtl(_) => {
+            op::CREATE_TTL
+        }
+        _ => op::CREATE2,
+    }
+}
+
+fn check_create(path: &str, mode: CreateMode, acl: &[Acl]) -> Result<()> {
+    if mode.is_sequential() {
+        path::validate_sequential_path(path)?;
+    } else {
+        path::validate_path(path)?;
+    }
+    if path == "/" && !mode.is_sequential() {
+        return Err(Error::NodeExists { path: "/".into() });
+    }
+    if acl.is_empty() {
+        return Err(Error::InvalidArgument {
+            name: "acl",
+            reason: format!("empty ACL list for {path}"),
+        });
+    }
+    if let Some(ttl) = mode.ttl() {
+        // The server keeps TTLs in 40 bits of milliseconds.
+        if ttl.is_zero() || ttl.as_millis() > (1u128 << 40) - 1 {
+            return Err(Error::InvalidArgument {
+                name: "ttl",
+                reason: format!("{ttl:?} for {path} is outside 1 ms ..= 2^40-1 ms"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What [`Pipeline::push`] needs to know of a request besides its body and decoder.
+struct Req<'p> {
+    op: &'static str,
+    path: &'p str,
+    /// The client-side check of the arguments; on error nothing is sent.
+    checked: Result<()>,
+    opcode: i32,
+    watch: Option<WatchKind>,
+    /// The watch goes to this sink instead of a new channel.
+    sink: Option<Arc<dyn WatchSink>>,
+}
+
+impl<'p> Req<'p> {
+    /// A request on one node whose path is checked the usual way.
+    fn on(op: &'static str, path: &'p str, opcode: i32) -> Req<'p> {
+        Req {
+            op,
+            path,
+            checked: path::validate_path(path),
+            opcode,
+            watch: None,
+            sink: None,
+        }
+    }
+
+    fn watch(self, watch: bool, kind: WatchKind) -> Req<'p> {
+        Req {
+            watch: watch.then_some(kind),
+            ..self
+        }
+    }
+}
+
+/// A pending reply and, for watched requests, the watch's receiver.
+type Watched<T> = (Pending<T>, Option<Receiver<WatchedEvent>>);
+
+impl<'a> Pipeline<'a> {
+    /// Queues a request whose reply is decoded only when the server says OK; any other code
+    /// becomes the error naming the path, and an undecodable body a marshalling error.
+    fn push<T: 'static>(
+        &mut self,
+        req: Req<'_>,
+        body: impl FnOnce(&mut Writer, &str),
+        decode: impl FnOnce(&mut Reader<'_>) -> proto::DecodeResult<T> + Send + 'static,
+    ) -> Watched<T> {
+        let (op_name, p) = (req.op, req.path.to_string());
+        self.push_raw(req, body, move |raw| {
+            if raw.err != proto::code::OK {
+                return Err(Error::from_code(raw.err, &p));
+            }
+            decode(&mut Reader::new(raw.body())).map_err(|m| malformed(op_name, &p, &m.0))
+        })
+    }
+
+    /// Queues a request with a decoder that sees the raw reply.
+    fn push_raw<T: 'static>(
+        &mut self,
+        req: Req<'_>,
+        body: impl FnOnce(&mut Writer, &str),
+        decode: impl FnOnce(RawReply) -> Result<T> + Send + 'static,
+    ) -> Watched<T> {
+        let mut pending = Pending {
+            state: Err(Error::Closed),
+            decode: Box::new(decode),
+            op: req.op,
+            path: req.path.to_string(),
+            deadline: self.deadline,
+            timeout: self.client.timeout,
+        };
+        if let Err(e) = req.checked {
+            pending.state = Err(e);
+            return (pending, None);
+        }
+        let server_path = path::to_server(&self.client.shared.cfg.chroot, req.path);
+        let mut w = Writer::default();
+        body(&mut w, &server_path);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (watch, watch_rx) = match (req.watch, req.sink) {
+            (Some(kind), Some(sink)) => {
+                let reg = WatchReg {
+                    server_path,
+                    kind,
+                    tx: WatchTx::Sink(sink),
+                };
+                (Some(reg), None)
+            }
+            (Some(kind), None) => {
+                let (wtx, wrx) = crossbeam_channel::unbounded();
+                let reg = WatchReg {
+                    server_path,
+                    kind,
+                    tx: WatchTx::Chan(wtx),
+                };
+                (Some(reg), Some(wrx))
+            }
+            (None, _) => (None, None),
+        };
+        self.out.push(Outgoing {
+            opcode: req.opcode,
+            body: w.buf,
+            watch,
+            tx,
+        });
+        pending.state = Ok(rx);
+        (pending, watch_rx)
+    }
+
+    fn chroot(&self) -> Arc<str> {
+        Arc::from(self.client.shared.cfg.chroot.as_str())
+    }
+
+    /// See [`Client::create`].
+    pub fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Pending<Created> {
+        self.create_with_acl(path, data, mode, &Acl::open_unsafe())
+    }
+
+    /// See [`Client::create_with_acl`].
+    pub fn create_with_acl(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &[Acl],
+    ) -> Pending<Created> {
+        let chroot = self.chroot();
+        let req = Req {
+            checked: check_create(path, mode, acl),
+            ..Req::on("create", path, create_opcode(mode))
+        };
+        let body = |w: &mut Writer, sp: &str| create_body(w, sp, data, mode, acl);
+        self.push(req, body, move |r| {
+            Ok(Created {
+                path: path::from_server(&chroot, &r.string()?),
+                stat: r.stat()?,
+            })
+        })
+        .0
+    }
+
+    /// See [`Client::delete`].
+    pub fn delete(&mut self, path: &str, version: Option<i32>) -> Pending<()> {
+        let mut req = Req::on("delete", path, op::DELETE);
+        if path == "/" {
+            req.checked = Err(Error::InvalidPath {
+                path: "/".into(),
+                reason: "the root cannot be deleted".into(),
+            });
+        }
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).int(version_arg(version));
+        };
+        self.push(req, body, |_| Ok(())).0
+    }
+
+    fn exists_inner(&mut self, path: &str, watch: bool) -> Watched<Option<Stat>> {
+        let req = Req::on("exists", path, op::EXISTS).watch(watch, WatchKind::Data);
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).bool(watch);
+        };
+        let (pending, w) = self.push(req, body, |r| r.stat());
+        // A missing node is an answer, not an error (and leaves an exists watch behind).
+        let pending = pending.map(|r| match r {
+            Ok(stat) => Ok(Some(stat)),
+            Err(Error::NoNode { .. }) => Ok(None),
+            Err(e) => Err(e),
+        });
+        (pending, w)
+    }
+
+    /// See [`Client::exists`].
+    pub fn exists(&mut self, path: &str) -> Pending<Option<Stat>> {
+        self.exists_inner(path, false).0
+    }
+
+    /// See [`Client::exists_w`].
+    pub fn exists_w(&mut self, path: &str) -> Pending<(Option<Stat>, Receiver<WatchedEvent>)> {
+        let (p, w) = self.exists_inner(path, true);
+        with_watch(p, w, |s, w| (s, w))
+    }
+
+    fn get_data_inner(&mut self, path: &str, watch: bool) -> Watched<(Vec<u8>, Stat)> {
+        let req = Req::on("get_data", path, op::GET_DATA).watch(watch, WatchKind::Data);
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).bool(watch);
+        };
+        self.push(req, body, |r| Ok((r.buffer()?, r.stat()?)))
+    }
+
+    /// `get_data` with a data watch that goes to a crate-internal sink.
+    pub(crate) fn get_data_sink(
+        &mut self,
+        path: &str,
+        sink: Arc<dyn WatchSink>,
+    ) -> Pending<(Vec<u8>, Stat)> {
+        let req = Req {
+            sink: Some(sink),
+            ..Req::on("get_data", path, op::GET_DATA).watch(true, WatchKind::Data)
+        };
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).bool(true);
+        };
+        self.push(req, body, |r| Ok((r.buffer()?, r.stat()?))).0
+    }
+
+    /// See [`Client::get_data`].
+    pub fn get_data(&mut self, path: &str) -> Pending<(Vec<u8>, Stat)> {
+        self.get_data_inner(path, false).0
+    }
+
+    /// See [`Client::get_data_w`].
+    pub fn get_data_w(&mut self, path: &str) -> Pending<(Vec<u8>, Stat, Receiver<WatchedEvent>)> {
+        let (p, w) = self.get_data_inner(path, true);
+        with_watch(p, w, |(d, s), w| (d, s, w))
+    }
+
+    /// See [`Client::set_data`].
+    pub fn set_data(&mut self, path: &str, data: &[u8], version: Option<i32>) -> Pending<Stat> {
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).buffer(data).int(version_arg(version));
+        };
+        self.push(Req::on("set_data", path, op::SET_DATA), body, |r| r.stat())
+            .0
+    }
+
+    fn get_children_inner(&mut self, path: &str, watch: bool) -> Watched<(Vec<String>, Stat)> {
+        let req = Req::on("get_children", path, op::GET_CHILDREN2).watch(watch, WatchKind::Child);
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).bool(watch);
+        };
+        self.push(req, body, |r| Ok((r.strings()?, r.stat()?)))
+    }
+
+    /// See [`Client::get_children`].
+    pub fn get_children(&mut self, path: &str) -> Pending<(Vec<String>, Stat)> {
+        self.get_children_inner(path, false).0
+    }
+
+    /// See [`Client::get_children_w`].
+    pub fn get_children_w(
+        &mut self,
+        path: &str,
+    ) -> Pending<(Vec<String>, Stat, Receiver<WatchedEvent>)> {
+        let (p, w) = self.get_children_inner(path, true);
+        with_watch(p, w, |(c, s), w| (c, s, w))
+    }
+
+    /// See [`Client::sync`].
+    pub fn sync(&mut self, path: &str) -> Pending<()> {
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp);
+        };
+        self.push(Req::on("sync", path, op::SYNC), body, |_| Ok(()))
+            .0
+    }
+
+    /// See [`Client::multi`].
+    pub fn multi(&mut self, ops: &[Op]) -> Pending<Vec<OpResult>> {
+        let chroot = self.chroot();
+        let label = ops.first().map(|o| o.path()).unwrap_or("");
+        let paths: Vec<String> = ops.iter().map(|o| o.path().to_string()).collect();
+        let req = Req {
+            checked: check_multi(ops),
+            ..Req::on("multi", label, op::MULTI)
+        };
+        let cr = chroot.clone();
+        let body = |w: &mut Writer, _: &str| encode_multi(w, &cr, ops);
+        self.push_raw(req, body, move |raw| decode_multi(&raw, &chroot, &paths))
+            .0
+    }
+}
+
+impl<T: 'static> Pending<T> {
+    /// The same request, its outcome passed through `f`.
+    fn map<U: 'static>(
+        self,
+        f: impl FnOnce(Result<T>) -> Result<U> + Send + 'static,
+    ) -> Pending<U> {
+        let Pending {
+            state,
+            decode,
+            op,
+            path,
+            deadline,
+            timeout,
+        } = self;
+        Pending {
+            state,
+            decode: Box::new(move |raw| f(decode(raw))),
+            op,
+            path,
+            deadline,
+            timeout,
+        }
+    }
+}
+
+fn with_watch<A: 'static, B: 'static>(
+    p: Pending<A>,
+    w: Option<Receiver<WatchedEvent>>,
+    join: impl FnOnce(A, Receiver<WatchedEvent>) -> B + Send + 'static,
+) -> Pending<B> {
+    p.map(move |r| Ok(join(r?, w.ok_or(Error::Closed)?)))
+}
+
+pub(super) fn malformed(op: &str, path: &str, why: &str) -> Error {
+    log::error!("zkguard: malformed {op} reply for {path}: {why}");
+    Error::Zk {
+        code: -5,
+        path: path.to_string(),
+    }
+}
+
+fn check_multi(ops: &[Op]) -> Result<()> {
+    for o in ops {
+        match o {
+            Op::Create { path, mode, .. } => {
+                if mode.ttl().is_some() {
+                    return Err(Error::InvalidArgument {
+                        name: "multi op",
+                        reason: format!("TTL create of {path} inside a multi is not supported"),
+                    });
+                }
+                check_create(path, *mode, &Acl::open_unsafe())?
+            }
+            Op::Delete { path, .. } | Op::Check { path, .. } | Op::SetData { path, .. } => {
+                path::validate_path(path)?
+            }
+        }
+    }
+    Ok(())
+}
