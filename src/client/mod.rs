@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 pub use builder::ClientBuilder;
 use conn::{Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg, WatchTx};
