@@ -64,6 +64,30 @@ pub(crate) struct Counters {
 }
 
 /// State shared between the client handles and the connection thread.
+///
+/// # Lock order
+///
+/// The one place it is written; every function that takes two of these locks obeys it. A
+/// lock may be taken while holding only locks listed *above* it:
+///
+/// 1. `session` — phase, ids, epoch, subscribers. Held while session events are emitted:
+///    [`SessionSink`]s run under it and may take only their own locks, never one of these.
+/// 2. `io` — the socket for writing and the next xid. Held across a write (frames of
+///    different writers never interleave), bounded by the socket's write timeout. Taken
+///    under `session` only where a handshake publishes its connection. The connection
+///    thread takes it with `try_lock` only (a ping or a re-arm never waits for a caller's
+///    write, so replies keep being read).
+/// 3. `pending` — requests in flight by xid. Under `io` while requests are written.
+/// 4. `pings_sent` — send times of unanswered pings. Under `io` when a ping goes out.
+/// 5. `rearm` — kept watches to arm again. Under `io` when they are flushed, or when a
+///    failed write hands a kept watch back (`pending` released first).
+///
+/// `watches` (the watch registry) and `janitor` (background deletes) are leaves: taken
+/// with no other of these locks held, and nothing taken under them.
+///
+/// No lock is held across a blocking read (the connection thread reads with none held), a
+/// wait on a reply, or a [`WatchSink`] callback or channel send of a watch event: those run
+/// after the registry's lock is released. `changed` is the condition variable of `session`.
 pub(crate) struct Shared {
     pub cfg: Config,
     io: Mutex<Io>,
@@ -88,8 +112,8 @@ pub(crate) struct Shared {
     /// Deletes waiting to be retried (see `janitor.rs`).
     pub janitor: Mutex<super::janitor::Janitor>,
     /// Kept watches to arm again (see [`WatchSink::keep`]): server path and sink. Written
-    /// by the connection thread itself, on the session the sink names. Taken on its own,
-    /// never while `io`, `pending`, `watches` or `session` is held by the same thread.
+    /// by the connection thread itself, on the session the sink names. Last in the lock
+    /// order (see above).
     rearm: Mutex<Vec<(String, Arc<dyn WatchSink>)>>,
 }
 
