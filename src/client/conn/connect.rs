@@ -1,6 +1,5 @@
 //! Connecting: host rotation and back-off, the session handshake, auth replay, SetWatches.
 
-use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::Ordering;
@@ -208,19 +207,10 @@ impl Shared {
             }
         }
         // Re-arm every watch of this session (none for a new session).
-        let frames_out = {
-            let w = self.watches.lock();
-            let keys = |m: &HashMap<String, Vec<WatchTx>>| m.keys().cloned().collect::<Vec<_>>();
-            if session_id == resp.session_id {
-                proto::set_watches_frames(
-                    self.last_zxid.load(Ordering::Relaxed),
-                    &keys(&w.data),
-                    &keys(&w.exist),
-                    &keys(&w.child),
-                )
-            } else {
-                Vec::new()
-            }
+        let frames_out = if session_id == resp.session_id {
+            self.set_watches_frames()
+        } else {
+            Vec::new()
         };
         for f in &frames_out {
             stream.write_all(f).map_err(io_err)?;

@@ -45,6 +45,19 @@ pub(crate) trait WatchSink: Send + Sync {
     }
 }
 
+/// The event a server notification type (`WatcherEvent.type`) is, and which watch tables it
+/// fires, in the order `[data, exist, child]`; `None` for a type this client ignores (-1,
+/// a session-state notification, is handled before this).
+pub(super) fn fired_by(kind: i32) -> Option<(EventType, [bool; 3])> {
+    Some(match kind {
+        1 => (EventType::NodeCreated, [true, true, false]),
+        2 => (EventType::NodeDeleted, [true, true, true]),
+        3 => (EventType::NodeDataChanged, [true, true, false]),
+        4 => (EventType::NodeChildrenChanged, [false, false, true]),
+        _ => return None,
+    })
+}
+
 /// The same sink (the data pointer, whatever the vtable).
 pub(super) fn same_sink(a: &Arc<dyn WatchSink>, b: &Arc<dyn WatchSink>) -> bool {
     std::ptr::eq(Arc::as_ptr(a) as *const u8, Arc::as_ptr(b) as *const u8)
@@ -147,6 +160,19 @@ impl Shared {
         true
     }
 
+    /// The SetWatches frames that re-arm, on a resumed session, every watch the registry
+    /// holds (the server forgot them with the old connection).
+    pub(super) fn set_watches_frames(&self) -> Vec<Vec<u8>> {
+        let w = self.watches.lock();
+        let keys = |m: &HashMap<String, Vec<WatchTx>>| m.keys().cloned().collect::<Vec<_>>();
+        proto::set_watches_frames(
+            self.last_zxid.load(Ordering::Relaxed),
+            &keys(&w.data),
+            &keys(&w.exist),
+            &keys(&w.child),
+        )
+    }
+
     /// Every watch receives `kind` and is forgotten.
     pub(super) fn fire_all_watches(&self, kind: EventType, close: bool) {
         let mut w = self.watches.lock();
@@ -209,15 +235,13 @@ impl Shared {
             return;
         }
         self.counters.watch_events.fetch_add(1, Ordering::Relaxed);
-        let (event_type, from) = match ev.kind {
-            1 => (EventType::NodeCreated, [true, true, false]),
-            2 => (EventType::NodeDeleted, [true, true, true]),
-            3 => (EventType::NodeDataChanged, [true, true, false]),
-            4 => (EventType::NodeChildrenChanged, [false, false, true]),
-            other => {
-                log::debug!("zkguard: ignoring watch event type {other} for {}", ev.path);
-                return;
-            }
+        let Some((event_type, from)) = fired_by(ev.kind) else {
+            log::debug!(
+                "zkguard: ignoring watch event type {} for {}",
+                ev.kind,
+                ev.path
+            );
+            return;
         };
         let mut senders = Vec::new();
         {
@@ -250,5 +274,92 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The server's tables: getData and exists-on-a-node watches are in the data table,
+    /// exists-on-no-node in the exist table, getChildren in the child table.
+    #[test]
+    fn which_tables_each_event_fires() {
+        use EventType::*;
+        assert_eq!(fired_by(1), Some((NodeCreated, [true, true, false])));
+        assert_eq!(fired_by(2), Some((NodeDeleted, [true, true, true])));
+        assert_eq!(fired_by(3), Some((NodeDataChanged, [true, true, false])));
+        assert_eq!(
+            fired_by(4),
+            Some((NodeChildrenChanged, [false, false, true]))
+        );
+        for ignored in [-1, 0, 5, 6, 7, 99] {
+            assert_eq!(fired_by(ignored), None, "type {ignored}");
+        }
+    }
+
+    fn shared() -> Shared {
+        Shared::new(Config {
+            hosts: vec!["127.0.0.1:1".into()],
+            chroot: String::new(),
+            session_timeout: std::time::Duration::from_secs(10),
+            auth: Vec::new(),
+        })
+    }
+
+    fn event(kind: i32, path: &str) -> proto::RawWatchEvent {
+        proto::RawWatchEvent {
+            kind,
+            state: 3,
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn an_event_fires_only_the_watches_of_its_tables_and_spends_them() {
+        let sh = shared();
+        let (data_tx, data_rx) = crossbeam_channel::unbounded();
+        let (child_tx, child_rx) = crossbeam_channel::unbounded();
+        sh.register_watch("/a".into(), WatchKind::Data, WatchTx::Chan(data_tx));
+        sh.register_watch("/a".into(), WatchKind::Child, WatchTx::Chan(child_tx));
+        sh.on_watch_event(event(3, "/a"));
+        assert_eq!(
+            data_rx.try_recv().map(|e| e.event_type),
+            Ok(EventType::NodeDataChanged)
+        );
+        assert!(
+            child_rx.try_recv().is_err(),
+            "a data change leaves child watches"
+        );
+        sh.on_watch_event(event(3, "/a"));
+        assert!(data_rx.try_recv().is_err(), "a watch fires once");
+        sh.on_watch_event(event(2, "/a"));
+        assert_eq!(
+            child_rx.try_recv().map(|e| e.event_type),
+            Ok(EventType::NodeDeleted)
+        );
+        assert_eq!(
+            sh.set_watches_frames(),
+            proto::set_watches_frames(0, &[], &[], &[])
+        );
+    }
+
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl WatchSink for Counting {
+        fn on_watch(&self, _ev: &WatchedEvent) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_sink_armed_twice_on_one_path_is_told_once() {
+        let sh = shared();
+        let sink = Arc::new(Counting(Default::default()));
+        for _ in 0..2 {
+            sh.register_watch("/a".into(), WatchKind::Data, WatchTx::Sink(sink.clone()));
+        }
+        sh.on_watch_event(event(2, "/a"));
+        assert_eq!(sink.0.load(Ordering::Relaxed), 1);
     }
 }
