@@ -180,32 +180,7 @@ impl Shared {
             self.lose(LossReason::Expired);
         }
         // Replay auth before anyone else can write, and wait for the verdict.
-        for (scheme, auth) in &self.cfg.auth {
-            let mut w = proto::Writer::default();
-            w.int(0).string(scheme).buffer(auth);
-            stream
-                .write_all(&proto::request_frame(xid::AUTH, op::AUTH, &w.buf))
-                .map_err(io_err)?;
-        }
-        let mut auth_left = self.cfg.auth.len();
-        let mut early = Vec::new();
-        while auth_left > 0 {
-            let frame = frames
-                .read_frame_by(&mut stream, deadline)
-                .map_err(|e| format!("waiting for the auth reply: {e}"))?;
-            let mut r = Reader::new(&frame);
-            let h = proto::decode_reply_header(&mut r).map_err(|m| m.0)?;
-            if h.xid == xid::AUTH {
-                if h.err != code::OK {
-                    let _ = stream.shutdown(Shutdown::Both);
-                    self.fail_auth();
-                    return Err("authentication failed".into());
-                }
-                auth_left -= 1;
-            } else {
-                early.push(frame);
-            }
-        }
+        let early = self.replay_auth(&mut stream, &mut frames, deadline)?;
         // Re-arm every watch of this session (none for a new session).
         let frames_out = if session_id == resp.session_id {
             self.set_watches_frames()
@@ -221,6 +196,68 @@ impl Shared {
             .map_err(io_err)?;
         let clone = stream.try_clone().map_err(io_err)?;
         // Publish.
+        if !self.publish(&stream, clone, addr, session_id, resp, connect_sent_us) {
+            return Ok(Handshake::Expired);
+        }
+        for frame in early {
+            if let Err(m) = self.dispatch(frame) {
+                return Err(format!("malformed frame: {}", m.0));
+            }
+        }
+        Ok(Handshake::Live(stream, frames))
+    }
+
+    /// Sends every credential and waits for each verdict; a rejection closes the client.
+    /// Returns the frames that came in meanwhile (dispatched once the connection is live).
+    fn replay_auth(
+        &self,
+        stream: &mut TcpStream,
+        frames: &mut FrameReader,
+        deadline: Instant,
+    ) -> std::result::Result<Vec<Vec<u8>>, String> {
+        for (scheme, auth) in &self.cfg.auth {
+            let mut w = proto::Writer::default();
+            w.int(0).string(scheme).buffer(auth);
+            stream
+                .write_all(&proto::request_frame(xid::AUTH, op::AUTH, &w.buf))
+                .map_err(|e| e.to_string())?;
+        }
+        let mut auth_left = self.cfg.auth.len();
+        let mut early = Vec::new();
+        while auth_left > 0 {
+            let frame = frames
+                .read_frame_by(stream, deadline)
+                .map_err(|e| format!("waiting for the auth reply: {e}"))?;
+            let mut r = Reader::new(&frame);
+            let h = proto::decode_reply_header(&mut r).map_err(|m| m.0)?;
+            if h.xid == xid::AUTH {
+                if h.err != code::OK {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    self.fail_auth();
+                    return Err("authentication failed".into());
+                }
+                auth_left -= 1;
+            } else {
+                early.push(frame);
+            }
+        }
+        Ok(early)
+    }
+
+    /// Makes a connection that passed its handshake the current one: resets the clocks,
+    /// hands the socket to writers, moves the phase and generation, and tells subscribers
+    /// (`Connected` for a new session, `Reconnected` for the same one). False if the client
+    /// began closing meanwhile (the session is closed on the server instead).
+    fn publish(
+        &self,
+        mut stream: &TcpStream,
+        clone: TcpStream,
+        addr: SocketAddr,
+        session_id: i64,
+        resp: proto::ConnectResponse,
+        connect_sent_us: u64,
+    ) -> bool {
+        let negotiated = Duration::from_millis(resp.timeout_ms as u64);
         let now = self.now_us();
         self.last_recv_us.store(now, Ordering::Relaxed);
         self.last_send_us.store(now, Ordering::Relaxed);
@@ -233,7 +270,7 @@ impl Shared {
                 // Closed while we were connecting: do not leave this session behind.
                 let _ = stream.write_all(&proto::request_frame(1, op::CLOSE, &[]));
                 let _ = stream.shutdown(Shutdown::Both);
-                return Ok(Handshake::Expired);
+                return false;
             }
             let same = session_id != 0 && session_id == resp.session_id;
             if !same {
@@ -266,12 +303,7 @@ impl Shared {
             self.emit(&mut s, ev);
             self.changed.notify_all();
         }
-        for frame in early {
-            if let Err(m) = self.dispatch(frame) {
-                return Err(format!("malformed frame: {}", m.0));
-            }
-        }
-        Ok(Handshake::Live(stream, frames))
+        true
     }
 
     pub(super) fn fail_auth(&self) {
