@@ -1,6 +1,18 @@
 //! The session: shared state, the request path callers use, and the one connection thread
 //! per client that reads every frame, routes replies and watch events, pings, detects
 //! silence, reconnects with back-off, re-arms watches and replays auth.
+//!
+//! [`Shared`] (here, with its lock order) is split by what each part owns:
+//!
+//! - `session.rs` — the session's state and phases, the loss clock, subscribers and events;
+//! - `requests.rs` — the request path: waiting for a writable connection, writing, the
+//!   requests in flight;
+//! - `watches.rs` — the watch registry: registering, firing, the re-arm queue of kept
+//!   watches, the SetWatches list;
+//! - `connect.rs` — the connection thread's outer loop: host rotation, back-off, the
+//!   handshake, auth replay, publishing a new connection;
+//! - `serve.rs` — a live connection: reading, pinging, silence, dispatching each frame;
+//! - `frame.rs` — splitting the byte stream into frames.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
