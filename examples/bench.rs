@@ -1767,67 +1767,44 @@ fn w5_run(ctx: &Ctx, clients: &[Client], readers: usize) -> Res<()> {
     let violations = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let done_at = Arc::new(PlMutex::new(None::<Instant>));
-    let (start_tx, start_rx) = crossbeam_channel::bounded::<()>(0);
-    let mut handles = Vec::new();
+    let mut steps = Vec::new();
     for (i, c) in clients.iter().enumerate() {
         let lock = RwLock::new(c, &path)?;
         let is_reader = i < readers;
         let (acquired, reads, writes) = (acquired.clone(), reads.clone(), writes.clone());
         let (readers_in, writers_in) = (readers_in.clone(), writers_in.clone());
         let (violations, stop_w, done_at) = (violations.clone(), stop.clone(), done_at.clone());
-        let start_rx = start_rx.clone();
-        let h = spawn(format!("bench-w5-{i}"), move || -> Res<()> {
-            // Everyone starts when the sender is dropped.
-            let _ = start_rx.recv();
-            let r = (|| -> Res<()> {
-                while !stop_w.load(Ordering::SeqCst) {
-                    if is_reader {
-                        let g = lock
-                            .read_timeout(LOCK_WAIT)?
-                            .ok_or("W5: a read acquire timed out")?;
-                        readers_in.fetch_add(1, Ordering::SeqCst);
-                        if writers_in.load(Ordering::SeqCst) != 0 {
-                            violations.fetch_add(1, Ordering::SeqCst);
-                        }
-                        reads.fetch_add(1, Ordering::SeqCst);
-                        count(&acquired, total, &stop_w, &done_at);
-                        readers_in.fetch_sub(1, Ordering::SeqCst);
-                        g.release()?;
-                    } else {
-                        let g = lock
-                            .write_timeout(LOCK_WAIT)?
-                            .ok_or("W5: a write acquire timed out")?;
-                        if writers_in.fetch_add(1, Ordering::SeqCst) != 0
-                            || readers_in.load(Ordering::SeqCst) != 0
-                        {
-                            violations.fetch_add(1, Ordering::SeqCst);
-                        }
-                        writes.fetch_add(1, Ordering::SeqCst);
-                        count(&acquired, total, &stop_w, &done_at);
-                        writers_in.fetch_sub(1, Ordering::SeqCst);
-                        g.release()?;
-                    }
+        steps.push(move || -> Res<()> {
+            if is_reader {
+                let g = lock
+                    .read_timeout(LOCK_WAIT)?
+                    .ok_or("W5: a read acquire timed out")?;
+                readers_in.fetch_add(1, Ordering::SeqCst);
+                if writers_in.load(Ordering::SeqCst) != 0 {
+                    violations.fetch_add(1, Ordering::SeqCst);
                 }
-                Ok(())
-            })();
-            if r.is_err() {
-                stop_w.store(true, Ordering::SeqCst);
+                reads.fetch_add(1, Ordering::SeqCst);
+                count(&acquired, total, &stop_w, &done_at);
+                readers_in.fetch_sub(1, Ordering::SeqCst);
+                g.release()?;
+            } else {
+                let g = lock
+                    .write_timeout(LOCK_WAIT)?
+                    .ok_or("W5: a write acquire timed out")?;
+                if writers_in.fetch_add(1, Ordering::SeqCst) != 0
+                    || readers_in.load(Ordering::SeqCst) != 0
+                {
+                    violations.fetch_add(1, Ordering::SeqCst);
+                }
+                writes.fetch_add(1, Ordering::SeqCst);
+                count(&acquired, total, &stop_w, &done_at);
+                writers_in.fetch_sub(1, Ordering::SeqCst);
+                g.release()?;
             }
-            r
+            Ok(())
         });
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                stop.store(true, Ordering::SeqCst);
-                drop(start_tx);
-                let _ = join_all(handles);
-                return Err(e);
-            }
-        }
     }
-    drop(start_tx);
-    let start = Instant::now();
-    join_all(handles)?;
+    let start = run_workers("w5", steps, &stop)?;
     let done = done_at.lock().ok_or("W5: the count was never reached")?;
     let v = violations.load(Ordering::SeqCst);
     Line::new("W5", &ctx.target)
@@ -1848,6 +1825,46 @@ fn w5_run(ctx: &Ctx, clients: &[Client], readers: usize) -> Res<()> {
         return Err(format!("W5: {v} read/write exclusion violations").into());
     }
     Ok(())
+}
+
+/// Runs one thread per step function, all started together once every thread exists:
+/// each calls its step until `stop` is set; a step that fails sets `stop` for everyone, and
+/// the first error is returned. `Ok`: the instant they were started.
+fn run_workers<F>(name: &str, steps: Vec<F>, stop: &Arc<AtomicBool>) -> Res<Instant>
+where
+    F: FnMut() -> Res<()> + Send + 'static,
+{
+    let (start_tx, start_rx) = crossbeam_channel::bounded::<()>(0);
+    let mut handles = Vec::new();
+    for (i, mut step) in steps.into_iter().enumerate() {
+        let (stop_w, start_rx) = (stop.clone(), start_rx.clone());
+        let h = spawn(format!("bench-{name}-{i}"), move || -> Res<()> {
+            // Everyone starts when the sender is dropped.
+            let _ = start_rx.recv();
+            let r = (|| -> Res<()> {
+                while !stop_w.load(Ordering::SeqCst) {
+                    step()?;
+                }
+                Ok(())
+            })();
+            if r.is_err() {
+                stop_w.store(true, Ordering::SeqCst);
+            }
+            r
+        });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst);
+                drop(start_tx);
+                let _ = join_all(handles);
+                return Err(e);
+            }
+        }
+    }
+    drop(start_tx);
+    let start = Instant::now();
+    join_all(handles).map(|_| start)
 }
 
 /// Counts one acquisition; the one that reaches `total` stops everyone.
@@ -2064,50 +2081,29 @@ fn w7_run(ctx: &Ctx, clients: &[Client], permits: u32) -> Res<()> {
         violations: 0,
     }));
     let waits = Arc::new(PlMutex::new(Vec::with_capacity(total + clients.len())));
-    let (start_tx, start_rx) = crossbeam_channel::bounded::<()>(0);
-    let mut handles = Vec::new();
+    let mut steps = Vec::new();
     for (i, c) in clients.iter().enumerate() {
         let sem = Semaphore::new(c, &path, permits)?;
         let (acquired, stop_w, done_at) = (acquired.clone(), stop.clone(), done_at.clone());
-        let (book, waits, start_rx) = (book.clone(), waits.clone(), start_rx.clone());
-        let h = spawn(format!("bench-w7-{i}"), move || -> Res<()> {
-            let _ = start_rx.recv();
-            let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (i as u64 + 1);
-            let r = (|| -> Res<()> {
-                while !stop_w.load(Ordering::SeqCst) {
-                    book.lock().change(0, 1);
-                    let (waited, permit) = timed(|| sem.acquire_timeout(LOCK_WAIT));
-                    let permit = permit?.ok_or("W7: an acquire timed out")?;
-                    book.lock().change(1, -1);
-                    waits.lock().push(waited);
-                    count(&acquired, total, &stop_w, &done_at);
-                    std::thread::sleep(Duration::from_micros(next_rand(&mut rng) % 2001));
-                    book.lock().change(-1, 0);
-                    permit.release()?;
-                }
-                Ok(())
-            })();
-            if r.is_err() {
-                stop_w.store(true, Ordering::SeqCst);
-            }
-            r
+        let (book, waits) = (book.clone(), waits.clone());
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (i as u64 + 1);
+        steps.push(move || -> Res<()> {
+            book.lock().change(0, 1);
+            let (waited, permit) = timed(|| sem.acquire_timeout(LOCK_WAIT));
+            let permit = permit?.ok_or("W7: an acquire timed out")?;
+            book.lock().change(1, -1);
+            waits.lock().push(waited);
+            count(&acquired, total, &stop_w, &done_at);
+            std::thread::sleep(Duration::from_micros(next_rand(&mut rng) % 2001));
+            book.lock().change(-1, 0);
+            permit.release()?;
+            Ok(())
         });
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                stop.store(true, Ordering::SeqCst);
-                drop(start_tx);
-                let _ = join_all(handles);
-                return Err(e);
-            }
-        }
     }
     let watch_sum = || clients.iter().map(|c| c.stats().watch_events).sum::<u64>();
     let watch_before = watch_sum();
     book.lock().since = Instant::now();
-    drop(start_tx);
-    let start = Instant::now();
-    join_all(handles)?;
+    let start = run_workers("w7", steps, &stop)?;
     let done = done_at.lock().ok_or("W7: the count was never reached")?;
     let run = (done - start).as_secs_f64();
     let mut waits = std::mem::take(&mut *waits.lock());
