@@ -49,7 +49,9 @@
 //!   (a permit free while someone waits in `acquire`: in all, as a share of the run, and
 //!   per release), watch notifications per release (all 8 sessions, the notified one's
 //!   own included), and violations (more than 3 holders). `examples/curator/SemaphoreBench.java`
-//!   runs the same workload on Curator's `InterProcessSemaphoreV2`.
+//!   runs the same workload on Curator's `InterProcessSemaphoreV2`. Before it, `W7
+//!   uncontended`: an acquire alone against a pipelined create + listing (`round_trips`, the
+//!   ratio of the medians; the protocol needs 2).
 //! - `W6`: 1,000 waiters (20 threads on each of 50 sessions) on one `Mutex`: threads (and
 //!   `library_threads`: all but ours and main), resident memory per waiter (beside what an
 //!   idle thread of ours costs), and handoff p50 at 1,000 waiters against 8 waiters, both
@@ -2060,10 +2062,49 @@ fn next_rand(state: &mut u64) -> u64 {
 fn w7(ctx: &Ctx) -> Res<()> {
     const PERMITS: u32 = 3;
     const SESSIONS: usize = 8;
+    w7_uncontended(ctx, PERMITS)?;
     let clients = ctx.connect_many(SESSIONS)?;
     let r = w7_run(ctx, &clients, PERMITS);
     close_all(&clients);
     r
+}
+
+/// An uncontended acquire against the round trip it is made of: a create and a listing
+/// pipelined (the bound: two of those).
+fn w7_uncontended(ctx: &Ctx, permits: u32) -> Res<()> {
+    let client = &ctx.client;
+    let sem = Semaphore::new(client, &format!("{}/w7/alone", ctx.dir), permits)?;
+    let dir = format!("{}/w7", ctx.dir);
+    let rounds = (ctx.n / 4).max(50);
+    let (mut acquire, mut pair) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (d, permit) = timed(|| sem.acquire());
+        acquire.push(d);
+        permit?.release()?;
+        let (d, r) = timed(|| {
+            let (c, l) = client.pipeline(|p| {
+                (
+                    p.create(&format!("{dir}/q-"), b"", CreateMode::EphemeralSequential),
+                    p.get_children(&dir),
+                )
+            });
+            c.wait().and_then(|c| l.wait().map(|_| c))
+        });
+        pair.push(d);
+        client.delete(&r?.path, None)?;
+    }
+    let ratio = p50(&mut acquire) / p50(&mut pair);
+    Line::new("W7 uncontended", &ctx.target)
+        .s(
+            "what",
+            "Semaphore acquire alone, against a pipelined create + listing",
+        )
+        .u("n", rounds as u64)
+        .lat("acquire_", &mut acquire)
+        .lat("create_list_", &mut pair)
+        .f("round_trips", ratio)
+        .print();
+    Ok(())
 }
 
 fn w7_run(ctx: &Ctx, clients: &[Client], permits: u32) -> Res<()> {
