@@ -32,18 +32,7 @@ impl Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn q(kinds: &str) -> Vec<Contender> {
-        kinds
-            .chars()
-            .enumerate()
-            .map(|(i, k)| Contender {
-                name: format!("n{i}"),
-                seq: i as i64,
-                read: k == 'r',
-            })
-            .collect()
-    }
+    use crate::queue::names::tests::queue as q;
 
     #[test]
     fn exclusive_waits_for_its_predecessor() {

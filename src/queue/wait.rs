@@ -9,9 +9,18 @@
 //!    leaves no watch behind). Nodes only ever join behind us, so if the rule finds no
 //!    blocker in our listing once the blocker is struck from it, the blocker's deletion
 //!    lets us in without listing again; otherwise its deletion means "list again".
-//! 4. While waiting, also wake on session events (a reconnect re-lists, a new session
+//! 4. In that second case, also watch the node that would block us once the blocker is
+//!    gone (for a mutex or an election, the node two places ahead; for a reader, the
+//!    writer before the one it waits for), in the same round trip. Its deletion (our
+//!    blocker now holds, or that node gave up) makes us list again at once, during our
+//!    blocker's turn, keeping the blocker's unspent watch: so when the blocker goes we
+//!    usually know already that nothing else is ahead, and hold on its notification alone,
+//!    with no round trip after it. The price is a second notification per release (to the
+//!    waiter two places behind), never more per node: each node is watched by at most two
+//!    waiters of a mutex or an election.
+//! 5. While waiting, also wake on session events (a reconnect re-lists, a new session
 //!    starts over), the caller's deadline, a cancel, and a slow re-check tick.
-//! 5. On every way out that is not success, our node is deleted (in the background if the
+//! 6. On every way out that is not success, our node is deleted (in the background if the
 //!    connection is in trouble).
 
 use std::sync::Arc;
@@ -24,7 +33,7 @@ use super::names;
 use super::rules::Rule;
 use crate::client::{Check, Client, Job, SessionSink};
 use crate::error::{Error, Result};
-use crate::{CreateMode, EventType, SessionEvent, SessionState};
+use crate::{CreateMode, EventType, SessionEvent, SessionState, WatchedEvent};
 
 /// What a recipe asks the queue for.
 pub(crate) struct Spec<'a> {
@@ -286,10 +295,11 @@ fn attempt(
     };
     let me = names::base(&node.path).to_string();
     let tick = client.session_timeout().max(Duration::from_secs(1));
-    // Phase 2: wait for our turn. Between listings we keep only the node we wait for and
-    // whether its going lets us in (not the listing: a thousand waiters would each keep a
-    // thousand names).
-    let mut next: Option<(String, bool)> = None;
+    // Phase 2: wait for our turn. Between listings we keep only what the last one told us
+    // (a `View`: a thousand waiters would each keep a thousand names otherwise) and our
+    // unspent watches.
+    let mut view: Option<View> = None;
+    let mut watching = Watching::default();
     loop {
         if cancel.try_recv().is_ok() {
             return cancelled();
@@ -300,14 +310,14 @@ fn attempt(
         let Some(c) = bounded(client, deadline) else {
             return Next::Done(expired(wait, spec.dir, client));
         };
-        let (blocker, grant_when_gone) = match next.take() {
+        let v = match view.take() {
             Some(known) => known,
             None => {
                 let names = match listing.take() {
                     Some(n) => Ok(n),
                     None => c.get_children(spec.dir).map(|(n, _)| n),
                 };
-                let mut q = match names {
+                let q = match names {
                     Ok(n) => match names::order(spec.dir, n) {
                         Ok(q) => q,
                         Err(e) => return Next::Done(Err(e)),
@@ -324,48 +334,65 @@ fn attempt(
                     at.node = None;
                     return Next::Restart;
                 };
-                let Some(b) = spec.rule.blocker(&q, pos) else {
+                let Some(v) = View::of(spec.dir, spec.rule, q, pos) else {
                     return grant(client, &node, &mut at);
                 };
                 if matches!(wait, Wait::Try) {
                     return Next::Done(Ok(None));
                 }
-                // Nodes only join behind us, so the nodes ahead of us now are a subset of
-                // this listing's. If the rule finds no blocker here once `b` is gone, there
-                // will be none: its deletion lets us in without listing again. Otherwise
-                // its deletion means "list again" (the others ahead may have gone too).
-                let name = q.remove(b).name;
-                let grant_when_gone = spec.rule.blocker(&q, pos - 1).is_none();
-                (names::child(spec.dir, &name), grant_when_gone)
+                v
             }
         };
-        let watch = match c.get_data_w(&blocker) {
-            Ok((_, _, w)) => w,
-            Err(Error::NoNode { .. }) if grant_when_gone => return grant(client, &node, &mut at),
-            Err(Error::NoNode { .. }) => continue,
+        match watching.arm(&c, &v) {
+            Ok(true) => {}
+            // The blocker is gone already, and nothing else blocks us.
+            Ok(false) if v.next.is_none() => return grant(client, &node, &mut at),
+            // A node we meant to watch is gone: list again.
+            Ok(false) => continue,
             Err(e) if e.is_connection_error() => {
                 pause(events, cancel, deadline);
                 continue;
             }
             Err(Error::SessionExpired) => return Next::Restart,
             Err(e) => return Next::Done(Err(e)),
-        };
+        }
+        let blocker = watching.receiver(&v.blocker);
+        let next = v
+            .next
+            .as_deref()
+            .map_or_else(crossbeam_channel::never, |n| watching.receiver(n));
         let wake_at = {
             let t = Instant::now() + tick;
             deadline.map_or(t, |d| d.min(t))
         };
         loop {
             select! {
-                recv(watch) -> ev => {
+                recv(blocker) -> ev => {
+                    watching.spent(&v.blocker);
                     match ev.map(|e| e.event_type) {
-                        Ok(EventType::NodeDeleted) if grant_when_gone => {
+                        Ok(EventType::NodeDeleted) if v.next.is_none() => {
                             return grant(client, &node, &mut at);
                         }
-                        Ok(EventType::NodeDeleted) => {}
+                        Ok(EventType::NodeDeleted) => {} // list again
                         Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
                         Ok(EventType::SessionLost) => return Next::Restart,
                         // Its data changed: watch it again.
-                        _ => next = Some((blocker, grant_when_gone)),
+                        _ => view = Some(v),
+                    }
+                    break;
+                }
+                // The node ahead of our blocker went: our blocker holds now, or the node
+                // gave up. Either way, list again while our blocker is still there (its
+                // watch is kept), so that its deletion finds us knowing whether we are next.
+                recv(next) -> ev => {
+                    if let Some(n) = &v.next {
+                        watching.spent(n);
+                    }
+                    match ev.map(|e| e.event_type) {
+                        Ok(EventType::NodeDeleted) => {} // list again
+                        Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
+                        Ok(EventType::SessionLost) => return Next::Restart,
+                        _ => view = Some(v),
                     }
                     break;
                 }
@@ -384,6 +411,96 @@ fn attempt(
                 }
             }
         }
+    }
+}
+
+/// What a waiter keeps from its last listing.
+#[derive(Debug, PartialEq, Eq)]
+struct View {
+    /// The node we wait for (a path).
+    blocker: String,
+    /// The node that blocks us once `blocker` is gone, by the same rule (for a mutex, the
+    /// node two places ahead of ours), or `None`: then `blocker`'s deletion lets us in
+    /// without listing again. Nodes only ever join behind us, so the nodes ahead of us from
+    /// now on are a subset of this listing's, and a rule that finds no blocker among them
+    /// once `blocker` is struck out finds none later either.
+    ///
+    /// When `next` goes (our blocker now holds, or `next` gave up, timed out, expired or
+    /// was deleted), we list again at once, during our blocker's turn: so when our blocker
+    /// goes we normally know already that we are next, and hold on its notification alone.
+    next: Option<String>,
+}
+
+impl View {
+    /// What a listing `queue` (ordered) says to the node at `me`; `None`: it holds.
+    fn of(dir: &str, rule: Rule, mut queue: Vec<names::Contender>, me: usize) -> Option<View> {
+        let b = rule.blocker(&queue, me)?;
+        let blocker = queue.remove(b).name;
+        // The blocker is always ahead of us: without it, we are one place further up.
+        let next = rule
+            .blocker(&queue, me - 1)
+            .map(|i| names::child(dir, &queue[i].name));
+        Some(View {
+            blocker: names::child(dir, &blocker),
+            next,
+        })
+    }
+}
+
+/// The data watches a waiter holds (at most two: its blocker and the node after it), kept
+/// across listings while unspent. A watch armed before a listing and not yet fired is
+/// still armed when the listing is taken (ZooKeeper delivers a watch's event before the
+/// reply to any later request of the session), so its node's deletion after the listing
+/// is still ours to hear.
+#[derive(Default)]
+struct Watching(Vec<(String, Receiver<WatchedEvent>)>);
+
+impl Watching {
+    /// Arms a data watch on each node `v` names that is not watched yet (in one round trip),
+    /// and forgets the others. `Ok(false)`: one of them is gone already (no watch is left on
+    /// a missing node).
+    fn arm(&mut self, c: &Client, v: &View) -> Result<bool> {
+        let want: Vec<&str> = std::iter::once(v.blocker.as_str())
+            .chain(v.next.as_deref())
+            .collect();
+        // A watch whose event has come (but was not taken) is spent: arm it again.
+        self.0
+            .retain(|(path, rx)| want.contains(&path.as_str()) && rx.is_empty());
+        let missing: Vec<&str> = want
+            .into_iter()
+            .filter(|w| !self.0.iter().any(|(path, _)| path == w))
+            .collect();
+        if missing.is_empty() {
+            return Ok(true);
+        }
+        let pending = c.pipeline(|p| {
+            missing
+                .iter()
+                .map(|path| p.get_data_w(path))
+                .collect::<Vec<_>>()
+        });
+        let mut all = Ok(true);
+        for (path, p) in missing.into_iter().zip(pending) {
+            match p.wait() {
+                Ok((_, _, rx)) => self.0.push((path.to_string(), rx)),
+                Err(Error::NoNode { .. }) => all = all.and(Ok(false)),
+                Err(e) => all = Err(e),
+            }
+        }
+        all
+    }
+
+    /// The receiver of the watch on `path` (armed by [`arm`](Watching::arm)).
+    fn receiver(&self, path: &str) -> Receiver<WatchedEvent> {
+        self.0
+            .iter()
+            .find(|(p, _)| p == path)
+            .map_or_else(crossbeam_channel::never, |(_, rx)| rx.clone())
+    }
+
+    /// The watch on `path` fired: forget it.
+    fn spent(&mut self, path: &str) {
+        self.0.retain(|(p, _)| p != path);
     }
 }
 
@@ -500,4 +617,55 @@ pub(crate) fn participants(client: &Client, dir: &str, rule: Rule) -> Result<Vec
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::names::tests::queue as q;
+
+    fn view(rule: Rule, kinds: &str, me: usize) -> Option<(String, Option<String>)> {
+        View::of("/d", rule, q(kinds), me).map(|v| (v.blocker, v.next))
+    }
+
+    fn some(blocker: &str, next: Option<&str>) -> Option<(String, Option<String>)> {
+        Some((blocker.to_string(), next.map(str::to_string)))
+    }
+
+    #[test]
+    fn an_exclusive_waiter_watches_its_predecessor_and_the_node_before_it() {
+        assert_eq!(view(Rule::Exclusive, "w", 0), None);
+        // Right behind the head: the head's deletion lets it in.
+        assert_eq!(view(Rule::Exclusive, "ww", 1), some("/d/n0", None));
+        assert_eq!(
+            view(Rule::Exclusive, "www", 2),
+            some("/d/n1", Some("/d/n0"))
+        );
+        assert_eq!(
+            view(Rule::Exclusive, "wwwww", 4),
+            some("/d/n3", Some("/d/n2"))
+        );
+        // Readers ahead block a writer like writers do.
+        assert_eq!(
+            view(Rule::Exclusive, "rrw", 2),
+            some("/d/n1", Some("/d/n0"))
+        );
+    }
+
+    #[test]
+    fn a_reader_watches_the_nearest_writer_and_the_writer_before_it() {
+        assert_eq!(view(Rule::Read, "rrr", 2), None);
+        assert_eq!(view(Rule::Read, "wrr", 2), some("/d/n0", None));
+        assert_eq!(view(Rule::Read, "rwrr", 3), some("/d/n1", None));
+        assert_eq!(view(Rule::Read, "wrrwrr", 5), some("/d/n3", Some("/d/n0")));
+        assert_eq!(view(Rule::Read, "wwr", 2), some("/d/n1", Some("/d/n0")));
+    }
+
+    #[test]
+    fn a_semaphore_waiter_also_watches_the_node_before_its_blocker() {
+        let rule = Rule::Semaphore(2);
+        assert_eq!(view(rule, "ww", 1), None);
+        assert_eq!(view(rule, "www", 2), some("/d/n0", None));
+        assert_eq!(view(rule, "wwww", 3), some("/d/n1", Some("/d/n0")));
+    }
 }
