@@ -380,8 +380,8 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
         wait_ids(&elections[0], &want);
     }
     assert_eq!(recv(&elected, WITHIN, "first leader"), 0);
-    // Every waiter watches the node right before its own (the server says so), and only
-    // it; the leader watches its own node too.
+    // Every waiter watches the node right before its own and the one before that (the
+    // server says so), and only them; the leader watches its own node too.
     let queue: Vec<String> = elections[0]
         .participants()
         .unwrap()
@@ -390,14 +390,16 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
         .collect();
     for i in 1..10 {
         wait_watching(&clients[i], &queue[i - 1], &format!("c{i}"));
+        if i >= 2 {
+            wait_watching(&clients[i], &queue[i - 2], &format!("c{i} (two ahead)"));
+        }
     }
     let watches = watches_by_path();
     for (k, node) in queue.iter().enumerate() {
-        let mut want = if k < 9 {
-            vec![session_hex(&clients[k + 1])]
-        } else {
-            vec![]
-        };
+        // The next candidate, and the one after it (which lists again when this node goes).
+        let mut want: Vec<String> = (k + 1..(k + 3).min(10))
+            .map(|i| session_hex(&clients[i]))
+            .collect();
         if k == 0 {
             want.push(session_hex(&clients[0]));
         }
@@ -420,10 +422,12 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
             .map(|(c, b)| c.stats().watch_events - b)
             .collect();
         // The resigning leader hears of its own node's deletion (its own-node watch);
-        // among the others, exactly one is woken.
+        // among the others, two are woken: the next (it leads) and the one after it (it
+        // lists again, to know it is next), while there is one.
+        let after = usize::from(k + 2 < 10);
         assert_eq!(
             deltas.iter().sum::<u64>() - deltas[k],
-            1,
+            1 + after as u64,
             "notifications per client for resign {k}: {deltas:?}"
         );
         assert!(deltas[k] <= 1, "the resigner: {deltas:?}");
@@ -432,6 +436,13 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
             1,
             "the woken one is not the next: {deltas:?}"
         );
+        if after == 1 {
+            assert_eq!(
+                deltas[k + 2],
+                1,
+                "the other woken one is not the one after the next: {deltas:?}"
+            );
+        }
         assert_quiet(&elected, "a second leader");
     }
     candidates[9].0.send(()).unwrap();
