@@ -380,8 +380,8 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
         wait_ids(&elections[0], &want);
     }
     assert_eq!(recv(&elected, WITHIN, "first leader"), 0);
-    // Every waiter watches the node right before its own and the one before that (the
-    // server says so), and only them; the leader watches its own node too.
+    // Every waiter watches the node right before its own, the one before that, and its own
+    // (the server says so), and only them; the leader watches its own node.
     let queue: Vec<String> = elections[0]
         .participants()
         .unwrap()
@@ -400,9 +400,9 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
         let mut want: Vec<String> = (k + 1..(k + 3).min(10))
             .map(|i| session_hex(&clients[i]))
             .collect();
-        if k == 0 {
-            want.push(session_hex(&clients[0]));
-        }
+        // Its own candidate: the leader's guard, and each waiter (to tell a deletion of its
+        // node by someone else from its turn).
+        want.push(session_hex(&clients[k]));
         want.sort();
         let mut got = watches.get(node).cloned().unwrap_or_default();
         got.sort();

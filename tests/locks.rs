@@ -832,19 +832,16 @@ fn a_release_wakes_two_of_twenty_waiters_the_next_and_the_one_after_it() {
             .map(|(p, s)| (p.clone(), s.clone()))
             .collect()
     };
-    // Each waiter watches the node right before it and the one before that, and nothing
-    // else; the holder watches its own node.
+    // Each waiter watches the node right before it, the one before that, and its own, and
+    // nothing else; the holder watches its own node.
     let mut want: HashMap<String, Vec<String>> = HashMap::new();
-    for k in 1..queue.len() {
-        for ahead in k.saturating_sub(2)..k {
-            want.entry(queue[ahead].clone())
+    for k in 0..queue.len() {
+        for watched in k.saturating_sub(2)..=k {
+            want.entry(queue[watched].clone())
                 .or_default()
                 .push(owners[k].clone());
         }
     }
-    want.entry(queue[0].clone())
-        .or_default()
-        .push(owners[0].clone());
     let sorted = |m: HashMap<String, Vec<String>>| -> HashMap<String, Vec<String>> {
         m.into_iter()
             .map(|(p, mut s)| {

@@ -343,18 +343,28 @@ fn attempt(
                 v
             }
         };
-        match watching.arm(&c, &v) {
-            Ok(true) => {}
-            // The blocker is gone already, and nothing else blocks us.
-            Ok(false) if v.next.is_none() => return grant(client, &node, &mut at),
-            // A node we meant to watch is gone: list again.
-            Ok(false) => continue,
+        let gone = match watching.arm(&c, &v, &node.path) {
+            Ok(gone) => gone,
             Err(e) if e.is_connection_error() => {
                 pause(events, cancel, deadline);
                 continue;
             }
             Err(Error::SessionExpired) => return Next::Restart,
             Err(e) => return Next::Done(Err(e)),
+        };
+        if gone.contains(&node.path.as_str()) {
+            // Deleted by someone else while we waited.
+            at.node = None;
+            return Next::Restart;
+        }
+        let own = watching.receiver(&node.path);
+        if !gone.is_empty() {
+            // The blocker is gone already and nothing else blocks us: ours, unless our own
+            // node went before it (its event would have come before the answer).
+            if v.next.is_none() && own.is_empty() {
+                return grant(client, &node, &mut at);
+            }
+            continue; // list again
         }
         let blocker = watching.receiver(&v.blocker);
         let next = v
@@ -370,7 +380,9 @@ fn attempt(
                 recv(blocker) -> ev => {
                     watching.spent(&v.blocker);
                     match ev.map(|e| e.event_type) {
-                        Ok(EventType::NodeDeleted) if v.next.is_none() => {
+                        // Unless our own node was deleted before it (that event would have
+                        // come first: one session's notifications come in order).
+                        Ok(EventType::NodeDeleted) if v.next.is_none() && own.is_empty() => {
                             return grant(client, &node, &mut at);
                         }
                         Ok(EventType::NodeDeleted) => {} // list again
@@ -390,6 +402,21 @@ fn attempt(
                     }
                     match ev.map(|e| e.event_type) {
                         Ok(EventType::NodeDeleted) => {} // list again
+                        Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
+                        Ok(EventType::SessionLost) => return Next::Restart,
+                        _ => view = Some(v),
+                    }
+                    break;
+                }
+                // Our own node: deleted by someone else, we start over; its data changed
+                // (a revocation request, say), we watch it again.
+                recv(own) -> ev => {
+                    watching.spent(&node.path);
+                    match ev.map(|e| e.event_type) {
+                        Ok(EventType::NodeDeleted) => {
+                            at.node = None;
+                            return Next::Restart;
+                        }
                         Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
                         Ok(EventType::SessionLost) => return Next::Restart,
                         _ => view = Some(v),
@@ -447,21 +474,27 @@ impl View {
     }
 }
 
-/// The data watches a waiter holds (at most two: its blocker and the node after it), kept
-/// across listings while unspent. A watch armed before a listing and not yet fired is
-/// still armed when the listing is taken (ZooKeeper delivers a watch's event before the
-/// reply to any later request of the session), so its node's deletion after the listing
-/// is still ours to hear.
+/// The data watches a waiter holds (at most three: its blocker, the node before it, and its
+/// own node), kept across listings while unspent. A watch armed before a listing and not
+/// yet fired is still armed when the listing is taken (ZooKeeper delivers a watch's event
+/// before the reply to any later request of the session), so its node's deletion after
+/// the listing is still ours to hear.
+///
+/// The watch on our own node tells a deletion of it by someone else apart before a grant
+/// that lists nothing: without it, a waiter whose node was deleted would take its turn
+/// with a guard that is lost one round trip later, beside a waiter behind it that took
+/// the same turn.
 #[derive(Default)]
 struct Watching(Vec<(String, Receiver<WatchedEvent>)>);
 
 impl Watching {
-    /// Arms a data watch on each node `v` names that is not watched yet (in one round trip),
-    /// and forgets the others. `Ok(false)`: one of them is gone already (no watch is left on
-    /// a missing node).
-    fn arm(&mut self, c: &Client, v: &View) -> Result<bool> {
+    /// Arms a data watch on each node `v` names and on `own` (our node), each that is not
+    /// watched yet, in one round trip, and forgets other watches. Returns the nodes that
+    /// are gone already (no watch is left on a missing node).
+    fn arm<'v>(&mut self, c: &Client, v: &'v View, own: &'v str) -> Result<Vec<&'v str>> {
         let want: Vec<&str> = std::iter::once(v.blocker.as_str())
             .chain(v.next.as_deref())
+            .chain(std::iter::once(own))
             .collect();
         // A watch whose event has come (but was not taken) is spent: arm it again.
         self.0
@@ -471,7 +504,7 @@ impl Watching {
             .filter(|w| !self.0.iter().any(|(path, _)| path == w))
             .collect();
         if missing.is_empty() {
-            return Ok(true);
+            return Ok(Vec::new());
         }
         let pending = c.pipeline(|p| {
             missing
@@ -479,15 +512,16 @@ impl Watching {
                 .map(|path| p.get_data_w(path))
                 .collect::<Vec<_>>()
         });
-        let mut all = Ok(true);
+        let mut gone = Vec::new();
+        let mut failed = None;
         for (path, p) in missing.into_iter().zip(pending) {
             match p.wait() {
                 Ok((_, _, rx)) => self.0.push((path.to_string(), rx)),
-                Err(Error::NoNode { .. }) => all = all.and(Ok(false)),
-                Err(e) => all = Err(e),
+                Err(Error::NoNode { .. }) => gone.push(path),
+                Err(e) => failed = Some(e),
             }
         }
-        all
+        failed.map_or(Ok(gone), Err)
     }
 
     /// The receiver of the watch on `path` (armed by [`arm`](Watching::arm)).
