@@ -128,13 +128,25 @@ fn hex(c: &Client) -> String {
 
 /// Waits until the server says `c`'s session watches every one of `paths`.
 fn wait_watching(c: &Client, paths: &[&String], what: &str) {
-    let me = hex(c);
-    wait_until(WITHIN, what, || {
-        let w = watches_by_path();
-        paths
-            .iter()
-            .all(|p| w.get(p.as_str()).is_some_and(|s| s.contains(&me)))
+    wait_until(WITHIN, what, || paths.iter().all(|p| watches(c, p)));
+}
+
+/// After the two nodes ahead of waiter `w` went while `holder` (a node) still holds: waits
+/// until `w` waits for the holder (it listed again, two requests or more since `before`
+/// counting the listing and the holder's watch, and watches the holder) or got in, then
+/// checks that it did not get in.
+fn assert_waits_for(w: &Client, w_rx: &Acquire, holder: &str, before: u64) {
+    wait_until(WITHIN, "W waiting for the holder (or in)", || {
+        !w_rx.is_empty() || (w.stats().requests >= before + 2 && watches(w, holder))
     });
+    assert_quiet(w_rx, "W got in while H holds");
+}
+
+/// Whether the server says `c`'s session watches `path`.
+fn watches(c: &Client, path: &str) -> bool {
+    watches_by_path()
+        .get(path)
+        .is_some_and(|s| s.contains(&hex(c)))
 }
 
 fn expect_cancelled(rx: &Acquire, who: &str) {
@@ -182,23 +194,15 @@ fn a_waiter_whose_node_two_ahead_gives_up_lists_again_and_waits_for_the_holder()
     let nodes = q.nodes();
     wait_watching(&w, &[&nodes[1], &nodes[2]], "W watching P and A");
 
+    let (before, heard) = (w.stats().requests, w.stats().watch_events);
     al.canceller().cancel();
     expect_cancelled(&a_rx, "A");
-    // A's deletion is W's cue to list again: it finds the holder ahead of P.
-    wait_watching(
-        &w,
-        &[&nodes[0], &nodes[2]],
-        "W watching H (after A left) and P",
-    );
-    let listed = w.stats().requests;
-
+    // A's deletion is W's cue to list again (it finds the holder ahead of P), not a sign
+    // that P holds now.
+    wait_until(WITHIN, "W heard A go", || w.stats().watch_events > heard);
     pl.canceller().cancel();
     expect_cancelled(&p_rx, "P");
-    // P's deletion does not let W in: it lists again (one request) and waits for H.
-    wait_until(WITHIN, "W listing again after P left", || {
-        w.stats().requests > listed || !w_rx.is_empty()
-    });
-    assert_quiet(&w_rx, "W got in while H holds");
+    assert_waits_for(&w, &w_rx, &nodes[0], before);
 
     q.release("H", gh);
     let gw = expect_guard(&w_rx, "W");
@@ -366,22 +370,14 @@ fn a_waiter_whose_node_two_ahead_expires_lists_again_and_waits_for_the_holder() 
     let nodes = q.nodes();
     wait_watching(&w, &[&nodes[1], &nodes[2]], "W watching P and A");
 
+    let (before, heard) = (w.stats().requests, w.stats().watch_events);
     proxy.blackhole();
-    wait_until(WITHIN, "A's node gone with its session", || {
-        !q.nodes().contains(&nodes[1])
+    wait_until(WITHIN, "W heard A's node go with its session", || {
+        w.stats().watch_events > heard
     });
-    wait_watching(
-        &w,
-        &[&nodes[0], &nodes[2]],
-        "W watching H (after A expired) and P",
-    );
-    let listed = w.stats().requests;
     pl.canceller().cancel();
     expect_cancelled(&p_rx, "P");
-    wait_until(WITHIN, "W listing again after P left", || {
-        w.stats().requests > listed || !w_rx.is_empty()
-    });
-    assert_quiet(&w_rx, "W got in while H holds");
+    assert_waits_for(&w, &w_rx, &nodes[0], before);
 
     q.release("H", gh);
     let gw = expect_guard(&w_rx, "W");
@@ -454,8 +450,8 @@ fn foreign_node(c: &Client, path: &str) -> String {
         .path
 }
 
-/// Queue H, A and P (made by another client, by hand), W. That client deletes A: W lists
-/// again and watches H; then P: W waits for H all the same.
+/// Queue H, A and P (made by another client, by hand), W. That client deletes A (W lists
+/// again and watches H), then P: W waits for H all the same.
 #[test]
 fn a_waiter_whose_node_two_ahead_is_deleted_by_another_client_waits_for_the_holder() {
     let q = Queue::new("ho-two-ahead-deleted");
@@ -468,14 +464,11 @@ fn a_waiter_whose_node_two_ahead_is_deleted_by_another_client_waits_for_the_hold
     assert_eq!((&nodes[1], &nodes[2]), (&a, &p));
     wait_watching(&w, &[&a, &p], "W watching P and A");
 
+    let (before, heard) = (w.stats().requests, w.stats().watch_events);
     x.delete(&a, None).unwrap();
-    wait_watching(&w, &[&nodes[0], &p], "W watching H (after A went) and P");
-    let listed = w.stats().requests;
+    wait_until(WITHIN, "W heard A go", || w.stats().watch_events > heard);
     x.delete(&p, None).unwrap();
-    wait_until(WITHIN, "W listing again after P went", || {
-        w.stats().requests > listed || !w_rx.is_empty()
-    });
-    assert_quiet(&w_rx, "W got in while H holds");
+    assert_waits_for(&w, &w_rx, &nodes[0], before);
 
     q.release("H", gh);
     let gw = expect_guard(&w_rx, "W");
