@@ -27,6 +27,13 @@ impl Rule {
             Rule::ReadWrite => Rule::Exclusive.blocker(queue, me),
         }
     }
+
+    /// Whether a waiter also watches the node that blocks it once its blocker is gone,
+    /// to know it is next before its turn (see the queue's wait loop). Every rule but the
+    /// semaphore's, whose waiters keep one watch each.
+    pub(crate) fn looks_two_ahead(self) -> bool {
+        !matches!(self, Rule::Semaphore(_))
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //!    usually know already that nothing else is ahead, and hold on its notification alone,
 //!    with no round trip after it. The price is a second notification per release (to the
 //!    waiter two places behind), never more per node: each node is watched by at most two
-//!    waiters of a mutex or an election.
+//!    waiters of a mutex or an election. (Not for a semaphore: its waiters keep one watch.)
 //! 5. While waiting, also wake on session events (a reconnect re-lists, a new session
 //!    starts over), the caller's deadline, a cancel, and a slow re-check tick.
 //! 6. On every way out that is not success, our node is deleted (in the background if the
@@ -361,7 +361,7 @@ fn attempt(
         if !gone.is_empty() {
             // The blocker is gone already and nothing else blocks us: ours, unless our own
             // node went before it (its event would have come before the answer).
-            if v.next.is_none() && own.is_empty() {
+            if v.grant_when_gone && own.is_empty() {
                 return grant(client, &node, &mut at);
             }
             continue; // list again
@@ -382,7 +382,7 @@ fn attempt(
                     match ev.map(|e| e.event_type) {
                         // Unless our own node was deleted before it (that event would have
                         // come first: one session's notifications come in order).
-                        Ok(EventType::NodeDeleted) if v.next.is_none() && own.is_empty() => {
+                        Ok(EventType::NodeDeleted) if v.grant_when_gone && own.is_empty() => {
                             return grant(client, &node, &mut at);
                         }
                         Ok(EventType::NodeDeleted) => {} // list again
@@ -446,15 +446,18 @@ fn attempt(
 struct View {
     /// The node we wait for (a path).
     blocker: String,
-    /// The node that blocks us once `blocker` is gone, by the same rule (for a mutex, the
-    /// node two places ahead of ours), or `None`: then `blocker`'s deletion lets us in
-    /// without listing again. Nodes only ever join behind us, so the nodes ahead of us from
-    /// now on are a subset of this listing's, and a rule that finds no blocker among them
-    /// once `blocker` is struck out finds none later either.
-    ///
-    /// When `next` goes (our blocker now holds, or `next` gave up, timed out, expired or
-    /// was deleted), we list again at once, during our blocker's turn: so when our blocker
-    /// goes we normally know already that we are next, and hold on its notification alone.
+    /// Whether `blocker`'s deletion lets us in without listing again: the rule finds no
+    /// other blocker in this listing once `blocker` is struck out. Nodes only ever join
+    /// behind us, so the nodes ahead of us from now on are a subset of this listing's, and
+    /// a rule that finds no blocker among them finds none later either.
+    grant_when_gone: bool,
+    /// Otherwise, the node that blocks us once `blocker` is gone, by the same rule (for a
+    /// mutex or an election, the node two places ahead of ours; for a reader, the writer
+    /// before the one it waits for). When it goes (our blocker now holds, or it gave up,
+    /// timed out, expired or was deleted), we list again at once, during our blocker's
+    /// turn: so when our blocker goes we normally know already that we are next, and hold
+    /// on its notification alone. `None` for a semaphore (one watch per waiter, as
+    /// documented there).
     next: Option<String>,
 }
 
@@ -464,11 +467,13 @@ impl View {
         let b = rule.blocker(&queue, me)?;
         let blocker = queue.remove(b).name;
         // The blocker is always ahead of us: without it, we are one place further up.
-        let next = rule
-            .blocker(&queue, me - 1)
+        let then = rule.blocker(&queue, me - 1);
+        let next = then
+            .filter(|_| rule.looks_two_ahead())
             .map(|i| names::child(dir, &queue[i].name));
         Some(View {
             blocker: names::child(dir, &blocker),
+            grant_when_gone: then.is_none(),
             next,
         })
     }
@@ -658,12 +663,17 @@ mod tests {
     use super::*;
     use crate::queue::names::tests::queue as q;
 
-    fn view(rule: Rule, kinds: &str, me: usize) -> Option<(String, Option<String>)> {
-        View::of("/d", rule, q(kinds), me).map(|v| (v.blocker, v.next))
+    /// The blocker, whether its deletion lets `me` in, and the next node watched.
+    fn view(rule: Rule, kinds: &str, me: usize) -> Option<(String, bool, Option<String>)> {
+        View::of("/d", rule, q(kinds), me).map(|v| (v.blocker, v.grant_when_gone, v.next))
     }
 
-    fn some(blocker: &str, next: Option<&str>) -> Option<(String, Option<String>)> {
-        Some((blocker.to_string(), next.map(str::to_string)))
+    fn some(blocker: &str, next: Option<&str>) -> Option<(String, bool, Option<String>)> {
+        Some((
+            blocker.to_string(),
+            next.is_none(),
+            next.map(str::to_string),
+        ))
     }
 
     #[test]
@@ -696,10 +706,13 @@ mod tests {
     }
 
     #[test]
-    fn a_semaphore_waiter_also_watches_the_node_before_its_blocker() {
+    fn a_semaphore_waiter_watches_its_blocker_only() {
         let rule = Rule::Semaphore(2);
         assert_eq!(view(rule, "ww", 1), None);
         assert_eq!(view(rule, "www", 2), some("/d/n0", None));
-        assert_eq!(view(rule, "wwww", 3), some("/d/n1", Some("/d/n0")));
+        assert_eq!(
+            view(rule, "wwww", 3),
+            Some(("/d/n1".to_string(), false, None))
+        );
     }
 }
