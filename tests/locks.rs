@@ -835,11 +835,9 @@ fn a_release_wakes_two_of_twenty_waiters_the_next_and_the_one_after_it() {
     // Each waiter watches the node right before it, the one before that, and its own, and
     // nothing else; the holder watches its own node.
     let mut want: HashMap<String, Vec<String>> = HashMap::new();
-    for k in 0..queue.len() {
-        for watched in k.saturating_sub(2)..=k {
-            want.entry(queue[watched].clone())
-                .or_default()
-                .push(owners[k].clone());
+    for (k, owner) in owners.iter().enumerate() {
+        for watched in &queue[k.saturating_sub(2)..=k] {
+            want.entry(watched.clone()).or_default().push(owner.clone());
         }
     }
     let sorted = |m: HashMap<String, Vec<String>>| -> HashMap<String, Vec<String>> {
