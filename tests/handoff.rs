@@ -119,6 +119,34 @@ impl Queue {
         self.wait_len(n, &format!("{who} queued"));
         rx
     }
+
+    /// `contenders` (client, name) queue in that order behind the holder: their locks, their
+    /// acquires, and the queue's nodes, once the last one watches the two nodes ahead of it.
+    fn line_up<const N: usize>(
+        &self,
+        contenders: [(&Client, &'static str); N],
+    ) -> ([Mutex; N], [Acquire; N], Vec<String>) {
+        let ahead = self.nodes().len();
+        let mut locks = Vec::new();
+        let mut acquires = Vec::new();
+        for (i, (c, who)) in contenders.iter().enumerate() {
+            let lock = Mutex::new(c, &self.path).unwrap();
+            acquires.push(self.queue(&lock, who, ahead + i + 1));
+            locks.push(lock);
+        }
+        let nodes = self.nodes();
+        let (last, who) = contenders[N - 1];
+        let n = nodes.len();
+        wait_watching(
+            last,
+            &[&nodes[n - 3], &nodes[n - 2]],
+            &format!("{who} watching the two nodes ahead"),
+        );
+        let (Ok(locks), Ok(acquires)) = (locks.try_into(), acquires.try_into()) else {
+            unreachable!("one lock and one acquire per contender")
+        };
+        (locks, acquires, nodes)
+    }
 }
 
 /// The session id of `c` as `wchp` prints it.
@@ -147,6 +175,39 @@ fn watches(c: &Client, path: &str) -> bool {
     watches_by_path()
         .get(path)
         .is_some_and(|s| s.contains(&hex(c)))
+}
+
+/// The fast path, seen from waiter client `w` (watching the two nodes ahead of it):
+/// `first_turn` ends the holder's turn and returns once the next one holds; meanwhile `w`
+/// lists again (one request) and stays out. `end_turn` ends that turn: `w` gets in having
+/// sent one request in between, its guard's own-node watch (not waited for), and no
+/// listing after the notification.
+fn assert_takes_over_on_the_notification<T: std::fmt::Debug, G>(
+    w: &Client,
+    w_rx: &Receiver<T>,
+    first_turn: impl FnOnce() -> G,
+    end_turn: impl FnOnce(G),
+) -> T {
+    let before = w.stats().requests;
+    let next = first_turn();
+    wait_until(WITHIN, "W listing again during the next one's turn", || {
+        w.stats().requests > before
+    });
+    assert_eq!(
+        w.stats().requests,
+        before + 1,
+        "W: one listing, nothing else"
+    );
+    assert_quiet(w_rx, "W got in during the next one's turn");
+    let before = w.stats().requests;
+    end_turn(next);
+    let got = recv(w_rx, WITHIN, "W's turn");
+    assert_eq!(
+        w.stats().requests - before,
+        1,
+        "W sent more than its own-node watch between the end of the turn and its grant"
+    );
+    got
 }
 
 fn expect_cancelled(rx: &Acquire, who: &str) {
@@ -183,16 +244,7 @@ fn a_waiter_whose_node_two_ahead_gives_up_lists_again_and_waits_for_the_holder()
     let q = Queue::new("ho-two-ahead-gives-up");
     let [h, a, p, w] = <[Client; 4]>::try_from(clients(4)).ok().unwrap();
     let gh = q.hold(&h, "H");
-    let (al, pl, wl) = (
-        Mutex::new(&a, &q.path).unwrap(),
-        Mutex::new(&p, &q.path).unwrap(),
-        Mutex::new(&w, &q.path).unwrap(),
-    );
-    let a_rx = q.queue(&al, "A", 2);
-    let p_rx = q.queue(&pl, "P", 3);
-    let w_rx = q.queue(&wl, "W", 4);
-    let nodes = q.nodes();
-    wait_watching(&w, &[&nodes[1], &nodes[2]], "W watching P and A");
+    let ([al, pl, _], [a_rx, p_rx, w_rx], nodes) = q.line_up([(&a, "A"), (&p, "P"), (&w, "W")]);
 
     let (before, heard) = (w.stats().requests, w.stats().watch_events);
     al.canceller().cancel();
@@ -227,37 +279,22 @@ fn a_waiter_that_knows_it_is_next_takes_over_on_the_notification_alone() {
     let q = Queue::new("ho-fast");
     let [h, p, w] = <[Client; 3]>::try_from(clients(3)).ok().unwrap();
     let gh = q.hold(&h, "H");
-    let p_rx = q.queue(&Mutex::new(&p, &q.path).unwrap(), "P", 2);
-    let w_rx = q.queue(&Mutex::new(&w, &q.path).unwrap(), "W", 3);
-    let nodes = q.nodes();
-    wait_watching(&w, &[&nodes[0], &nodes[1]], "W watching P and H");
-    let (w_req, w_heard) = (w.stats().requests, w.stats().watch_events);
+    let (_, [p_rx, w_rx], _) = q.line_up([(&p, "P"), (&w, "W")]);
+    let heard = w.stats().watch_events;
 
-    q.release("H", gh);
-    let gp = expect_guard(&p_rx, "P");
-    wait_until(WITHIN, "W listing again during P's turn", || {
-        w.stats().requests > w_req
-    });
-    assert_eq!(
-        w.stats().requests,
-        w_req + 1,
-        "W: one listing, nothing else"
+    let got = assert_takes_over_on_the_notification(
+        &w,
+        &w_rx,
+        || {
+            q.release("H", gh);
+            let gp = expect_guard(&p_rx, "P");
+            assert_eq!(w.stats().watch_events, heard + 1, "W heard of H's release");
+            gp
+        },
+        |gp| q.release("P", gp),
     );
-    assert_eq!(
-        w.stats().watch_events,
-        w_heard + 1,
-        "W heard of H's release"
-    );
-    assert_quiet(&w_rx, "W got in while P holds");
-
-    let before = w.stats().requests;
-    q.release("P", gp);
-    let gw = expect_guard(&w_rx, "W");
-    assert_eq!(
-        w.stats().requests - before,
-        1,
-        "W sent more than its own-node watch between P's release and its grant"
-    );
+    let gw = got.unwrap().expect("W acquired");
+    assert!(gw.is_valid());
     q.referee.assert_clean();
     q.release("W", gw);
 }
@@ -282,25 +319,18 @@ fn a_reader_behind_two_writers_takes_over_from_the_second_on_the_notification_al
         &[&nodes[0], &nodes[1]],
         "the reader watching both writers",
     );
-    let r_req = r.stats().requests;
 
-    g0.release().unwrap();
-    let g1 = recv(&w1_rx, WITHIN, "the second writer").unwrap();
-    wait_until(WITHIN, "the reader listing again", || {
-        r.stats().requests > r_req
-    });
-    assert_eq!(r.stats().requests, r_req + 1, "the reader: one listing");
-    assert_quiet(&r_rx, "the reader got in beside a writer");
-
-    let before = r.stats().requests;
-    g1.release().unwrap();
-    let gr = recv(&r_rx, WITHIN, "the reader").unwrap();
+    let gr = assert_takes_over_on_the_notification(
+        &r,
+        &r_rx,
+        || {
+            g0.release().unwrap();
+            recv(&w1_rx, WITHIN, "the second writer").unwrap()
+        },
+        |g1| g1.release().unwrap(),
+    )
+    .unwrap();
     assert!(gr.is_valid());
-    assert_eq!(
-        r.stats().requests - before,
-        1,
-        "the reader listed again after the writer's release"
-    );
     gr.release().unwrap();
 }
 
@@ -319,11 +349,7 @@ fn a_predecessor_that_gives_up_before_it_noticed_its_turn_hands_over_to_the_next
     let [h, w] = <[Client; 2]>::try_from(clients(2)).ok().unwrap();
     let p = connect(&proxy.connect_string(), SESSION);
     let gh = q.hold(&h, "H");
-    let pl = Mutex::new(&p, &q.path).unwrap();
-    let p_rx = q.queue(&pl, "P", 2);
-    let w_rx = q.queue(&Mutex::new(&w, &q.path).unwrap(), "W", 3);
-    let nodes = q.nodes();
-    wait_watching(&w, &[&nodes[0], &nodes[1]], "W watching P and H");
+    let ([pl, _], [p_rx, w_rx], nodes) = q.line_up([(&p, "P"), (&w, "W")]);
     wait_watching(&p, &[&nodes[0]], "P watching H");
     let w_req = w.stats().requests;
 
@@ -359,16 +385,7 @@ fn a_waiter_whose_node_two_ahead_expires_lists_again_and_waits_for_the_holder() 
     let [h, p, w] = <[Client; 3]>::try_from(clients(3)).ok().unwrap();
     let a = connect(&proxy.connect_string(), Duration::from_secs(2));
     let gh = q.hold(&h, "H");
-    let (al, pl, wl) = (
-        Mutex::new(&a, &q.path).unwrap(),
-        Mutex::new(&p, &q.path).unwrap(),
-        Mutex::new(&w, &q.path).unwrap(),
-    );
-    let a_rx = q.queue(&al, "A", 2);
-    let p_rx = q.queue(&pl, "P", 3);
-    let w_rx = q.queue(&wl, "W", 4);
-    let nodes = q.nodes();
-    wait_watching(&w, &[&nodes[1], &nodes[2]], "W watching P and A");
+    let ([_, pl, _], [a_rx, p_rx, w_rx], nodes) = q.line_up([(&a, "A"), (&p, "P"), (&w, "W")]);
 
     let (before, heard) = (w.stats().requests, w.stats().watch_events);
     proxy.blackhole();
@@ -413,17 +430,21 @@ fn a_holder_that_expires_hands_over_to_the_waiter_that_knew_it_was_next_only_aft
     });
     q.wait_len(3, "W queued");
     wait_watching(&w, &[&nodes[0], &nodes[1]], "W watching P and H");
-    let w_req = w.stats().requests;
 
-    q.release("H", gh);
-    let gp = expect_guard(&p_rx, "P");
-    lost_tx.send(gp.lost()).unwrap();
-    wait_until(WITHIN, "W listing again during P's turn", || {
-        w.stats().requests > w_req
-    });
-    let before = w.stats().requests;
-    proxy.blackhole();
-    let (r, p_lost) = recv(&w_rx, WITHIN, "W");
+    let mut held = None;
+    let (r, p_lost) = assert_takes_over_on_the_notification(
+        &w,
+        &w_rx,
+        || {
+            q.release("H", gh);
+            let gp = expect_guard(&p_rx, "P");
+            lost_tx.send(gp.lost()).unwrap();
+            held = Some(gp);
+        },
+        // P is cut off: its session expires, and its node goes with it.
+        |()| proxy.blackhole(),
+    );
+    let gp = held.expect("P held");
     let gw = r.unwrap().expect("W acquired");
     assert!(
         p_lost,
@@ -431,7 +452,6 @@ fn a_holder_that_expires_hands_over_to_the_waiter_that_knew_it_was_next_only_aft
     );
     assert!(!gp.is_valid(), "P still valid beside W");
     assert!(gw.is_valid());
-    assert_eq!(w.stats().requests - before, 1, "W listed after P went");
     q.referee.assert_clean();
     proxy.heal();
     drop(gp);
@@ -484,10 +504,7 @@ fn a_predecessor_deleted_by_another_client_before_it_held_takes_no_turn() {
     let q = Queue::new("ho-pred-deleted");
     let [h, p, w, x] = <[Client; 4]>::try_from(clients(4)).ok().unwrap();
     let gh = q.hold(&h, "H");
-    let p_rx = q.queue(&Mutex::new(&p, &q.path).unwrap(), "P", 2);
-    let w_rx = q.queue(&Mutex::new(&w, &q.path).unwrap(), "W", 3);
-    let nodes = q.nodes();
-    wait_watching(&w, &[&nodes[0], &nodes[1]], "W watching P and H");
+    let (_, [p_rx, w_rx], nodes) = q.line_up([(&p, "P"), (&w, "W")]);
     wait_watching(&p, &[&nodes[0], &nodes[1]], "P watching H and its own node");
 
     x.delete(&nodes[1], None).unwrap();

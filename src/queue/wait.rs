@@ -379,17 +379,15 @@ fn attempt(
             select! {
                 recv(blocker) -> ev => {
                     watching.spent(&v.blocker);
-                    match ev.map(|e| e.event_type) {
+                    match heard(ev) {
                         // Unless our own node was deleted before it (that event would have
                         // come first: one session's notifications come in order).
-                        Ok(EventType::NodeDeleted) if v.grant_when_gone && own.is_empty() => {
+                        Heard::Deleted if v.grant_when_gone && own.is_empty() => {
                             return grant(client, &node, &mut at);
                         }
-                        Ok(EventType::NodeDeleted) => {} // list again
-                        Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
-                        Ok(EventType::SessionLost) => return Next::Restart,
-                        // Its data changed: watch it again.
-                        _ => view = Some(v),
+                        Heard::Deleted => {} // list again
+                        Heard::Changed => view = Some(v),
+                        Heard::End(end) => return end,
                     }
                     break;
                 }
@@ -397,29 +395,24 @@ fn attempt(
                 // gave up. Either way, list again while our blocker is still there (its
                 // watch is kept), so that its deletion finds us knowing whether we are next.
                 recv(next) -> ev => {
-                    if let Some(n) = &v.next {
-                        watching.spent(n);
-                    }
-                    match ev.map(|e| e.event_type) {
-                        Ok(EventType::NodeDeleted) => {} // list again
-                        Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
-                        Ok(EventType::SessionLost) => return Next::Restart,
-                        _ => view = Some(v),
+                    watching.spent(v.next.as_deref().unwrap_or_default());
+                    match heard(ev) {
+                        Heard::Deleted => {} // list again
+                        Heard::Changed => view = Some(v),
+                        Heard::End(end) => return end,
                     }
                     break;
                 }
-                // Our own node: deleted by someone else, we start over; its data changed
-                // (a revocation request, say), we watch it again.
+                // Our own node, deleted by someone else: we start over.
                 recv(own) -> ev => {
                     watching.spent(&node.path);
-                    match ev.map(|e| e.event_type) {
-                        Ok(EventType::NodeDeleted) => {
+                    match heard(ev) {
+                        Heard::Deleted => {
                             at.node = None;
                             return Next::Restart;
                         }
-                        Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
-                        Ok(EventType::SessionLost) => return Next::Restart,
-                        _ => view = Some(v),
+                        Heard::Changed => view = Some(v),
+                        Heard::End(end) => return end,
                     }
                     break;
                 }
@@ -438,6 +431,26 @@ fn attempt(
                 }
             }
         }
+    }
+}
+
+/// What a waiter makes of an event on one of its watches.
+enum Heard {
+    /// The node was deleted.
+    Deleted,
+    /// The node is still there (its data changed: a revocation request, say); the watch
+    /// is spent, so it is armed again.
+    Changed,
+    /// The client was closed or the session lost: the attempt ends so.
+    End(Next),
+}
+
+fn heard(ev: Result<WatchedEvent, crossbeam_channel::RecvError>) -> Heard {
+    match ev.map(|e| e.event_type) {
+        Ok(EventType::NodeDeleted) => Heard::Deleted,
+        Ok(EventType::Closed) => Heard::End(Next::Done(Err(Error::Closed))),
+        Ok(EventType::SessionLost) => Heard::End(Next::Restart),
+        _ => Heard::Changed,
     }
 }
 
