@@ -4,7 +4,7 @@
 //! `BENCH_FORCE_SYNC=1`; the JVM's full JIT; warmed up for 3 s first), or the ensemble named
 //! by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
 //! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
-//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`.
+//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`.
 //!
 //! ```text
 //! cargo run --release --example bench --features testing
@@ -47,6 +47,13 @@
 //!   `order_violations` count the rounds that failed. `requeue_before_delete` counts rounds
 //!   where the resigner's new node was created before its old one was deleted.
 //! - `W5`: `RwLock`, 8 sessions (6 readers, 2 writers), `BENCH_N` acquisitions in all.
+//! - `W7`: `Semaphore` with 3 permits, 8 sessions (one thread each) looping acquire → hold
+//!   a random 0–2 ms → release, so holders release in random order, until `BENCH_N`
+//!   acquisitions in all: throughput, the wait in `acquire` (p50, p99), idle-permit time
+//!   (a permit free while someone waits in `acquire`: in all, as a share of the run, and
+//!   per release), watch notifications per release (all 8 sessions, the notified one's
+//!   own included), and violations (more than 3 holders). `examples/curator/SemaphoreBench.java`
+//!   runs the same workload on Curator's `InterProcessSemaphoreV2`.
 //! - `W6`: 1,000 waiters (20 threads on each of 50 sessions) on one `Mutex`: threads (and
 //!   `library_threads`: all but ours and main), resident memory per waiter (beside what an
 //!   idle thread of ours costs), and handoff p50 at 1,000 waiters against 8 waiters, both
@@ -72,7 +79,7 @@ use parking_lot::Mutex as PlMutex;
 use zkguard::testing::TestCluster;
 use zkguard::{
     Candidate, Client, CreateMode, EventType, LeaderElection, LeaderEvent, MultiLock, Mutex,
-    ReentrantMutex, RwLock, SessionState,
+    ReentrantMutex, RwLock, Semaphore, SessionState,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -335,7 +342,9 @@ fn close_all(clients: &[Client]) {
     }
 }
 
-const WORKLOADS: [&str; 9] = ["ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W4", "W5", "W6"];
+const WORKLOADS: [&str; 10] = [
+    "ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W4", "W5", "W6", "W7",
+];
 
 fn main() {
     std::process::exit(match run() {
@@ -465,6 +474,7 @@ fn run() -> Res<bool> {
     run_one("W4", 120.0, &w4);
     run_one("W5", 180.0, &w5);
     run_one("W6", 600.0, &w6);
+    run_one("W7", 180.0, &w7);
 
     let _armed = watchdog.arm("cleanup", Duration::from_secs(60));
     delete_tree(&ctx.client, &ctx.dir)?;
@@ -1852,67 +1862,44 @@ fn w5_run(ctx: &Ctx, clients: &[Client], readers: usize) -> Res<()> {
     let violations = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let done_at = Arc::new(PlMutex::new(None::<Instant>));
-    let (start_tx, start_rx) = crossbeam_channel::bounded::<()>(0);
-    let mut handles = Vec::new();
+    let mut steps = Vec::new();
     for (i, c) in clients.iter().enumerate() {
         let lock = RwLock::new(c, &path)?;
         let is_reader = i < readers;
         let (acquired, reads, writes) = (acquired.clone(), reads.clone(), writes.clone());
         let (readers_in, writers_in) = (readers_in.clone(), writers_in.clone());
         let (violations, stop_w, done_at) = (violations.clone(), stop.clone(), done_at.clone());
-        let start_rx = start_rx.clone();
-        let h = spawn(format!("bench-w5-{i}"), move || -> Res<()> {
-            // Everyone starts when the sender is dropped.
-            let _ = start_rx.recv();
-            let r = (|| -> Res<()> {
-                while !stop_w.load(Ordering::SeqCst) {
-                    if is_reader {
-                        let g = lock
-                            .read_timeout(LOCK_WAIT)?
-                            .ok_or("W5: a read acquire timed out")?;
-                        readers_in.fetch_add(1, Ordering::SeqCst);
-                        if writers_in.load(Ordering::SeqCst) != 0 {
-                            violations.fetch_add(1, Ordering::SeqCst);
-                        }
-                        reads.fetch_add(1, Ordering::SeqCst);
-                        count(&acquired, total, &stop_w, &done_at);
-                        readers_in.fetch_sub(1, Ordering::SeqCst);
-                        g.release()?;
-                    } else {
-                        let g = lock
-                            .write_timeout(LOCK_WAIT)?
-                            .ok_or("W5: a write acquire timed out")?;
-                        if writers_in.fetch_add(1, Ordering::SeqCst) != 0
-                            || readers_in.load(Ordering::SeqCst) != 0
-                        {
-                            violations.fetch_add(1, Ordering::SeqCst);
-                        }
-                        writes.fetch_add(1, Ordering::SeqCst);
-                        count(&acquired, total, &stop_w, &done_at);
-                        writers_in.fetch_sub(1, Ordering::SeqCst);
-                        g.release()?;
-                    }
+        steps.push(move || -> Res<()> {
+            if is_reader {
+                let g = lock
+                    .read_timeout(LOCK_WAIT)?
+                    .ok_or("W5: a read acquire timed out")?;
+                readers_in.fetch_add(1, Ordering::SeqCst);
+                if writers_in.load(Ordering::SeqCst) != 0 {
+                    violations.fetch_add(1, Ordering::SeqCst);
                 }
-                Ok(())
-            })();
-            if r.is_err() {
-                stop_w.store(true, Ordering::SeqCst);
+                reads.fetch_add(1, Ordering::SeqCst);
+                count(&acquired, total, &stop_w, &done_at);
+                readers_in.fetch_sub(1, Ordering::SeqCst);
+                g.release()?;
+            } else {
+                let g = lock
+                    .write_timeout(LOCK_WAIT)?
+                    .ok_or("W5: a write acquire timed out")?;
+                if writers_in.fetch_add(1, Ordering::SeqCst) != 0
+                    || readers_in.load(Ordering::SeqCst) != 0
+                {
+                    violations.fetch_add(1, Ordering::SeqCst);
+                }
+                writes.fetch_add(1, Ordering::SeqCst);
+                count(&acquired, total, &stop_w, &done_at);
+                writers_in.fetch_sub(1, Ordering::SeqCst);
+                g.release()?;
             }
-            r
+            Ok(())
         });
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                stop.store(true, Ordering::SeqCst);
-                drop(start_tx);
-                let _ = join_all(handles);
-                return Err(e);
-            }
-        }
     }
-    drop(start_tx);
-    let start = Instant::now();
-    join_all(handles)?;
+    let start = run_workers("w5", steps, &stop)?;
     let done = done_at.lock().ok_or("W5: the count was never reached")?;
     let v = violations.load(Ordering::SeqCst);
     Line::new("W5", &ctx.target)
@@ -1933,6 +1920,46 @@ fn w5_run(ctx: &Ctx, clients: &[Client], readers: usize) -> Res<()> {
         return Err(format!("W5: {v} read/write exclusion violations").into());
     }
     Ok(())
+}
+
+/// Runs one thread per step function, all started together once every thread exists:
+/// each calls its step until `stop` is set; a step that fails sets `stop` for everyone, and
+/// the first error is returned. `Ok`: the instant they were started.
+fn run_workers<F>(name: &str, steps: Vec<F>, stop: &Arc<AtomicBool>) -> Res<Instant>
+where
+    F: FnMut() -> Res<()> + Send + 'static,
+{
+    let (start_tx, start_rx) = crossbeam_channel::bounded::<()>(0);
+    let mut handles = Vec::new();
+    for (i, mut step) in steps.into_iter().enumerate() {
+        let (stop_w, start_rx) = (stop.clone(), start_rx.clone());
+        let h = spawn(format!("bench-{name}-{i}"), move || -> Res<()> {
+            // Everyone starts when the sender is dropped.
+            let _ = start_rx.recv();
+            let r = (|| -> Res<()> {
+                while !stop_w.load(Ordering::SeqCst) {
+                    step()?;
+                }
+                Ok(())
+            })();
+            if r.is_err() {
+                stop_w.store(true, Ordering::SeqCst);
+            }
+            r
+        });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst);
+                drop(start_tx);
+                let _ = join_all(handles);
+                return Err(e);
+            }
+        }
+    }
+    drop(start_tx);
+    let start = Instant::now();
+    join_all(handles).map(|_| start)
 }
 
 /// Counts one acquisition; the one that reaches `total` stops everyone.
@@ -2083,4 +2110,124 @@ fn idle_threads_rss(k: usize) -> Res<f64> {
     spawned?;
     up?;
     Ok(during.saturating_sub(before) as f64 / k as f64)
+}
+
+// ---------------------------------------------------------------------------------------
+// W7: semaphore, holders releasing in random order
+// ---------------------------------------------------------------------------------------
+
+/// Who holds a permit and who waits in `acquire`, and how long a permit sat free while
+/// someone waited.
+struct PermitBook {
+    permits: usize,
+    holders: usize,
+    waiting: usize,
+    since: Instant,
+    idle: Duration,
+    violations: u64,
+}
+
+impl PermitBook {
+    /// Applies a change (holders and waiters counted after it), adding the time since the
+    /// last change to `idle` if a permit was free while someone waited.
+    fn change(&mut self, holders: isize, waiting: isize) {
+        let now = Instant::now();
+        if self.holders < self.permits && self.waiting > 0 {
+            self.idle += now - self.since;
+        }
+        self.since = now;
+        self.holders = self.holders.saturating_add_signed(holders);
+        self.waiting = self.waiting.saturating_add_signed(waiting);
+        if self.holders > self.permits {
+            self.violations += 1;
+        }
+    }
+}
+
+/// A small deterministic generator for hold times (xorshift64).
+fn next_rand(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+fn w7(ctx: &Ctx) -> Res<()> {
+    const PERMITS: u32 = 3;
+    const SESSIONS: usize = 8;
+    let clients = ctx.connect_many(SESSIONS)?;
+    let r = w7_run(ctx, &clients, PERMITS);
+    close_all(&clients);
+    r
+}
+
+fn w7_run(ctx: &Ctx, clients: &[Client], permits: u32) -> Res<()> {
+    let path = format!("{}/w7/sem", ctx.dir);
+    let total = ctx.n;
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let done_at = Arc::new(PlMutex::new(None::<Instant>));
+    let book = Arc::new(PlMutex::new(PermitBook {
+        permits: permits as usize,
+        holders: 0,
+        waiting: 0,
+        since: Instant::now(),
+        idle: Duration::ZERO,
+        violations: 0,
+    }));
+    let waits = Arc::new(PlMutex::new(Vec::with_capacity(total + clients.len())));
+    let mut steps = Vec::new();
+    for (i, c) in clients.iter().enumerate() {
+        let sem = Semaphore::new(c, &path, permits)?;
+        let (acquired, stop_w, done_at) = (acquired.clone(), stop.clone(), done_at.clone());
+        let (book, waits) = (book.clone(), waits.clone());
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64 ^ (i as u64 + 1);
+        steps.push(move || -> Res<()> {
+            book.lock().change(0, 1);
+            let (waited, permit) = timed(|| sem.acquire_timeout(LOCK_WAIT));
+            let permit = permit?.ok_or("W7: an acquire timed out")?;
+            book.lock().change(1, -1);
+            waits.lock().push(waited);
+            count(&acquired, total, &stop_w, &done_at);
+            std::thread::sleep(Duration::from_micros(next_rand(&mut rng) % 2001));
+            book.lock().change(-1, 0);
+            permit.release()?;
+            Ok(())
+        });
+    }
+    let watch_sum = || clients.iter().map(|c| c.stats().watch_events).sum::<u64>();
+    let watch_before = watch_sum();
+    book.lock().since = Instant::now();
+    let start = run_workers("w7", steps, &stop)?;
+    let done = done_at.lock().ok_or("W7: the count was never reached")?;
+    let run = (done - start).as_secs_f64();
+    let mut waits = std::mem::take(&mut *waits.lock());
+    let book = book.lock();
+    // Every acquisition but the first `permits` followed a release.
+    let releases = (acquired.load(Ordering::SeqCst) as u64).max(1);
+    let notifications = watch_sum() - watch_before;
+    Line::new("W7", &ctx.target)
+        .s(
+            "what",
+            "Semaphore, 3 permits, 8 sessions x 1 thread, hold 0-2 ms at random",
+        )
+        .u("acquisitions", total as u64)
+        .f("acquisitions_per_s", total as f64 / run)
+        .lat("wait_", &mut waits)
+        .f("idle_permit_ms", book.idle.as_secs_f64() * 1e3)
+        .f("idle_permit_share", book.idle.as_secs_f64() / run)
+        .f(
+            "idle_permit_per_release_us",
+            book.idle.as_secs_f64() * 1e6 / releases as f64,
+        )
+        .f(
+            "notifications_per_release",
+            notifications as f64 / releases as f64,
+        )
+        .u("violations", book.violations)
+        .print();
+    if book.violations > 0 {
+        return Err(format!("W7: {} times more than 3 holders", book.violations).into());
+    }
+    Ok(())
 }

@@ -1,5 +1,5 @@
-//! Leader election against a real ZooKeeper server: Curator `LeaderLatch` layout and
-//! interop, handover without extra round trips, one wake-up per change (fair) against the
+//! Leader election against a real ZooKeeper server: Curator `LeaderLatch` layout (interop
+//! with the real Curator is in tests/curator.rs), handover without extra round trips, one wake-up per change (fair) against the
 //! documented herd (unfair), the unfair single-node kind, `confirm` for deposed leaders,
 //! nothing left behind, bad input, the background `Candidate` and its events, and closing
 //! the leader's client.
@@ -231,64 +231,6 @@ fn fair_election_nodes_follow_curator_leader_latch_and_anyone_can_see_the_queue(
     assert_eq!(unfair.participants().unwrap(), vec![]);
     assert_eq!(unfair.leader().unwrap(), None);
     assert_eq!(o.exists(&never).unwrap(), None, "observing created {never}");
-}
-
-// ---------------------------------------------------------------------------------------
-// 2. Curator interop
-// ---------------------------------------------------------------------------------------
-
-#[test]
-fn a_node_made_like_curators_leader_latch_leads_over_a_later_zkguard_candidate() {
-    let cs = shared_cluster().connect_string();
-    let dir = unique("el-curator");
-    let java = connect(&cs, SESSION);
-    let z = connect(&cs, SESSION);
-    java.create(&dir, b"", CreateMode::Persistent).unwrap();
-    // What Curator's LeaderLatch creates (protected ephemeral sequential, the id as data).
-    let latch = java
-        .create(
-            &format!("{dir}/_c_{}-latch-", uuid::Uuid::new_v4()),
-            b"java-1",
-            CreateMode::EphemeralSequential,
-        )
-        .unwrap();
-    let java_only = vec![base(&latch.path)];
-    assert_latch_name(&java_only[0]);
-
-    let election = LeaderElection::new(&z, &dir, "zk-1").unwrap();
-    let leader = election.leader().unwrap().expect("the Curator node leads");
-    assert_eq!(leader.node, java_only[0]);
-    assert_eq!(leader.id(), "java-1");
-    assert!(leader.holds);
-
-    assert!(election.try_lead().unwrap().is_none(), "led past Curator's");
-    assert_eq!(children(&z, &dir), java_only, "try_lead left a node");
-    let t0 = Instant::now();
-    assert!(
-        election
-            .lead_timeout(Duration::from_millis(300))
-            .unwrap()
-            .is_none(),
-        "led past Curator's"
-    );
-    assert!(t0.elapsed() >= Duration::from_millis(300), "gave up early");
-    assert_eq!(children(&z, &dir), java_only, "lead_timeout left a node");
-
-    // A blocked lead() queues behind the Curator node, and leads once it goes.
-    let waiting = spawn_lead(&election);
-    wait_ids(&election, &["java-1", "zk-1"]);
-    let p = election.participants().unwrap();
-    assert_eq!(p.iter().map(|x| x.holds).collect::<Vec<_>>(), [true, false]);
-    assert_latch_name(&p[1].node);
-    assert_quiet(&waiting, "led while the Curator node is there");
-    java.delete(&latch.path, None).unwrap();
-    let l = led(&waiting, "zkguard candidate");
-    assert!(l.is_valid());
-    assert_eq!(election.leader().unwrap().unwrap().id(), "zk-1");
-    l.confirm().unwrap();
-    l.resign().unwrap();
-    assert_eq!(children(&z, &dir), Vec::<String>::new());
-    java.delete(&dir, None).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------

@@ -509,7 +509,19 @@ fn semaphore_refuses_another_count_while_permits_are_held() {
     let mut want = vec![base(p1.path()), base(p2.path())];
     want.sort();
     assert_eq!(got, want, "participants");
-    expect_children(&a, &path, &want, "a refused try left a node");
+    // Curator's layout: the leases under <path>/leases, the internal lock at <path>/locks.
+    expect_children(
+        &a,
+        &format!("{path}/leases"),
+        &want,
+        "a refused try left a node",
+    );
+    expect_children(
+        &a,
+        &format!("{path}/locks"),
+        &[],
+        "a try kept the internal lock",
+    );
     drop(p1);
     let p3 = sem_b
         .acquire_timeout(WITHIN)

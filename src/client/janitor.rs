@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::{SessionEvent, SessionState};
 
 /// One node to delete.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) enum Job {
     /// Delete `path` if it passes `check`.
     Path {
@@ -35,12 +35,21 @@ pub(crate) enum Job {
         uuid: String,
         session: i64,
     },
+    /// A delete of `path` already sent: see that its reply comes, and delete again if the
+    /// connection failed under it.
+    Sent {
+        sent: super::Pending<()>,
+        path: String,
+        session: i64,
+    },
 }
 
 impl Job {
     fn session(&self) -> i64 {
         match self {
-            Job::Path { session, .. } | Job::Uuid { session, .. } => *session,
+            Job::Path { session, .. } | Job::Uuid { session, .. } | Job::Sent { session, .. } => {
+                *session
+            }
         }
     }
 }
@@ -101,6 +110,27 @@ impl Client {
         }
     }
 
+    /// Sends a delete of `path`, an ephemeral node of session `owner` (no check: the path is
+    /// ours), without waiting for its reply: the caller goes on at once, and the background
+    /// sees the reply come (or deletes again if the connection failed under it). Never
+    /// blocks.
+    pub(crate) fn delete_unwaited(&self, path: &str, owner: i64) {
+        let later = || Job::Path {
+            path: path.to_string(),
+            check: Check::None,
+            session: owner,
+        };
+        if self.session_id() != owner || self.state() != SessionState::Connected {
+            return self.delete_in_background(later());
+        }
+        let sent = self.pinned(owner).pipeline(|p| p.delete(path, None));
+        self.delete_in_background(Job::Sent {
+            sent,
+            path: path.to_string(),
+            session: owner,
+        });
+    }
+
     /// Hands a delete to the background. Never blocks.
     pub(crate) fn delete_in_background(&self, job: Job) {
         log::debug!("zkguard: background delete {job:?}");
@@ -138,6 +168,27 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
         let jobs = std::mem::take(&mut client.shared.janitor.lock().jobs);
         let mut left = Vec::new();
         for job in jobs {
+            // A delete sent by its caller: done once answered, else retried like any other.
+            let job = match job {
+                Job::Sent {
+                    sent,
+                    path,
+                    session,
+                } => match sent.wait() {
+                    Ok(()) | Err(Error::NoNode { .. }) | Err(Error::SessionExpired) => continue,
+                    Err(Error::Closed) | Err(Error::AuthFailed) => return stop(&client),
+                    Err(e) if e.is_connection_error() => Job::Path {
+                        path,
+                        check: Check::None,
+                        session,
+                    },
+                    Err(e) => {
+                        log::warn!("zkguard: background delete of {path} failed: {e}");
+                        continue;
+                    }
+                },
+                job => job,
+            };
             let current = client.session_id();
             if job.session() == 0 || (current != 0 && current != job.session()) {
                 // The session that owned the node is gone; so is the node (ephemeral), or
@@ -155,18 +206,23 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
                 Err(e) => log::warn!("zkguard: background delete {job:?} failed: {e}"),
             }
         }
-        let idle = {
+        let (idle, fresh) = {
             let mut j = client.shared.janitor.lock();
+            // Jobs handed over during this pass go out at once; only retries wait.
+            let fresh = !j.jobs.is_empty();
             j.jobs.extend(left);
             if j.jobs.is_empty() {
                 j.running = false;
-                true
+                (true, false)
             } else {
-                false
+                (false, fresh)
             }
         };
         if idle {
             return;
+        }
+        if fresh {
+            continue;
         }
         // Wait for the session to change (or a short while), without holding the client.
         drop(client);
@@ -205,6 +261,8 @@ fn delete_checked(client: &Client, path: &str, check: &Check) -> crate::Result<b
 fn attempt(client: &Client, job: &Job) -> crate::Result<()> {
     match job {
         Job::Path { path, check, .. } => delete_checked(client, path, check).map(|_| ()),
+        // Resolved before any attempt (see `run`).
+        Job::Sent { .. } => Ok(()),
         Job::Uuid { dir, uuid, .. } => {
             let names = match client.get_children(dir) {
                 Ok((names, _)) => names,

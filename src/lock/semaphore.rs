@@ -1,48 +1,92 @@
-//! The counting semaphore and its permit.
+//! The counting semaphore and its permit, on Apache Curator's `InterProcessSemaphoreV2`
+//! protocol.
 
 use std::time::Duration;
 
+use crossbeam_channel::{select, Receiver};
+
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
+use crate::queue::{
+    self, names, Acquired, Canceller, Holding, Next, Participant, Queued, Rule, SessionEvents,
+    Spec, Wait,
+};
+use crate::{EventType, SessionEvent, WatchedEvent};
 
-/// A counting semaphore: at most `permits` holders at once, queued fairly.
+/// A counting semaphore: at most `permits` holders at once, shared with Apache Curator's
+/// `InterProcessSemaphoreV2` on the same path.
 ///
-/// Contenders queue like a [`Mutex`](crate::Mutex)'s; the first `permits` nodes hold a
-/// permit. A waiter watches only the node `permits` places ahead of it, so one release
-/// wakes one waiter (no herd).
+/// It speaks Curator's protocol. A contender first takes the semaphore's internal lock, a
+/// fair [`Mutex`](crate::Mutex) at `<path>/locks`; holding it, it creates its lease, an
+/// ephemeral sequential `_c_<uuid>-lease-<seq>` under `<path>/leases`, and lists the leases.
+/// If there are at most `permits` leases, its lease is a permit; otherwise it waits, still
+/// holding the internal lock and watching the lease list, until a lease goes and the count
+/// is back within `permits`. Then it lets the internal lock go. Java services using
+/// Curator's semaphore and Rust programs using this one therefore share one permit count.
 ///
-/// The permit count is recorded as the data of the semaphore's node (`path`) by the first
-/// user; a [`Semaphore::new`] with another count fails with [`Error::PermitMismatch`].
-/// That node is persistent (its parents are containers), so the count outlives idle
-/// periods; delete it yourself to change the count once nobody uses the semaphore.
+/// - **No idle permit.** Only the holder of the internal lock waits for a permit, and it
+///   watches the whole lease list: whichever holder releases, it is notified and takes the
+///   freed permit after one more round trip. The others wait for the internal lock, each
+///   watching its predecessor there, so one release notifies the contender that takes the
+///   permit, and handing the internal lock on notifies the next one (no herd). A contender
+///   that gets in without waiting leaves no watch on the lease list.
+/// - **Cost.** An uncontended acquire takes two round trips (the internal lock's node and
+///   its listing in one write, then the lease and the lease listing in another); the
+///   internal lock is let go in the background, off the caller's path. (Curator needs
+///   about five.)
+/// - **Permit count.** The count is recorded as the data of `path` by the first zkguard
+///   user; a [`Semaphore::new`] with another count fails with [`Error::PermitMismatch`].
+///   That node is persistent (its parents are containers), so the count outlives idle
+///   periods; delete it yourself to change the count once nobody uses the semaphore.
+///   Curator does not record its count: a Curator user configured with another count is
+///   not detected, so configure both sides alike.
+/// - **Counting is safe on its own.** A contender counts every lease, its own included,
+///   in a listing taken after its lease was created, and holds only if the count is within
+///   `permits`; that alone never lets more than `permits` contenders hold at once, whoever
+///   holds the internal lock. The internal lock is what keeps waiters from blocking each
+///   other: a contender that loses it while waiting (its node deleted, its session gone)
+///   deletes its lease and queues again.
 ///
-/// Known limit of the N-places-ahead rule: when holders release out of arrival order, a
-/// freed permit can stay unused until the node the first waiter watches goes, or until the
-/// waiter's slow re-check (about one session timeout). Every permit is still used by the
-/// time each holder has released once; the count of holders never exceeds `permits`.
+/// A `Semaphore` pointed at a path that holds anything but `locks` and `leases` (another
+/// recipe's nodes, or the lease nodes of earlier zkguard builds, which sat directly under
+/// the path) fails with [`Error::ForeignNode`] naming the node, and writes nothing there.
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
 /// let client = zkguard::Client::connect("127.0.0.1:2181")?;
 /// let pool = zkguard::Semaphore::new(&client, "/semaphores/db-connections", 3)?;
 /// let permit = pool.acquire()?;   // at most 3 processes get past here at once
-/// drop(permit);
+/// println!("permit {} with token {}", permit.path(), permit.token());
+/// drop(permit);                   // the lease is deleted: a waiter takes the permit
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
     client: Client,
     path: String,
+    /// `<path>/locks`: the internal lock (Curator's `InterProcessMutex` layout).
+    locks: String,
+    /// `<path>/leases`: one node per lease.
+    leases: String,
     permits: u32,
     data: Vec<u8>,
     canceller: Canceller,
 }
 
+/// The children a semaphore's directory may have.
+const LOCKS: &str = "locks";
+const LEASES: &str = "leases";
+
 impl Semaphore {
     /// A semaphore with `permits` permits at `path`. Records the count at `path` if nobody
-    /// has, else checks it: [`Error::PermitMismatch`] if it differs,
-    /// [`Error::InvalidArgument`] for zero permits, [`Error::InvalidPath`] for a bad path.
+    /// has, else checks it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PermitMismatch`] if another count is recorded, [`Error::ForeignNode`] if
+    /// `path` holds a node that is not the semaphore's (nothing is written then),
+    /// [`Error::InvalidArgument`] for zero permits or data at `path` that is not a count,
+    /// [`Error::InvalidPath`] for a bad path, and connection errors.
     pub fn new(client: &Client, path: &str, permits: u32) -> Result<Semaphore> {
         queue::check_lock_path(path)?;
         if permits == 0 {
@@ -54,12 +98,31 @@ impl Semaphore {
         let s = Semaphore {
             client: client.clone(),
             path: path.to_string(),
+            locks: names::child(path, LOCKS),
+            leases: names::child(path, LEASES),
             permits,
             data: names::default_data(),
             canceller: Canceller::default(),
         };
+        s.check_layout()?;
         s.check_recorded()?;
         Ok(s)
+    }
+
+    /// Nothing but the internal lock's and the leases' directories may be under the path.
+    fn check_layout(&self) -> Result<()> {
+        let names = match self.client.get_children(&self.path) {
+            Ok((names, _)) => names,
+            Err(Error::NoNode { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        match names.into_iter().find(|n| n != LOCKS && n != LEASES) {
+            Some(node) => Err(Error::ForeignNode {
+                path: self.path.clone(),
+                node,
+            }),
+            None => Ok(()),
+        }
     }
 
     fn check_recorded(&self) -> Result<()> {
@@ -115,7 +178,9 @@ impl Semaphore {
         })
     }
 
-    /// Sets the data stored in this contender's node (default: host name and process id).
+    /// Sets the data stored in this contender's nodes (its lease, and its node in the
+    /// internal lock's queue; by default the host name and process id), which
+    /// [`participants`](Semaphore::participants) shows to everyone.
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Semaphore {
         self.data = data.into();
         self
@@ -132,18 +197,38 @@ impl Semaphore {
     }
 
     /// Blocks until a permit is held.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cancelled`] after [`Canceller::cancel`], [`Error::Closed`] if the client is
+    /// closed, [`Error::ForeignNode`] if the semaphore's directories hold foreign nodes.
+    /// Connection trouble and session changes are waited out (the acquire starts over in a
+    /// new session).
     pub fn acquire(&self) -> Result<Permit> {
         self.hold(Wait::Forever)?.ok_or_else(|| Error::Cancelled {
             path: self.path.clone(),
         })
     }
 
-    /// A permit if one is free and nobody waits; never waits.
+    /// A permit if one is free and nobody waits for one; never waits for a permit.
+    ///
+    /// If another contender is taking a free permit at that moment (it holds the internal
+    /// lock for a round trip or two), this waits for it to finish, up to the client's
+    /// request timeout.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Semaphore::acquire), and [`Error::Timeout`] if ZooKeeper could not be
+    /// asked within the request timeout.
     pub fn try_acquire(&self) -> Result<Option<Permit>> {
         self.hold(Wait::Try)
     }
 
     /// A permit within `timeout`, else `Ok(None)` with nothing left behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Semaphore::acquire).
     pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Permit>> {
         self.hold(Wait::timeout(timeout))
     }
@@ -153,25 +238,259 @@ impl Semaphore {
         self.canceller.clone()
     }
 
-    /// Every contender in queue order: the first `permits` hold a permit.
+    /// The lease holders in lease order, Curator's too (the first `permits` leases hold a
+    /// permit; a lease beyond them is the one waiting with the internal lock), then the
+    /// contenders queued on the internal lock (`holds` is false for them; the first of them
+    /// may be the one whose lease waits). [`Participant::node`] is the node's name: for a
+    /// lease what Curator's `getParticipantNodes()` lists.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`] for a node no lock recipe made, and connection errors.
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        queue::participants(&self.client, &self.path, Rule::Semaphore(self.permits))
+        let mut out =
+            queue::participants(&self.client, &self.leases, Rule::Semaphore(self.permits))?;
+        let queued = queue::participants(&self.client, &self.locks, Rule::Exclusive)?;
+        out.extend(queued.into_iter().map(|mut p| {
+            p.holds = false;
+            p
+        }));
+        Ok(out)
     }
 
     fn hold(&self, wait: Wait) -> Result<Option<Permit>> {
-        let permits = self.permits.to_string();
+        let cancel = self.canceller.register();
+        let events = SessionEvents::new(&self.client);
+        loop {
+            let Some(mut lock) = self.internal_lock(wait)? else {
+                return Ok(None);
+            };
+            match self.lease(&mut lock, wait, &cancel.rx, &events.rx) {
+                Next::Restart => {
+                    log::info!(
+                        "zkguard: {}: session changed, lease or internal lock gone; queueing again",
+                        self.path
+                    );
+                }
+                Next::Done(r) => {
+                    return r.map(|a| {
+                        a.map(|a| Permit {
+                            holding: Holding::new(&self.client, a, false),
+                        })
+                    })
+                }
+            }
+        }
+    }
+
+    /// Takes the internal lock. A try that finds it taken says no at once only if no
+    /// permit is free (the holder waits for one); else the holder is taking a free permit
+    /// and lets go within a round trip or two, so the try waits for it, briefly.
+    fn internal_lock(&self, wait: Wait) -> Result<Option<InternalLock>> {
         let spec = Spec {
-            dir: &self.path,
+            dir: &self.locks,
+            marker: names::LOCK,
+            rule: Rule::Exclusive,
+            data: &self.data,
+            dir_data: b"",
+        };
+        let got = match wait {
+            Wait::Try => match queue::acquire(&self.client, &spec, Wait::Try, &self.canceller) {
+                Ok(None) if self.leases_now()? < self.permits as usize => {
+                    let brief = Wait::timeout(self.client.timeout());
+                    queue::acquire(&self.client, &spec, brief, &self.canceller)
+                }
+                r => r,
+            },
+            _ => queue::acquire(&self.client, &spec, wait, &self.canceller),
+        }
+        .map_err(|e| self.own_error(e))?;
+        Ok(got.map(|node| InternalLock {
+            client: self.client.clone(),
+            node,
+            holding: None,
+        }))
+    }
+
+    /// An error of the internal lock, told in terms of the semaphore: its path, not the
+    /// internal lock's.
+    fn own_error(&self, e: Error) -> Error {
+        match e {
+            Error::Cancelled { .. } => Error::Cancelled {
+                path: self.path.clone(),
+            },
+            Error::Timeout { op, after, .. } => Error::Timeout {
+                op,
+                path: self.path.clone(),
+                after,
+            },
+            e => e,
+        }
+    }
+
+    /// How many leases exist now.
+    fn leases_now(&self) -> Result<usize> {
+        match self.client.get_children(&self.leases) {
+            Ok((names, _)) => Ok(names.len()),
+            Err(Error::NoNode { .. }) => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Holding the internal lock: creates our lease and waits until the leases are within
+    /// the permits.
+    fn lease(
+        &self,
+        lock: &mut InternalLock,
+        wait: Wait,
+        cancel: &Receiver<()>,
+        events: &Receiver<SessionEvent>,
+    ) -> Next {
+        let client = &self.client;
+        let deadline = wait.deadline(client);
+        let spec = Spec {
+            dir: &self.leases,
             marker: names::LEASE,
             rule: Rule::Semaphore(self.permits),
             data: &self.data,
-            dir_data: permits.as_bytes(),
+            dir_data: b"",
         };
-        Ok(
-            queue::acquire(&self.client, &spec, wait, &self.canceller)?.map(|a| Permit {
-                holding: Holding::new(&self.client, a, false),
-            }),
-        )
+        let Queued {
+            mut at,
+            mut listing,
+        } = match queue::enqueue(client, &spec, wait, deadline, cancel, events) {
+            Ok(q) => q,
+            Err(next) => return next,
+        };
+        let Some(node) = at.node.clone() else {
+            return Next::Restart;
+        };
+        let me = names::base(&node.path).to_string();
+        let mut lock_lost: Option<Receiver<()>> = None;
+        // A listing leaves a watch on the lease list only when we are about to wait: a
+        // contender that gets in leaves no watch behind to be woken by later leases.
+        let mut watch: Option<Receiver<WatchedEvent>> = None;
+        let mut want_watch = false;
+        let cancelled = || {
+            Next::Done(Err(Error::Cancelled {
+                path: self.path.clone(),
+            }))
+        };
+        loop {
+            if cancel.try_recv().is_ok() {
+                return cancelled();
+            }
+            if client.session_id() != node.owner {
+                return Next::Restart;
+            }
+            let names = match listing.take() {
+                Some(names) => names,
+                None => {
+                    let Some(c) = queue::bounded(client, deadline) else {
+                        return Next::Done(queue::expired(wait, &self.path, client));
+                    };
+                    let listed = if want_watch {
+                        c.get_children_w(&self.leases)
+                            .map(|(names, _, w)| (names, Some(w)))
+                    } else {
+                        c.get_children(&self.leases).map(|(names, _)| (names, None))
+                    };
+                    match listed {
+                        Ok((names, w)) => {
+                            watch = w;
+                            names
+                        }
+                        Err(e) if e.is_connection_error() => {
+                            queue::pause(events, cancel, deadline);
+                            continue;
+                        }
+                        Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => {
+                            return Next::Restart
+                        }
+                        Err(e) => return Next::Done(Err(e)),
+                    }
+                }
+            };
+            let leases = match names::order(&self.leases, names) {
+                Ok(q) => q,
+                Err(e) => return Next::Done(Err(e)),
+            };
+            if !leases.iter().any(|c| c.name == me) {
+                // Our lease is gone: deleted by someone, or its session ended.
+                at.node = None;
+                return Next::Restart;
+            }
+            if leases.len() <= self.permits as usize {
+                if client.is_closing() {
+                    return Next::Done(Err(Error::Closed));
+                }
+                return Next::Done(Ok(at.take()));
+            }
+            if matches!(wait, Wait::Try) {
+                return Next::Done(Ok(None));
+            }
+            let Some(w) = watch.take() else {
+                want_watch = true; // listed without a watch: list again, leaving one
+                continue;
+            };
+            want_watch = false;
+            let lost = lock_lost.get_or_insert_with(|| lock.lost());
+            let wake = deadline.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
+            loop {
+                select! {
+                    recv(w) -> ev => match ev.map(|e| e.event_type) {
+                        Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
+                        Ok(EventType::SessionLost) => return Next::Restart,
+                        _ => break, // a lease came or went: count again
+                    },
+                    recv(lost) -> _ => {
+                        log::info!(
+                            "zkguard: {}: internal lock lost while waiting for a permit",
+                            self.path
+                        );
+                        return Next::Restart;
+                    }
+                    recv(events) -> ev => match ev {
+                        Ok(SessionEvent::Suspended { .. }) => continue,
+                        Ok(SessionEvent::Closed) | Err(_) => return Next::Done(Err(Error::Closed)),
+                        Ok(SessionEvent::Reconnected { .. }) => break, // count again
+                        Ok(_) => return Next::Restart,
+                    },
+                    recv(cancel) -> _ => return cancelled(),
+                    recv(wake) -> _ => return Next::Done(Ok(None)),
+                }
+            }
+        }
+    }
+}
+
+/// The semaphore's internal lock while we hold it. Dropping it lets go in the background,
+/// off the caller's path: the acquire returns as soon as its lease is counted.
+struct InternalLock {
+    client: Client,
+    node: Acquired,
+    /// Set once we wait with the lock: it watches our node and the session.
+    holding: Option<Holding>,
+}
+
+impl InternalLock {
+    /// A receiver that fires if the lock is lost (our node deleted, our session gone).
+    fn lost(&mut self) -> Receiver<()> {
+        let (client, node) = (&self.client, &self.node);
+        self.holding
+            .get_or_insert_with(|| Holding::new(client, node.clone(), false))
+            .lost()
+    }
+}
+
+impl Drop for InternalLock {
+    fn drop(&mut self) {
+        match self.holding.take() {
+            Some(h) => h.release_in_background(),
+            None => self
+                .client
+                .delete_unwaited(&self.node.path, self.node.owner),
+        }
     }
 }
 

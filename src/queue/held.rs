@@ -8,7 +8,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-use crate::client::{Check, Client, SessionSink, WatchSink};
+use crate::client::{Check, Client, Job, SessionSink, WatchSink};
 use crate::error::{Error, Result};
 use crate::{EventType, Op, SessionEvent, SessionState, Stat, WatchedEvent};
 
@@ -294,6 +294,24 @@ impl Holding {
 }
 
 impl Holding {
+    /// Gives the node up without waiting: the delete is sent at once (pinned to the node's
+    /// session) and the background sees it answered; the caller goes on at once.
+    pub(crate) fn release_in_background(&self) {
+        if self.state.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.check_owner {
+            self.client.delete_in_background(Job::Path {
+                path: self.acquired.path.clone(),
+                check: Check::Czxid(self.acquired.token),
+                session: self.acquired.owner,
+            });
+        } else {
+            self.client
+                .delete_unwaited(&self.acquired.path, self.acquired.owner);
+        }
+    }
+
     /// Deletes the node without reporting, waiting one short request at most (then the
     /// background takes over): what drop does.
     pub(crate) fn release_quietly(&self) {

@@ -7,11 +7,14 @@ mod rules;
 mod single;
 mod wait;
 
-pub(crate) use held::Holding;
+pub(crate) use held::{Acquired, Holding};
 pub use held::{Canceller, Participant};
 pub(crate) use rules::Rule;
 pub(crate) use single::acquire as single;
-pub(crate) use wait::{acquire, create_dir, participants, SessionEvents, Spec, Wait};
+pub(crate) use wait::{
+    acquire, bounded, create_dir, enqueue, expired, participants, pause, Next, Queued,
+    SessionEvents, Spec, Wait,
+};
 
 use crate::error::{Error, Result};
 

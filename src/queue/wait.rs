@@ -117,7 +117,7 @@ impl SessionEvents {
 }
 
 /// Why the current attempt ends.
-enum Next {
+pub(crate) enum Next {
     /// Start over with a new node (the session changed or our node vanished).
     Restart,
     /// Give up: deadline passed (`Ok(None)`), or an error.
@@ -125,19 +125,19 @@ enum Next {
 }
 
 /// Our node during one attempt; deletes it on drop unless it was handed to a guard.
-struct Attempt<'a> {
+pub(crate) struct Attempt<'a> {
     client: &'a Client,
     dir: &'a str,
     uuid: String,
     /// The session the attempt started in.
     session: i64,
-    node: Option<Acquired>,
+    pub node: Option<Acquired>,
     /// A create whose reply never came may have made a node.
     maybe_created: bool,
 }
 
 impl Attempt<'_> {
-    fn take(&mut self) -> Option<Acquired> {
+    pub(crate) fn take(&mut self) -> Option<Acquired> {
         self.maybe_created = false;
         self.node.take()
     }
@@ -206,14 +206,27 @@ pub(crate) fn bounded(client: &Client, deadline: Option<Instant>) -> Option<Clie
     }
 }
 
-fn attempt(
-    client: &Client,
-    spec: &Spec<'_>,
+/// A node in a queue, with the listing its create brought back.
+pub(crate) struct Queued<'a> {
+    pub at: Attempt<'a>,
+    pub listing: Option<Vec<String>>,
+}
+
+/// Phase 1 of an attempt: our node, and (usually) a listing of the directory taken right
+/// after it, in the same write. `Err` says how the attempt ends instead.
+pub(crate) fn enqueue<'a>(
+    client: &'a Client,
+    spec: &Spec<'a>,
     wait: Wait,
     deadline: Option<Instant>,
     cancel: &Receiver<()>,
     events: &Receiver<SessionEvent>,
-) -> Next {
+) -> std::result::Result<Queued<'a>, Next> {
+    let cancelled = || {
+        Next::Done(Err(Error::Cancelled {
+            path: spec.dir.to_string(),
+        }))
+    };
     let mut at = Attempt {
         client,
         dir: spec.dir,
@@ -222,21 +235,15 @@ fn attempt(
         node: None,
         maybe_created: false,
     };
-    let cancelled = || {
-        Next::Done(Err(Error::Cancelled {
-            path: spec.dir.to_string(),
-        }))
-    };
     let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
     let mut parent_tries = 0;
-    // Phase 1: our node, and (usually) a listing taken right after it.
     let mut listing: Option<Vec<String>> = None;
     while at.node.is_none() {
         if cancel.try_recv().is_ok() {
-            return cancelled();
+            return Err(cancelled());
         }
         let Some(c) = bounded(client, deadline) else {
-            return Next::Done(expired(wait, spec.dir, client));
+            return Err(Next::Done(expired(wait, spec.dir, client)));
         };
         if at.maybe_created {
             match find_by_uuid(&c, spec.dir, &at.uuid) {
@@ -253,7 +260,7 @@ fn attempt(
                     at.maybe_created = false;
                     continue;
                 }
-                Err(e) => return Next::Done(Err(e)),
+                Err(e) => return Err(Next::Done(Err(e))),
             }
         }
         at.session = client.session_id();
@@ -279,7 +286,7 @@ fn attempt(
                 match create_dir(&c, spec.dir, spec.dir_data) {
                     Ok(()) => {}
                     Err(e) if e.is_connection_error() || e == Error::SessionExpired => {}
-                    Err(e) => return Next::Done(Err(e)),
+                    Err(e) => return Err(Next::Done(Err(e))),
                 }
             }
             Err(e) if e.is_connection_error() => {
@@ -287,9 +294,33 @@ fn attempt(
                 pause(events, cancel, deadline);
             }
             Err(Error::SessionExpired) => {}
-            Err(e) => return Next::Done(Err(e)),
+            Err(e) => return Err(Next::Done(Err(e))),
         }
     }
+    Ok(Queued { at, listing })
+}
+
+fn attempt(
+    client: &Client,
+    spec: &Spec<'_>,
+    wait: Wait,
+    deadline: Option<Instant>,
+    cancel: &Receiver<()>,
+    events: &Receiver<SessionEvent>,
+) -> Next {
+    let Queued {
+        mut at,
+        mut listing,
+        ..
+    } = match enqueue(client, spec, wait, deadline, cancel, events) {
+        Ok(q) => q,
+        Err(next) => return next,
+    };
+    let cancelled = || {
+        Next::Done(Err(Error::Cancelled {
+            path: spec.dir.to_string(),
+        }))
+    };
     let Some(node) = at.node.clone() else {
         return Next::Restart;
     };

@@ -1,0 +1,717 @@
+//! The `zkguard` binary against real ZooKeeper servers (the library's `testing` harness).
+
+mod common;
+
+use std::io::BufRead;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use zkguard::testing::FaultProxy;
+
+/// The shared server's connect string, a scratch directory and a fresh lock path.
+fn setup(prefix: &str) -> (String, Scratch, String) {
+    (cluster().connect_string(), Scratch::new(), unique(prefix))
+}
+
+fn sh(script: &str) -> [&str; 3] {
+    ["sh", "-c", script]
+}
+
+/// `zkguard lock` processes started together never run their commands at the same time, and
+/// each gets a larger fencing token than the one before.
+#[test]
+fn lock_commands_never_overlap() {
+    let (cs, s, path) = setup("overlap");
+    let log = s.path("log");
+    let script = format!(
+        "echo \"start $ZKGUARD_TOKEN\" >> '{l}'; sleep 0.3; echo \"end $ZKGUARD_TOKEN\" >> '{l}'",
+        l = log.display()
+    );
+    let mut procs: Vec<Running> = (0..3)
+        .map(|i| start_sh(&cs, &s, &format!("p{i}"), &["lock", &path], &script))
+        .collect();
+    for p in &mut procs {
+        assert_eq!(p.wait(PATIENCE), 0, "{}", p.stderr());
+    }
+    let lines = s.lines("log");
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    let mut last = 0u64;
+    for pair in lines.chunks(2) {
+        let start = pair[0].strip_prefix("start ").expect("a start line");
+        assert_eq!(pair[1], format!("end {start}"), "overlap in {lines:?}");
+        let token: u64 = start.parse().unwrap();
+        assert!(token > last, "tokens do not grow: {lines:?}");
+        last = token;
+    }
+}
+
+/// `--nonblock` and `--timeout` exit with 1 (or `--conflict-exit-code`) without running the
+/// command while another process holds the lock, and the lock is free once it is released.
+#[test]
+fn nonblock_and_timeout_exit_codes() {
+    let (cs, s, path) = setup("conflict");
+    let holder_script = format!(
+        "echo held > '{}'; {}",
+        s.path("ready").display(),
+        until_file(&s.path("go"))
+    );
+    let mut holder = start_sh(&cs, &s, "holder", &["lock", &path], &holder_script);
+    s.wait_lines("ready", "the holder's command", |l| !l.is_empty());
+
+    let ran = format!("touch '{}'", s.path("ran").display());
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "--nonblock", "--"])
+            .args(sh(&ran)),
+    );
+    assert_eq!(code, 1, "--nonblock: {err}");
+    assert!(err.contains("did not get the lock"), "{err}");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "-n", "--conflict-exit-code", "9", "--"])
+            .args(sh(&ran)),
+    );
+    assert_eq!(code, 9, "--conflict-exit-code 9: {err}");
+    let t = Instant::now();
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "--timeout", "700ms", "--"])
+            .args(sh(&ran)),
+    );
+    assert_eq!(code, 1, "--timeout: {err}");
+    assert!(t.elapsed() >= Duration::from_millis(700), "gave up early");
+    assert!(!s.path("ran").exists(), "a command ran without the lock");
+
+    s.touch("go");
+    assert_eq!(holder.wait(PATIENCE), 0, "{}", holder.stderr());
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "-n", "--"])
+            .args(sh(&ran)),
+    );
+    assert_eq!(code, 0, "free after the release: {err}");
+    assert!(s.path("ran").exists());
+}
+
+/// SIGINT while waiting for the lock: zkguard exits with 130 at once, the command never
+/// runs, and its place in the queue is gone.
+#[test]
+fn sigint_while_waiting_exits_130_and_leaves_no_node() {
+    let (cs, s, path) = setup("sigint-wait");
+    let c = client(&cs);
+    let mut h = start_sh(
+        &cs,
+        &s,
+        "holder",
+        &["lock", &path],
+        &until_file(&s.path("go")),
+    );
+    wait_contenders(&c, &path, 1);
+    let mut w = zkguard(&cs);
+    w.args(["lock", &path, "--", "touch"]).arg(s.path("ran"));
+    let mut w = Running::start(w, &s, "waiter");
+    wait_contenders(&c, &path, 2);
+
+    w.signal(libc::SIGINT);
+    assert_eq!(w.wait(PATIENCE), 130, "{}", w.stderr());
+    wait_contenders(&c, &path, 1);
+    s.touch("go");
+    assert_eq!(h.wait(PATIENCE), 0, "{}", h.stderr());
+    assert!(
+        !s.path("ran").exists(),
+        "the interrupted waiter ran its command"
+    );
+}
+
+/// The command's exit status comes back as zkguard's (a signal as 128+N), and the command
+/// sees the fencing token, the lock path and its node in its environment.
+#[test]
+fn exit_status_passes_through_with_the_environment() {
+    let (cs, s, path) = setup("status");
+    let env = s.path("env");
+    let script = format!(
+        "echo \"$ZKGUARD_TOKEN|$ZKGUARD_PATH|$ZKGUARD_NODE\" > '{}'; exit 7",
+        env.display()
+    );
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "--"]).args(sh(&script)));
+    assert_eq!(code, 7, "{err}");
+    let line = s.lines("env").concat();
+    let parts: Vec<&str> = line.split('|').collect();
+    assert!(parts[0].parse::<u64>().is_ok_and(|t| t > 0), "{line}");
+    assert_eq!(parts[1], path);
+    assert!(
+        parts[2].starts_with(&format!("{path}/")) && parts[2].contains("-lock-"),
+        "{line}"
+    );
+
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "-q", "--"])
+            .args(sh("kill -KILL $$")),
+    );
+    assert_eq!(code, 128 + 9, "{err}");
+    assert!(err.is_empty(), "--quiet printed {err:?}");
+
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-q", "--", "/no/such/command"]));
+    assert_eq!(code, 127, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let not_executable = s.path("not-executable");
+    std::fs::write(&not_executable, "#!/bin/sh\n").unwrap();
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["lock", &path, "-q", "--"])
+            .arg(&not_executable),
+    );
+    assert_eq!(code, 126, "{err}");
+    // Nothing was left behind: the lock is free.
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-n", "--", "true"]));
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Bad input and an unreachable ensemble are one line on stderr and a documented status.
+#[test]
+fn bad_input_is_one_line_and_a_documented_status() {
+    let cs = cluster().connect_string();
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["lock", "/cli/x"], 2, "<CMD>"),
+        (vec!["lock", "cli/x", "--", "true"], 2, "invalid path"),
+        (vec!["lock", "/cli//x", "--", "true"], 2, "invalid path"),
+        (
+            vec!["lock", "/cli/x", "--timeout", "3", "--", "true"],
+            2,
+            "--timeout",
+        ),
+        (
+            vec!["lock", "/cli/x", "--kill-after", "soon", "--", "true"],
+            2,
+            "--kill-after",
+        ),
+        (
+            vec!["lock", "/cli/x", "--read", "--write", "--", "true"],
+            2,
+            "--write",
+        ),
+        (
+            vec!["lock", "/cli/x", "--auth", "nocolon", "--", "true"],
+            2,
+            "user:password",
+        ),
+        (
+            vec!["elect", "/cli/x", "--on-suspend", "maybe", "--", "true"],
+            2,
+            "maybe",
+        ),
+        (vec!["holders"], 2, "<PATH>"),
+        (vec!["frobnicate"], 2, "frobnicate"),
+    ];
+    for (args, want, mentions) in cases {
+        let (code, out, err) = output(zkguard(&cs).args(&args));
+        assert_eq!(code, want, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+        assert!(
+            err.contains(mentions),
+            "{args:?} does not name {mentions}: {err}"
+        );
+        assert!(
+            !err.contains("panicked") && out.is_empty(),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, _, err) = output(
+        std::process::Command::new(env!("CARGO_BIN_EXE_zkguard"))
+            .env("ZK_CONNECT", "127.0.0.1:1")
+            .args(["--connect-timeout", "1s", "lock", "/cli/x", "--", "true"]),
+    );
+    assert_eq!(code, 69, "unreachable: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot connect to 127.0.0.1:1"), "{err}");
+}
+
+/// Digest credentials from `--auth-file` or `ZKGUARD_AUTH` open a lock directory that only
+/// their user may use; without them the refusal is one line and status 77.
+#[test]
+fn credentials_from_a_file_or_the_environment() {
+    let (cs, s, _) = setup("auth");
+    let owner = zkguard::Client::builder(&cs)
+        .auth("digest", b"alice:secret")
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let path = format!("/cli-acl-{}", uuid::Uuid::new_v4().simple());
+    owner
+        .create_with_acl(
+            &path,
+            b"",
+            zkguard::CreateMode::Persistent,
+            &zkguard::Acl::creator_all(),
+        )
+        .unwrap();
+    let (code, _, err) = output(zkguard(&cs).args(["holders", &path]));
+    assert_eq!(code, 77, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    std::fs::write(s.path("cred"), "alice:secret\n").unwrap();
+    let (code, out, err) = output(
+        zkguard(&cs)
+            .arg("--auth-file")
+            .arg(s.path("cred"))
+            .args(["holders", &path]),
+    );
+    assert_eq!((code, out.contains("nobody")), (0, true), "{err}");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .env("ZKGUARD_AUTH", "alice:secret")
+            .args(["lock", &path, "-n", "--", "true"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    owner.delete(&path, None).unwrap();
+}
+
+/// SIGTERM to zkguard reaches the command (in its own process group, so only by
+/// forwarding), and a waiting zkguard runs its command only after the first command has
+/// finished its clean-up and exited.
+#[test]
+fn sigterm_is_forwarded_and_the_lock_released_after_the_command_exits() {
+    let (cs, s, path) = setup("sigterm");
+    let c = client(&cs);
+    let log = s.path("log").display().to_string();
+    let first = format!(
+        "trap 'echo term >> {log}; sleep 1; echo cleaned >> {log}; exit 0' TERM; \
+         echo start >> {log}; while :; do sleep 0.05; done"
+    );
+    let mut a = start_sh(&cs, &s, "a", &["lock", &path], &first);
+    s.wait_lines("log", "first command", |l| l.len() == 1);
+    let mut b = start_sh(
+        &cs,
+        &s,
+        "b",
+        &["lock", &path, "--timeout", "60s"],
+        &format!("echo second >> {log}"),
+    );
+    wait_contenders(&c, &path, 2);
+
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait(PATIENCE), 0, "the command's status: {}", a.stderr());
+    assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
+    assert_eq!(s.lines("log"), ["start", "term", "cleaned", "second"]);
+    assert!(a.stderr().contains("forwarding SIGTERM"), "{}", a.stderr());
+}
+
+/// A holder cut off by the fault proxy (2.5 s session; the client declares the session lost
+/// 250 ms before the server may): its command is told to stop (SIGTERM, then killed)
+/// before another `zkguard lock` runs its command, and the cut-off zkguard exits with 75.
+#[test]
+fn a_cut_off_holder_has_its_command_killed_before_another_runs() {
+    let (cs, s, path) = setup("cut");
+    let c = client(&cs);
+    let proxy = FaultProxy::for_cluster(cluster()).unwrap();
+    let log = s.path("log").display().to_string();
+    let first = format!(
+        "trap 'echo killed $(date +%s.%N) >> {log}; exit 143' TERM; echo start >> {log}; \
+         while :; do sleep 0.05; done"
+    );
+    let mut a = start_sh(
+        &proxy.connect_string(),
+        &s,
+        "a",
+        &["--session-timeout", "2500ms", "lock", &path],
+        &first,
+    );
+    s.wait_lines("log", "first command", |l| l.len() == 1);
+    let mut b = start_sh(
+        &cs,
+        &s,
+        "b",
+        &["lock", &path],
+        &format!("echo second $(date +%s.%N) >> {log}"),
+    );
+    wait_contenders(&c, &path, 2);
+
+    let cut = std::time::SystemTime::now();
+    proxy.blackhole();
+    assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
+    assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
+    let lines = s.lines("log");
+    let words: Vec<&str> = lines.iter().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(
+        words,
+        ["start", "killed", "second"],
+        "{lines:?}; holder's stderr:\n{}",
+        a.stderr()
+    );
+    let at = |i: usize| -> f64 { lines[i].split(' ').nth(1).unwrap().parse().unwrap() };
+    let cut = cut
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    eprintln!(
+        "2.5 s session: the cut-off command was told to stop {:.3} s after the cut, \
+         the next command started {:.3} s after the cut",
+        at(1) - cut,
+        at(2) - cut
+    );
+    proxy.heal();
+}
+
+/// A zkguard that is killed (SIGKILL: no clean-up of its own) takes its command with it
+/// (Linux's parent-death signal), and its lock goes with its session.
+#[test]
+fn a_killed_zkguard_takes_its_command_and_its_lock_with_it() {
+    let (cs, s, path) = setup("crash");
+    let args = ["--session-timeout", "2s", "lock", &path];
+    let mut a = start_sh(&cs, &s, "a", &args, &s.ticker(""));
+    let pid = s.ticker_pid();
+
+    a.signal(libc::SIGKILL);
+    assert_eq!(a.wait(PATIENCE), 128 + 9);
+    wait_until(|| "the command outlived zkguard".into(), || is_dead(pid));
+    let (code, _, err) =
+        output(zkguard(&cs).args(["lock", &path, "--timeout", "30s", "--", "true"]));
+    assert_eq!(code, 0, "the lock never came free: {err}");
+}
+
+/// A ticker (see `Scratch::ticker`) holding a lock through a fault proxy, then cut off.
+struct CutOff {
+    proxy: FaultProxy,
+    s: Scratch,
+    a: Running,
+    /// The ticker's pid.
+    pid: i32,
+    /// Just before the cut.
+    cut: Instant,
+}
+
+/// Starts `zkguard --session-timeout 20s lock PATH --on-suspend POLICY EXTRA… -- TICKER`
+/// through a fault proxy, then cuts it off: the proxy black-holes and closes its
+/// connection, so the client is disconnected at once and its reconnects hang until `heal`.
+fn cut_off_ticker(name: &str, policy: &str, extra: &[&str], prelude: &str) -> CutOff {
+    let (_, s, path) = setup(name);
+    let proxy = FaultProxy::for_cluster(cluster()).unwrap();
+    let args = [
+        "--session-timeout",
+        "20s",
+        "lock",
+        &path,
+        "--on-suspend",
+        policy,
+    ];
+    let args = [&args[..], extra].concat();
+    let a = start_sh(&proxy.connect_string(), &s, "a", &args, &s.ticker(prelude));
+    let pid = s.ticker_pid();
+    let cut = Instant::now();
+    proxy.blackhole();
+    proxy.reset();
+    CutOff {
+        proxy,
+        s,
+        a,
+        pid,
+        cut,
+    }
+}
+
+/// `--on-suspend stop`: while the holder is disconnected its command is stopped (state T);
+/// after the heal the lock is proven again and the command continues, then ends normally.
+#[test]
+fn on_suspend_stop_pauses_and_resumes_the_command() {
+    let CutOff {
+        proxy,
+        s,
+        mut a,
+        pid,
+        ..
+    } = cut_off_ticker("suspend", "stop", &[], "");
+    wait_until(
+        || format!("never stopped: {}", a.stderr()),
+        || proc_state(pid) == Some('T'),
+    );
+    let stopped_at = s.lines("ticks").len();
+
+    proxy.heal();
+    s.wait_ticks_after(stopped_at, 3);
+    a.wait_stderr("proven again");
+    s.touch("go");
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+}
+
+/// `--on-suspend ignore`: the command runs on while the holder is disconnected, and
+/// zkguard says so (and says when it is connected again).
+#[test]
+fn on_suspend_ignore_lets_the_command_run_on() {
+    let CutOff {
+        proxy,
+        s,
+        mut a,
+        pid,
+        ..
+    } = cut_off_ticker("ignore", "ignore", &[], "");
+    a.wait_stderr("the command runs on");
+    let since = s.lines("ticks").len();
+    s.wait_ticks_after(since, 5);
+    assert_ne!(proc_state(pid), Some('T'), "stopped despite ignore");
+    proxy.heal();
+    a.wait_stderr("connected again");
+    s.touch("go");
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+}
+
+/// Ctrl-Z (SIGTSTP) stops zkguard and its command together; when zkguard is continued,
+/// the command is continued only after the lock is proven again.
+#[test]
+fn sigtstp_stops_the_command_with_zkguard() {
+    let (cs, s, path) = setup("tstp");
+    let mut a = start_sh(&cs, &s, "a", &["lock", &path], &s.ticker(""));
+    let pid = s.ticker_pid();
+
+    a.signal(libc::SIGTSTP);
+    wait_until(
+        || format!("not both stopped: {}", a.stderr()),
+        || (proc_state(pid), proc_state(a.pid())) == (Some('T'), Some('T')),
+    );
+    let stopped_at = s.lines("ticks").len();
+    a.signal(libc::SIGCONT);
+    a.wait_stderr("proven again");
+    s.wait_ticks_after(stopped_at, 3);
+    s.touch("go");
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+}
+
+/// `--on-suspend kill` terminates the command as soon as the connection drops, and a
+/// command that ignores SIGTERM is SIGKILLed after `--kill-after`; zkguard exits with 75.
+#[test]
+fn on_suspend_kill_and_kill_after() {
+    // `s` is kept: dropping it would delete the files the test reads.
+    let CutOff {
+        proxy,
+        s: _s,
+        mut a,
+        pid,
+        cut,
+    } = cut_off_ticker(
+        "kill-after",
+        "kill",
+        &["--kill-after", "1s"],
+        "trap '' TERM;",
+    );
+    assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
+    assert!(
+        cut.elapsed() >= Duration::from_secs(1),
+        "SIGKILL before --kill-after: {}",
+        a.stderr()
+    );
+    assert!(a.stderr().contains("SIGKILL"), "{}", a.stderr());
+    assert!(is_dead(pid), "the command survived");
+    proxy.heal();
+}
+
+/// `elect --loop`: when the leader's command exits, the other candidate leads, and the
+/// first queues again behind it; terms never overlap.
+#[test]
+fn elect_loop_hands_over_when_the_command_exits() {
+    let (cs, s, path) = setup("elect");
+    let log = s.path("log").display().to_string();
+    // Longer than zkguard's one-second pause between short terms, so it never waits.
+    let script = format!(
+        "echo \"start $ZKGUARD_ID\" >> {log}; sleep 1.2; echo \"end $ZKGUARD_ID\" >> {log}"
+    );
+    let mut procs: Vec<Running> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            start_sh(
+                &cs,
+                &s,
+                id,
+                &["elect", &path, "--id", id, "--loop"],
+                &script,
+            )
+        })
+        .collect();
+    s.wait_lines("log", "four terms", |l| l.len() >= 8);
+    for p in &procs {
+        p.signal(libc::SIGTERM);
+    }
+    for p in &mut procs {
+        assert_eq!(p.wait(PATIENCE), 143, "{}", p.stderr());
+    }
+    let lines = s.lines("log");
+    let mut previous = String::new();
+    for term in lines.chunks(2).take(4) {
+        let id = term[0].strip_prefix("start ").expect("a start line");
+        assert_eq!(term[1], format!("end {id}"), "terms overlap: {lines:?}");
+        assert_ne!(id, previous, "no hand-over: {lines:?}");
+        previous = id.to_string();
+    }
+}
+
+/// `holders --json` and `leader --json` parse and name the holder, the waiter and the
+/// leader; the table and the waiting message name the holder too.
+#[test]
+fn holders_and_leader_json_parse() {
+    let (cs, s, path) = setup("holders");
+    let c = client(&cs);
+    let wait_go = until_file(&s.path("go"));
+    let mut h = start_sh(
+        &cs,
+        &s,
+        "holder",
+        &["lock", &path, "--data", "holder-x"],
+        &wait_go,
+    );
+    wait_contenders(&c, &path, 1);
+    let mut w = zkguard(&cs);
+    w.args(["lock", &path, "--data", "waiter-y", "--", "true"]);
+    let mut w = Running::start(w, &s, "waiter");
+    wait_contenders(&c, &path, 2);
+
+    let (code, out, err) = output(zkguard(&cs).args(["holders", &path, "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("holders --json parses");
+    assert_eq!(v["path"], path.as_str());
+    assert_eq!(v["kind"], "mutex");
+    let ps = v["participants"].as_array().unwrap();
+    assert_eq!(ps.len(), 2, "{v}");
+    assert_eq!(
+        (&ps[0]["data"], &ps[0]["holds"]),
+        (&"holder-x".into(), &true.into())
+    );
+    assert_eq!(
+        (&ps[1]["data"], &ps[1]["role"]),
+        (&"waiter-y".into(), &"waiter".into())
+    );
+    assert!(ps[0]["age_ms"].as_u64().is_some(), "{v}");
+    let (code, out, _) = output(zkguard(&cs).args(["holders", &path]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("holder-x") && out.contains("waiter-y"),
+        "{out}"
+    );
+    w.wait_stderr(&format!("waiting for {path}, held by holder-x for"));
+
+    let election = unique("leader");
+    let mut l = start_sh(
+        &cs,
+        &s,
+        "leader",
+        &["elect", &election, "--id", "leader-1"],
+        &wait_go,
+    );
+    wait_contenders(&c, &election, 1);
+    let (code, out, err) = output(zkguard(&cs).args(["leader", &election, "--json"]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("leader --json parses");
+    assert_eq!(v["leader"], "leader-1", "{v}");
+    assert_eq!(v["participants"][0]["role"], "leader", "{v}");
+
+    s.touch("go");
+    for p in [&mut h, &mut w, &mut l] {
+        assert_eq!(p.wait(PATIENCE), 0, "{}", p.stderr());
+    }
+}
+
+/// Readers share `--read`, and `--permits 2` lets two in and turns a third away.
+#[test]
+fn read_locks_share_and_permits_count() {
+    let (cs, s, path) = setup("rw");
+    // Each reader enters, then waits for the other to be inside too: only if both hold
+    // the read lock at once do both exit 0.
+    let reader = |me: &str, other: &str| {
+        let script = format!(
+            "touch '{}'; {}",
+            s.path(me).display(),
+            until_file(&s.path(other))
+        );
+        start_sh(&cs, &s, me, &["lock", &path, "--read"], &script)
+    };
+    let mut r1 = reader("r1", "r2");
+    let mut r2 = reader("r2", "r1");
+    assert_eq!(r1.wait(PATIENCE), 0, "{}", r1.stderr());
+    assert_eq!(r2.wait(PATIENCE), 0, "{}", r2.stderr());
+
+    let sem = unique("sem");
+    let wait_go = until_file(&s.path("go"));
+    let mut holders: Vec<Running> = (0..2)
+        .map(|i| {
+            start_sh(
+                &cs,
+                &s,
+                &format!("permit{i}"),
+                &["lock", &sem, "--permits", "2"],
+                &wait_go,
+            )
+        })
+        .collect();
+    let deadline = Instant::now() + PATIENCE;
+    // Both hold (not one holding and one queued) once a third is turned away.
+    let (code, _, err) = loop {
+        let (code, out, err) = output(zkguard(&cs).args(["holders", &sem, "--json"]));
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        let holding = v["participants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["holds"] == true)
+            .count();
+        if holding == 2 {
+            assert_eq!(v["kind"], "semaphore");
+            break output(zkguard(&cs).args(["lock", &sem, "--permits", "2", "-n", "--", "true"]));
+        }
+        assert!(Instant::now() < deadline, "two permits never held: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, 1, "a third permit: {err}");
+    s.touch("go");
+    for h in &mut holders {
+        assert_eq!(h.wait(PATIENCE), 0, "{}", h.stderr());
+    }
+}
+
+/// `zkguard server` prints a connect string a client can use, and stops its servers on
+/// SIGINT.
+#[test]
+fn server_prints_a_connect_string_a_client_can_use() {
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_zkguard"))
+        .args(["server", "--servers", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("a connect string within 2 minutes");
+    let cs = line.trim().to_string();
+    assert!(cs.starts_with("127.0.0.1:"), "{line:?}");
+    let c = client(&cs);
+    let node = c
+        .create("/from-the-test", b"hi", zkguard::CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(c.get_data(&node.path).unwrap().0, b"hi");
+    c.close().unwrap();
+
+    // SAFETY: a plain kill(2) of our own child.
+    unsafe {
+        libc::kill(server.id() as i32, libc::SIGINT);
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(st) = server.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "server did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(exit_code(status), 0);
+    let gone = zkguard::Client::builder(&cs)
+        .connect_timeout(Duration::from_secs(2))
+        .build();
+    assert!(gone.is_err(), "the servers still answer after SIGINT");
+}

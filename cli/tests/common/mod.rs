@@ -1,0 +1,257 @@
+//! Helpers for the command-line tests: a shared real ZooKeeper server, the built binary,
+//! and waits with deadlines.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use zkguard::testing::TestCluster;
+use zkguard::Client;
+
+/// Generous: the machine may be slow and loaded.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// One standalone server for every test of this binary; its watchdog stops it at exit.
+pub fn cluster() -> &'static TestCluster {
+    static CLUSTER: OnceLock<TestCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| TestCluster::start(1).expect("start a ZooKeeper server"))
+}
+
+pub fn client(connect: &str) -> Client {
+    Client::builder(connect)
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap_or_else(|e| panic!("connect to {connect}: {e}"))
+}
+
+/// A fresh lock path.
+pub fn unique(prefix: &str) -> String {
+    format!("/cli/{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A scratch directory; the tests' commands write their lines into files there.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The lines of a file (none if it does not exist yet).
+    pub fn lines(&self, name: &str) -> Vec<String> {
+        read_lines(&self.path(name))
+    }
+
+    /// Waits until the lines of `name` satisfy `pred`; panics with them at the deadline.
+    pub fn wait_lines(&self, name: &str, what: &str, pred: impl Fn(&[String]) -> bool) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let lines = self.lines(name);
+            if pred(&lines) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not within {PATIENCE:?}; {name} has {lines:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A command that writes its pid to `pid`, then a `tick` line to `ticks` every 50 ms
+    /// until `go` exists; `prelude` runs first (a trap, say).
+    pub fn ticker(&self, prelude: &str) -> String {
+        format!(
+            "{prelude} echo $$ > '{}'; while [ ! -e '{}' ]; do echo tick >> '{}'; sleep 0.05; done",
+            self.path("pid").display(),
+            self.path("go").display(),
+            self.path("ticks").display()
+        )
+    }
+
+    /// The ticker's pid, once it ticks.
+    pub fn ticker_pid(&self) -> i32 {
+        self.wait_lines("ticks", "the command running", |l| !l.is_empty());
+        self.lines("pid")[0].parse().unwrap()
+    }
+
+    /// Waits until the ticker has ticked `n` more times than `since` (it runs).
+    pub fn wait_ticks_after(&self, since: usize, n: usize) {
+        self.wait_lines("ticks", "the command ticking", |l| l.len() >= since + n);
+    }
+
+    pub fn touch(&self, name: &str) {
+        std::fs::write(self.path(name), b"").unwrap();
+    }
+}
+
+pub fn read_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `zkguard` with `--connect` set.
+pub fn zkguard(connect: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_zkguard"));
+    c.env_remove("ZK_CONNECT")
+        .env_remove("ZKGUARD_AUTH")
+        .arg("--connect")
+        .arg(connect)
+        .arg("--connect-timeout")
+        .arg("20s")
+        .stdin(Stdio::null());
+    c
+}
+
+/// A running zkguard, its stderr in a file; SIGKILLed if the test ends first.
+pub struct Running {
+    pub child: Child,
+    pub stderr: PathBuf,
+}
+
+impl Running {
+    pub fn start(mut cmd: Command, scratch: &Scratch, name: &str) -> Running {
+        let stderr = scratch.path(&format!("{name}.stderr"));
+        let file = std::fs::File::create(&stderr).unwrap();
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start zkguard");
+        Running { child, stderr }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe {
+            libc::kill(self.pid(), sig);
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Its exit status (panics, showing its stderr, at the deadline).
+    pub fn wait(&mut self, within: Duration) -> i32 {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return exit_code(st);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "zkguard did not exit within {within:?}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until its stderr contains `text`.
+    pub fn wait_stderr(&self, text: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.stderr().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "no {text:?} on stderr within {PATIENCE:?}:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Starts `zkguard ARGS -- sh -c SCRIPT` against `connect`, its stderr in `NAME.stderr`.
+pub fn start_sh(connect: &str, s: &Scratch, name: &str, args: &[&str], script: &str) -> Running {
+    let mut c = zkguard(connect);
+    c.args(args).args(["--", "sh", "-c", script]);
+    Running::start(c, s, name)
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub fn exit_code(st: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+}
+
+/// Runs zkguard to the end: (status, stdout, stderr).
+pub fn output(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().expect("run zkguard");
+    (
+        exit_code(out.status),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits until `n` contenders are queued at a lock path (seen through the library).
+pub fn wait_contenders(client: &Client, path: &str, n: usize) {
+    let lock = zkguard::Mutex::new(client, path).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let seen = lock.participants().map(|p| p.len()).unwrap_or(0);
+        if seen == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} contenders at {path} not within {PATIENCE:?} (saw {seen})"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A shell loop that waits (at most a minute) for a file, then exits 0; 1 if it never came.
+pub fn until_file(path: &Path) -> String {
+    format!(
+        "i=0; while [ ! -e '{p}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e '{p}' ]",
+        p = path.display()
+    )
+}
+
+/// Polls `cond` every 20 ms; panics with `what()` at the deadline.
+pub fn wait_until(what: impl Fn() -> String, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{}", what());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Gone, or a zombie waiting for a reaper that is not ours.
+pub fn is_dead(pid: i32) -> bool {
+    matches!(proc_state(pid), None | Some('Z'))
+}
+
+/// The state letter of a process in /proc (R, S, T …), if it exists.
+pub fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ...": the state follows the last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}

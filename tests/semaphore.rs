@@ -1,0 +1,388 @@
+//! The semaphore on Curator's `InterProcessSemaphoreV2` protocol, against a real ZooKeeper
+//! server: no permit left idle whatever the release order, a bounded number of
+//! notifications per release, what happens when the internal lock is lost or a waiter gives
+//! up, and paths that hold another recipe's nodes. (Mixed with the real Curator:
+//! tests/curator.rs.)
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    assert_quiet, base, children, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN,
+};
+use zkguard::{Client, CreateMode, Error, Mutex, Permit, Semaphore};
+
+const SESSION: Duration = Duration::from_secs(10);
+
+fn leases(c: &Client, path: &str) -> Vec<String> {
+    children(c, &format!("{path}/leases"))
+}
+
+fn locks(c: &Client, path: &str) -> Vec<String> {
+    children(c, &format!("{path}/locks"))
+}
+
+/// Waits until nothing of any contender is left under the semaphore.
+fn wait_empty(c: &Client, path: &str) {
+    wait_until(WITHIN, "no lease and no internal-lock node left", || {
+        leases(c, path).is_empty() && locks(c, path).is_empty()
+    });
+}
+
+/// An acquire on its own client and thread; the receiver gets the permit (and the client,
+/// which must outlive it).
+fn acquire_on(
+    cs: &str,
+    path: &str,
+    permits: u32,
+    session: Duration,
+) -> crossbeam_channel::Receiver<(Client, Permit)> {
+    let (cs, path) = (cs.to_string(), path.to_string());
+    spawn(move || {
+        let c = connect(&cs, session);
+        let p = Semaphore::new(&c, &path, permits)
+            .unwrap()
+            .acquire()
+            .unwrap();
+        (c, p)
+    })
+}
+
+/// Whether a lease waits beyond the permits (told by `participants()` alone, so that this
+/// test reads the same on any layout).
+fn waiting_lease(sem: &Semaphore) -> bool {
+    let p = sem.participants().unwrap();
+    p.iter().filter(|x| x.holds).count() == sem.permits() as usize
+        && p.iter().any(|x| !x.holds && x.node.contains("-lease-"))
+}
+
+/// The old layout's waiter watched the node `permits` places ahead of it: a holder that
+/// released out of arrival order left its permit idle until that node went or a slow
+/// re-check (one session timeout) came. The sessions here are long (30 s) and the test
+/// waits less than that, so only a waiter that is told about every release passes.
+#[test]
+fn a_permit_freed_out_of_arrival_order_is_taken_without_waiting_for_a_recheck() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-order");
+    let long = Duration::from_secs(30);
+    let c = connect(&cs, long);
+    let sem = Semaphore::new(&c, &path, 3).unwrap();
+    let held: Vec<Permit> = (0..3).map(|_| sem.acquire().unwrap()).collect();
+    let waiter = acquire_on(&cs, &path, 3, long);
+    wait_until(WITHIN, "the waiter's lease counted", || waiting_lease(&sem));
+    assert_quiet(&waiter, "a fourth holder of 3 permits");
+    // Release the newest holder first, then the middle one: neither is the oldest.
+    let mut held = held.into_iter();
+    let (first, second, third) = (
+        held.next().unwrap(),
+        held.next().unwrap(),
+        held.next().unwrap(),
+    );
+    third.release().unwrap();
+    let (_wc, w) = recv(
+        &waiter,
+        Duration::from_secs(15),
+        "the waiter's permit after the newest holder released",
+    );
+    assert!(w.is_valid());
+    let waiter2 = acquire_on(&cs, &path, 3, long);
+    wait_until(WITHIN, "the second waiter's lease counted", || {
+        waiting_lease(&sem)
+    });
+    second.release().unwrap();
+    let (_wc2, w2) = recv(
+        &waiter2,
+        Duration::from_secs(15),
+        "the second waiter's permit after the middle holder released",
+    );
+    assert!(w.token() < w2.token(), "tokens rise with later leases");
+    drop((first, w, w2));
+    wait_empty(&c, &path);
+}
+
+/// One release: the lease's deletion notifies the internal-lock holder (it takes the
+/// permit), and its letting go of the internal lock notifies the next contender in that
+/// queue. Nobody else hears of it.
+#[test]
+fn one_release_notifies_two_contenders_and_nobody_else() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-herd");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 2).unwrap();
+    let h1 = sem.acquire().unwrap();
+    let h2 = sem.acquire().unwrap();
+    let clients: Vec<Client> = (0..8).map(|_| connect(&cs, SESSION)).collect();
+    let (in_tx, in_rx) = crossbeam_channel::unbounded();
+    let (go_tx, go_rx) = crossbeam_channel::unbounded::<()>();
+    let done: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let (w, path, in_tx, go_rx) = (w.clone(), path.clone(), in_tx.clone(), go_rx.clone());
+            spawn(move || {
+                let p = Semaphore::new(&w, &path, 2).unwrap().acquire().unwrap();
+                in_tx.send(i).unwrap();
+                go_rx.recv().unwrap();
+                p.release().unwrap();
+            })
+        })
+        .collect();
+    // Settled: one contender waits with a lease (3 leases), all 8 are queued on the
+    // internal lock (its holder included).
+    wait_until(
+        WITHIN,
+        "8 contenders queued, one waiting with a lease",
+        || leases(&c, &path).len() == 3 && locks(&c, &path).len() == 8,
+    );
+    // Each contender queued on the internal lock has armed its watch (the server says so;
+    // `wchp` shows data watches only, so not the waiter's watch on the lease list), or a
+    // release could pass unnoticed by the count below.
+    wait_until(WITHIN, "7 lock nodes watched", || {
+        let by_path = common::watches_by_path();
+        let lock_watches = by_path
+            .iter()
+            .filter(|(p, _)| p.starts_with(&format!("{path}/locks/")))
+            .count();
+        lock_watches >= 7
+    });
+    let before: Vec<u64> = clients.iter().map(|w| w.stats().watch_events).collect();
+    h1.release().unwrap();
+    let first = recv(&in_rx, WITHIN, "a waiter got the freed permit");
+    // The next contender takes the internal lock and waits with its lease.
+    wait_until(WITHIN, "the next contender waiting with its lease", || {
+        leases(&c, &path).len() == 3 && locks(&c, &path).len() == 7
+    });
+    // A notification reaches a session before the reply to any later read that sees the
+    // change, so after these reads every notification of the release has been counted.
+    for w in &clients {
+        w.sync(&path).unwrap();
+        let _ = w.get_children(&format!("{path}/leases")).unwrap();
+    }
+    let deltas: Vec<u64> = clients
+        .iter()
+        .zip(&before)
+        .map(|(w, b)| w.stats().watch_events - b)
+        .collect();
+    // The one that got in: the lease list's change, and the deletion of its own
+    // internal-lock node (it watched that node while it waited). The next in the internal
+    // lock's queue: that deletion. Nobody else.
+    assert_eq!(
+        deltas[first], 2,
+        "the one that got in: lease list + own lock node: {deltas:?}"
+    );
+    let others: u64 = deltas
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != first)
+        .map(|(_, d)| d)
+        .sum();
+    assert_eq!(
+        others, 1,
+        "notifications to the other contenders: {deltas:?}"
+    );
+    drop(h2);
+    for _ in 0..8 {
+        go_tx.send(()).unwrap();
+    }
+    for d in &done {
+        recv(d, WITHIN, "contender done");
+    }
+    wait_empty(&c, &path);
+}
+
+/// A waiter whose internal-lock node is deleted by someone else must give up its lease and
+/// queue again: a second waiter then takes the internal lock, and two waiting leases would
+/// each count the other forever (1 permit: holder gone, 2 leases, neither gets in).
+#[test]
+fn a_waiter_that_loses_the_internal_lock_requeues_instead_of_blocking_the_next() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-lostlock");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 1).unwrap();
+    let holder = sem.acquire().unwrap();
+    let w1 = acquire_on(&cs, &path, 1, SESSION);
+    wait_until(WITHIN, "the first waiter's lease", || {
+        leases(&c, &path).len() == 2
+    });
+    let lock_nodes = locks(&c, &path);
+    assert_eq!(
+        lock_nodes.len(),
+        1,
+        "the first waiter holds the internal lock"
+    );
+    // Someone deletes the waiter's internal-lock node.
+    c.delete(&format!("{path}/locks/{}", lock_nodes[0]), None)
+        .unwrap();
+    // It notices, deletes its lease, and queues on the internal lock again.
+    wait_until(WITHIN, "the first waiter's lease gone or renewed", || {
+        let l = leases(&c, &path);
+        let k = locks(&c, &path);
+        l.len() == 2 && k.len() == 1 && k[0] != lock_nodes[0]
+    });
+    let w2 = acquire_on(&cs, &path, 1, SESSION);
+    wait_until(WITHIN, "the second waiter queued", || {
+        locks(&c, &path).len() == 2
+    });
+    holder.release().unwrap();
+    // Both get in, one after the other.
+    let (first, second) = crossbeam_channel::select! {
+        recv(w1) -> p => (p.expect("first waiter"), w2),
+        recv(w2) -> p => (p.expect("second waiter"), w1),
+        recv(crossbeam_channel::after(WITHIN)) -> _ => panic!("nobody got the freed permit (two waiting leases?)"),
+    };
+    assert_quiet(&second, "a second holder of 1 permit");
+    drop(first);
+    let last = recv(&second, WITHIN, "the other waiter's permit");
+    drop(last);
+    wait_empty(&c, &path);
+}
+
+/// A waiter that gives up (timeout, cancel) while waiting with the internal lock deletes
+/// its lease and lets the internal lock go, so the contender behind it moves up.
+#[test]
+fn a_waiter_giving_up_with_the_internal_lock_leaves_nothing_and_hands_it_on() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-giveup");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 1).unwrap();
+    let holder = sem.acquire().unwrap();
+
+    // Timeout.
+    let a = connect(&cs, SESSION);
+    let sem_a = Semaphore::new(&a, &path, 1).unwrap();
+    let timed = spawn(move || sem_a.acquire_timeout(Duration::from_millis(1500)));
+    wait_until(WITHIN, "the timing-out waiter's lease", || {
+        leases(&c, &path).len() == 2
+    });
+    let behind = acquire_on(&cs, &path, 1, SESSION);
+    wait_until(WITHIN, "a contender behind it", || {
+        locks(&c, &path).len() == 2
+    });
+    assert!(recv(&timed, WITHIN, "the timed acquire").unwrap().is_none());
+    // The one behind now waits with the internal lock and its own lease.
+    wait_until(WITHIN, "the contender behind moved up", || {
+        leases(&c, &path).len() == 2 && locks(&c, &path).len() == 1
+    });
+
+    // Cancel: the one now waiting is cancelled from another thread.
+    let b = connect(&cs, SESSION);
+    let sem_b = Semaphore::new(&b, &path, 1).unwrap();
+    let canceller = sem_b.canceller();
+    let cancelled = spawn(move || sem_b.acquire().map(drop));
+    wait_until(WITHIN, "a third contender queued", || {
+        locks(&c, &path).len() == 2
+    });
+    canceller.cancel();
+    match recv(&cancelled, WITHIN, "the cancelled acquire") {
+        Err(Error::Cancelled { path: p }) => assert_eq!(p, path),
+        other => panic!("expected Cancelled, got {other:?}"),
+    }
+    wait_until(WITHIN, "the cancelled contender's node gone", || {
+        locks(&c, &path).len() == 1 && leases(&c, &path).len() == 2
+    });
+    drop(holder);
+    let (_bc, p) = recv(&behind, WITHIN, "the contender behind got the permit");
+    assert!(p.is_valid());
+    drop(p);
+    wait_empty(&c, &path);
+}
+
+/// A semaphore pointed at another recipe's directory, or at the lease nodes of zkguard's
+/// earlier layout (directly under the path), is refused, naming the node, and writes
+/// nothing there (not even its permit count). Another recipe pointed at a semaphore is
+/// refused too.
+#[test]
+fn a_semaphore_refuses_a_path_holding_other_nodes_and_changes_nothing() {
+    let cs = shared_cluster().connect_string();
+    let c = connect(&cs, SESSION);
+
+    let mutex_path = unique("sem-foreign");
+    let guard = Mutex::new(&c, &mutex_path).unwrap().acquire().unwrap();
+    match Semaphore::new(&c, &mutex_path, 2) {
+        Err(Error::ForeignNode { path, node }) => {
+            assert_eq!(path, mutex_path);
+            assert_eq!(node, base(guard.path()));
+        }
+        other => panic!("expected ForeignNode, got {other:?}"),
+    }
+    let (data, _) = c.get_data(&mutex_path).unwrap();
+    assert!(data.is_empty(), "the permit count was written: {data:?}");
+    assert_eq!(children(&c, &mutex_path), vec![base(guard.path())]);
+    drop(guard);
+
+    let old_layout = unique("sem-old");
+    c.create(&old_layout, b"", CreateMode::Persistent).unwrap();
+    let lease = c
+        .create(
+            &format!("{old_layout}/_c_0c0a2b9d-3a4f-4c7e-8e7e-2f0c8a4355a5-lease-"),
+            b"old",
+            CreateMode::EphemeralSequential,
+        )
+        .unwrap();
+    let err = Semaphore::new(&c, &old_layout, 2).unwrap_err();
+    match &err {
+        Error::ForeignNode { path, node } => {
+            assert_eq!(path, &old_layout);
+            assert_eq!(node, &base(&lease.path));
+        }
+        other => panic!("expected ForeignNode, got {other:?}"),
+    }
+    assert!(err.to_string().contains(&old_layout), "{err}");
+    assert!(c.get_data(&old_layout).unwrap().0.is_empty());
+    assert_eq!(children(&c, &old_layout), vec![base(&lease.path)]);
+
+    // The other way round: a mutex on a semaphore's path.
+    let sem_path = unique("sem-taken");
+    let sem = Semaphore::new(&c, &sem_path, 2).unwrap();
+    let permit = sem.acquire().unwrap();
+    match Mutex::new(&c, &sem_path).unwrap().try_acquire() {
+        Err(Error::ForeignNode { path, node }) => {
+            assert_eq!(path, sem_path);
+            assert!(node == "leases" || node == "locks", "{node}");
+        }
+        other => panic!("expected ForeignNode, got {other:?}"),
+    }
+    drop(permit);
+    wait_empty(&c, &sem_path);
+}
+
+/// `participants()` lists the leases in order (the first `permits` hold), then the
+/// contenders queued on the internal lock, none holding.
+#[test]
+fn participants_list_leases_then_the_internal_lock_queue() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-part");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 1).unwrap().with_data("holder");
+    assert!(sem.participants().unwrap().is_empty());
+    let held = sem.acquire().unwrap();
+    let w = connect(&cs, SESSION);
+    let sem_w = Semaphore::new(&w, &path, 1).unwrap().with_data("waiter");
+    let waiting = spawn(move || sem_w.acquire().map(drop));
+    wait_until(WITHIN, "the waiter's lease", || {
+        leases(&c, &path).len() == 2
+    });
+    wait_until(WITHIN, "the holder's internal lock let go", || {
+        locks(&c, &path).len() == 1
+    });
+    let p = sem.participants().unwrap();
+    let seen: Vec<(String, bool)> = p.iter().map(|p| (p.id(), p.holds)).collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("holder".to_string(), true),
+            ("waiter".to_string(), false),
+            ("waiter".to_string(), false),
+        ],
+        "{p:?}"
+    );
+    assert_eq!(p[0].node, base(held.path()));
+    assert!(
+        p[0].node.contains("-lease-") && p[2].node.contains("-lock-"),
+        "{p:?}"
+    );
+    drop(held);
+    recv(&waiting, WITHIN, "the waiter's permit").unwrap();
+    wait_empty(&c, &path);
+}
