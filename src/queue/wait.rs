@@ -451,6 +451,16 @@ fn attempt(
                     Ok(SessionEvent::Suspended { .. }) => continue,
                     Ok(SessionEvent::Closed) | Err(_) => return Next::Done(Err(Error::Closed)),
                     Ok(SessionEvent::Reconnected { .. }) => break, // list again
+                    // News from before our node was made, read only now (the events that
+                    // came while we queued wait in the channel): the start of the session
+                    // our node belongs to, or the end of an earlier one. Starting over for
+                    // them would put us at the back of the queue for nothing.
+                    Ok(SessionEvent::Connected { session_id }) if session_id == node.owner => {
+                        continue
+                    }
+                    Ok(SessionEvent::Lost { session_id, .. }) if session_id != node.owner => {
+                        continue
+                    }
                     Ok(_) => return Next::Restart,
                 },
                 recv(cancel) -> _ => return cancelled(),
