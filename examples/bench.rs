@@ -1,7 +1,8 @@
 //! Benchmark figures, one JSON line each (figures, not assertions).
 //!
-//! Against a throwaway standalone server from the harness (`forceSync=no`, the JVM's full
-//! JIT, warmed up for 3 s first), or the ensemble named by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
+//! Against a throwaway standalone server from the harness (`forceSync=no`, or `yes` with
+//! `BENCH_FORCE_SYNC=1`; the JVM's full JIT; warmed up for 3 s first), or the ensemble named
+//! by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
 //! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
 //! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`.
 //!
@@ -26,7 +27,10 @@
 //!   `ratio` = handoff p50 / the p50 of a delete seen by another session's data watch
 //!   (`W2 delete+watch`, measured once per run).
 //! - `W3`: 50 sessions queued behind a holder; watch notifications the 50 receive when the
-//!   holder releases and the next one takes over.
+//!   holder releases and the next one takes over. One line per queue recipe: `W3` (`Mutex`),
+//!   `W3 reentrant`, `W3 write` (`RwLock` writers), `W3 read` (a writer holds, 50 readers
+//!   wait: its release lets all of them in), `W3 multi` (`MultiLock` of two paths), `W3
+//!   election` (fair).
 //! - `W4`: leader election (fair), 5 candidates each on a session of its own: 30 rounds
 //!   (`BENCH_N` if set) where the leader resigns and queues again, then 10 where the
 //!   leader's client is closed (and a fresh client and candidate replace it), after 5
@@ -76,8 +80,8 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex as PlMutex;
 use zkguard::testing::TestCluster;
 use zkguard::{
-    Candidate, Client, CreateMode, EventType, LeaderElection, LeaderEvent, Mutex, RwLock,
-    Semaphore, SessionState,
+    Candidate, Client, CreateMode, EventType, LeaderElection, LeaderEvent, MultiLock, Mutex,
+    ReentrantMutex, RwLock, Semaphore, SessionState,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -396,11 +400,10 @@ fn run() -> Res<bool> {
             (cs, "ZK_CONNECT".to_string())
         }
         _ => {
-            // The full JIT, as a production server runs (tests use C1 only, to start fast).
-            let c = TestCluster::builder().full_jit(true).start()?;
+            let (c, target) = bench_cluster()?;
             let cs = c.connect_string();
             cluster = Some(c);
-            (cs, "harness standalone, forceSync=no, full JIT".to_string())
+            (cs, target)
         }
     };
     let watchdog = Watchdog::start(target.clone())?;
@@ -480,6 +483,25 @@ fn run() -> Res<bool> {
     ctx.client.close()?;
     drop(cluster);
     Ok(ok)
+}
+
+/// The harness's standalone server, with the full JIT as a production server runs (tests
+/// use C1 only, to start fast); `BENCH_FORCE_SYNC=1` makes it fsync its log as a production
+/// server does (`forceSync=yes`, the setting). Also the `target` every line names.
+fn bench_cluster() -> Res<(TestCluster, String)> {
+    let force_sync = matches!(
+        std::env::var("BENCH_FORCE_SYNC").as_deref(),
+        Ok("1" | "yes" | "on" | "true")
+    );
+    let c = TestCluster::builder()
+        .full_jit(true)
+        .force_sync(force_sync)
+        .start()?;
+    let target = format!(
+        "harness standalone, forceSync={}, full JIT",
+        if force_sync { "yes" } else { "no" }
+    );
+    Ok((c, target))
 }
 
 /// Deletes `path` and everything under it (nodes that vanish meanwhile are fine).
@@ -1016,47 +1038,118 @@ fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// W3: one release, one notification
+// W3: notifications per release, for each queue recipe
 // ---------------------------------------------------------------------------------------
 
+/// Sessions queued behind the holder in W3.
+const W3_WAITERS: usize = 50;
+
+/// A held lock (or leadership) of any kind; dropping it releases.
+type Held = Box<dyn std::any::Any>;
+
+/// One queue recipe as W3 queues it: `hold(client, path, who)` blocks (bounded) until it
+/// holds. Every kind queues its contenders in the directory `path` (a `MultiLock` in the
+/// first of its two).
+struct W3Kind {
+    figure: &'static str,
+    hold: fn(&Client, &str, usize) -> Res<Held>,
+}
+
+fn held<G: 'static>(g: zkguard::Result<Option<G>>) -> Res<Held> {
+    match g? {
+        Some(g) => Ok(Box::new(g)),
+        None => Err(format!("acquire timed out after {LOCK_WAIT:?}").into()),
+    }
+}
+
+const W3_KINDS: [W3Kind; 6] = [
+    W3Kind {
+        figure: "W3",
+        hold: |c, path, _| held(Mutex::new(c, path)?.acquire_timeout(LOCK_WAIT)),
+    },
+    W3Kind {
+        figure: "W3 reentrant",
+        hold: |c, path, _| held(ReentrantMutex::new(c, path)?.acquire_timeout(LOCK_WAIT)),
+    },
+    W3Kind {
+        figure: "W3 write",
+        hold: |c, path, _| held(RwLock::new(c, path)?.write_timeout(LOCK_WAIT)),
+    },
+    W3Kind {
+        figure: "W3 read",
+        // The holder (the last `who`) writes; the 50 waiters read: its release lets them
+        // all in at once.
+        hold: |c, path, who| {
+            let lock = RwLock::new(c, path)?;
+            if who == W3_WAITERS {
+                held(lock.write_timeout(LOCK_WAIT))
+            } else {
+                held(lock.read_timeout(LOCK_WAIT))
+            }
+        },
+    },
+    W3Kind {
+        figure: "W3 multi",
+        hold: |c, path, _| {
+            let second = format!("{path}-second");
+            held(MultiLock::new(c, &[path, &second])?.acquire_timeout(LOCK_WAIT))
+        },
+    },
+    W3Kind {
+        figure: "W3 election",
+        hold: |c, path, who| {
+            held(LeaderElection::new(c, path, format!("w3-{who}"))?.lead_timeout(LOCK_WAIT))
+        },
+    },
+];
+
+/// Each kind in turn: 50 sessions queued behind a holder; the watch notifications the 50
+/// receive when the holder releases and the next one takes over.
 fn w3(ctx: &Ctx) -> Res<()> {
-    const WAITERS: usize = 50;
     let holder_client = Client::connect(&ctx.connect)?;
-    let clients = match ctx.connect_many(WAITERS) {
+    let clients = match ctx.connect_many(W3_WAITERS) {
         Ok(c) => c,
         Err(e) => {
             let _ = holder_client.close();
             return Err(e);
         }
     };
-    let r = w3_run(ctx, &holder_client, &clients);
+    let mut r = Ok(());
+    for kind in &W3_KINDS {
+        let one = w3_run(ctx, kind, &holder_client, &clients);
+        if let Err(e) = one {
+            Line::new(kind.figure, &ctx.target)
+                .s("error", &e.to_string())
+                .print();
+            r = Err(e);
+        }
+    }
     close_all(&clients);
     let _ = holder_client.close();
     r
 }
 
-fn w3_run(ctx: &Ctx, holder_client: &Client, clients: &[Client]) -> Res<()> {
-    let path = format!("{}/w3/lock", ctx.dir);
-    let lock = Mutex::new(holder_client, &path)?;
-    let holder = lock
-        .acquire_timeout(LOCK_WAIT)?
-        .ok_or("W3: the holder's acquire timed out")?;
+fn w3_run(ctx: &Ctx, kind: &W3Kind, holder_client: &Client, clients: &[Client]) -> Res<()> {
+    let path = format!(
+        "{}/w3-{}/lock",
+        ctx.dir,
+        kind.figure.replace(' ', "-").to_lowercase()
+    );
+    let holder = (kind.hold)(holder_client, &path, clients.len())?;
     let watch_sum = || clients.iter().map(|c| c.stats().watch_events).sum::<u64>();
     let before_queue = watch_sum();
     let (got_tx, got_rx) = crossbeam_channel::unbounded::<usize>();
     let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
     let mut handles = Vec::with_capacity(clients.len());
     for (i, c) in clients.iter().enumerate() {
-        let lock = Mutex::new(c, &path)?;
+        let (c, path, hold) = (c.clone(), path.clone(), kind.hold);
         let (got_tx, done_rx) = (got_tx.clone(), done_rx.clone());
         let h = spawn(format!("bench-w3-{i}"), move || -> Res<()> {
-            let g = lock
-                .acquire_timeout(LOCK_WAIT)?
-                .ok_or("W3: a waiter's acquire timed out")?;
+            let g = hold(&c, &path, i)?;
             let _ = got_tx.send(i);
             // Hold until the measurement is done (the sender is dropped), then let go.
             let _ = done_rx.recv_timeout(STEP_WAIT);
-            g.release()?;
+            drop(g);
             Ok(())
         });
         match h {
@@ -1072,18 +1165,20 @@ fn w3_run(ctx: &Ctx, holder_client: &Client, clients: &[Client]) -> Res<()> {
     let r = (|| -> Res<(u64, u64, u64)> {
         let deadline = Instant::now() + STEP_WAIT;
         loop {
-            let have = lock.participants()?.len();
+            let have = ctx.client.get_children(&path)?.0.len();
             if have == clients.len() + 1 {
                 break;
             }
             if Instant::now() > deadline {
-                return Err(format!("W3: {have} participants, want {}", clients.len() + 1).into());
+                return Err(format!("W3: {have} contenders, want {}", clients.len() + 1).into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Let the waiters arm their watches (the last ones queued may still be arming).
+        std::thread::sleep(Duration::from_millis(300));
         let queued = watch_sum();
         let t0 = Instant::now();
-        holder.release()?;
+        drop(holder);
         got_rx.recv_timeout(STEP_WAIT)?;
         let took = t0.elapsed();
         // Let any stray notification arrive before counting.
@@ -1099,15 +1194,15 @@ fn w3_run(ctx: &Ctx, holder_client: &Client, clients: &[Client]) -> Res<()> {
     let joined = join_all(handles);
     let (while_queueing, delivered, took_us) = r?;
     joined?;
-    Line::new("W3", &ctx.target)
+    Line::new(kind.figure, &ctx.target)
         .s(
             "what",
             "50 sessions queued behind a holder; the holder releases",
         )
         .u("waiters", clients.len() as u64)
         .u("notifications_delivered", delivered)
-        .s("notifications_target", "1")
-        .b("target_met", delivered == 1)
+        .s("notifications_target", "<= 2 (W3 read: the readers let in)")
+        .b("target_met", delivered <= 2 || kind.figure == "W3 read")
         .u("notifications_while_queueing", while_queueing)
         .u("handoff_us", took_us)
         .print();
