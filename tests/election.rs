@@ -911,6 +911,14 @@ fn candidates_report_their_terms_in_order_and_requeue_after_resigning() {
     // A closed client cannot join.
     let closed = LeaderElection::new(&b, observer.path(), "late").unwrap();
     assert_eq!(closed.join().err(), Some(Error::Closed));
+    // Nor lead, in any style, fair or unfair: `Error::Closed`, as documented.
+    assert_eq!(closed.lead().err(), Some(Error::Closed));
+    assert_eq!(closed.try_lead().err(), Some(Error::Closed));
+    assert_eq!(closed.lead_timeout(WITHIN).err(), Some(Error::Closed));
+    let unfair =
+        LeaderElection::unfair(&b, &format!("{}-unfair", observer.path()), "late").unwrap();
+    assert_eq!(unfair.lead().err(), Some(Error::Closed));
+    assert_eq!(unfair.try_lead().err(), Some(Error::Closed));
 }
 
 // ---------------------------------------------------------------------------------------

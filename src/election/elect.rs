@@ -118,9 +118,14 @@ impl LeaderElection {
         self.fair
     }
 
-    /// Blocks until this participant leads. Fails on cancel ([`Error::Cancelled`]), a
-    /// closed client, or an error from the server; connection trouble and session expiry
-    /// are waited out (a lost session means queueing again).
+    /// Blocks until this participant leads. Connection trouble and session expiry are
+    /// waited out (a lost session means queueing again).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] if the client is closed (before or during the wait),
+    /// [`Error::Cancelled`] after [`Canceller::cancel`], [`Error::ForeignNode`] for a node
+    /// no election made in the directory, and errors the server answers with.
     pub fn lead(&self) -> Result<Leadership> {
         self.lead_within(Wait::Forever)?
             .ok_or_else(|| Error::Cancelled {
@@ -129,14 +134,22 @@ impl LeaderElection {
     }
 
     /// Leads if nobody else leads or waits ahead; never waits for the leader. On `None`
-    /// nothing is left behind. If ZooKeeper cannot be asked within the client's request
-    /// timeout, it fails with [`Error::Timeout`].
+    /// nothing is left behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`lead`](LeaderElection::lead), and [`Error::Timeout`] if ZooKeeper cannot be
+    /// asked within the client's request timeout.
     pub fn try_lead(&self) -> Result<Option<Leadership>> {
         self.lead_within(Wait::Try)
     }
 
     /// Like [`lead`](LeaderElection::lead), but gives up after `timeout` with `Ok(None)`,
     /// leaving nothing behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`lead`](LeaderElection::lead).
     pub fn lead_timeout(&self, timeout: Duration) -> Result<Option<Leadership>> {
         self.lead_within(Wait::timeout(timeout))
     }

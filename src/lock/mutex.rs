@@ -58,6 +58,7 @@ impl Mutex {
 
     /// Sets the data stored in this contender's node (by default the host name and process
     /// id), which [`participants`](Mutex::participants) shows to everyone.
+    #[must_use = "with_data returns the changed lock; the original is consumed"]
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Mutex {
         self.data = data.into();
         self

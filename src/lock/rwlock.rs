@@ -53,6 +53,7 @@ impl RwLock {
     }
 
     /// Sets the data stored in this contender's nodes (default: host name and process id).
+    #[must_use = "with_data returns the changed lock; the original is consumed"]
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> RwLock {
         self.data = data.into();
         self

@@ -184,6 +184,7 @@ impl Semaphore {
     /// Sets the data stored in this contender's nodes (its lease, and its node in the
     /// internal lock's queue; by default the host name and process id), which
     /// [`participants`](Semaphore::participants) shows to everyone.
+    #[must_use = "with_data returns the changed lock; the original is consumed"]
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Semaphore {
         self.data = data.into();
         self
