@@ -274,11 +274,7 @@ pub(crate) fn enqueue<'a>(
         });
         match created.wait() {
             Ok(cr) => {
-                at.node = Some(Acquired {
-                    path: cr.path,
-                    token: cr.stat.czxid as u64,
-                    owner: cr.stat.ephemeral_owner,
-                });
+                at.node = Some(Acquired::of(cr.path, &cr.stat));
                 listing = listed.wait().ok().map(|(names, _)| names);
             }
             Err(Error::NoNode { .. }) if parent_tries < 10 => {
@@ -642,11 +638,7 @@ fn find_by_uuid(c: &Client, dir: &str, uuid: &str) -> Result<Option<Acquired>> {
         let path = names::child(dir, &n);
         match c.exists(&path)? {
             Some(stat) if found.is_none() && stat.ephemeral_owner == c.session_id() => {
-                found = Some(Acquired {
-                    path,
-                    token: stat.czxid as u64,
-                    owner: stat.ephemeral_owner,
-                });
+                found = Some(Acquired::of(path, &stat));
             }
             Some(_) => {
                 let _ = c.delete(&path, None);
