@@ -318,6 +318,7 @@ impl Client {
     /// let exists = client.with_timeout(Duration::from_millis(200)).exists("/app")?;
     /// # Ok(()) }
     /// ```
+    #[must_use = "with_timeout returns a new handle; the original keeps its timeout"]
     pub fn with_timeout(&self, timeout: Duration) -> Client {
         Client {
             timeout,
@@ -377,6 +378,7 @@ impl Client {
     /// }
     /// # }
     /// ```
+    #[must_use = "the receiver is the only way to hear the events"]
     pub fn events(&self) -> Receiver<SessionEvent> {
         self.shared.subscribe()
     }
@@ -582,6 +584,14 @@ pub struct Pipeline<'a> {
     client: &'a Client,
     deadline: Instant,
     out: Vec<Outgoing>,
+}
+
+impl fmt::Debug for Pipeline<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("requests", &self.out.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The reply to come for one pipelined request.
