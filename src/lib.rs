@@ -27,8 +27,10 @@
 //! | [`MultiLock`] | several mutexes, all or none, deadlock-free order | [`MultiLockGuard`] |
 //!
 //! Every lock has blocking, `try_` and timeout acquires and a [`Canceller`]. The sequential
-//! ones share one queue algorithm: each contender waits for one node ahead of it (a data
-//! watch), so a release wakes one waiter. A contender re-checks that its node exists and
+//! ones share one queue algorithm: each contender waits for the node ahead of it and also
+//! watches the one before that (data watches), so a release wakes at most two waiters and
+//! the next holder takes over on the notification alone. The [`Semaphore`] follows Curator's
+//! `InterProcessSemaphoreV2` protocol over that queue. A contender re-checks that its node exists and
 //! belongs to the current session before it claims the lock after any reconnect, and every
 //! failed, cancelled or timed-out acquire deletes its node (in the background if need be).
 //!

@@ -731,3 +731,46 @@ fn rejected_credentials_fail_the_build_with_auth_failed() {
         "{e}"
     );
 }
+
+/// `ensure_path` makes every missing node on the way (persistent, empty), leaves existing
+/// ones alone, says which node an ephemeral one stops, and sends nothing for a bad path.
+#[test]
+fn ensure_path_creates_what_is_missing_and_leaves_the_rest() {
+    let cs = shared_cluster().connect_string();
+    let c = connect(&cs, Duration::from_secs(10));
+    let top = unique("ensure");
+    let deep = format!("{top}/a/b/c");
+    c.ensure_path(&deep).unwrap();
+    for node in [
+        top.clone(),
+        format!("{top}/a"),
+        format!("{top}/a/b"),
+        deep.clone(),
+    ] {
+        let (data, stat) = c.get_data(&node).unwrap();
+        assert!(data.is_empty(), "{node}: {data:?}");
+        assert_eq!(stat.ephemeral_owner, 0, "{node} is not persistent");
+    }
+    // Again, and with data already at a node on the way: nothing changes.
+    c.set_data(&format!("{top}/a"), b"kept", None).unwrap();
+    c.ensure_path(&deep).unwrap();
+    c.ensure_path(&format!("{top}/a")).unwrap();
+    assert_eq!(c.get_data(&format!("{top}/a")).unwrap().0, b"kept");
+    c.ensure_path("/").unwrap();
+    // An ephemeral node on the way.
+    let eph = format!("{top}/eph");
+    c.create(&eph, b"", CreateMode::Ephemeral).unwrap();
+    match c.ensure_path(&format!("{eph}/x/y")) {
+        Err(Error::NoChildrenForEphemerals { path }) => assert_eq!(path, format!("{eph}/x")),
+        other => panic!("expected NoChildrenForEphemerals, got {other:?}"),
+    }
+    // A bad path is refused before anything is sent.
+    let before = c.stats().requests;
+    common::assert_invalid_path(c.ensure_path("relative/x"), "relative/x", "ensure_path");
+    common::assert_invalid_path(
+        c.ensure_path(&format!("{top}/")),
+        &format!("{top}/"),
+        "ensure_path",
+    );
+    assert_eq!(c.stats().requests, before, "requests sent for a bad path");
+}

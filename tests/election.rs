@@ -322,8 +322,8 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
         wait_ids(&elections[0], &want);
     }
     assert_eq!(recv(&elected, WITHIN, "first leader"), 0);
-    // Every waiter watches the node right before its own (the server says so), and only
-    // it; the leader watches its own node too.
+    // Every waiter watches the node right before its own, the one before that, and its own
+    // (the server says so), and only them; the leader watches its own node.
     let queue: Vec<String> = elections[0]
         .participants()
         .unwrap()
@@ -332,17 +332,19 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
         .collect();
     for i in 1..10 {
         wait_watching(&clients[i], &queue[i - 1], &format!("c{i}"));
+        if i >= 2 {
+            wait_watching(&clients[i], &queue[i - 2], &format!("c{i} (two ahead)"));
+        }
     }
     let watches = watches_by_path();
     for (k, node) in queue.iter().enumerate() {
-        let mut want = if k < 9 {
-            vec![session_hex(&clients[k + 1])]
-        } else {
-            vec![]
-        };
-        if k == 0 {
-            want.push(session_hex(&clients[0]));
-        }
+        // The next candidate, and the one after it (which lists again when this node goes).
+        let mut want: Vec<String> = (k + 1..(k + 3).min(10))
+            .map(|i| session_hex(&clients[i]))
+            .collect();
+        // Its own candidate: the leader's guard, and each waiter (to tell a deletion of its
+        // node by someone else from its turn).
+        want.push(session_hex(&clients[k]));
         want.sort();
         let mut got = watches.get(node).cloned().unwrap_or_default();
         got.sort();
@@ -362,10 +364,12 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
             .map(|(c, b)| c.stats().watch_events - b)
             .collect();
         // The resigning leader hears of its own node's deletion (its own-node watch);
-        // among the others, exactly one is woken.
+        // among the others, two are woken: the next (it leads) and the one after it (it
+        // lists again, to know it is next), while there is one.
+        let after = usize::from(k + 2 < 10);
         assert_eq!(
             deltas.iter().sum::<u64>() - deltas[k],
-            1,
+            1 + after as u64,
             "notifications per client for resign {k}: {deltas:?}"
         );
         assert!(deltas[k] <= 1, "the resigner: {deltas:?}");
@@ -374,6 +378,13 @@ fn a_fair_election_wakes_only_the_next_candidate_per_resign_and_an_unfair_one_wa
             1,
             "the woken one is not the next: {deltas:?}"
         );
+        if after == 1 {
+            assert_eq!(
+                deltas[k + 2],
+                1,
+                "the other woken one is not the one after the next: {deltas:?}"
+            );
+        }
         assert_quiet(&elected, "a second leader");
     }
     candidates[9].0.send(()).unwrap();
@@ -900,6 +911,14 @@ fn candidates_report_their_terms_in_order_and_requeue_after_resigning() {
     // A closed client cannot join.
     let closed = LeaderElection::new(&b, observer.path(), "late").unwrap();
     assert_eq!(closed.join().err(), Some(Error::Closed));
+    // Nor lead, in any style, fair or unfair: `Error::Closed`, as documented.
+    assert_eq!(closed.lead().err(), Some(Error::Closed));
+    assert_eq!(closed.try_lead().err(), Some(Error::Closed));
+    assert_eq!(closed.lead_timeout(WITHIN).err(), Some(Error::Closed));
+    let unfair =
+        LeaderElection::unfair(&b, &format!("{}-unfair", observer.path()), "late").unwrap();
+    assert_eq!(unfair.lead().err(), Some(Error::Closed));
+    assert_eq!(unfair.try_lead().err(), Some(Error::Closed));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError};
 use parking_lot::Mutex as PlMutex;
 
-use common::{connect, init_log, unique, wait_event, wait_until};
+use common::{connect, init_log, unique, wait_event, wait_until, WITHIN};
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{Candidate, Client, Error, LeaderElection, LeaderEvent, SessionEvent};
 
@@ -965,8 +965,19 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
         if new.0 != old.0 {
             assert!(ntoken > old.1, "{what}: token {ntoken} after {}", old.1);
         }
+        // The new leader can be found (its `is_leader()`) before the recorder has logged
+        // its `Elected`: wait for that entry before measuring the handover (a kill may
+        // legitimately leave none to measure, so it gets one look).
         let gaps = (new.0 != old.0)
-            .then(|| referee.lock().handover(old.0, new.0))
+            .then(|| {
+                let handover = || referee.lock().handover(old.0, new.0);
+                if kind != Kind::Kill {
+                    wait_until(WITHIN, &format!("{what}: the handover in the log"), || {
+                        handover().is_some()
+                    });
+                }
+                handover()
+            })
             .flatten();
         rounds.push(Round {
             kind,

@@ -793,7 +793,7 @@ fn unfair_mutex_release_only_deletes_its_own_node() {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn a_release_wakes_exactly_one_of_twenty_waiters() {
+fn a_release_wakes_two_of_twenty_waiters_the_next_and_the_one_after_it() {
     let cs = shared_cluster().connect_string();
     let path = unique("herd");
     let client = connect(&cs, SESSION);
@@ -844,12 +844,27 @@ fn a_release_wakes_exactly_one_of_twenty_waiters() {
             .map(|(p, s)| (p.clone(), s.clone()))
             .collect()
     };
+    // Each waiter watches the node right before it, the one before that, and its own, and
+    // nothing else; the holder watches its own node.
+    let mut want: HashMap<String, Vec<String>> = HashMap::new();
+    for (k, owner) in owners.iter().enumerate() {
+        for watched in &queue[k.saturating_sub(2)..=k] {
+            want.entry(watched.clone()).or_default().push(owner.clone());
+        }
+    }
+    let sorted = |m: HashMap<String, Vec<String>>| -> HashMap<String, Vec<String>> {
+        m.into_iter()
+            .map(|(p, mut s)| {
+                s.sort();
+                (p, s)
+            })
+            .collect()
+    };
+    let want = sorted(want);
     let mut watches = HashMap::new();
     wait_until(WITHIN, "every waiter watching", || {
-        watches = ours(&watches_by_path());
-        owners[1..]
-            .iter()
-            .all(|o| watches.values().any(|sessions| sessions.contains(o)))
+        watches = sorted(ours(&watches_by_path()));
+        watches == want
     });
     let before: Vec<u64> = waiters.iter().map(|w| w.stats().watch_events).collect();
     holder.release().unwrap();
@@ -866,37 +881,28 @@ fn a_release_wakes_exactly_one_of_twenty_waiters() {
         .zip(&before)
         .map(|(w, b)| w.stats().watch_events - b)
         .collect();
+    // Two notifications: the next waiter (it gets in) and the one after it (it lists again,
+    // to know it is next).
     assert_eq!(
         deltas.iter().sum::<u64>(),
-        1,
+        2,
         "notifications per waiter: {deltas:?}"
     );
+    assert_eq!(deltas[first], 1, "the waiter that got in was not woken");
+    let second = waiters
+        .iter()
+        .position(|w| format!("0x{:x}", w.session_id() as u64) == owners[2])
+        .expect("the second waiter's client");
     assert_eq!(
-        deltas[first], 1,
-        "the woken waiter is not the one that got in"
+        deltas[second], 1,
+        "the other woken waiter is not the second in the queue: {deltas:?}"
     );
     assert_eq!(
         owners[1],
         format!("0x{:x}", waiters[first].session_id() as u64),
         "the first in the queue did not get in first"
     );
-    // Each waiter watched only the node right before it, and nothing else; the holder
-    // watched its own node.
-    let mut want: HashMap<String, Vec<String>> = (1..queue.len())
-        .map(|k| (queue[k - 1].clone(), vec![owners[k].clone()]))
-        .collect();
-    want.entry(queue[0].clone())
-        .or_default()
-        .push(owners[0].clone());
-    let sorted = |m: HashMap<String, Vec<String>>| -> HashMap<String, Vec<String>> {
-        m.into_iter()
-            .map(|(p, mut s)| {
-                s.sort();
-                (p, s)
-            })
-            .collect()
-    };
-    assert_eq!(sorted(watches), sorted(want), "watches before the release");
+    assert_eq!(watches, want, "watches before the release");
     assert_quiet(&in_rx, "a second waiter got in");
     for _ in 0..20 {
         go_tx.send(()).unwrap();

@@ -1,6 +1,6 @@
-// W7 of examples/bench.rs on Apache Curator's InterProcessSemaphoreV2, for a side-by-side
+// W7 of the benchmark (examples/bench/semaphore.rs) on Apache Curator's InterProcessSemaphoreV2, for a side-by-side
 // figure: 3 permits, 8 sessions (one thread each) looping acquire -> hold a random 0-2 ms ->
-// release, until N acquisitions in all. Prints one JSON line like bench.rs's W7 (no
+// release, until N acquisitions in all. Prints one JSON line like the benchmark's W7 (no
 // notification count: Curator does not expose one).
 //
 //   CP=$(ls /usr/share/java/{curator-recipes,curator-framework,curator-client,zookeeper,zookeeper-jute,guava,failureaccess,slf4j-api,slf4j-nop,netty-handler,netty-common,netty-buffer,netty-transport,netty-codec,netty-resolver,netty-transport-native-epoll,netty-transport-native-unix-common}.jar 2>/dev/null | paste -sd:)

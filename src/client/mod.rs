@@ -24,9 +24,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
-#[cfg(doc)]
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 pub use builder::ClientBuilder;
 use conn::{Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg, WatchTx};
 pub(crate) use conn::{SessionSink, WatchSink};
@@ -147,6 +145,7 @@ impl Client {
     /// let exists = client.with_timeout(Duration::from_millis(200)).exists("/app")?;
     /// # Ok(()) }
     /// ```
+    #[must_use = "with_timeout returns a new handle; the original keeps its timeout"]
     pub fn with_timeout(&self, timeout: Duration) -> Client {
         Client {
             timeout,
@@ -206,6 +205,7 @@ impl Client {
     /// }
     /// # }
     /// ```
+    #[must_use = "the receiver is the only way to hear the events"]
     pub fn events(&self) -> Receiver<SessionEvent> {
         self.shared.subscribe()
     }
@@ -288,6 +288,48 @@ impl Client {
 
     fn one<T>(&self, build: impl FnOnce(&mut Pipeline) -> Pending<T>) -> Result<T> {
         self.pipeline(build).wait()
+    }
+
+    /// Makes sure `path` exists: creates it and every missing node above it, each
+    /// persistent, empty and with the open ACL (what kazoo's `ensure_path` and Curator's
+    /// `creatingParentsIfNeeded` do). Nodes already there are left as they are. The nodes on
+    /// the way go out in one write, so the whole call is one round trip when the connection
+    /// is up.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`] for a bad path (nothing is sent),
+    /// [`Error::NoChildrenForEphemerals`] naming the first node that cannot be made because
+    /// the one above it is ephemeral,
+    /// and connection errors (then some of the nodes may exist; calling again finishes).
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
+    /// client.ensure_path("/app/config/feature-flags")?;
+    /// assert!(client.exists("/app/config")?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn ensure_path(&self, path: &str) -> Result<()> {
+        path::validate_path(path)?;
+        let prefixes: Vec<&str> = path
+            .match_indices('/')
+            .skip(1)
+            .map(|(i, _)| &path[..i])
+            .chain((path != "/").then_some(path))
+            .collect();
+        let created = self.pipeline(|p| {
+            prefixes
+                .iter()
+                .map(|node| p.create(node, b"", CreateMode::Persistent))
+                .collect::<Vec<_>>()
+        });
+        for pending in created {
+            match pending.wait() {
+                Ok(_) | Err(Error::NodeExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Creates a node with the open ACL. For sequential modes `path` may end in `/`.

@@ -17,6 +17,14 @@ pub struct Pipeline<'a> {
     pub(super) out: Vec<Outgoing>,
 }
 
+impl fmt::Debug for Pipeline<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("requests", &self.out.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The reply to come for one pipelined request.
 #[must_use = "a pending request does nothing unless waited for"]
 pub struct Pending<T> {

@@ -231,6 +231,7 @@ impl Candidate {
     /// handle on the same queue: each event is received once, by one of them. Events wait
     /// in the queue until read. The stream ends (receivers see a disconnect) once the
     /// candidate has stopped for good: dropped, or its client closed.
+    #[must_use = "the receiver is the only way to hear the signal"]
     pub fn events(&self) -> Receiver<LeaderEvent> {
         self.events.clone()
     }

@@ -17,9 +17,11 @@ const MAX_ID: usize = 512 * 1024;
 /// Two kinds:
 ///
 /// - **Fair** ([`new`](LeaderElection::new)): candidates queue in arrival order. Each
-///   creates an ephemeral sequential node under `path` and watches only the node right
-///   before its own, so a change of leader wakes exactly one candidate, and a successor
-///   whose predecessor was the leader takes over without another round trip. Node names
+///   creates an ephemeral sequential node under `path` and watches the node right before
+///   its own and the one before that, so a change of leader wakes two candidates: the
+///   successor, which takes over without another round trip, and the one after it, which
+///   lists the queue again during the new term so that its own turn needs none either
+///   (nothing is ever written to a candidate's node). Node names
 ///   and data follow Apache Curator's `LeaderLatch` (`_c_<uuid>-latch-<seq>`, the
 ///   participant id as data): Curator `LeaderLatch` participants and zkguard candidates
 ///   on the same path elect one leader among themselves.
@@ -116,9 +118,14 @@ impl LeaderElection {
         self.fair
     }
 
-    /// Blocks until this participant leads. Fails on cancel ([`Error::Cancelled`]), a
-    /// closed client, or an error from the server; connection trouble and session expiry
-    /// are waited out (a lost session means queueing again).
+    /// Blocks until this participant leads. Connection trouble and session expiry are
+    /// waited out (a lost session means queueing again).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] if the client is closed (before or during the wait),
+    /// [`Error::Cancelled`] after [`Canceller::cancel`], [`Error::ForeignNode`] for a node
+    /// no election made in the directory, and errors the server answers with.
     pub fn lead(&self) -> Result<Leadership> {
         self.lead_within(Wait::Forever)?
             .ok_or_else(|| Error::Cancelled {
@@ -127,14 +134,22 @@ impl LeaderElection {
     }
 
     /// Leads if nobody else leads or waits ahead; never waits for the leader. On `None`
-    /// nothing is left behind. If ZooKeeper cannot be asked within the client's request
-    /// timeout, it fails with [`Error::Timeout`].
+    /// nothing is left behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`lead`](LeaderElection::lead), and [`Error::Timeout`] if ZooKeeper cannot be
+    /// asked within the client's request timeout.
     pub fn try_lead(&self) -> Result<Option<Leadership>> {
         self.lead_within(Wait::Try)
     }
 
     /// Like [`lead`](LeaderElection::lead), but gives up after `timeout` with `Ok(None)`,
     /// leaving nothing behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`lead`](LeaderElection::lead).
     pub fn lead_timeout(&self, timeout: Duration) -> Result<Option<Leadership>> {
         self.lead_within(Wait::timeout(timeout))
     }

@@ -72,6 +72,7 @@ impl Leadership {
     /// session expired, the client was closed, or the node was deleted by someone else.
     /// Meant for `select!` beside the leader's work. The leader keeps a watch on its node
     /// from election to resignation, so a deletion by someone else counts at once.
+    #[must_use = "the receiver is the only way to hear the signal"]
     pub fn lost(&self) -> Receiver<()> {
         self.holding.lost()
     }

@@ -49,6 +49,7 @@ macro_rules! guard_api {
             /// else (the guard keeps a watch on its node from acquire to release, armed
             /// again after every data change and reconnect). Meant for `select!` beside the
             /// work.
+            #[must_use = "the receiver is the only way to hear the signal"]
             pub fn lost(&self) -> crossbeam_channel::Receiver<()> {
                 self.$($field).+.lost()
             }
@@ -70,6 +71,7 @@ macro_rules! guard_api {
             /// [`revoke`](crate::revoke), compatible with Curator's `Revoker`: the node's
             /// data set to exactly `__REVOKE__`; other writes are not requests). Letting go
             /// is up to the holder.
+            #[must_use = "the receiver is the only way to hear the signal"]
             pub fn revocation(&self) -> crossbeam_channel::Receiver<()> {
                 self.$($field).+.revocation()
             }

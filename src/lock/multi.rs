@@ -119,6 +119,7 @@ impl MultiLockGuard {
     }
 
     /// A receiver that gets `()` once any of the locks is lost.
+    #[must_use = "the receiver is the only way to hear the signal"]
     pub fn lost(&self) -> Receiver<()> {
         let (tx, rx) = crossbeam_channel::bounded(self.guards.len());
         for g in &self.guards {

@@ -9,8 +9,11 @@ use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wai
 /// A fair, exclusive, non-re-entrant lock shared by every process that uses the same path.
 ///
 /// Contenders queue in arrival order: each creates an ephemeral sequential node under
-/// `path` and waits for the node right before its own, so one release wakes exactly one
-/// waiter. The node names follow Apache Curator's `InterProcessMutex`
+/// `path` and waits for the node right before its own. It also watches the node before
+/// that one, so a release notifies two waiters: the next, which takes over, and the one
+/// after it, which lists the queue again during that turn and then takes over on the
+/// notification alone, with no round trip after it. The node names follow Apache Curator's
+/// `InterProcessMutex`
 /// (`_c_<uuid>-lock-<seq>`), so Java services using Curator and programs using zkguard
 /// exclude each other on the same path.
 ///
@@ -55,6 +58,7 @@ impl Mutex {
 
     /// Sets the data stored in this contender's node (by default the host name and process
     /// id), which [`participants`](Mutex::participants) shows to everyone.
+    #[must_use = "with_data returns the changed lock; the original is consumed"]
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Mutex {
         self.data = data.into();
         self

@@ -50,6 +50,7 @@ impl ReentrantMutex {
     }
 
     /// Sets the data stored in this contender's node (default: host name and process id).
+    #[must_use = "with_data returns the changed lock; the original is consumed"]
     pub fn with_data(self, data: impl Into<Vec<u8>>) -> ReentrantMutex {
         ReentrantMutex {
             inner: self.inner.with_data(data),
@@ -156,6 +157,7 @@ impl ReentrantMutexGuard {
 
     /// A receiver that gets `()` once the lock is lost (see
     /// [`MutexGuard::lost`](crate::MutexGuard::lost)).
+    #[must_use = "the receiver is the only way to hear the signal"]
     pub fn lost(&self) -> crossbeam_channel::Receiver<()> {
         self.holding.lost()
     }
@@ -172,6 +174,7 @@ impl ReentrantMutexGuard {
 
     /// A receiver that fires when someone asks the holder to let go (see
     /// [`revoke`](crate::revoke)).
+    #[must_use = "the receiver is the only way to hear the signal"]
     pub fn revocation(&self) -> crossbeam_channel::Receiver<()> {
         self.holding.revocation()
     }

@@ -11,8 +11,11 @@ use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wai
 /// Readers and writers queue in one directory, in arrival order. A reader waits only for
 /// the nearest writer queued before it; a writer waits for the node right before it. So a
 /// waiting writer blocks every reader that arrives after it: writers are never starved.
-/// Each release wakes one waiter (a writer's release wakes the readers queued right behind
-/// it one after another, each woken by the deletion it waits for).
+/// A release notifies the waiters it lets in (the next writer, or every reader queued
+/// before the next writer), and those it brings next in line (the writer after, or the
+/// readers queued behind that writer), which list the queue again during the coming turn
+/// so that theirs starts on a notification alone: without waiters giving up, each waiter
+/// is notified twice per acquisition at most.
 ///
 /// Node names follow Curator's `InterProcessReadWriteLock` (`_c_<uuid>-__READ__<seq>`,
 /// `_c_<uuid>-__WRIT__<seq>`), so both libraries share a lock. Neither lock is re-entrant,
@@ -50,6 +53,7 @@ impl RwLock {
     }
 
     /// Sets the data stored in this contender's nodes (default: host name and process id).
+    #[must_use = "with_data returns the changed lock; the original is consumed"]
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> RwLock {
         self.data = data.into();
         self

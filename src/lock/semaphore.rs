@@ -27,9 +27,12 @@ use crate::{EventType, SessionEvent, WatchedEvent};
 /// - **No idle permit.** Only the holder of the internal lock waits for a permit, and it
 ///   watches the whole lease list: whichever holder releases, it is notified and takes the
 ///   freed permit after one more round trip. The others wait for the internal lock, each
-///   watching its predecessor there, so one release notifies the contender that takes the
-///   permit, and handing the internal lock on notifies the next one (no herd). A contender
-///   that gets in without waiting leaves no watch on the lease list.
+///   watching the two nodes ahead of it there (as every [`Mutex`](crate::Mutex) waiter
+///   does), so one release notifies the contender that takes the permit (twice: the lease
+///   list, then its own internal-lock node as it lets go), and handing the internal lock on
+///   notifies the next two in its queue: four notifications, whatever the number of
+///   contenders (no herd). A contender that gets in without waiting leaves no watch on the
+///   lease list.
 /// - **Cost.** An uncontended acquire takes two round trips (the internal lock's node and
 ///   its listing in one write, then the lease and the lease listing in another); the
 ///   internal lock is let go in the background, off the caller's path. (Curator needs
@@ -181,6 +184,7 @@ impl Semaphore {
     /// Sets the data stored in this contender's nodes (its lease, and its node in the
     /// internal lock's queue; by default the host name and process id), which
     /// [`participants`](Semaphore::participants) shows to everyone.
+    #[must_use = "with_data returns the changed lock; the original is consumed"]
     pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Semaphore {
         self.data = data.into();
         self

@@ -22,6 +22,27 @@ pub(crate) struct Acquired {
     pub owner: i64,
 }
 
+impl Acquired {
+    /// The node at `path` as `stat` describes it.
+    pub(crate) fn of(path: String, stat: &Stat) -> Acquired {
+        Acquired {
+            path,
+            token: token_of(stat),
+            owner: stat.ephemeral_owner,
+        }
+    }
+
+    /// Whether `stat` describes this very node (not a later one at the same path).
+    pub(crate) fn is(&self, stat: &Stat) -> bool {
+        token_of(stat) == self.token && stat.ephemeral_owner == self.owner
+    }
+}
+
+/// A node's fencing token: its creation zxid (zxids are never negative).
+pub(crate) fn token_of(stat: &Stat) -> u64 {
+    u64::try_from(stat.czxid).unwrap_or(0)
+}
+
 /// A one-shot signal: fires once, and every receiver handed out before or after gets `()`.
 #[derive(Default)]
 struct Signal {
@@ -112,7 +133,7 @@ impl WatchSink for State {
     fn on_data(&self, data: &[u8], stat: &Stat) {
         // The watch went on whatever node is at the path now: if that is not ours (the
         // unfair recipes' shared path, re-created by someone else), ours is gone.
-        if stat.czxid as u64 != self.token || stat.ephemeral_owner != self.owner {
+        if token_of(stat) != self.token || stat.ephemeral_owner != self.owner {
             self.mark_lost();
             return;
         }
@@ -238,9 +259,7 @@ impl Holding {
             )
         });
         match read.wait() {
-            Ok((_, stat))
-                if stat.czxid as u64 == self.acquired.token
-                    && stat.ephemeral_owner == self.acquired.owner => {}
+            Ok((_, stat)) if self.acquired.is(&stat) => {}
             Ok(_) | Err(Error::NoNode { .. }) => {
                 self.state.mark_lost();
                 return Err(lock_lost());

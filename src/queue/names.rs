@@ -92,8 +92,21 @@ pub(crate) fn default_data() -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A queue of `kinds` (`w` write or exclusive, `r` read) named n0, n1, ..., in order.
+    pub(crate) fn queue(kinds: &str) -> Vec<Contender> {
+        kinds
+            .chars()
+            .enumerate()
+            .map(|(i, k)| Contender {
+                name: format!("n{i}"),
+                seq: i as i64,
+                read: k == 'r',
+            })
+            .collect()
+    }
 
     #[test]
     fn curator_kazoo_and_zookeeper_names_order_by_sequence() -> Result<()> {

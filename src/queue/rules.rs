@@ -27,23 +27,19 @@ impl Rule {
             Rule::ReadWrite => Rule::Exclusive.blocker(queue, me),
         }
     }
+
+    /// Whether a waiter also watches the node that blocks it once its blocker is gone,
+    /// to know it is next before its turn (see the queue's wait loop). Every rule but the
+    /// semaphore's, whose waiters keep one watch each.
+    pub(crate) fn looks_two_ahead(self) -> bool {
+        !matches!(self, Rule::Semaphore(_))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn q(kinds: &str) -> Vec<Contender> {
-        kinds
-            .chars()
-            .enumerate()
-            .map(|(i, k)| Contender {
-                name: format!("n{i}"),
-                seq: i as i64,
-                read: k == 'r',
-            })
-            .collect()
-    }
+    use crate::queue::names::tests::queue as q;
 
     #[test]
     fn exclusive_waits_for_its_predecessor() {

@@ -114,13 +114,7 @@ fn try_once(c: &Client, path: &str, data: &[u8]) -> Result<Option<Acquired>> {
     let mut parents_made = false;
     loop {
         match c.create(path, data, CreateMode::Ephemeral) {
-            Ok(cr) => {
-                return Ok(Some(Acquired {
-                    path: cr.path,
-                    token: cr.stat.czxid as u64,
-                    owner: cr.stat.ephemeral_owner,
-                }))
-            }
+            Ok(cr) => return Ok(Some(Acquired::of(cr.path, &cr.stat))),
             Err(Error::NodeExists { .. }) => return ours(c, path, data),
             Err(Error::NoNode { .. }) if !parents_made => {
                 parents_made = true;
@@ -143,11 +137,7 @@ fn try_once(c: &Client, path: &str, data: &[u8]) -> Result<Option<Acquired>> {
 fn ours(c: &Client, path: &str, data: &[u8]) -> Result<Option<Acquired>> {
     match c.get_data(path) {
         Ok((d, stat)) if d == data && stat.ephemeral_owner == c.session_id() => {
-            Ok(Some(Acquired {
-                path: path.to_string(),
-                token: stat.czxid as u64,
-                owner: stat.ephemeral_owner,
-            }))
+            Ok(Some(Acquired::of(path.to_string(), &stat)))
         }
         Ok((_, stat)) if stat.ephemeral_owner == 0 => Err(in_the_way(path)),
         Ok(_) | Err(Error::NoNode { .. }) => Ok(None),

@@ -9,9 +9,18 @@
 //!    leaves no watch behind). Nodes only ever join behind us, so if the rule finds no
 //!    blocker in our listing once the blocker is struck from it, the blocker's deletion
 //!    lets us in without listing again; otherwise its deletion means "list again".
-//! 4. While waiting, also wake on session events (a reconnect re-lists, a new session
+//! 4. In that second case, also watch the node that would block us once the blocker is
+//!    gone (for a mutex or an election, the node two places ahead; for a reader, the
+//!    writer before the one it waits for), in the same round trip. Its deletion (our
+//!    blocker now holds, or that node gave up) makes us list again at once, during our
+//!    blocker's turn, keeping the blocker's unspent watch: so when the blocker goes we
+//!    usually know already that nothing else is ahead, and hold on its notification alone,
+//!    with no round trip after it. The price is a second notification per release (to the
+//!    waiter two places behind), never more per node: each node is watched by at most two
+//!    waiters of a mutex or an election. (Not for a semaphore: its waiters keep one watch.)
+//! 5. While waiting, also wake on session events (a reconnect re-lists, a new session
 //!    starts over), the caller's deadline, a cancel, and a slow re-check tick.
-//! 5. On every way out that is not success, our node is deleted (in the background if the
+//! 6. On every way out that is not success, our node is deleted (in the background if the
 //!    connection is in trouble).
 
 use std::sync::Arc;
@@ -24,7 +33,7 @@ use super::names;
 use super::rules::Rule;
 use crate::client::{Check, Client, Job, SessionSink};
 use crate::error::{Error, Result};
-use crate::{CreateMode, EventType, SessionEvent, SessionState};
+use crate::{CreateMode, EventType, SessionEvent, SessionState, WatchedEvent};
 
 /// What a recipe asks the queue for.
 pub(crate) struct Spec<'a> {
@@ -265,11 +274,7 @@ pub(crate) fn enqueue<'a>(
         });
         match created.wait() {
             Ok(cr) => {
-                at.node = Some(Acquired {
-                    path: cr.path,
-                    token: cr.stat.czxid as u64,
-                    owner: cr.stat.ephemeral_owner,
-                });
+                at.node = Some(Acquired::of(cr.path, &cr.stat));
                 listing = listed.wait().ok().map(|(names, _)| names);
             }
             Err(Error::NoNode { .. }) if parent_tries < 10 => {
@@ -317,10 +322,11 @@ fn attempt(
     };
     let me = names::base(&node.path).to_string();
     let tick = client.session_timeout().max(Duration::from_secs(1));
-    // Phase 2: wait for our turn. Between listings we keep only the node we wait for and
-    // whether its going lets us in (not the listing: a thousand waiters would each keep a
-    // thousand names).
-    let mut next: Option<(String, bool)> = None;
+    // Phase 2: wait for our turn. Between listings we keep only what the last one told us
+    // (a `View`: a thousand waiters would each keep a thousand names otherwise) and our
+    // unspent watches.
+    let mut view: Option<View> = None;
+    let mut watching = Watching::default();
     loop {
         if cancel.try_recv().is_ok() {
             return cancelled();
@@ -331,14 +337,14 @@ fn attempt(
         let Some(c) = bounded(client, deadline) else {
             return Next::Done(expired(wait, spec.dir, client));
         };
-        let (blocker, grant_when_gone) = match next.take() {
+        let v = match view.take() {
             Some(known) => known,
             None => {
                 let names = match listing.take() {
                     Some(n) => Ok(n),
                     None => c.get_children(spec.dir).map(|(n, _)| n),
                 };
-                let mut q = match names {
+                let q = match names {
                     Ok(n) => match names::order(spec.dir, n) {
                         Ok(q) => q,
                         Err(e) => return Next::Done(Err(e)),
@@ -355,25 +361,17 @@ fn attempt(
                     at.node = None;
                     return Next::Restart;
                 };
-                let Some(b) = spec.rule.blocker(&q, pos) else {
+                let Some(v) = View::of(spec.dir, spec.rule, q, pos) else {
                     return grant(client, &node, &mut at);
                 };
                 if matches!(wait, Wait::Try) {
                     return Next::Done(Ok(None));
                 }
-                // Nodes only join behind us, so the nodes ahead of us now are a subset of
-                // this listing's. If the rule finds no blocker here once `b` is gone, there
-                // will be none: its deletion lets us in without listing again. Otherwise
-                // its deletion means "list again" (the others ahead may have gone too).
-                let name = q.remove(b).name;
-                let grant_when_gone = spec.rule.blocker(&q, pos - 1).is_none();
-                (names::child(spec.dir, &name), grant_when_gone)
+                v
             }
         };
-        let watch = match c.get_data_w(&blocker) {
-            Ok((_, _, w)) => w,
-            Err(Error::NoNode { .. }) if grant_when_gone => return grant(client, &node, &mut at),
-            Err(Error::NoNode { .. }) => continue,
+        let gone = match watching.arm(&c, &v, &node.path) {
+            Ok(gone) => gone,
             Err(e) if e.is_connection_error() => {
                 pause(events, cancel, deadline);
                 continue;
@@ -381,22 +379,67 @@ fn attempt(
             Err(Error::SessionExpired) => return Next::Restart,
             Err(e) => return Next::Done(Err(e)),
         };
+        if gone.contains(&node.path.as_str()) {
+            // Deleted by someone else while we waited.
+            at.node = None;
+            return Next::Restart;
+        }
+        let own = watching.receiver(&node.path);
+        if !gone.is_empty() {
+            // The blocker is gone already and nothing else blocks us: ours, unless our own
+            // node went before it (its event would have come before the answer).
+            if v.grant_when_gone && own.is_empty() {
+                return grant(client, &node, &mut at);
+            }
+            continue; // list again
+        }
+        let blocker = watching.receiver(&v.blocker);
+        let next = v
+            .next
+            .as_deref()
+            .map_or_else(crossbeam_channel::never, |n| watching.receiver(n));
         let wake_at = {
             let t = Instant::now() + tick;
             deadline.map_or(t, |d| d.min(t))
         };
         loop {
             select! {
-                recv(watch) -> ev => {
-                    match ev.map(|e| e.event_type) {
-                        Ok(EventType::NodeDeleted) if grant_when_gone => {
+                recv(blocker) -> ev => {
+                    watching.spent(&v.blocker);
+                    match heard(ev) {
+                        // Unless our own node was deleted before it (that event would have
+                        // come first: one session's notifications come in order).
+                        Heard::Deleted if v.grant_when_gone && own.is_empty() => {
                             return grant(client, &node, &mut at);
                         }
-                        Ok(EventType::NodeDeleted) => {}
-                        Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
-                        Ok(EventType::SessionLost) => return Next::Restart,
-                        // Its data changed: watch it again.
-                        _ => next = Some((blocker, grant_when_gone)),
+                        Heard::Deleted => {} // list again
+                        Heard::Changed => view = Some(v),
+                        Heard::End(end) => return end,
+                    }
+                    break;
+                }
+                // The node ahead of our blocker went: our blocker holds now, or the node
+                // gave up. Either way, list again while our blocker is still there (its
+                // watch is kept), so that its deletion finds us knowing whether we are next.
+                recv(next) -> ev => {
+                    watching.spent(v.next.as_deref().unwrap_or_default());
+                    match heard(ev) {
+                        Heard::Deleted => {} // list again
+                        Heard::Changed => view = Some(v),
+                        Heard::End(end) => return end,
+                    }
+                    break;
+                }
+                // Our own node, deleted by someone else: we start over.
+                recv(own) -> ev => {
+                    watching.spent(&node.path);
+                    match heard(ev) {
+                        Heard::Deleted => {
+                            at.node = None;
+                            return Next::Restart;
+                        }
+                        Heard::Changed => view = Some(v),
+                        Heard::End(end) => return end,
                     }
                     break;
                 }
@@ -404,6 +447,16 @@ fn attempt(
                     Ok(SessionEvent::Suspended { .. }) => continue,
                     Ok(SessionEvent::Closed) | Err(_) => return Next::Done(Err(Error::Closed)),
                     Ok(SessionEvent::Reconnected { .. }) => break, // list again
+                    // News from before our node was made, read only now (the events that
+                    // came while we queued wait in the channel): the start of the session
+                    // our node belongs to, or the end of an earlier one. Starting over for
+                    // them would put us at the back of the queue for nothing.
+                    Ok(SessionEvent::Connected { session_id }) if session_id == node.owner => {
+                        continue
+                    }
+                    Ok(SessionEvent::Lost { session_id, .. }) if session_id != node.owner => {
+                        continue
+                    }
                     Ok(_) => return Next::Restart,
                 },
                 recv(cancel) -> _ => return cancelled(),
@@ -415,6 +468,128 @@ fn attempt(
                 }
             }
         }
+    }
+}
+
+/// What a waiter makes of an event on one of its watches.
+enum Heard {
+    /// The node was deleted.
+    Deleted,
+    /// The node is still there (its data changed: a revocation request, say); the watch
+    /// is spent, so it is armed again.
+    Changed,
+    /// The client was closed or the session lost: the attempt ends so.
+    End(Next),
+}
+
+fn heard(ev: Result<WatchedEvent, crossbeam_channel::RecvError>) -> Heard {
+    match ev.map(|e| e.event_type) {
+        Ok(EventType::NodeDeleted) => Heard::Deleted,
+        Ok(EventType::Closed) => Heard::End(Next::Done(Err(Error::Closed))),
+        Ok(EventType::SessionLost) => Heard::End(Next::Restart),
+        _ => Heard::Changed,
+    }
+}
+
+/// What a waiter keeps from its last listing.
+#[derive(Debug, PartialEq, Eq)]
+struct View {
+    /// The node we wait for (a path).
+    blocker: String,
+    /// Whether `blocker`'s deletion lets us in without listing again: the rule finds no
+    /// other blocker in this listing once `blocker` is struck out. Nodes only ever join
+    /// behind us, so the nodes ahead of us from now on are a subset of this listing's, and
+    /// a rule that finds no blocker among them finds none later either.
+    grant_when_gone: bool,
+    /// Otherwise, the node that blocks us once `blocker` is gone, by the same rule (for a
+    /// mutex or an election, the node two places ahead of ours; for a reader, the writer
+    /// before the one it waits for). When it goes (our blocker now holds, or it gave up,
+    /// timed out, expired or was deleted), we list again at once, during our blocker's
+    /// turn: so when our blocker goes we normally know already that we are next, and hold
+    /// on its notification alone. `None` for a semaphore (one watch per waiter, as
+    /// documented there).
+    next: Option<String>,
+}
+
+impl View {
+    /// What a listing `queue` (ordered) says to the node at `me`; `None`: it holds.
+    fn of(dir: &str, rule: Rule, mut queue: Vec<names::Contender>, me: usize) -> Option<View> {
+        let b = rule.blocker(&queue, me)?;
+        let blocker = queue.remove(b).name;
+        // The blocker is always ahead of us: without it, we are one place further up.
+        let then = rule.blocker(&queue, me - 1);
+        let next = then
+            .filter(|_| rule.looks_two_ahead())
+            .map(|i| names::child(dir, &queue[i].name));
+        Some(View {
+            blocker: names::child(dir, &blocker),
+            grant_when_gone: then.is_none(),
+            next,
+        })
+    }
+}
+
+/// The data watches a waiter holds (at most three: its blocker, the node before it, and its
+/// own node), kept across listings while unspent. A watch armed before a listing and not
+/// yet fired is still armed when the listing is taken (ZooKeeper delivers a watch's event
+/// before the reply to any later request of the session), so its node's deletion after
+/// the listing is still ours to hear.
+///
+/// The watch on our own node tells a deletion of it by someone else apart before a grant
+/// that lists nothing: without it, a waiter whose node was deleted would take its turn
+/// with a guard that is lost one round trip later, beside a waiter behind it that took
+/// the same turn.
+#[derive(Default)]
+struct Watching(Vec<(String, Receiver<WatchedEvent>)>);
+
+impl Watching {
+    /// Arms a data watch on each node `v` names and on `own` (our node), each that is not
+    /// watched yet, in one round trip, and forgets other watches. Returns the nodes that
+    /// are gone already (no watch is left on a missing node).
+    fn arm<'v>(&mut self, c: &Client, v: &'v View, own: &'v str) -> Result<Vec<&'v str>> {
+        let want: Vec<&str> = std::iter::once(v.blocker.as_str())
+            .chain(v.next.as_deref())
+            .chain(std::iter::once(own))
+            .collect();
+        // A watch whose event has come (but was not taken) is spent: arm it again.
+        self.0
+            .retain(|(path, rx)| want.contains(&path.as_str()) && rx.is_empty());
+        let missing: Vec<&str> = want
+            .into_iter()
+            .filter(|w| !self.0.iter().any(|(path, _)| path == w))
+            .collect();
+        if missing.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pending = c.pipeline(|p| {
+            missing
+                .iter()
+                .map(|path| p.get_data_w(path))
+                .collect::<Vec<_>>()
+        });
+        let mut gone = Vec::new();
+        let mut failed = None;
+        for (path, p) in missing.into_iter().zip(pending) {
+            match p.wait() {
+                Ok((_, _, rx)) => self.0.push((path.to_string(), rx)),
+                Err(Error::NoNode { .. }) => gone.push(path),
+                Err(e) => failed = Some(e),
+            }
+        }
+        failed.map_or(Ok(gone), Err)
+    }
+
+    /// The receiver of the watch on `path` (armed by [`arm`](Watching::arm)).
+    fn receiver(&self, path: &str) -> Receiver<WatchedEvent> {
+        self.0
+            .iter()
+            .find(|(p, _)| p == path)
+            .map_or_else(crossbeam_channel::never, |(_, rx)| rx.clone())
+    }
+
+    /// The watch on `path` fired: forget it.
+    fn spent(&mut self, path: &str) {
+        self.0.retain(|(p, _)| p != path);
     }
 }
 
@@ -463,11 +638,7 @@ fn find_by_uuid(c: &Client, dir: &str, uuid: &str) -> Result<Option<Acquired>> {
         let path = names::child(dir, &n);
         match c.exists(&path)? {
             Some(stat) if found.is_none() && stat.ephemeral_owner == c.session_id() => {
-                found = Some(Acquired {
-                    path,
-                    token: stat.czxid as u64,
-                    owner: stat.ephemeral_owner,
-                });
+                found = Some(Acquired::of(path, &stat));
             }
             Some(_) => {
                 let _ = c.delete(&path, None);
@@ -531,4 +702,63 @@ pub(crate) fn participants(client: &Client, dir: &str, rule: Rule) -> Result<Vec
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::names::tests::queue as q;
+
+    /// The blocker, whether its deletion lets `me` in, and the next node watched.
+    fn view(rule: Rule, kinds: &str, me: usize) -> Option<(String, bool, Option<String>)> {
+        View::of("/d", rule, q(kinds), me).map(|v| (v.blocker, v.grant_when_gone, v.next))
+    }
+
+    fn some(blocker: &str, next: Option<&str>) -> Option<(String, bool, Option<String>)> {
+        Some((
+            blocker.to_string(),
+            next.is_none(),
+            next.map(str::to_string),
+        ))
+    }
+
+    #[test]
+    fn an_exclusive_waiter_watches_its_predecessor_and_the_node_before_it() {
+        assert_eq!(view(Rule::Exclusive, "w", 0), None);
+        // Right behind the head: the head's deletion lets it in.
+        assert_eq!(view(Rule::Exclusive, "ww", 1), some("/d/n0", None));
+        assert_eq!(
+            view(Rule::Exclusive, "www", 2),
+            some("/d/n1", Some("/d/n0"))
+        );
+        assert_eq!(
+            view(Rule::Exclusive, "wwwww", 4),
+            some("/d/n3", Some("/d/n2"))
+        );
+        // Readers ahead block a writer like writers do.
+        assert_eq!(
+            view(Rule::Exclusive, "rrw", 2),
+            some("/d/n1", Some("/d/n0"))
+        );
+    }
+
+    #[test]
+    fn a_reader_watches_the_nearest_writer_and_the_writer_before_it() {
+        assert_eq!(view(Rule::Read, "rrr", 2), None);
+        assert_eq!(view(Rule::Read, "wrr", 2), some("/d/n0", None));
+        assert_eq!(view(Rule::Read, "rwrr", 3), some("/d/n1", None));
+        assert_eq!(view(Rule::Read, "wrrwrr", 5), some("/d/n3", Some("/d/n0")));
+        assert_eq!(view(Rule::Read, "wwr", 2), some("/d/n1", Some("/d/n0")));
+    }
+
+    #[test]
+    fn a_semaphore_waiter_watches_its_blocker_only() {
+        let rule = Rule::Semaphore(2);
+        assert_eq!(view(rule, "ww", 1), None);
+        assert_eq!(view(rule, "www", 2), some("/d/n0", None));
+        assert_eq!(
+            view(rule, "wwww", 3),
+            Some(("/d/n1".to_string(), false, None))
+        );
+    }
 }

@@ -1,0 +1,312 @@
+//! Benchmark figures, one JSON line each (figures, not assertions).
+//!
+//! Against a throwaway standalone server from the harness (`forceSync=no`, or `yes` with
+//! `BENCH_FORCE_SYNC=1`; the JVM's full JIT; warmed up for 3 s first), or the ensemble named
+//! by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
+//! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
+//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`.
+//!
+//! ```text
+//! cargo run --release --example bench --features testing
+//! BENCH_ONLY=W1,W6 BENCH_N=500 cargo run --release --example bench --features testing
+//! ```
+//!
+//! Figures:
+//!
+//! - `ops`: the round trip (median and p99) of create, get_children, exists and delete, and
+//!   of a create + get_children pair sent back to back on the session (pipelined), next to
+//!   the same pair sent one after the other.
+//! - `W1`: one session, one thread, `Mutex` acquire + release on one path, `BENCH_N` times,
+//!   interleaved with a create (ephemeral sequential) + delete cycle on the same client;
+//!   `ratio` = lock cycle p50 / create+delete p50. Also the acquire and release apart, and
+//!   the requests the lock sends made by hand (create + listing pipelined, then delete), so
+//!   `ratio_to_same_requests` is the library's own overhead.
+//! - `W2:K`: K sessions, one thread each, acquire → release until `BENCH_N` acquisitions in
+//!   all: throughput, handoff (from just before a holder's release to the next holder's
+//!   acquire returning), the holders' release (delete) time, mutual-exclusion violations;
+//!   `ratio` = handoff p50 / the p50 of a delete seen by another session's data watch
+//!   (`W2 delete+watch`, measured once per run).
+//! - `W3`: 50 sessions queued behind a holder; watch notifications the 50 receive when the
+//!   holder releases and the next one takes over. One line per queue recipe: `W3` (`Mutex`),
+//!   `W3 reentrant`, `W3 write` (`RwLock` writers), `W3 read` (a writer holds, 50 readers
+//!   wait: its release lets all of them in), `W3 multi` (`MultiLock` of two paths), `W3
+//!   election` (fair).
+//! - `W4`: leader election (fair), 5 candidates each on a session of its own: 30 rounds
+//!   (`BENCH_N` if set) where the leader resigns and queues again, then 10 where the
+//!   leader's client is closed (and a fresh client and candidate replace it), after 5
+//!   uncounted rounds. p50, p90 and max of: resign → another candidate knows it leads, the
+//!   `Client::close` call, close → another candidate knows it leads; `ratio` = resign →
+//!   leader p50 / the p50 of a delete seen by another session's data watch, sampled right
+//!   before each resign round (target 1.2), and beside it the same baseline where the
+//!   watcher lists the election directory on the event (`delete_watch_list_`). Two lines:
+//!   `W4`, the guard style (4 threads blocked in `lead()`, the time taken when `lead()`
+//!   returns), and `W4 candidate`, the background style (`Candidate`s, a thread of ours
+//!   blocked on each one's `events()`, the time taken when `Elected` arrives). Every round
+//!   checks that the next candidate in the queue took over, that exactly one candidate
+//!   says it leads, and that the server's first node is its; `violations` and
+//!   `order_violations` count the rounds that failed. `requeue_before_delete` counts rounds
+//!   where the resigner's new node was created before its old one was deleted.
+//! - `W5`: `RwLock`, 8 sessions (6 readers, 2 writers), `BENCH_N` acquisitions in all.
+//! - `W7`: `Semaphore` with 3 permits, 8 sessions (one thread each) looping acquire → hold
+//!   a random 0–2 ms → release, so holders release in random order, until `BENCH_N`
+//!   acquisitions in all: throughput, the wait in `acquire` (p50, p99), idle-permit time
+//!   (a permit free while someone waits in `acquire`: in all, as a share of the run, and
+//!   per release), watch notifications per release (all 8 sessions, the notified one's
+//!   own included), and violations (more than 3 holders). `examples/curator/SemaphoreBench.java`
+//!   runs the same workload on Curator's `InterProcessSemaphoreV2`. Before it, `W7
+//!   uncontended`: an acquire alone against a pipelined create + listing (`round_trips`, the
+//!   ratio of the medians; the protocol needs 2).
+//! - `W6`: 1,000 waiters (20 threads on each of 50 sessions) on one `Mutex`: threads (and
+//!   `library_threads`: all but ours and main), resident memory per waiter (beside what an
+//!   idle thread of ours costs), and handoff p50 at 1,000 waiters against 8 waiters, both
+//!   measured as in `W2` with threads that queue again after each release.
+//!
+//! Contention runs (`W2`, `W6`) start with every contender queued behind a holder on the
+//! bench's own session, count `BENCH_N` acquisitions or as many as happen in 90 s (then
+//! `time_capped` is true), and cancel the waiters left.
+//!
+//! Every workload runs under a watchdog: one that takes too long prints an `error` line and
+//! ends the process with status 2 (the harness's own watchdog then stops the servers). Each
+//! blocking acquire is bounded as well. A workload that fails prints an `error` line; the
+//! others still run, and the process exits with status 1.
+
+mod contention;
+mod election;
+mod mixes;
+mod report;
+mod rig;
+mod semaphore;
+mod uncontended;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex as PlMutex;
+use zkguard::testing::TestCluster;
+use zkguard::{
+    Candidate, Client, CreateMode, EventType, LeaderElection, LeaderEvent, MultiLock, Mutex,
+    ReentrantMutex, RwLock, Semaphore, SessionState,
+};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Res<T> = std::result::Result<T, BoxError>;
+
+/// How long one acquire may block before the workload fails.
+const LOCK_WAIT: Duration = Duration::from_secs(60);
+/// Contention runs stop counting after this long (and say so).
+const CAP: Duration = Duration::from_secs(90);
+/// Longest wait for any single step that is not an acquire (a watch event, a queue forming).
+const STEP_WAIT: Duration = Duration::from_secs(60);
+
+use contention::*;
+use election::*;
+use mixes::*;
+use report::*;
+use rig::*;
+use semaphore::*;
+use uncontended::*;
+
+// ---------------------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------------------
+
+struct Ctx {
+    connect: String,
+    target: String,
+    n: usize,
+    /// `BENCH_N` as given (W4 keeps the issue's round count unless it is set).
+    n_given: Option<usize>,
+    dir: String,
+    client: Client,
+}
+
+impl Ctx {
+    fn connect_many(&self, k: usize) -> Res<Vec<Client>> {
+        (0..k)
+            .map(|_| Client::connect(&self.connect).map_err(Into::into))
+            .collect()
+    }
+}
+
+const WORKLOADS: [&str; 10] = [
+    "ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W4", "W5", "W6", "W7",
+];
+
+fn main() {
+    std::process::exit(match run() {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            1
+        }
+    })
+}
+
+/// Whether every selected workload succeeded.
+fn run() -> Res<bool> {
+    let n_given: Option<usize> = std::env::var("BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n >= 2);
+    let n = n_given.unwrap_or(2000);
+    let only: Option<Vec<String>> = std::env::var("BENCH_ONLY")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .filter(|v| !v.is_empty());
+    if let Some(names) = &only {
+        for name in names {
+            if name != "W2" && !WORKLOADS.contains(&name.as_str()) {
+                return Err(format!(
+                    "BENCH_ONLY: unknown workload {name:?}; known: W2, {}",
+                    WORKLOADS.join(", ")
+                )
+                .into());
+            }
+        }
+    }
+    let selected = |name: &str| match &only {
+        None => true,
+        Some(names) => names
+            .iter()
+            .any(|s| s == name || (s == "W2" && name.starts_with("W2:"))),
+    };
+
+    let cluster;
+    let (connect, target) = match std::env::var("ZK_CONNECT") {
+        Ok(cs) if !cs.is_empty() => {
+            cluster = None;
+            (cs, "ZK_CONNECT".to_string())
+        }
+        _ => {
+            let (c, target) = bench_cluster()?;
+            let cs = c.connect_string();
+            cluster = Some(c);
+            (cs, target)
+        }
+    };
+    let watchdog = Watchdog::start(target.clone())?;
+    let client = Client::connect(&connect)?;
+    let dir = format!("/zkguard-bench-{}", std::process::id());
+    client.create(&dir, b"", CreateMode::Persistent)?;
+    // Warm the server's JIT up before measuring anything.
+    let warm_until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < warm_until {
+        let (created, _) = client.pipeline(|p| {
+            (
+                p.create(
+                    &format!("{dir}/warm-"),
+                    b"",
+                    CreateMode::EphemeralSequential,
+                ),
+                p.get_children(&dir),
+            )
+        });
+        let node = created.wait()?;
+        client.delete(&node.path, None)?;
+    }
+    let ctx = Ctx {
+        connect,
+        target,
+        n,
+        n_given,
+        dir,
+        client,
+    };
+
+    // Budgets: generous for the default size, scaled with BENCH_N.
+    let scale = (n as f64 / 2000.0).max(1.0);
+    let budget = |secs: f64| Duration::from_secs_f64(secs * scale);
+    let mut ok = true;
+    let mut run_one = |name: &str, secs: f64, f: &dyn Fn(&Ctx) -> Res<()>| {
+        if !selected(name) {
+            return;
+        }
+        let _armed = watchdog.arm(name, budget(secs));
+        if let Err(e) = f(&ctx) {
+            ok = false;
+            Line::new(name, &ctx.target)
+                .s("error", &e.to_string())
+                .print();
+            eprintln!("bench: workload {name} failed: {e}");
+        }
+    };
+    run_one("ops", 120.0, &ops);
+    run_one("W1", 120.0, &w1);
+    let mut dw: Option<f64> = None;
+    for k in [2, 8, 32] {
+        let name = format!("W2:{k}");
+        let dw_cell = PlMutex::new(dw);
+        run_one(&name, 180.0, &|ctx: &Ctx| {
+            let known = *dw_cell.lock();
+            let base = match known {
+                Some(v) => v,
+                None => {
+                    let v = delete_watch_p50(ctx)?;
+                    *dw_cell.lock() = Some(v);
+                    v
+                }
+            };
+            w2(ctx, k, base)
+        });
+        dw = dw_cell.into_inner();
+    }
+    run_one("W3", 120.0, &w3);
+    run_one("W4", 120.0, &w4);
+    run_one("W5", 180.0, &w5);
+    run_one("W6", 600.0, &w6);
+    run_one("W7", 180.0, &w7);
+
+    let _armed = watchdog.arm("cleanup", Duration::from_secs(60));
+    delete_tree(&ctx.client, &ctx.dir)?;
+    ctx.client.close()?;
+    drop(cluster);
+    Ok(ok)
+}
+
+/// The harness's standalone server, with the full JIT as a production server runs (tests
+/// use C1 only, to start fast); `BENCH_FORCE_SYNC=1` makes it fsync its log as a production
+/// server does (`forceSync=yes`, the issue's setting). Also the `target` every line names.
+fn bench_cluster() -> Res<(TestCluster, String)> {
+    let force_sync = matches!(
+        std::env::var("BENCH_FORCE_SYNC").as_deref(),
+        Ok("1" | "yes" | "on" | "true")
+    );
+    let c = TestCluster::builder()
+        .full_jit(true)
+        .force_sync(force_sync)
+        .start()?;
+    let target = format!(
+        "harness standalone, forceSync={}, full JIT",
+        if force_sync { "yes" } else { "no" }
+    );
+    Ok((c, target))
+}
+
+/// Deletes `path` and everything under it (nodes that vanish meanwhile are fine).
+fn delete_tree(c: &Client, path: &str) -> Res<()> {
+    for _ in 0..20 {
+        let children = match c.get_children(path) {
+            Ok((names, _)) => names,
+            Err(zkguard::Error::NoNode { .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        for name in children {
+            delete_tree(c, &format!("{path}/{name}"))?;
+        }
+        match c.delete(path, None) {
+            Ok(()) | Err(zkguard::Error::NoNode { .. }) => return Ok(()),
+            Err(zkguard::Error::NotEmpty { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(format!("{path} keeps getting new children").into())
+}

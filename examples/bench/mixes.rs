@@ -1,0 +1,224 @@
+//! W5 (a read/write mix) and W6 (1,000 waiters in one process).
+
+use crate::*;
+
+// ---------------------------------------------------------------------------------------
+// W5: read/write lock throughput
+// ---------------------------------------------------------------------------------------
+
+pub(crate) fn w5(ctx: &Ctx) -> Res<()> {
+    const READERS: usize = 6;
+    const WRITERS: usize = 2;
+    let clients = ctx.connect_many(READERS + WRITERS)?;
+    let r = w5_run(ctx, &clients, READERS);
+    close_all(&clients);
+    r
+}
+
+pub(crate) fn w5_run(ctx: &Ctx, clients: &[Client], readers: usize) -> Res<()> {
+    let path = format!("{}/w5/rw", ctx.dir);
+    let total = ctx.n;
+    let acquired = Arc::new(AtomicUsize::new(0));
+    let reads = Arc::new(AtomicU64::new(0));
+    let writes = Arc::new(AtomicU64::new(0));
+    let readers_in = Arc::new(AtomicUsize::new(0));
+    let writers_in = Arc::new(AtomicUsize::new(0));
+    let violations = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let done_at = Arc::new(PlMutex::new(None::<Instant>));
+    let mut steps = Vec::new();
+    for (i, c) in clients.iter().enumerate() {
+        let lock = RwLock::new(c, &path)?;
+        let is_reader = i < readers;
+        let (acquired, reads, writes) = (acquired.clone(), reads.clone(), writes.clone());
+        let (readers_in, writers_in) = (readers_in.clone(), writers_in.clone());
+        let (violations, stop_w, done_at) = (violations.clone(), stop.clone(), done_at.clone());
+        steps.push(move || -> Res<()> {
+            if is_reader {
+                let g = lock
+                    .read_timeout(LOCK_WAIT)?
+                    .ok_or("W5: a read acquire timed out")?;
+                readers_in.fetch_add(1, Ordering::SeqCst);
+                if writers_in.load(Ordering::SeqCst) != 0 {
+                    violations.fetch_add(1, Ordering::SeqCst);
+                }
+                reads.fetch_add(1, Ordering::SeqCst);
+                count(&acquired, total, &stop_w, &done_at);
+                readers_in.fetch_sub(1, Ordering::SeqCst);
+                g.release()?;
+            } else {
+                let g = lock
+                    .write_timeout(LOCK_WAIT)?
+                    .ok_or("W5: a write acquire timed out")?;
+                if writers_in.fetch_add(1, Ordering::SeqCst) != 0
+                    || readers_in.load(Ordering::SeqCst) != 0
+                {
+                    violations.fetch_add(1, Ordering::SeqCst);
+                }
+                writes.fetch_add(1, Ordering::SeqCst);
+                count(&acquired, total, &stop_w, &done_at);
+                writers_in.fetch_sub(1, Ordering::SeqCst);
+                g.release()?;
+            }
+            Ok(())
+        });
+    }
+    let start = run_workers("w5", steps, &stop)?;
+    let done = done_at.lock().ok_or("W5: the count was never reached")?;
+    let v = violations.load(Ordering::SeqCst);
+    Line::new("W5", &ctx.target)
+        .s(
+            "what",
+            "RwLock, 8 sessions x 1 thread (6 readers, 2 writers)",
+        )
+        .u("acquisitions", total as u64)
+        .f(
+            "acquisitions_per_s",
+            total as f64 / (done - start).as_secs_f64(),
+        )
+        .u("reads", reads.load(Ordering::SeqCst))
+        .u("writes", writes.load(Ordering::SeqCst))
+        .u("violations", v)
+        .print();
+    if v > 0 {
+        return Err(format!("W5: {v} read/write exclusion violations").into());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// W6: many waiters in one process
+// ---------------------------------------------------------------------------------------
+
+pub(crate) fn w6(ctx: &Ctx) -> Res<()> {
+    const SESSIONS: usize = 50;
+    const PER_CLIENT: usize = 20;
+    const WAITERS: usize = SESSIONS * PER_CLIENT;
+    const FEW: usize = 8;
+    // What a bare blocked thread of ours costs, for comparison with a waiter.
+    let rss_idle_thread = idle_threads_rss(WAITERS)?;
+    let threads_before = proc_status("Threads").unwrap_or(0);
+    let rss_before = proc_status("VmRSS").unwrap_or(0);
+    let clients = ctx.connect_many(SESSIONS)?;
+    let rss_clients = proc_status("VmRSS").unwrap_or(0);
+    let r = (|| -> Res<(Run, Run)> {
+        // 8 waiters: one thread on each of 8 of the sessions.
+        let few = run_contention(
+            ctx,
+            &clients[..FEW],
+            FEW,
+            &format!("{}/w6-few/lock", ctx.dir),
+            ctx.n,
+            CAP,
+            "w6-few",
+        )?;
+        let many = run_contention(
+            ctx,
+            &clients,
+            WAITERS,
+            &format!("{}/w6-many/lock", ctx.dir),
+            ctx.n,
+            CAP,
+            "w6",
+        )?;
+        Ok((few, many))
+    })();
+    close_all(&clients);
+    let (mut few, mut many) = r?;
+    let clients_alive = SESSIONS as u64 + 1; // and the bench's own client
+    let library_threads = many
+        .threads_queued
+        .saturating_sub(many.bench_threads_queued as u64 + 1);
+    // Before sorting: the first and the last 100 handoffs of the 1,000-waiter run.
+    let edge = many.handoffs.len().min(100);
+    let first_p50 = p50(&mut many.handoffs[..edge].to_vec());
+    let last_p50 = p50(&mut many.handoffs[many.handoffs.len() - edge..].to_vec());
+    let few_p50 = p50(&mut few.handoffs);
+    let many_p50 = p50(&mut many.handoffs);
+    let ratio = many_p50 / few_p50;
+    let per_waiter = |from: u64| many.rss_queued_kb.saturating_sub(from) as f64 / WAITERS as f64;
+    Line::new("W6", &ctx.target)
+        .s(
+            "what",
+            "1000 waiters (50 sessions x 20 threads) on one Mutex, looping; vs 8 waiters (8 sessions x 1)",
+        )
+        .u("waiters", WAITERS as u64)
+        .u("sessions", SESSIONS as u64)
+        .u("threads_total", many.threads_queued)
+        .u("threads_before", threads_before)
+        .u("bench_threads", many.bench_threads_queued as u64)
+        .u("library_threads", library_threads)
+        .u("clients_alive", clients_alive)
+        .f(
+            "library_threads_per_client",
+            library_threads as f64 / clients_alive as f64,
+        )
+        .u("rss_before_kb", rss_before)
+        .u("rss_clients_kb", rss_clients)
+        .u("rss_queued_kb", many.rss_queued_kb)
+        .f("rss_delta_per_waiter_kb", per_waiter(rss_before))
+        .f("rss_per_idle_thread_kb", rss_idle_thread)
+        .f(
+            "rss_delta_per_waiter_excl_clients_kb",
+            per_waiter(rss_clients),
+        )
+        .f("queue_build_s", many.queue_build.as_secs_f64())
+        .u("acquisitions_1000", many.counted as u64)
+        .b("time_capped_1000", many.capped)
+        .u("handoffs_1000", many.handoffs.len() as u64)
+        .lat("handoff_1000_", &mut many.handoffs)
+        .f("handoff_1000_first100_p50_us", first_p50)
+        .f("handoff_1000_last100_p50_us", last_p50)
+        .lat("release_1000_", &mut many.releases)
+        .f("acquisitions_per_s_1000", many.per_s)
+        .u("handoffs_8", few.handoffs.len() as u64)
+        .b("time_capped_8", few.capped)
+        .lat("handoff_8_", &mut few.handoffs)
+        .lat("release_8_", &mut few.releases)
+        .f("acquisitions_per_s_8", few.per_s)
+        .f("ratio", ratio)
+        .s("ratio_target", "<= 1.3")
+        .b("target_met", ratio <= 1.3)
+        .u("violations", many.violations + few.violations)
+        .print();
+    if many.violations + few.violations > 0 {
+        return Err("W6: mutual-exclusion violations".into());
+    }
+    Ok(())
+}
+
+/// VmRSS growth (kB) per thread while `k` of our threads sit blocked on a channel.
+pub(crate) fn idle_threads_rss(k: usize) -> Res<f64> {
+    let before = proc_status("VmRSS").unwrap_or(0);
+    let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(0);
+    let (up_tx, up_rx) = crossbeam_channel::unbounded::<()>();
+    let mut handles = Vec::with_capacity(k);
+    let mut spawned = Ok(());
+    for i in 0..k {
+        let (release_rx, up_tx) = (release_rx.clone(), up_tx.clone());
+        match spawn(format!("bench-idle-{i}"), move || -> Res<()> {
+            let _ = up_tx.send(());
+            let _ = release_rx.recv();
+            Ok(())
+        }) {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                spawned = Err(e);
+                break;
+            }
+        }
+    }
+    let mut up = Ok(());
+    for _ in 0..handles.len() {
+        if let Err(e) = up_rx.recv_timeout(STEP_WAIT) {
+            up = Err(e);
+            break;
+        }
+    }
+    let during = proc_status("VmRSS").unwrap_or(0);
+    drop(release_tx);
+    join_all(handles)?;
+    spawned?;
+    up?;
+    Ok(during.saturating_sub(before) as f64 / k as f64)
+}

@@ -1,0 +1,415 @@
+//! Real ZooKeeper servers on loopback: [`TestCluster`] and [`TestClusterBuilder`].
+//!
+//! One file per part: `ports` (free loopback ports), `four_letter` (asking a server),
+//! `builder` (settings), `process` (starting servers, the watchdog, logs), `faults` (what
+//! a test does to one server); the cluster itself and its accessors are here.
+
+mod builder;
+mod faults;
+mod four_letter;
+mod ports;
+mod process;
+
+pub use builder::TestClusterBuilder;
+use builder::*;
+use four_letter::*;
+use ports::*;
+use process::*;
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use super::discover::{self, Distribution};
+use super::proxy::FaultProxy;
+
+const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+
+/// How long [`TestCluster::start`] waits for every server to serve.
+const START_DEADLINE: Duration = Duration::from_secs(60);
+/// How long [`TestCluster::stop`] waits after SIGTERM before it sends SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Default timeout of [`TestCluster::four_letter`].
+const FOUR_LETTER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Per-attempt timeout of the polls inside the waits (a ZooKeeper 3.8.0 bug can leave a
+/// connection accepted during startup open and silent forever).
+const POLL_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// Lines of a server log quoted in error messages.
+const LOG_TAIL_LINES: usize = 20;
+/// Starting a cluster is retried with fresh ports this many times when a port was taken.
+const START_ATTEMPTS: usize = 3;
+
+fn other(msg: String) -> io::Error {
+    io::Error::other(msg)
+}
+
+fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+// ---------------------------------------------------------------------------------------
+// The cluster
+// ---------------------------------------------------------------------------------------
+
+struct Proc {
+    child: Option<Child>,
+    paused: bool,
+    /// Holds the pid of `child` for the watchdog while it is alive.
+    pid_file: PathBuf,
+}
+
+impl Proc {
+    /// Reaps the child if it has exited on its own; true when it is still alive.
+    fn alive(&mut self) -> bool {
+        match &mut self.child {
+            None => false,
+            Some(child) => match child.try_wait() {
+                Ok(None) => true,
+                Ok(Some(_)) | Err(_) => {
+                    self.clear();
+                    false
+                }
+            },
+        }
+    }
+
+    /// Forgets a reaped child.
+    fn clear(&mut self) {
+        self.child = None;
+        self.paused = false;
+        let _ = fs::remove_file(&self.pid_file);
+    }
+}
+
+struct Server {
+    index: usize,
+    client_port: u16,
+    config: PathBuf,
+    /// `dataDir` (snapshots, transaction logs, `myid`).
+    data: PathBuf,
+    log: PathBuf,
+    proc: Mutex<Proc>,
+}
+
+impl Server {
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.client_port))
+    }
+}
+
+/// One standalone ZooKeeper server or an ensemble of them, on free loopback ports with
+/// throwaway data directories, for tests.
+///
+/// Every server is a real `java` process running Apache ZooKeeper (found by the rules in
+/// the [module documentation](crate::testing)). Servers are numbered `0..len()`; a
+/// server's ZooKeeper `myid` is its index plus one. Each server writes its output to
+/// [`log_path`](Self::log_path).
+///
+/// Dropping the cluster kills every server process and waits for it, then deletes the
+/// temporary directory — unless the thread is panicking (a failing test): then the
+/// directory is kept and its path printed to stderr, so the server logs can be read.
+/// A watchdog process also kills the servers if the test process dies without
+/// unwinding (SIGKILL, abort, Ctrl-C).
+///
+/// All methods take `&self`; the cluster is `Send + Sync` and can be shared between
+/// threads (e.g. in an `Arc`).
+///
+/// Methods that take a server index panic if it is not below [`len`](Self::len), like
+/// slice indexing; all other failures are returned as errors.
+pub struct TestCluster {
+    dir: PathBuf,
+    dist: Distribution,
+    settings: Settings,
+    servers: Vec<Server>,
+    /// With `isolatable(true)`: `peers[i][j]` carries server `i`'s quorum and election
+    /// connections to server `j` (listener 0: quorum port, 1: election port); `None` on
+    /// the diagonal. Empty otherwise.
+    peers: Vec<Vec<Option<FaultProxy>>>,
+    /// Which servers [`isolate`](Self::isolate) cut off.
+    isolated: Mutex<Vec<bool>>,
+    /// Kills the servers when this process dies; its stdin is our end of a pipe.
+    watchdog: Mutex<Option<(Child, Option<ChildStdin>)>>,
+    keep_dir: AtomicBool,
+}
+
+impl std::fmt::Debug for TestCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestCluster")
+            .field("dir", &self.dir)
+            .field("connect_string", &self.connect_string())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The watchdog: waits for EOF on stdin (our end closes when this process dies, however it
+/// dies), then SIGKILLs every server whose pid file still exists and removes the throwaway
+/// directory, unless [`TestCluster::keep_logs`] left a `keep` marker in it. (A cluster in a
+/// `static` is never dropped; this is what cleans up after it.)
+const WATCHDOG_SCRIPT: &str = r#"while read -r _line; do :; done
+for f in "$1"/*.pid; do
+  [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+done
+[ -e "$1/keep" ] || rm -rf "$1"
+exit 0"#;
+
+impl TestCluster {
+    /// Starts `n` real servers with default settings: 1 is a standalone server, 2 or more
+    /// an ensemble. Waits until every server serves. See [`TestClusterBuilder::start`].
+    pub fn start(n: usize) -> io::Result<TestCluster> {
+        TestCluster::builder().servers(n).start()
+    }
+
+    /// A builder for non-default settings.
+    pub fn builder() -> TestClusterBuilder {
+        TestClusterBuilder::default()
+    }
+
+    /// Keeps the throwaway directory (server logs, data) when the cluster goes away, and
+    /// returns its path. A cluster dropped while its thread panics keeps it anyway; call
+    /// this from a panic hook for a cluster shared through a `static`, which is never
+    /// dropped.
+    ///
+    /// ```no_run
+    /// use std::sync::OnceLock;
+    /// use zkguard::testing::TestCluster;
+    ///
+    /// fn shared() -> &'static TestCluster {
+    ///     static CLUSTER: OnceLock<TestCluster> = OnceLock::new();
+    ///     CLUSTER.get_or_init(|| {
+    ///         let default_hook = std::panic::take_hook();
+    ///         std::panic::set_hook(Box::new(move |info| {
+    ///             if let Some(c) = CLUSTER.get() {
+    ///                 eprintln!("server logs kept at {}", c.keep_logs().display());
+    ///             }
+    ///             default_hook(info);
+    ///         }));
+    ///         TestCluster::start(1).expect("ZooKeeper")
+    ///     })
+    /// }
+    /// ```
+    pub fn keep_logs(&self) -> &Path {
+        self.keep_dir.store(true, Ordering::SeqCst);
+        if let Err(e) = fs::write(self.dir.join("keep"), b"") {
+            log::warn!(
+                "zkguard TestCluster: cannot mark {} to be kept: {e}",
+                self.dir.display()
+            );
+        }
+        &self.dir
+    }
+
+    /// The connect string naming every server: `"127.0.0.1:p1,127.0.0.1:p2,…"`.
+    pub fn connect_string(&self) -> String {
+        self.servers
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.client_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The connect string of server `i` alone: `"127.0.0.1:p"`.
+    pub fn server_connect_string(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.server(i).client_port)
+    }
+
+    /// The client address of server `i` (it stays the same across restarts).
+    pub fn client_addr(&self, i: usize) -> SocketAddr {
+        self.server(i).addr()
+    }
+
+    /// Number of servers (running or not).
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Always `false`: a cluster has at least one server.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The throwaway directory holding configs, data directories and logs.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file receiving server `i`'s stdout and stderr (appended to across restarts).
+    pub fn log_path(&self, i: usize) -> PathBuf {
+        self.server(i).log.clone()
+    }
+
+    /// The process id of server `i`, or `None` when it is not running.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        let s = self.servers.get(i)?;
+        let mut proc = s.proc.lock();
+        if proc.alive() {
+            proc.child.as_ref().map(Child::id)
+        } else {
+            None
+        }
+    }
+
+    /// Whether server `i`'s process is alive (a paused server counts as running).
+    pub fn is_running(&self, i: usize) -> bool {
+        self.pid(i).is_some()
+    }
+
+    /// Whether server `i` is paused by [`pause`](Self::pause).
+    pub fn is_paused(&self, i: usize) -> bool {
+        self.servers.get(i).is_some_and(|s| s.proc.lock().paused)
+    }
+
+    /// Sends a four-letter command (`"ruok"`, `"srvr"`, `"mntr"`, `"wchs"`, `"cons"`, …) to
+    /// server `i` and returns the whole reply; fails after 5 s.
+    pub fn four_letter(&self, i: usize, cmd: &str) -> io::Result<String> {
+        self.four_letter_with_timeout(i, cmd, FOUR_LETTER_TIMEOUT)
+    }
+
+    /// [`four_letter`](Self::four_letter) with a custom timeout for the whole exchange.
+    pub fn four_letter_with_timeout(
+        &self,
+        i: usize,
+        cmd: &str,
+        timeout: Duration,
+    ) -> io::Result<String> {
+        four_letter_at(self.server(i).addr(), cmd, timeout)
+            .map_err(|e| io::Error::new(e.kind(), format!("ZooKeeper server {i}: {e}")))
+    }
+
+    /// Server `i`'s mode from `srvr`: `"standalone"`, `"leader"`, `"follower"` or
+    /// `"observer"`; an error when it is not serving (the error quotes its reply).
+    pub fn mode(&self, i: usize) -> io::Result<String> {
+        let reply = self.four_letter_with_timeout(i, "srvr", POLL_ATTEMPT_TIMEOUT)?;
+        match parse_mode(&reply) {
+            Some(mode) if is_serving_mode(mode) => Ok(mode.to_string()),
+            _ => Err(other(format!(
+                "ZooKeeper server {i} is not serving; srvr said: {}",
+                reply.trim()
+            ))),
+        }
+    }
+
+    /// The index of the server whose `srvr` reports `Mode: leader` (or `standalone`),
+    /// asking running, unpaused servers in order; `None` when there is none right now.
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.servers.len()).find(|&i| {
+            let asking = {
+                let mut p = self.servers[i].proc.lock();
+                p.alive() && !p.paused
+            };
+            asking && matches!(self.mode(i).as_deref(), Ok("leader" | "standalone"))
+        })
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for s in &self.servers {
+            let mut proc = s.proc.lock();
+            if let Some(child) = proc.child.as_mut() {
+                let _ = child.kill();
+                if let Err(e) = child.wait() {
+                    log::warn!(
+                        "zkguard TestCluster: waiting for server {} (pid {}) failed: {e}",
+                        s.index,
+                        child.id()
+                    );
+                }
+            }
+            proc.clear();
+        }
+        if let Some((mut child, stdin)) = self.watchdog.lock().take() {
+            let _ = child.kill();
+            drop(stdin);
+            let _ = child.wait();
+        }
+        if std::thread::panicking() || self.keep_dir.load(Ordering::SeqCst) {
+            if std::thread::panicking() {
+                eprintln!(
+                    "zkguard TestCluster: keeping server logs at {}",
+                    self.dir.display()
+                );
+            }
+            return;
+        }
+        if let Err(e) = fs::remove_dir_all(&self.dir) {
+            log::warn!(
+                "zkguard TestCluster: cannot remove {}: {e}",
+                self.dir.display()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_parsing() {
+        let srvr = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: follower\nNode count: 5\n";
+        assert_eq!(parse_mode(srvr), Some("follower"));
+        assert_eq!(
+            parse_mode("This ZooKeeper instance is not currently serving requests\n"),
+            None
+        );
+        assert!(is_serving_mode("standalone"));
+        assert!(!is_serving_mode("looking"));
+    }
+
+    #[test]
+    fn free_ports_are_unique_and_below_the_ephemeral_range() {
+        let ports: Vec<u16> = (0..50).map(|_| free_port().expect("port")).collect();
+        let set: BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(set.len(), ports.len());
+        if ephemeral_low() > 11_000 {
+            assert!(ports.iter().all(|&p| p < ephemeral_low()), "{ports:?}");
+        }
+    }
+
+    #[test]
+    fn settings_validation() {
+        let s = Settings {
+            servers: 0,
+            ..Settings::default()
+        };
+        assert!(s.validate().is_err());
+        let s = Settings {
+            min_session: Some(Duration::from_secs(10)),
+            max_session: Duration::from_secs(5),
+            ..Settings::default()
+        };
+        let e = s.validate().expect_err("min > max");
+        assert!(e.to_string().contains("10000 ms"), "{e}");
+        let s = Settings {
+            tick: Duration::from_micros(10),
+            ..Settings::default()
+        };
+        assert!(s.validate().is_err());
+        assert_eq!(
+            Settings::default().min_session(),
+            Duration::from_millis(200)
+        );
+        Settings::default().validate().expect("defaults are valid");
+    }
+
+    #[test]
+    fn log_tail_takes_the_last_lines() {
+        let path = std::env::temp_dir().join(format!("zkguard-tail-{}", uuid::Uuid::new_v4()));
+        let text: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        fs::write(&path, text).expect("write");
+        let tail = log_tail(&path, 3);
+        let _ = fs::remove_file(&path);
+        assert_eq!(tail, "line 97\nline 98\nline 99");
+        assert!(log_tail(Path::new("/nonexistent/zk.log"), 3).contains("cannot read"));
+    }
+}

@@ -1,0 +1,438 @@
+//! Starting the servers (data dirs, configuration, the watchdog, the Java processes) and
+//! reading their logs.
+
+use super::*;
+
+/// The last `n` lines of a file (reads at most its last 64 KiB).
+pub(super) fn log_tail(path: &Path, n: usize) -> String {
+    let read = || -> io::Result<String> {
+        let mut f = File::open(path)?;
+        let len = f.metadata()?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)))?;
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    match read() {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(n)..].join("\n")
+        }
+        Err(e) => format!("<cannot read {}: {e}>", path.display()),
+    }
+}
+
+/// Whether every thread of `pid` is stopped (or exiting), from `/proc/<pid>/task/*/stat`;
+/// `None` where `/proc` is not available.
+pub(super) fn all_threads_stopped(pid: u32) -> Option<bool> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for task in tasks.flatten() {
+        let Ok(stat) = fs::read_to_string(task.path().join("stat")) else {
+            continue; // the thread has just exited
+        };
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        if !matches!(state, Some("T" | "t" | "Z" | "X" | "x")) {
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
+pub(super) fn unix_time() -> String {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => format!("{}.{:03}", d.as_secs(), d.subsec_millis()),
+        Err(_) => "?".to_string(),
+    }
+}
+
+impl TestCluster {
+    pub(super) fn try_start(
+        settings: &Settings,
+        dist: &Distribution,
+    ) -> Result<TestCluster, StartError> {
+        let plain = |error: io::Error| StartError {
+            error,
+            port_clash: false,
+        };
+        let cluster = TestCluster::prepare(settings, dist).map_err(plain)?;
+        log::info!(
+            "zkguard TestCluster: starting {} server(s) in {} using {}",
+            settings.servers,
+            cluster.dir.display(),
+            dist.source
+        );
+        let deadline = Instant::now() + START_DEADLINE;
+        let result = (|| -> io::Result<()> {
+            for server in &cluster.servers {
+                cluster.spawn(server)?;
+            }
+            for server in &cluster.servers {
+                let left = deadline.saturating_duration_since(Instant::now());
+                cluster.wait_mode(server, left, true)?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                log::info!(
+                    "zkguard TestCluster: serving at {} (logs in {})",
+                    cluster.connect_string(),
+                    cluster.dir.display()
+                );
+                Ok(cluster)
+            }
+            Err(error) => {
+                let port_clash = cluster.servers.iter().any(|s| {
+                    let tail = log_tail(&s.log, 200);
+                    tail.contains("BindException") || tail.contains("Address already in use")
+                });
+                // Kill everything now; keep the logs the error points to, unless we retry.
+                cluster.keep_dir.store(!port_clash, Ordering::SeqCst);
+                let error = if port_clash {
+                    error
+                } else {
+                    io::Error::new(
+                        error.kind(),
+                        format!("{error}\n(kept {} for inspection)", cluster.dir.display()),
+                    )
+                };
+                drop(cluster);
+                Err(StartError { error, port_clash })
+            }
+        }
+    }
+
+    /// Creates the directory, configs and watchdog; starts no server.
+    pub(super) fn prepare(settings: &Settings, dist: &Distribution) -> io::Result<TestCluster> {
+        let dir = std::env::temp_dir().join(format!("zkguard-test-{}", uuid::Uuid::new_v4()));
+        fs::create_dir_all(&dir).map_err(|e| {
+            other(format!(
+                "cannot create temporary directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        // From here on, Drop removes the directory on an early return.
+        let mut cluster = TestCluster {
+            dir: dir.clone(),
+            dist: dist.clone(),
+            settings: settings.clone(),
+            servers: Vec::new(),
+            peers: Vec::new(),
+            isolated: Mutex::new(vec![false; settings.servers]),
+            watchdog: Mutex::new(None),
+            keep_dir: AtomicBool::new(false),
+        };
+        let n = settings.servers;
+        let ensemble = n > 1;
+        let mut client_ports = Vec::with_capacity(n);
+        let mut peer_ports = Vec::with_capacity(n);
+        for _ in 0..n {
+            client_ports.push(free_port()?);
+            if ensemble {
+                peer_ports.push((free_port()?, free_port()?));
+            }
+        }
+        if settings.isolatable {
+            cluster.peers = TestCluster::peer_proxies(&peer_ports)?;
+        }
+        let mut servers = Vec::with_capacity(n);
+        for (i, &client_port) in client_ports.iter().enumerate() {
+            let data = dir.join(format!("data-{i}"));
+            fs::create_dir_all(&data).map_err(|e| {
+                other(format!(
+                    "cannot create data directory {}: {e}",
+                    data.display()
+                ))
+            })?;
+            let mut cfg = String::new();
+            let _ = writeln!(
+                cfg,
+                "# written by zkguard::testing::TestCluster (server {i})"
+            );
+            let _ = writeln!(cfg, "tickTime={}", ms(settings.tick));
+            let _ = writeln!(cfg, "initLimit=10");
+            let _ = writeln!(cfg, "syncLimit=5");
+            let _ = writeln!(cfg, "dataDir={}", data.display());
+            let _ = writeln!(cfg, "clientPort={client_port}");
+            let _ = writeln!(cfg, "clientPortAddress=127.0.0.1");
+            let _ = writeln!(cfg, "minSessionTimeout={}", ms(settings.min_session()));
+            let _ = writeln!(cfg, "maxSessionTimeout={}", ms(settings.max_session));
+            let _ = writeln!(cfg, "4lw.commands.whitelist=*");
+            let _ = writeln!(cfg, "admin.enableServer=false");
+            let _ = writeln!(
+                cfg,
+                "forceSync={}",
+                if settings.force_sync { "yes" } else { "no" }
+            );
+            let _ = writeln!(cfg, "autopurge.purgeInterval=0");
+            if ensemble {
+                let _ = writeln!(cfg, "reconfigEnabled=false");
+                for (k, &(quorum, election)) in peer_ports.iter().enumerate() {
+                    // Server i reaches peer k through the proxy for the pair (i, k), if any.
+                    let (quorum, election) = match cluster.peers.get(i).and_then(|r| r[k].as_ref())
+                    {
+                        Some(proxy) => {
+                            (proxy.local_addrs()[0].port(), proxy.local_addrs()[1].port())
+                        }
+                        None => (quorum, election),
+                    };
+                    let _ = writeln!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", k + 1);
+                }
+                let myid = data.join("myid");
+                fs::write(&myid, format!("{}\n", i + 1))
+                    .map_err(|e| other(format!("cannot write {}: {e}", myid.display())))?;
+            }
+            let config = dir.join(format!("zoo-{i}.cfg"));
+            fs::write(&config, cfg)
+                .map_err(|e| other(format!("cannot write {}: {e}", config.display())))?;
+            servers.push(Server {
+                index: i,
+                client_port,
+                config,
+                data,
+                log: dir.join(format!("server-{i}.log")),
+                proc: Mutex::new(Proc {
+                    child: None,
+                    paused: false,
+                    pid_file: dir.join(format!("server-{i}.pid")),
+                }),
+            });
+        }
+        cluster.servers = servers;
+        cluster.start_watchdog();
+        Ok(cluster)
+    }
+
+    /// One proxy per ordered pair of servers `(i, j)`, forwarding to `j`'s real quorum and
+    /// election ports; the election listener of `(i, j)` tells `j` to connect back to `i`
+    /// through the election listener of `(j, i)`.
+    pub(super) fn peer_proxies(
+        peer_ports: &[(u16, u16)],
+    ) -> io::Result<Vec<Vec<Option<FaultProxy>>>> {
+        let n = peer_ports.len();
+        let real = |port: u16| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+        let mut peers: Vec<Vec<Option<FaultProxy>>> = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut row = Vec::with_capacity(n);
+            for (j, &(quorum, election)) in peer_ports.iter().enumerate() {
+                if i == j {
+                    row.push(None);
+                    continue;
+                }
+                let proxy = FaultProxy::start(&[real(quorum), real(election)]).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot start the peer proxy from server {i} to server {j}: {e}"),
+                    )
+                })?;
+                row.push(Some(proxy));
+            }
+            peers.push(row);
+        }
+        for (i, row) in peers.iter().enumerate() {
+            for (j, there) in row.iter().enumerate() {
+                if let (Some(there), Some(back)) = (there, &peers[j][i]) {
+                    there.rewrite_election_hello(1, back.local_addrs()[1]);
+                }
+            }
+        }
+        Ok(peers)
+    }
+
+    pub(super) fn start_watchdog(&self) {
+        let spawned = Command::new("sh")
+            .arg("-c")
+            .arg(WATCHDOG_SCRIPT)
+            .arg("zkguard-watchdog")
+            .arg(&self.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        match spawned {
+            Ok(mut child) => {
+                let stdin = child.stdin.take();
+                *self.watchdog.lock() = Some((child, stdin));
+            }
+            Err(e) => log::warn!(
+                "zkguard TestCluster: cannot start the watchdog shell (`sh`): {e}; servers \
+                 will only be stopped by Drop"
+            ),
+        }
+    }
+
+    pub(super) fn server(&self, i: usize) -> &Server {
+        match self.servers.get(i) {
+            Some(s) => s,
+            None => panic!(
+                "zkguard TestCluster: server index {i} out of range (the cluster has {} servers)",
+                self.servers.len()
+            ),
+        }
+    }
+
+    pub(super) fn main_class(&self) -> &'static str {
+        if self.servers.len() > 1 {
+            QUORUM_MAIN
+        } else {
+            STANDALONE_MAIN
+        }
+    }
+
+    /// Spawns server `s` (which must not be running).
+    pub(super) fn spawn(&self, s: &Server) -> io::Result<()> {
+        let mut proc = s.proc.lock();
+        if proc.alive() {
+            let pid = proc.child.as_ref().map_or(0, Child::id);
+            return Err(other(format!(
+                "ZooKeeper server {} is already running (pid {pid})",
+                s.index
+            )));
+        }
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&s.log)
+            .map_err(|e| other(format!("cannot open log file {}: {e}", s.log.display())))?;
+        let _ = writeln!(
+            log,
+            "==== zkguard: starting server {} ({}) on 127.0.0.1:{} at unix time {} ====",
+            s.index,
+            self.main_class(),
+            s.client_port,
+            unix_time()
+        );
+        let log_err = log.try_clone().map_err(|e| {
+            other(format!(
+                "cannot duplicate log file handle {}: {e}",
+                s.log.display()
+            ))
+        })?;
+        let mut cmd = Command::new(&self.dist.java);
+        if !self.settings.full_jit {
+            cmd.arg("-XX:TieredStopAtLevel=1");
+        }
+        cmd.args([
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:-UsePerfData",
+            "-Djava.net.preferIPv4Stack=true",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.4lw.commands.whitelist=*",
+            "-Dznode.container.checkIntervalMs=100",
+            // TTL nodes (CreateMode::PersistentWithTtl) need the extended session-id layout.
+            "-Dzookeeper.extendedTypesEnabled=true",
+            // Re-elections converge in about a second even when peers start at different times.
+            "-Dzookeeper.fastleader.maxNotificationInterval=1000",
+            // Preallocate transaction logs in 1 MiB steps, not 64 MiB.
+            "-Dzookeeper.preAllocSize=1024",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+        ])
+        .arg(format!(
+            "-Dzookeeper.forceSync={}",
+            if self.settings.force_sync {
+                "yes"
+            } else {
+                "no"
+            }
+        ))
+        .arg("-cp")
+        .arg(&self.dist.classpath)
+        .arg(self.main_class())
+        .arg(&s.config)
+        .current_dir(&self.dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+        let child = cmd.spawn().map_err(|e| {
+            other(format!(
+                "cannot run {} for ZooKeeper server {}: {e}",
+                self.dist.java.display(),
+                s.index
+            ))
+        })?;
+        let pid = child.id();
+        if let Err(e) = fs::write(&proc.pid_file, pid.to_string()) {
+            log::warn!(
+                "zkguard TestCluster: cannot write {}: {e} (the watchdog will not know this server)",
+                proc.pid_file.display()
+            );
+        }
+        log::info!(
+            "zkguard TestCluster: server {} started (pid {pid}, port {})",
+            s.index,
+            s.client_port
+        );
+        proc.child = Some(child);
+        proc.paused = false;
+        Ok(())
+    }
+
+    /// Error for a server that is not serving, with its log tail.
+    pub(super) fn not_serving(&self, s: &Server, why: &str) -> io::Error {
+        other(format!(
+            "ZooKeeper server {} (127.0.0.1:{}) {why}; its log is {}; last {LOG_TAIL_LINES} lines:\n{}",
+            s.index,
+            s.client_port,
+            s.log.display(),
+            log_tail(&s.log, LOG_TAIL_LINES)
+        ))
+    }
+
+    /// Polls `srvr` until the server serves (`need_mode`) or just accepts connections.
+    pub(super) fn wait_mode(
+        &self,
+        s: &Server,
+        timeout: Duration,
+        need_mode: bool,
+    ) -> io::Result<()> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let mut last;
+        loop {
+            if !s.proc.lock().alive() {
+                return Err(self.not_serving(s, "is not running (its process exited)"));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let attempt = left
+                .min(POLL_ATTEMPT_TIMEOUT)
+                .max(Duration::from_millis(10));
+            if need_mode {
+                match four_letter_at(s.addr(), "srvr", attempt) {
+                    Ok(reply) => match parse_mode(&reply) {
+                        Some(mode) if is_serving_mode(mode) => return Ok(()),
+                        Some(mode) => last = format!("srvr said Mode: {mode}"),
+                        None => last = format!("srvr said: {}", reply.trim()),
+                    },
+                    Err(e) => last = e.to_string(),
+                }
+            } else {
+                match TcpStream::connect_timeout(&s.addr(), attempt) {
+                    Ok(_) => return Ok(()),
+                    Err(e) => last = format!("connect failed: {e}"),
+                }
+            }
+            if Instant::now() >= deadline {
+                let what = if need_mode {
+                    "serve"
+                } else {
+                    "accept connections"
+                };
+                return Err(self.not_serving(
+                    s,
+                    &format!(
+                        "did not {what} within {} ms (last check: {last})",
+                        ms(timeout)
+                    ),
+                ));
+            }
+            std::thread::sleep(
+                POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())),
+            );
+        }
+    }
+}
