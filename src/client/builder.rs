@@ -8,6 +8,14 @@ use parking_lot::Mutex;
 use super::*;
 use crate::error::{Error, Result};
 
+/// Settings fixed at build time.
+pub(crate) struct Config {
+    pub hosts: Vec<String>,
+    pub chroot: String,
+    pub session_timeout: Duration,
+    pub auth: Vec<(String, Vec<u8>)>,
+}
+
 /// Builds a [`Client`] with settings other than the defaults.
 ///
 /// ```no_run
@@ -115,7 +123,7 @@ impl ClientBuilder {
         }
         let mut hosts = cs.hosts;
         shuffle(&mut hosts);
-        let shared = Arc::new(Shared::new(conn::Config {
+        let shared = Arc::new(Shared::new(Config {
             hosts,
             chroot: cs.chroot,
             session_timeout: self.session_timeout,

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
+use super::builder::Config;
 use super::proto::{code, op};
 use super::types::{EventType, SessionEvent};
 use crate::error::{Error, Result};
@@ -57,14 +58,6 @@ impl RawReply {
     pub fn body(&self) -> &[u8] {
         &self.frame[self.body_start..]
     }
-}
-
-/// Settings fixed at build time.
-pub(crate) struct Config {
-    pub hosts: Vec<String>,
-    pub chroot: String,
-    pub session_timeout: Duration,
-    pub auth: Vec<(String, Vec<u8>)>,
 }
 
 #[derive(Debug, Default)]
