@@ -9,9 +9,11 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    assert_quiet, base, children, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN,
+    assert_quiet, base, children, connect, recv, shared_cluster, spawn, unique, wait_event,
+    wait_until, WITHIN,
 };
-use zkguard::{Client, CreateMode, Error, Mutex, Permit, Semaphore};
+use zkguard::testing::{FaultProxy, TestCluster};
+use zkguard::{Client, CreateMode, Error, Mutex, Permit, Semaphore, SessionEvent};
 
 const SESSION: Duration = Duration::from_secs(10);
 
@@ -385,5 +387,65 @@ fn participants_list_leases_then_the_internal_lock_queue() {
     );
     drop(held);
     recv(&waiting, WITHIN, "the waiter's permit").unwrap();
+    wait_empty(&c, &path);
+}
+
+/// A contender whose session expires while it queues for the internal lock queues again in
+/// its new session; the news of that expiry (read late, once it waits for a permit) must
+/// not send it to the back again. With 1 permit: H holds, X waits with the internal lock,
+/// W queues behind X, W's session expires and W queues again, Y queues behind W. Then the
+/// permit goes H → X → W → Y, in that order.
+#[test]
+fn late_news_of_an_earlier_session_does_not_send_a_waiter_to_the_back() {
+    let cluster = TestCluster::start(1).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let cs = cluster.connect_string();
+    let path = unique("sem-late-news");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 1).unwrap();
+    let h = sem.acquire().unwrap();
+    let x = acquire_on(&cs, &path, 1, SESSION);
+    wait_until(WITHIN, "X waits with the internal lock", || {
+        leases(&c, &path).len() == 2
+    });
+    let w_client = connect(&proxy.connect_string(), Duration::from_secs(2));
+    let w_events = w_client.events();
+    let old = w_client.session_id();
+    let w = {
+        let (wc, path) = (w_client.clone(), path.clone());
+        spawn(move || Semaphore::new(&wc, &path, 1).unwrap().acquire().unwrap())
+    };
+    wait_until(WITHIN, "W queued on the internal lock", || {
+        locks(&c, &path).len() == 2
+    });
+    proxy.blackhole();
+    wait_event(&w_events, WITHIN, "W's session lost", |e| {
+        matches!(e, SessionEvent::Lost { .. })
+    });
+    proxy.heal();
+    wait_event(
+        &w_events,
+        WITHIN,
+        "W's new session",
+        |e| matches!(e, SessionEvent::Connected { session_id } if *session_id != old),
+    );
+    wait_until(WITHIN, "W queued again in its new session", || {
+        locks(&c, &path).len() == 2
+    });
+    let y = acquire_on(&cs, &path, 1, SESSION);
+    wait_until(WITHIN, "Y queued behind W", || locks(&c, &path).len() == 3);
+
+    drop(h);
+    let (_xc, px) = recv(&x, WITHIN, "X's permit");
+    // W takes the internal lock and waits with its lease, reading the late news now.
+    wait_until(WITHIN, "W waits with its lease", || {
+        leases(&c, &path).len() == 2 && locks(&c, &path).len() == 2
+    });
+    drop(px);
+    let pw = recv(&w, WITHIN, "W's permit (before Y's)");
+    assert_quiet(&y, "Y got a permit while W holds the only one");
+    drop(pw);
+    let (_yc, py) = recv(&y, WITHIN, "Y's permit");
+    drop(py);
     wait_empty(&c, &path);
 }

@@ -8,8 +8,8 @@ use crossbeam_channel::{select, Receiver};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{
-    self, names, Acquired, Canceller, Holding, Next, Participant, Queued, Rule, SessionEvents,
-    Spec, Wait,
+    self, names, Acquired, Canceller, Holding, News, Next, Participant, Queued, Rule,
+    SessionEvents, Spec, Wait,
 };
 use crate::{EventType, SessionEvent, WatchedEvent};
 
@@ -454,11 +454,11 @@ impl Semaphore {
                         );
                         return Next::Restart;
                     }
-                    recv(events) -> ev => match ev {
-                        Ok(SessionEvent::Suspended { .. }) => continue,
-                        Ok(SessionEvent::Closed) | Err(_) => return Next::Done(Err(Error::Closed)),
-                        Ok(SessionEvent::Reconnected { .. }) => break, // count again
-                        Ok(_) => return Next::Restart,
+                    recv(events) -> ev => match News::of(ev, node.owner) {
+                        News::Wait => continue,
+                        News::Relist => break, // count again
+                        News::Restart => return Next::Restart,
+                        News::Closed => return Next::Done(Err(Error::Closed)),
                     },
                     recv(cancel) -> _ => return cancelled(),
                     recv(wake) -> _ => return Next::Done(Ok(None)),

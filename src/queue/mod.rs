@@ -12,7 +12,7 @@ pub use held::{Canceller, Participant};
 pub(crate) use rules::Rule;
 pub(crate) use single::acquire as single;
 pub(crate) use wait::{
-    acquire, bounded, create_dir, enqueue, expired, participants, pause, Next, Queued,
+    acquire, bounded, create_dir, enqueue, expired, participants, pause, News, Next, Queued,
     SessionEvents, Spec, Wait,
 };
 

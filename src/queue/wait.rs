@@ -443,21 +443,11 @@ fn attempt(
                     }
                     break;
                 }
-                recv(events) -> ev => match ev {
-                    Ok(SessionEvent::Suspended { .. }) => continue,
-                    Ok(SessionEvent::Closed) | Err(_) => return Next::Done(Err(Error::Closed)),
-                    Ok(SessionEvent::Reconnected { .. }) => break, // list again
-                    // News from before our node was made, read only now (the events that
-                    // came while we queued wait in the channel): the start of the session
-                    // our node belongs to, or the end of an earlier one. Starting over for
-                    // them would put us at the back of the queue for nothing.
-                    Ok(SessionEvent::Connected { session_id }) if session_id == node.owner => {
-                        continue
-                    }
-                    Ok(SessionEvent::Lost { session_id, .. }) if session_id != node.owner => {
-                        continue
-                    }
-                    Ok(_) => return Next::Restart,
+                recv(events) -> ev => match News::of(ev, node.owner) {
+                    News::Wait => continue,
+                    News::Relist => break,
+                    News::Restart => return Next::Restart,
+                    News::Closed => return Next::Done(Err(Error::Closed)),
                 },
                 recv(cancel) -> _ => return cancelled(),
                 recv(crossbeam_channel::at(wake_at)) -> _ => {
@@ -467,6 +457,35 @@ fn attempt(
                     break; // the slow re-check: list again
                 }
             }
+        }
+    }
+}
+
+/// What a waiter whose node belongs to session `owner` makes of a session event.
+pub(crate) enum News {
+    /// Nothing to do: wait on.
+    Wait,
+    /// Same session, new connection: list again.
+    Relist,
+    /// Our session is gone (or another began): start over.
+    Restart,
+    /// The client was closed.
+    Closed,
+}
+
+impl News {
+    pub(crate) fn of(ev: Result<SessionEvent, crossbeam_channel::RecvError>, owner: i64) -> News {
+        match ev {
+            Ok(SessionEvent::Suspended { .. }) => News::Wait,
+            Ok(SessionEvent::Closed) | Err(_) => News::Closed,
+            Ok(SessionEvent::Reconnected { .. }) => News::Relist,
+            // News from before our node was made, read only now (the events that came
+            // while we queued, or while a recipe took its internal lock, wait in the
+            // channel): the start of the session our node belongs to, or the end of an
+            // earlier one. Starting over for them would put us at the back for nothing.
+            Ok(SessionEvent::Connected { session_id }) if session_id == owner => News::Wait,
+            Ok(SessionEvent::Lost { session_id, .. }) if session_id != owner => News::Wait,
+            Ok(_) => News::Restart,
         }
     }
 }
