@@ -1,6 +1,10 @@
 //! Settings and the builder.
 
-use super::*;
+use std::io;
+use std::time::Duration;
+
+use super::{ms, TestCluster, START_ATTEMPTS};
+use crate::testing::discover;
 
 #[derive(Clone, Debug)]
 pub(super) struct Settings {

@@ -1,6 +1,11 @@
 //! What a test does to single servers: stop, kill, start again, wipe, isolate, pause.
 
-use super::*;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use std::{fs, io};
+
+use super::process::all_threads_stopped;
+use super::{other, Server, TestCluster, START_DEADLINE, STOP_GRACE};
 
 impl TestCluster {
     pub(super) fn signal(&self, s: &Server, pid: u32, sig: &str) -> io::Result<()> {

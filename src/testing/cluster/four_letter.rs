@@ -1,6 +1,10 @@
 //! Four-letter words: asking a server what it is doing.
 
-use super::*;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use super::ms;
 
 /// Sends a four-letter command and reads the reply to EOF, all within `timeout`.
 pub(crate) fn four_letter_at(addr: SocketAddr, cmd: &str, timeout: Duration) -> io::Result<String> {

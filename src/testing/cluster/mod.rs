@@ -10,25 +10,21 @@ mod four_letter;
 mod ports;
 mod process;
 
+use builder::Settings;
 pub use builder::TestClusterBuilder;
-use builder::*;
-use four_letter::*;
-use ports::*;
-use process::*;
+use four_letter::{four_letter_at, is_serving_mode, parse_mode};
 
-use std::collections::BTreeSet;
-use std::fmt::Write as _;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::fs;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::discover::{self, Distribution};
+use super::discover::Distribution;
 use super::proxy::FaultProxy;
 
 const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
@@ -352,6 +348,10 @@ impl Drop for TestCluster {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
+    use super::ports::{ephemeral_low, free_port};
+    use super::process::log_tail;
     use super::*;
 
     #[test]

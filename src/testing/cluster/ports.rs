@@ -1,6 +1,12 @@
 //! Free loopback ports for the servers.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::{fs, io};
+
+use parking_lot::Mutex;
+
+use super::other;
 
 /// Ports handed out by this process, never handed out twice.
 pub(super) static HANDED_OUT: Mutex<BTreeSet<u16>> = parking_lot::const_mutex(BTreeSet::new());

@@ -1,7 +1,26 @@
 //! Starting the servers (data dirs, configuration, the watchdog, the Java processes) and
 //! reading their logs.
 
-use super::*;
+use std::fmt::Write as _;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use super::builder::{Settings, StartError};
+use super::four_letter::{four_letter_at, is_serving_mode, parse_mode};
+use super::ports::free_port;
+use super::{
+    ms, other, Proc, Server, TestCluster, LOG_TAIL_LINES, POLL_ATTEMPT_TIMEOUT, POLL_INTERVAL,
+    QUORUM_MAIN, STANDALONE_MAIN, START_DEADLINE, WATCHDOG_SCRIPT,
+};
+use crate::testing::discover::Distribution;
+use crate::testing::proxy::FaultProxy;
 
 /// The last `n` lines of a file (reads at most its last 64 KiB).
 pub(super) fn log_tail(path: &Path, n: usize) -> String {
