@@ -22,7 +22,7 @@ pub struct Child {
 
 /// Starts `cmd` with `env` added, as the leader of a new process group (so a signal for
 /// the command reaches its children too, and the terminal's Ctrl-C reaches only zkguard,
-/// which forwards it). On Linux the command is killed if zkguard dies (PR_SET_PDEATHSIG):
+/// which forwards it). On Linux the command is killed if zkguard dies (`PR_SET_PDEATHSIG`):
 /// a crashed zkguard releases the lock, so its command must not run on.
 pub fn spawn(cmd: &[OsString], env: &[(&str, String)]) -> Result<Child, Fail> {
     let (program, args) = cmd.split_first().expect("clap requires a command");

@@ -116,7 +116,7 @@ pub struct Waiting {
     /// Give up after this long (humantime: 500ms, 30s, 5m)
     #[arg(long, value_parser = duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
-    /// Do not wait: take it only if free (try_acquire)
+    /// Do not wait: take it only if free (a try-acquire)
     #[arg(long, short = 'n', conflicts_with = "timeout")]
     pub nonblock: bool,
     /// Exit status when the lock or leadership was not obtained (as flock -E)

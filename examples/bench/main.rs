@@ -13,8 +13,8 @@
 //!
 //! Figures:
 //!
-//! - `ops`: the round trip (median and p99) of create, get_children, exists and delete, and
-//!   of a create + get_children pair sent back to back on the session (pipelined), next to
+//! - `ops`: the round trip (median and p99) of create, `get_children`, exists and delete, and
+//!   of a create + `get_children` pair sent back to back on the session (pipelined), next to
 //!   the same pair sent one after the other.
 //! - `W1`: one session, one thread, `Mutex` acquire + release on one path, `BENCH_N` times,
 //!   interleaved with a create (ephemeral sequential) + delete cycle on the same client;

@@ -5,7 +5,7 @@
 //!    containers. If the create's reply is lost, look for our uuid before creating again,
 //!    and keep only a node whose ephemeral owner is the current session.
 //! 2. Order the listing by sequence and ask the recipe's rule which node blocks us.
-//! 3. Arm a data watch on the blocker (`get_data_w`: a missing node answers NoNode and
+//! 3. Arm a data watch on the blocker (`get_data_w`: a missing node answers `NoNode` and
 //!    leaves no watch behind). Nodes only ever join behind us, so if the rule finds no
 //!    blocker in our listing once the blocker is struck from it, the blocker's deletion
 //!    lets us in without listing again; otherwise its deletion means "list again".
