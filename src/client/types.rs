@@ -171,6 +171,7 @@ impl Acl {
 
 /// The result of a create.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Created {
     /// The path of the created node (with its sequence suffix for sequential modes), relative
     /// to the client's chroot.
@@ -182,6 +183,7 @@ pub struct Created {
 
 /// What a watch reports. A watch fires once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EventType {
     /// The node was created (exists watches).
     NodeCreated,
@@ -200,6 +202,7 @@ pub enum EventType {
 
 /// A watch notification.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct WatchedEvent {
     /// What happened.
     pub event_type: EventType,
@@ -209,6 +212,7 @@ pub struct WatchedEvent {
 
 /// The client's view of its session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SessionState {
     /// Connected to a server; the session is alive.
     Connected,
@@ -225,6 +229,7 @@ pub enum SessionState {
 
 /// Why a session counts as lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LossReason {
     /// A server said the session expired.
     Expired,
@@ -236,6 +241,7 @@ pub enum LossReason {
 /// A change of the session's state, delivered to every receiver from
 /// [`Client::events`](crate::Client::events), in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SessionEvent {
     /// A new session was established (the first one, or a replacement after a loss).
     Connected {
@@ -265,6 +271,7 @@ pub enum SessionEvent {
 
 /// One operation of a [`Client::multi`](crate::Client::multi) transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Op {
     /// Succeeds only if the node's data version is `version` (or the node exists, for `None`).
     Check {
@@ -314,6 +321,7 @@ impl Op {
 
 /// The result of one operation of a successful multi.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OpResult {
     /// A check passed.
     Check,
