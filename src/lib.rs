@@ -108,6 +108,7 @@
 //!   during the outage is still reported) and presents its credentials again.
 #![warn(missing_docs)]
 
+mod backoff;
 mod client;
 mod election;
 mod error;

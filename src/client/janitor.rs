@@ -16,6 +16,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 use super::{Client, Owner};
+use crate::backoff::Backoff;
 use crate::error::Error;
 use crate::{SessionEvent, SessionState};
 
@@ -155,6 +156,8 @@ impl Client {
 }
 
 fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
+    // Between passes that left deletes undone (connection trouble).
+    let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
     loop {
         let Some(owner) = owner.upgrade() else {
             return;
@@ -222,11 +225,15 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
             return;
         }
         if fresh {
+            backoff.reset();
             continue;
         }
-        // Wait for the session to change (or a short while), without holding the client.
+        // Wait for the session to change (or the back-off's pause), without holding the
+        // client.
         drop(client);
-        let _ = events.recv_timeout(Duration::from_millis(200));
+        if events.recv_timeout(backoff.next_pause()).is_ok() {
+            backoff.reset();
+        }
     }
 }
 

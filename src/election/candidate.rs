@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
+use crate::backoff::Backoff;
 use crate::client::SessionSink;
 use crate::error::{Error, Result};
 use crate::queue::{Holding, SessionEvents, Wait};
@@ -344,7 +345,10 @@ impl std::fmt::Debug for Candidate {
 impl Shared {
     /// The candidate's thread: queue, lead, queue again, until dropped or closed.
     fn run(&self, wake: &Receiver<()>) {
-        let mut pause = Duration::from_millis(100);
+        let mut backoff = Backoff::new(
+            Duration::from_millis(100),
+            self.election.client.session_timeout(),
+        );
         while !self.stop.load(Ordering::SeqCst) {
             if self.rejoin.swap(false, Ordering::SeqCst) {
                 self.inner.lock().emit(LeaderEvent::Rejoined);
@@ -354,7 +358,7 @@ impl Shared {
                 .elect(Wait::Forever, &self.election.canceller())
             {
                 Ok(Some(h)) => {
-                    pause = Duration::from_millis(100);
+                    backoff.reset();
                     self.lead(h, wake);
                 }
                 // A cancel: the candidate is going away, or a session was lost (the loop
@@ -362,6 +366,7 @@ impl Shared {
                 Ok(None) | Err(Error::Cancelled { .. }) => {}
                 Err(Error::Closed) => break,
                 Err(e) => {
+                    let pause = backoff.next_pause();
                     log::warn!(
                         "zkguard: candidate {:?} in {}: {e}; trying again in {pause:?}",
                         self.election.id(),
@@ -369,7 +374,6 @@ impl Shared {
                     );
                     self.inner.lock().emit(LeaderEvent::Failed { error: e });
                     let _ = wake.recv_timeout(pause);
-                    pause = (pause * 2).min(self.election.client.session_timeout());
                 }
             }
         }
@@ -415,6 +419,7 @@ impl Shared {
         // While suspended on a live connection whose proof failed (a slow server): when to
         // try the proof again.
         let mut retry: Option<Instant> = None;
+        let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
         loop {
             let again = retry.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
             let prove = select! {
@@ -441,6 +446,7 @@ impl Shared {
             retry = None;
             match h.confirm() {
                 Ok(()) => {
+                    backoff.reset();
                     let mut inner = self.inner.lock();
                     if !ours(&inner) {
                         return;
@@ -456,7 +462,7 @@ impl Shared {
                 // Cut off again (the next session event decides), or a slow server.
                 Err(_) => {
                     if self.connected.load(Ordering::SeqCst) {
-                        retry = Some(Instant::now() + Duration::from_millis(200));
+                        retry = Some(Instant::now() + backoff.next_pause());
                     }
                 }
             }

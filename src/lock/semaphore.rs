@@ -374,6 +374,7 @@ impl Semaphore {
         // A listing leaves a watch on the lease list only when we are about to wait: a
         // contender that gets in leaves no watch behind to be woken by later leases.
         let mut watch: Option<Receiver<WatchedEvent>> = None;
+        let mut backoff = queue::retry_backoff();
         let mut want_watch = false;
         let cancelled = || {
             Next::Done(Err(Error::Cancelled {
@@ -405,7 +406,7 @@ impl Semaphore {
                             names
                         }
                         Err(e) if e.is_connection_error() => {
-                            queue::pause(events, cancel, deadline);
+                            queue::pause(events, cancel, deadline, &mut backoff);
                             continue;
                         }
                         Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => {

@@ -12,8 +12,8 @@ pub use held::{Canceller, Participant};
 pub(crate) use rules::Rule;
 pub(crate) use single::acquire as single;
 pub(crate) use wait::{
-    acquire, bounded, create_dir, enqueue, expired, participants, pause, News, Next, Queued,
-    SessionEvents, Spec, Wait,
+    acquire, bounded, create_dir, enqueue, expired, participants, pause, retry_backoff, News, Next,
+    Queued, SessionEvents, Spec, Wait,
 };
 
 use crate::error::{Error, Result};

@@ -11,7 +11,7 @@ use std::time::Instant;
 use crossbeam_channel::select;
 
 use super::held::{Acquired, Canceller};
-use super::wait::{bounded, create_dir, expired, pause, SessionEvents, Wait};
+use super::wait::{bounded, create_dir, expired, pause, retry_backoff, SessionEvents, Wait};
 use crate::client::{Check, Client, Job};
 use crate::error::{Error, Result};
 use crate::{CreateMode, EventType, SessionEvent};
@@ -36,6 +36,7 @@ pub(crate) fn acquire(
     let mut unsure = false;
     // The session of the last create (its clean-up goes out on that session only).
     let mut session = client.session_id();
+    let mut backoff = retry_backoff();
     let give_up = |unsure: bool, session: i64| {
         if unsure {
             client.delete_in_background(Job::Path {
@@ -62,7 +63,7 @@ pub(crate) fn acquire(
             Ok(None) if matches!(wait, Wait::Try) => return Ok(None),
             Ok(None) => {}
             Err(e) if e.is_connection_error() || e == Error::SessionExpired => {
-                pause(events, &cancel.rx, deadline);
+                pause(events, &cancel.rx, deadline, &mut backoff);
                 continue;
             }
             Err(e) => {

@@ -31,6 +31,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use super::held::{Acquired, Canceller, Participant};
 use super::names;
 use super::rules::Rule;
+use crate::backoff::Backoff;
 use crate::client::{Check, Client, Job, SessionSink};
 use crate::error::{Error, Result};
 use crate::{CreateMode, EventType, SessionEvent, SessionState, WatchedEvent};
@@ -236,6 +237,7 @@ pub(crate) fn enqueue<'a>(
         maybe_created: false,
     };
     let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
+    let mut backoff = retry_backoff();
     let mut parent_tries = 0;
     let mut listing: Option<Vec<String>> = None;
     while at.node.is_none() {
@@ -253,7 +255,7 @@ pub(crate) fn enqueue<'a>(
                     continue;
                 }
                 Err(e) if e.is_connection_error() => {
-                    pause(events, cancel, deadline);
+                    pause(events, cancel, deadline, &mut backoff);
                     continue;
                 }
                 Err(Error::SessionExpired) => {
@@ -287,7 +289,7 @@ pub(crate) fn enqueue<'a>(
             }
             Err(e) if e.is_connection_error() => {
                 at.maybe_created = true;
-                pause(events, cancel, deadline);
+                pause(events, cancel, deadline, &mut backoff);
             }
             Err(Error::SessionExpired) => {}
             Err(e) => return Err(Next::Done(Err(e))),
@@ -327,6 +329,7 @@ fn attempt(
     // unspent watches.
     let mut view: Option<View> = None;
     let mut watching = Watching::default();
+    let mut backoff = retry_backoff();
     loop {
         if cancel.try_recv().is_ok() {
             return cancelled();
@@ -350,7 +353,7 @@ fn attempt(
                         Err(e) => return Next::Done(Err(e)),
                     },
                     Err(e) if e.is_connection_error() => {
-                        pause(events, cancel, deadline);
+                        pause(events, cancel, deadline, &mut backoff);
                         continue;
                     }
                     Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => return Next::Restart,
@@ -373,7 +376,7 @@ fn attempt(
         let gone = match watching.arm(&c, &v, &node.path) {
             Ok(gone) => gone,
             Err(e) if e.is_connection_error() => {
-                pause(events, cancel, deadline);
+                pause(events, cancel, deadline, &mut backoff);
                 continue;
             }
             Err(Error::SessionExpired) => return Next::Restart,
@@ -626,14 +629,20 @@ fn grant(client: &Client, node: &Acquired, at: &mut Attempt<'_>) -> Next {
     Next::Done(Ok(at.take()))
 }
 
+/// The back-off of a recipe's requests that met connection trouble.
+pub(crate) fn retry_backoff() -> Backoff {
+    Backoff::new(Duration::from_millis(50), Duration::from_secs(1))
+}
+
 /// Waits a little after a connection problem: until the session changes, a cancel, the
-/// deadline, or a short while.
+/// deadline, or the back-off's next pause.
 pub(crate) fn pause(
     events: &Receiver<SessionEvent>,
     cancel: &Receiver<()>,
     deadline: Option<Instant>,
+    backoff: &mut Backoff,
 ) {
-    let mut until = Instant::now() + Duration::from_millis(100);
+    let mut until = Instant::now() + backoff.next_pause();
     if let Some(d) = deadline {
         until = until.min(d);
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::backoff::Backoff;
 use crate::client::proto::{self, code, op, xid, Reader};
 use crate::client::types::{EventType, LossReason, SessionEvent};
 
@@ -22,7 +23,7 @@ impl Shared {
     pub fn run(self: Arc<Shared>) {
         let mut next_host = 0usize;
         let mut failures_in_row: u32 = 0;
-        let mut rng = uuid::Uuid::new_v4().as_u128() as u64 | 1;
+        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
         loop {
             if self.is_closing() {
                 break;
@@ -40,6 +41,7 @@ impl Shared {
                     // proxy that drops us) counts as a failure, so back-off applies.
                     if up.elapsed() >= Self::stayed_up(self.negotiated_timeout()) {
                         failures_in_row = 0;
+                        backoff.reset();
                         continue;
                     }
                     log::debug!(
@@ -66,14 +68,7 @@ impl Shared {
             // After every server of the list failed once in a row, back off (with jitter) so a
             // client waiting for a dead ensemble stays idle.
             if (failures_in_row as usize).is_multiple_of(self.cfg.hosts.len()) {
-                let rounds = failures_in_row as usize / self.cfg.hosts.len();
-                let base =
-                    Duration::from_millis(25u64 << rounds.min(6)).min(Duration::from_secs(1));
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                let jitter = Duration::from_micros(rng % (base.as_micros() as u64 / 2 + 1));
-                let mut pause = base / 2 + jitter;
+                let mut pause = backoff.next_pause();
                 if let Some(left) = self.time_until_loss() {
                     pause = pause.min(left);
                 }
