@@ -387,6 +387,66 @@ fn sync_and_large_values() {
     assert_eq!(c.get_children(&p).unwrap().0.len(), 300);
 }
 
+/// A create body is the path and the data (each with a 4-byte length), the open ACL (27
+/// bytes) and the flags; the frame adds the xid and op code.
+fn create_frame_len(path: &str, data_len: usize) -> usize {
+    8 + (4 + path.len()) + (4 + data_len) + 27 + 4
+}
+
+#[test]
+fn a_request_over_the_servers_jute_maxbuffer_is_refused_before_it_is_sent() {
+    // Measured on ZooKeeper 3.8: a 1,048,575-byte frame is taken, one byte more and the
+    // server drops the connection (every request in flight would see ConnectionLoss).
+    let c = client();
+    let session = c.session_id();
+    let connects = c.stats().connect_attempts;
+    let p = unique("huge");
+    let fits = 1_048_575 - create_frame_len(&p, 0);
+    let err = c
+        .create(&p, &vec![1u8; fits + 1], CreateMode::Persistent)
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { name: "request size", reason }
+            if reason.contains(&p) && reason.contains("1048576 bytes")),
+        "{err}"
+    );
+    // Nothing went out: same connection, same session, no node.
+    assert_eq!(c.exists(&p).unwrap(), None);
+    assert_eq!(c.session_id(), session);
+    assert_eq!(c.stats().connect_attempts, connects);
+    // The largest frame the server takes goes through.
+    c.create(&p, &vec![2u8; fits], CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(c.get_data(&p).unwrap().1.data_length as usize, fits);
+    // The same holds inside a multi, and for set_data.
+    let err = c
+        .multi(&[Op::SetData {
+            path: p.clone(),
+            data: vec![3u8; fits + 100],
+            version: None,
+        }])
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    let err = c.set_data(&p, &vec![3u8; fits + 100], None).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    assert_eq!(c.stats().connect_attempts, connects);
+    // A client told the servers take more may send more (here the server refuses it: the
+    // connection drops, which is what the default limit saves everyone from).
+    let loose = Client::builder(&shared_cluster().connect_string())
+        .max_request_size(2 << 20)
+        .build()
+        .unwrap();
+    let err = loose
+        .create(
+            &unique("huge"),
+            &vec![1u8; fits + 1],
+            CreateMode::Persistent,
+        )
+        .unwrap_err();
+    assert!(err.is_connection_error(), "{err}");
+    let _ = loose.close();
+}
+
 #[test]
 fn multi_applies_all_or_nothing() {
     let c = client();

@@ -14,6 +14,8 @@ pub(crate) struct Config {
     pub chroot: String,
     pub session_timeout: Duration,
     pub auth: Vec<(String, Vec<u8>)>,
+    /// The largest request frame to send (see [`ClientBuilder::max_request_size`]).
+    pub max_request: usize,
 }
 
 /// Builds a [`Client`] with settings other than the defaults.
@@ -37,6 +39,7 @@ pub struct ClientBuilder {
     pub(super) connect_timeout: Duration,
     pub(super) request_timeout: Option<Duration>,
     pub(super) auth: Vec<(String, Vec<u8>)>,
+    pub(super) max_request: usize,
 }
 
 impl ClientBuilder {
@@ -67,6 +70,17 @@ impl ClientBuilder {
     /// again after every reconnect.
     pub fn auth(mut self, scheme: &str, credentials: &[u8]) -> Self {
         self.auth.push((scheme.to_string(), credentials.to_vec()));
+        self
+    }
+
+    /// The largest request the client sends, in bytes (default 1,048,575: the server's
+    /// default `jute.maxbuffer`). A server closes the connection on a larger one, which
+    /// every request in flight would see as a connection loss; the client refuses it
+    /// instead, with [`Error::InvalidArgument`] naming the node and the size, and sends
+    /// nothing. Raise it only together with the servers' `jute.maxbuffer`.
+    pub fn max_request_size(mut self, bytes: usize) -> Self {
+        // Lengths on the wire are signed 32-bit.
+        self.max_request = bytes.min(i32::MAX as usize);
         self
     }
 
@@ -128,6 +142,7 @@ impl ClientBuilder {
             chroot: cs.chroot,
             session_timeout: self.session_timeout,
             auth: self.auth,
+            max_request: self.max_request,
         }));
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
         let thread_shared = shared.clone();

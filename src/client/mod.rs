@@ -133,6 +133,7 @@ impl Client {
             connect_timeout: Duration::from_secs(15),
             request_timeout: None,
             auth: Vec::new(),
+            max_request: proto::DEFAULT_MAX_REQUEST,
         }
     }
 

@@ -177,6 +177,21 @@ impl<'a> Pipeline<'a> {
         let server_path = path::to_server(&self.client.shared.cfg.chroot, req.path);
         let mut w = Writer::default();
         body(&mut w, &server_path);
+        // The frame: the length, then xid and op code (8 bytes), then the body.
+        let max = self.client.shared.cfg.max_request;
+        if w.buf.len() + 8 > max {
+            pending.state = Err(Error::InvalidArgument {
+                name: "request size",
+                reason: format!(
+                    "{} of {} is {} bytes, over the {max}-byte limit (the server's \
+                     jute.maxbuffer; see ClientBuilder::max_request_size); nothing was sent",
+                    req.op,
+                    req.path,
+                    w.buf.len() + 8
+                ),
+            });
+            return (pending, None);
+        }
         let (tx, rx) = crossbeam_channel::bounded(1);
         let (watch, watch_rx) = match (req.watch, req.sink) {
             (Some(kind), Some(sink)) => {

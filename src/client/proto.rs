@@ -59,6 +59,9 @@ pub(crate) mod code {
 /// a large multi or children listing may exceed it a little, so allow headroom).
 pub(crate) const MAX_FRAME: usize = 64 * 1024 * 1024;
 
+/// The server's default `jute.maxbuffer`: the largest request frame it accepts.
+pub(crate) const DEFAULT_MAX_REQUEST: usize = 0xfffff;
+
 /// A malformed record: the connection it came from cannot be trusted any more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Malformed(pub String);
@@ -72,6 +75,13 @@ impl std::fmt::Display for Malformed {
 impl std::error::Error for Malformed {}
 
 pub(crate) type DecodeResult<T> = std::result::Result<T, Malformed>;
+
+/// A length as the wire carries it (a signed 32-bit count). Requests over the client's
+/// `max_request` (at most `i32::MAX`) are refused before they are sent, and replies are read,
+/// not written, so no length written here saturates.
+fn wire_len(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
 
 /// Appends jute-encoded values to a buffer.
 #[derive(Default)]
@@ -89,7 +99,7 @@ impl Writer {
 
     /// Fills in the frame length written by [`Writer::frame`] and returns the bytes.
     pub fn finish_frame(mut self) -> Vec<u8> {
-        let len = (self.buf.len() - 4) as u32;
+        let len = wire_len(self.buf.len() - 4);
         self.buf[..4].copy_from_slice(&len.to_be_bytes());
         self.buf
     }
@@ -107,7 +117,7 @@ impl Writer {
         self
     }
     pub fn buffer(&mut self, v: &[u8]) -> &mut Self {
-        self.int(v.len() as i32);
+        self.int(wire_len(v.len()));
         self.buf.extend_from_slice(v);
         self
     }
@@ -115,14 +125,14 @@ impl Writer {
         self.buffer(v.as_bytes())
     }
     pub fn strings(&mut self, v: &[String]) -> &mut Self {
-        self.int(v.len() as i32);
+        self.int(wire_len(v.len()));
         for s in v {
             self.string(s);
         }
         self
     }
     pub fn acls(&mut self, acls: &[Acl]) -> &mut Self {
-        self.int(acls.len() as i32);
+        self.int(wire_len(acls.len()));
         for a in acls {
             self.int(a.perms.bits() as i32)
                 .string(&a.scheme)
@@ -305,7 +315,7 @@ pub(crate) fn request_frame(xid: i32, opcode: i32, body: &[u8]) -> Vec<u8> {
 
 /// Appends a request frame to `buf` (several frames go out in one write).
 pub(crate) fn append_request_frame(buf: &mut Vec<u8>, xid: i32, opcode: i32, body: &[u8]) {
-    buf.extend_from_slice(&((8 + body.len()) as u32).to_be_bytes());
+    buf.extend_from_slice(&wire_len(8 + body.len()).to_be_bytes());
     buf.extend_from_slice(&xid.to_be_bytes());
     buf.extend_from_slice(&opcode.to_be_bytes());
     buf.extend_from_slice(body);
