@@ -304,6 +304,7 @@ mod tests {
             chroot: String::new(),
             session_timeout: std::time::Duration::from_secs(10),
             auth: Vec::new(),
+            max_request: proto::DEFAULT_MAX_REQUEST,
         })
     }
 
