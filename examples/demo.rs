@@ -129,7 +129,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let closing = Instant::now();
-    client.close()?;
+    client.close().into_result()?;
     println!(
         "closed in {:.1?}: ephemeral node gone at once: {}",
         closing.elapsed(),

@@ -118,8 +118,9 @@ mod queue;
 pub mod testing;
 
 pub use client::{
-    Acl, Client, ClientBuilder, ClientStats, CreateMode, Created, EventType, LossReason, Op,
-    OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat, WatchedEvent,
+    Acl, Client, ClientBuilder, ClientStats, CloseOutcome, CreateMode, Created, EventType,
+    LossReason, Op, OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat,
+    WatchedEvent,
 };
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
 pub use error::{Error, Result};

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::{connect, next_watch, shared_cluster, unique};
 use zkguard::{
-    Acl, Client, CreateMode, Error, EventType, Op, OpResult, Perms, SessionEvent, SessionState,
+    Acl, Client, CloseOutcome, CreateMode, Error, EventType, Op, OpResult, Perms, SessionEvent,
+    SessionState,
 };
 
 const T: Duration = Duration::from_secs(10);
@@ -444,7 +445,7 @@ fn a_request_over_the_servers_jute_maxbuffer_is_refused_before_it_is_sent() {
         )
         .unwrap_err();
     assert!(err.is_connection_error(), "{err}");
-    let _ = loose.close();
+    loose.close();
 }
 
 #[test]
@@ -670,7 +671,9 @@ fn close_ends_the_session_at_once() {
     observer.create(&q, b"", CreateMode::Persistent).unwrap();
     let (_, _, w) = c.get_data_w(&q).unwrap();
     let clone = c.clone();
-    c.close().unwrap();
+    let outcome = c.close();
+    assert!(matches!(outcome, CloseOutcome::Confirmed), "{outcome:?}");
+    assert!(outcome.is_clean());
     // The ephemeral node went with the session, not after a timeout.
     assert_eq!(observer.exists(&p).unwrap(), None);
     assert_eq!(clone.state(), SessionState::Closed);
@@ -692,7 +695,7 @@ fn close_ends_the_session_at_once() {
         w.recv_timeout(Duration::from_secs(1)).unwrap().event_type,
         EventType::Closed
     );
-    c.close().unwrap();
+    assert!(matches!(clone.close(), CloseOutcome::AlreadyClosed));
 }
 
 #[test]

@@ -660,7 +660,7 @@ fn confirm_and_resign_fail_with_not_leader_for_a_deposed_leader() {
     lb.confirm().unwrap();
 
     // The leader's client is closed.
-    b.close().unwrap();
+    b.close().into_result().unwrap();
     assert_not_leader(lb.confirm(), &path, "confirm after the client was closed");
     assert!(!lb.is_valid());
     // And the real leader, once there is one again, confirms.
@@ -898,7 +898,7 @@ fn candidates_report_their_terms_in_order_and_requeue_after_resigning() {
     assert_eq!(ids(&observer.participants().unwrap()), vec!["b"]);
 
     // Closing the leader's client: Lost, then the stream ends.
-    b.close().unwrap();
+    b.close().into_result().unwrap();
     assert_eq!(next_event(&ev_b, "b"), LeaderEvent::Lost);
     match ev_b.recv_timeout(WITHIN) {
         Err(RecvTimeoutError::Disconnected) => {}
@@ -972,7 +972,7 @@ fn closing_the_leaders_client_reports_lost_before_the_successor_is_elected() {
             };
             wait_ids(&eb, &["a", "b"]);
             assert_quiet(&successor, &format!("{what}: elected while a leads"));
-            a.close().unwrap();
+            a.close().into_result().unwrap();
             recv(&lost, WITHIN, &format!("{what}: lost after close"));
             assert!(!la.is_valid(), "{what}");
             let knew = recv(&successor, WITHIN, &format!("{what}: successor elected"));
@@ -1016,7 +1016,7 @@ fn closing_a_leading_candidates_client_reports_lost_before_the_successor_is_elec
         };
         wait_ids(&eb, &["a", "b"]);
         assert_quiet(&successor, "elected while a leads");
-        a.close().unwrap();
+        a.close().into_result().unwrap();
         let (still_leader, event) = recv(&successor, WITHIN, "successor elected");
         if still_leader {
             wrong.push(format!(

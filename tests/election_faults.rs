@@ -876,7 +876,7 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
                 churn.settled(Some(old.0), &what)
             }
             Kind::Close => {
-                if let Err(e) = churn.slots[li].client.close() {
+                if let Err(e) = churn.slots[li].client.close().into_result() {
                     log::info!("{what}: close: {e}");
                 }
                 let found = churn.settled(Some(old.0), &what);
@@ -1009,7 +1009,7 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
     let ids: Vec<usize> = churn.slots.iter().map(|s| s.id).collect();
     for s in churn.slots.drain(..) {
         drop(s.cand);
-        let _ = s.client.close();
+        s.client.close();
         drop(s.proxy);
     }
     wait_until(Duration::from_secs(30), "every stream ended", || {
@@ -1238,7 +1238,7 @@ fn closed_leader_failover(fair: bool) {
 
     // A guard-style leader closes its client: its lost() fires before anyone else leads.
     let closed = Instant::now();
-    if let Err(e) = a.close() {
+    if let Err(e) = a.close().into_result() {
         log::info!("close: {e}");
     }
     let (w, ev) = next_elected(&others, None);
@@ -1264,7 +1264,7 @@ fn closed_leader_failover(fair: bool) {
     // is elected, and is_leader() is false by then.
     others[w].2.confirm().unwrap();
     let closed = Instant::now();
-    if let Err(e) = others[w].1.close() {
+    if let Err(e) = others[w].1.close().into_result() {
         log::info!("close: {e}");
     }
     let (v, ev) = next_elected(&others, Some(w));

@@ -390,7 +390,7 @@ fn a_lock_guards_confirm_says_yes_only_while_the_lock_is_ours() {
         .acquire()
         .unwrap();
     g.confirm().unwrap();
-    c.close().unwrap();
+    c.close().into_result().unwrap();
     assert!(matches!(g.confirm(), Err(Error::LockLost { .. })));
 
     // Partitioned: never a yes.

@@ -7,9 +7,13 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::{connect, expect_reconnected, init_log, next_watch, retry, unique, wait_event};
+use common::{
+    connect, expect_reconnected, init_log, next_watch, retry, shared_cluster, unique, wait_event,
+};
 use zkguard::testing::{FaultProxy, TestCluster};
-use zkguard::{Acl, Client, CreateMode, Error, EventType, LossReason, SessionEvent, SessionState};
+use zkguard::{
+    Acl, Client, CloseOutcome, CreateMode, Error, EventType, LossReason, SessionEvent, SessionState,
+};
 
 #[test]
 fn watches_survive_a_server_restart() {
@@ -180,6 +184,51 @@ fn a_partition_is_suspended_at_once_and_lost_within_the_session_timeout() {
 }
 
 /// Writes one length-prefixed frame.
+#[test]
+fn a_close_the_server_cannot_hear_is_unconfirmed_and_the_ephemerals_stay_until_expiry() {
+    init_log();
+    let cluster = shared_cluster();
+    let proxy = FaultProxy::for_cluster(cluster).unwrap();
+    let t = Duration::from_secs(2);
+    let observer = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let c = connect(&proxy.connect_string(), t);
+    let gone = connect(&proxy.connect_string(), t);
+    let p = unique("unheard-close");
+    c.create(&p, b"", CreateMode::Ephemeral).unwrap();
+    let (_, _, deleted) = observer.get_data_w(&p).unwrap();
+    let (events, gone_events) = (c.events(), gone.events());
+
+    proxy.blackhole();
+    wait_event(&events, t * 3, "suspended", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
+    // The session may be alive at the server: the close is not confirmed, and says so.
+    let outcome = c.close();
+    assert!(
+        matches!(&outcome, CloseOutcome::Unconfirmed { reason } if reason.is_connection_error()),
+        "{outcome:?}"
+    );
+    assert!(!outcome.is_clean());
+    assert!(outcome.clone().into_result().is_err());
+    assert_eq!(c.state(), SessionState::Closed);
+    // Its ephemeral node stays until the server expires the session, and goes then.
+    assert!(observer.exists(&p).unwrap().is_some());
+    let ev = deleted
+        .recv_timeout(t * 10)
+        .expect("the node outlived the session");
+    assert_eq!(ev.event_type, EventType::NodeDeleted);
+    assert!(matches!(c.close(), CloseOutcome::AlreadyClosed));
+
+    // A client whose session is known lost has nothing left at the server to close.
+    wait_event(&gone_events, t * 10, "lost", |e| {
+        matches!(e, SessionEvent::Lost { .. })
+    });
+    let outcome = gone.close();
+    assert!(matches!(outcome, CloseOutcome::NoSession), "{outcome:?}");
+    assert!(outcome.is_clean());
+    proxy.heal();
+}
+
 fn send_frame(s: &mut std::net::TcpStream, body: &[u8]) {
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(body);

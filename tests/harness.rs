@@ -815,7 +815,7 @@ fn wipe_restarts_a_standalone_server_empty() {
     let c = zk_client(&cluster.connect_string(), Duration::from_secs(10));
     let (paths, zxid) = create_nodes(&c, "wipe", 40);
     assert!(zxid > 0x20, "zxid {zxid:#x}");
-    c.close().expect("close");
+    c.close().into_result().expect("close");
 
     cluster.wipe(0).expect("wipe");
     assert!(!cluster.is_running(0));
@@ -852,7 +852,7 @@ fn wipe_every_member_of_an_ensemble_starts_it_empty() {
     let c = zk_client(&cluster.connect_string(), Duration::from_secs(10));
     let (paths, zxid) = create_nodes(&c, "wipe3", 40);
     assert!(zxid & 0xffff_ffff > 0x20, "zxid {zxid:#x}");
-    c.close().expect("close");
+    c.close().into_result().expect("close");
 
     for i in 0..3 {
         cluster.wipe(i).expect("wipe");

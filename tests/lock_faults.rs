@@ -660,7 +660,7 @@ fn closing_a_holding_client_reports_lost_and_hands_the_lock_over_promptly() {
     let lost = gh.lost();
 
     let closed_at = Instant::now();
-    if let Err(e) = h.close() {
+    if let Err(e) = h.close().into_result() {
         log::warn!("close: {e}");
     }
     lost.recv_timeout(Duration::from_secs(5))

@@ -1242,7 +1242,7 @@ fn close_round(cs: &str) -> Vec<String> {
     };
     assert_quiet(&blocked_unfair, "got a held unfair lock");
 
-    a.close().unwrap();
+    a.close().into_result().unwrap();
     // Every outcome is checked, then all the wrong ones are reported together.
     let mut wrong = Vec::new();
     recv(&lost, WITHIN, "lost on close");

@@ -46,7 +46,7 @@ pub fn lock(conn: &Connection, args: &LockArgs) -> Result<i32, Fail> {
         })
     };
     let code = session(&client, Arc::new(target), args, say, false);
-    let _ = client.close();
+    client.close();
     code
 }
 
@@ -65,7 +65,7 @@ pub fn elect(conn: &Connection, args: &ElectArgs) -> Result<i32, Fail> {
         say,
         args.repeat,
     );
-    let _ = client.close();
+    client.close();
     code
 }
 

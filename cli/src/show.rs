@@ -75,7 +75,7 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool) -> Result<i32
             (role, p, age(&client, path, p))
         })
         .collect();
-    let _ = client.close();
+    client.close();
     if args.json {
         let participants: Vec<_> = rows
             .iter()

@@ -695,7 +695,7 @@ fn server_prints_a_connect_string_a_client_can_use() {
         .create("/from-the-test", b"hi", zkguard::CreateMode::Persistent)
         .unwrap();
     assert_eq!(c.get_data(&node.path).unwrap().0, b"hi");
-    c.close().unwrap();
+    c.close().into_result().unwrap();
 
     // SAFETY: a plain kill(2) of our own child.
     unsafe {

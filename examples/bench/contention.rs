@@ -443,7 +443,7 @@ pub(crate) fn w3(ctx: &Ctx) -> Res<()> {
     let clients = match ctx.connect_many(W3_WAITERS) {
         Ok(c) => c,
         Err(e) => {
-            let _ = holder_client.close();
+            holder_client.close();
             return Err(e);
         }
     };
@@ -458,7 +458,7 @@ pub(crate) fn w3(ctx: &Ctx) -> Res<()> {
         }
     }
     close_all(&clients);
-    let _ = holder_client.close();
+    holder_client.close();
     r
 }
 

@@ -303,7 +303,7 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
         }) {
             Ok(h) => h,
             Err(e) => {
-                let _ = client.close();
+                client.close();
                 return Err(e);
             }
         };
@@ -351,7 +351,7 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
             let (t0, took) = if closing {
                 shared.inside.fetch_sub(1, Ordering::SeqCst);
                 let t0 = Instant::now();
-                let (d, r) = timed(|| slots[li].client.close());
+                let (d, r) = timed(|| slots[li].client.close().into_result());
                 r?;
                 (t0, Some(d))
             } else {
@@ -420,7 +420,7 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
     let handles: Vec<_> = slots
         .into_iter()
         .map(|s| {
-            let _ = s.client.close();
+            s.client.close();
             s.handle
         })
         .collect();
@@ -469,7 +469,7 @@ pub(crate) fn w4_candidates(
         let candidate = match joined {
             Ok(c) => c,
             Err(e) => {
-                let _ = client.close();
+                client.close();
                 return Err(e.into());
             }
         };
@@ -486,7 +486,7 @@ pub(crate) fn w4_candidates(
             Ok(h) => h,
             Err(e) => {
                 drop(candidate);
-                let _ = client.close();
+                client.close();
                 return Err(e);
             }
         };
@@ -541,7 +541,7 @@ pub(crate) fn w4_candidates(
             }
             let t0 = Instant::now();
             let (took, r) = if closing {
-                timed(|| slots[li].client.close().map(|()| true))
+                timed(|| slots[li].client.close().into_result().map(|()| true))
             } else {
                 timed(|| slots[li].candidate.resign())
             };
@@ -618,7 +618,7 @@ pub(crate) fn w4_candidates(
         .into_iter()
         .map(|s| {
             drop(s.candidate);
-            let _ = s.client.close();
+            s.client.close();
             s.listener
         })
         .collect();

@@ -267,7 +267,7 @@ fn run() -> Res<bool> {
 
     let _armed = watchdog.arm("cleanup", Duration::from_secs(60));
     delete_tree(&ctx.client, &ctx.dir)?;
-    ctx.client.close()?;
+    ctx.client.close().into_result()?;
     drop(cluster);
     Ok(ok)
 }

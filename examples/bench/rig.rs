@@ -119,7 +119,7 @@ pub(crate) fn proc_status(field: &str) -> Option<u64> {
 
 pub(crate) fn close_all(clients: &[Client]) {
     for c in clients {
-        let _ = c.close();
+        c.close();
     }
 }
 

@@ -32,8 +32,8 @@ pub(crate) use janitor::{Check, Job};
 pub use pipeline::{Pending, Pipeline};
 
 pub use types::{
-    Acl, CreateMode, Created, EventType, LossReason, Op, OpResult, Perms, SessionEvent,
-    SessionState, Stat, WatchedEvent,
+    Acl, CloseOutcome, CreateMode, Created, EventType, LossReason, Op, OpResult, Perms,
+    SessionEvent, SessionState, Stat, WatchedEvent,
 };
 
 /// A handle to one ZooKeeper session. Cheap to clone; every clone shares the session and the
@@ -68,7 +68,7 @@ struct Owner {
 }
 
 impl Owner {
-    fn close(&self) -> Result<()> {
+    fn close(&self) -> CloseOutcome {
         let r = self.shared.close(&self.done);
         if let Some(t) = self.thread.lock().take() {
             // `close` waited (bounded) for the thread to finish. Join only if it did, so a
@@ -84,7 +84,7 @@ impl Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        let _ = self.close();
+        self.close();
     }
 }
 
@@ -229,9 +229,13 @@ impl Client {
 
     /// Ends the session now: the server deletes its ephemeral nodes at once. Every clone of
     /// this client is closed; later requests fail with [`Error::Closed`]. Waits at most about
-    /// a second for the server; if it does not confirm, the session expires on its own and
-    /// the error says so. Closing twice is fine.
-    pub fn close(&self) -> Result<()> {
+    /// a second for the server. The outcome tells whether the server confirmed; if it did
+    /// not ([`CloseOutcome::Unconfirmed`]), the client is closed all the same and the
+    /// session's ephemeral nodes go when the server expires it. Closing twice is fine
+    /// ([`CloseOutcome::AlreadyClosed`]). There is nothing to handle in the usual case, so
+    /// `client.close();` is enough; `client.close().into_result()?` treats an unconfirmed
+    /// close as an error.
+    pub fn close(&self) -> CloseOutcome {
         self.owner.close()
     }
 

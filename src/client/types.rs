@@ -338,3 +338,59 @@ pub enum OpResult {
         stat: Stat,
     },
 }
+
+/// How [`Client::close`](crate::Client::close) went. Whatever it says, the client is closed:
+/// no request goes out from it again and its guards report their locks lost.
+///
+/// What differs is when ZooKeeper deletes the session's ephemeral nodes (lock nodes,
+/// leaderships): at once if the server confirmed the close, otherwise only when the server
+/// expires the session, up to one session timeout after its last contact with this client.
+/// Until then other processes still see those locks as held.
+///
+/// ```no_run
+/// # fn f(client: zkguard::Client) {
+/// match client.close() {
+///     zkguard::CloseOutcome::Unconfirmed { reason } => {
+///         eprintln!("close not confirmed ({reason}); our locks free up when the session expires")
+///     }
+///     _ => {} // nothing of the session is left
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum CloseOutcome {
+    /// The server closed the session: its ephemeral nodes are gone.
+    Confirmed,
+    /// The client had been closed already (by this handle, a clone, or the last drop).
+    AlreadyClosed,
+    /// There was no live session to close (it had expired, or none was ever established):
+    /// no ephemeral node of it is left.
+    NoSession,
+    /// The server could not be asked (the connection was down) or did not confirm within
+    /// about a second: the session's ephemeral nodes stay until the server expires it.
+    Unconfirmed {
+        /// Why: the connection error, timeout or server error.
+        reason: crate::Error,
+    },
+}
+
+impl CloseOutcome {
+    /// Whether nothing of the session is left in ZooKeeper (everything but
+    /// [`CloseOutcome::Unconfirmed`]).
+    pub fn is_clean(&self) -> bool {
+        !matches!(self, CloseOutcome::Unconfirmed { .. })
+    }
+
+    /// `Err` with the reason if the close was [`CloseOutcome::Unconfirmed`], for `?`.
+    ///
+    /// # Errors
+    ///
+    /// The connection error, timeout or server error that kept the server from confirming.
+    pub fn into_result(self) -> crate::Result<()> {
+        match self {
+            CloseOutcome::Unconfirmed { reason } => Err(reason),
+            _ => Ok(()),
+        }
+    }
+}

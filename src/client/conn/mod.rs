@@ -24,7 +24,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::builder::Config;
 use super::proto::{code, op};
-use super::types::{EventType, SessionEvent};
+use super::types::{CloseOutcome, EventType, SessionEvent};
 use crate::error::{Error, Result};
 
 mod connect;
@@ -175,20 +175,29 @@ impl Shared {
     // ---------------------------------------------------------------- closing
 
     /// Ends the session: asks the server to close it (bounded wait), then stops everything.
-    pub fn close(&self, done: &Receiver<()>) -> Result<()> {
-        let was_connected = {
+    pub fn close(&self, done: &Receiver<()>) -> CloseOutcome {
+        let (was_connected, had_session) = {
             let mut s = self.session.lock();
             if s.phase == Phase::Closed || s.closing {
-                return Ok(());
+                return CloseOutcome::AlreadyClosed;
             }
             s.closing = true;
             // Said first, before the server is asked: once it closes the session it deletes
             // our ephemeral nodes, and another client may take a lock or leadership of ours
             // at once. Our guards must have been told by then.
             self.emit(&mut s, SessionEvent::Closed);
-            s.phase == Phase::Connected
+            (
+                s.phase == Phase::Connected,
+                s.session_id != 0 && s.phase != Phase::Lost,
+            )
         };
-        let mut result = Ok(());
+        let mut outcome = if had_session {
+            CloseOutcome::Unconfirmed {
+                reason: Error::ConnectionLoss,
+            }
+        } else {
+            CloseOutcome::NoSession
+        };
         // One bound for the whole close: the server's confirmation and the thread's exit.
         let deadline = Instant::now() + CLOSE_WAIT;
         if was_connected {
@@ -204,11 +213,12 @@ impl Shared {
                 true,
                 None,
             );
-            result = match rx.recv_deadline(deadline) {
-                Ok(Ok(r)) if r.err == code::OK => Ok(()),
-                Ok(Ok(r)) => Err(Error::from_code(r.err, "")),
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(Error::Timeout {
+            let refused = |reason| CloseOutcome::Unconfirmed { reason };
+            outcome = match rx.recv_deadline(deadline) {
+                Ok(Ok(r)) if r.err == code::OK => CloseOutcome::Confirmed,
+                Ok(Ok(r)) => refused(Error::from_code(r.err, "")),
+                Ok(Err(e)) => refused(e),
+                Err(_) => refused(Error::Timeout {
                     op: "close",
                     path: String::new(),
                     after: CLOSE_WAIT,
@@ -226,10 +236,10 @@ impl Shared {
         let _ = self.wake.0.send(());
         // The connection thread exits at once unless it is inside a connect attempt (bounded).
         let _ = done.recv_deadline(deadline);
-        if result.is_err() {
-            log::info!("zkguard: close was not confirmed by the server ({result:?}); the session will expire on its own");
+        if let CloseOutcome::Unconfirmed { reason } = &outcome {
+            log::info!("zkguard: close was not confirmed by the server ({reason}); the session will expire on its own");
         }
-        result
+        outcome
     }
 
     pub fn is_closing(&self) -> bool {
