@@ -134,7 +134,7 @@ impl TestClusterBuilder {
     /// [`TestCluster::isolate`] (default `false`).
     ///
     /// When on, the servers do not talk to each other directly: every server's config
-    /// names each peer's quorum and election ports by the address of a [`FaultProxy`]
+    /// names each peer's quorum and election ports by the address of a [`FaultProxy`](crate::testing::FaultProxy)
     /// that forwards to that peer (one proxy per ordered pair of servers, so each server
     /// gets its own config; its own entry keeps its real ports, which it binds). Costs
     /// two listeners and their threads per ordered pair (12 for three servers), plus two

@@ -174,7 +174,7 @@ impl TestCluster {
 
     /// Cuts server `i` off from the rest of the ensemble: all quorum and leader-election
     /// traffic between it and every other server is black-holed (see
-    /// [`FaultProxy::blackhole`]: bytes in both directions are discarded and nothing is
+    /// [`FaultProxy::blackhole`](crate::testing::FaultProxy::blackhole): bytes in both directions are discarded and nothing is
     /// closed, so each side only notices silence). Client connections to server `i` are
     /// untouched, and the process keeps running.
     ///
@@ -186,7 +186,7 @@ impl TestCluster {
     /// clients (pings, reads). Undo with [`rejoin`](Self::rejoin). The isolation lasts
     /// across restarts of the server. Isolating an isolated server does nothing.
     ///
-    /// Needs a cluster built with [`TestClusterBuilder::isolatable`]; otherwise fails with
+    /// Needs a cluster built with [`TestClusterBuilder::isolatable`](crate::testing::TestClusterBuilder::isolatable); otherwise fails with
     /// [`io::ErrorKind::Unsupported`].
     ///
     /// # Examples
@@ -224,7 +224,7 @@ impl TestCluster {
     /// syncs with it; wait for that with [`wait_serving`](Self::wait_serving). Rejoining
     /// a server that is not isolated does nothing.
     ///
-    /// Needs a cluster built with [`TestClusterBuilder::isolatable`]; otherwise fails with
+    /// Needs a cluster built with [`TestClusterBuilder::isolatable`](crate::testing::TestClusterBuilder::isolatable); otherwise fails with
     /// [`io::ErrorKind::Unsupported`].
     pub fn rejoin(&self, i: usize) -> io::Result<()> {
         self.check_isolatable("rejoin", i)?;
