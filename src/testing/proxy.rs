@@ -144,6 +144,32 @@ impl Shared {
 /// The proxy runs two threads per connection and one per listener, all blocked in the
 /// kernel while idle. All methods take `&self`; it is `Send + Sync`. Dropping it closes
 /// every socket and joins every thread.
+///
+/// # Examples
+///
+/// A partition: the client cannot tell the server went quiet, and its guard stops being
+/// valid at once (this runs a real server):
+///
+/// ```
+/// use std::time::Duration;
+/// use zkguard::testing::{FaultProxy, TestCluster};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let cluster = TestCluster::start(1)?;
+/// let proxy = FaultProxy::for_cluster(&cluster)?;
+/// let client = zkguard::Client::builder(&proxy.connect_string())
+///     .session_timeout(Duration::from_secs(4))
+///     .build()?;
+/// let guard = zkguard::Mutex::new(&client, "/doc/proxy")?.acquire()?;
+/// let events = client.events();
+/// proxy.blackhole();
+/// // Suspended once the server has been silent for a third of the session timeout.
+/// while !matches!(events.recv()?, zkguard::SessionEvent::Suspended { .. }) {}
+/// assert!(!guard.is_valid());
+/// proxy.heal();
+/// # Ok(())
+/// # }
+/// ```
 pub struct FaultProxy {
     shared: Arc<Shared>,
     addrs: Vec<SocketAddr>,
@@ -164,6 +190,10 @@ impl std::fmt::Debug for FaultProxy {
 impl FaultProxy {
     /// Starts a proxy with one loopback listener (`127.0.0.1`, a free port) per upstream
     /// address, in the same order.
+    ///
+    /// # Errors
+    ///
+    /// A listener cannot be bound or its thread cannot be started.
     pub fn start(upstreams: &[SocketAddr]) -> io::Result<FaultProxy> {
         if upstreams.is_empty() {
             return Err(io::Error::new(
@@ -228,6 +258,10 @@ impl FaultProxy {
     }
 
     /// A proxy in front of every server of `cluster`, in server order.
+    ///
+    /// # Errors
+    ///
+    /// As [`FaultProxy::start`]: a listener cannot be bound or its thread started.
     pub fn for_cluster(cluster: &TestCluster) -> io::Result<FaultProxy> {
         let upstreams: Vec<SocketAddr> =
             (0..cluster.len()).map(|i| cluster.client_addr(i)).collect();

@@ -170,6 +170,11 @@ impl TestClusterBuilder {
     ///
     /// On failure every started process is killed, the temporary directory is kept, and
     /// the error names the failing server's log file and quotes its last lines.
+    ///
+    /// # Errors
+    ///
+    /// A server that does not serve within 60 s (the error names its log file and quotes
+    /// its last lines), no ZooKeeper installation found, or no free ports after three tries.
     pub fn start(self) -> io::Result<TestCluster> {
         self.settings.validate()?;
         let dist = discover::discover()?;

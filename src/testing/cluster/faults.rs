@@ -36,6 +36,10 @@ impl TestCluster {
     /// process to exit, and sends SIGKILL if it has not exited after 5 s. Its data
     /// directory and ports are kept for [`start_server`](Self::start_server).
     /// Stopping a server that is not running does nothing.
+    ///
+    /// # Errors
+    ///
+    /// The signals cannot be sent or the process cannot be waited for.
     pub fn stop(&self, i: usize) -> io::Result<()> {
         let s = self.server(i);
         let mut proc = s.proc.lock();
@@ -67,6 +71,10 @@ impl TestCluster {
 
     /// Kills server `i` with SIGKILL (a crash) and waits for the process to exit.
     /// Killing a server that is not running does nothing.
+    ///
+    /// # Errors
+    ///
+    /// The signal cannot be sent or the process cannot be waited for.
     pub fn kill(&self, i: usize) -> io::Result<()> {
         let s = self.server(i);
         let mut proc = s.proc.lock();
@@ -91,6 +99,11 @@ impl TestCluster {
     /// exists with it; otherwise only until its client port accepts connections.
     /// Isolated servers (see [`isolate`](Self::isolate)) count as missing from the quorum.
     /// Fails if the server is already running.
+    ///
+    /// # Errors
+    ///
+    /// The server is already running, its process cannot be started, or it does not
+    /// serve within 60 s (the error quotes its log tail).
     pub fn start_server(&self, i: usize) -> io::Result<()> {
         let s = self.server(i);
         self.spawn(s)?;
@@ -132,6 +145,11 @@ impl TestCluster {
     /// # Ok(())
     /// # }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// The server is running (stop or kill it first), or its data directory cannot be
+    /// removed and made again.
     pub fn wipe(&self, i: usize) -> io::Result<()> {
         self.kill(i)?;
         let s = self.server(i);
@@ -204,6 +222,11 @@ impl TestCluster {
     /// # Ok(())
     /// # }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::Unsupported`] if the cluster was not built
+    /// [`isolatable`](crate::testing::TestClusterBuilder::isolatable).
     pub fn isolate(&self, i: usize) -> io::Result<()> {
         self.check_isolatable("isolate", i)?;
         let mut isolated = self.isolated.lock();
@@ -226,6 +249,11 @@ impl TestCluster {
     ///
     /// Needs a cluster built with [`TestClusterBuilder::isolatable`](crate::testing::TestClusterBuilder::isolatable); otherwise fails with
     /// [`io::ErrorKind::Unsupported`].
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::Unsupported`] if the cluster was not built
+    /// [`isolatable`](crate::testing::TestClusterBuilder::isolatable).
     pub fn rejoin(&self, i: usize) -> io::Result<()> {
         self.check_isolatable("rejoin", i)?;
         let mut isolated = self.isolated.lock();
@@ -272,6 +300,11 @@ impl TestCluster {
 
     /// Waits until server `i` serves requests (`srvr` reports standalone, leader,
     /// follower or observer), or fails after `timeout` with the server's log tail.
+    ///
+    /// # Errors
+    ///
+    /// The server does not serve within `timeout`; the error quotes the server's log
+    /// tail.
     pub fn wait_serving(&self, i: usize, timeout: Duration) -> io::Result<()> {
         let s = self.server(i);
         self.wait_mode(s, timeout, true)
@@ -280,6 +313,11 @@ impl TestCluster {
     /// Freezes server `i` with SIGSTOP: its sockets stay open but it answers nothing,
     /// like a long GC pause. Returns once every thread of the process has stopped (on
     /// Linux; elsewhere once the signal is sent). Undo with [`resume`](Self::resume).
+    ///
+    /// # Errors
+    ///
+    /// The server is not running, the signal cannot be sent, or its threads do not all stop
+    /// within 5 s.
     pub fn pause(&self, i: usize) -> io::Result<()> {
         let s = self.server(i);
         let mut proc = s.proc.lock();
@@ -310,6 +348,10 @@ impl TestCluster {
     }
 
     /// Resumes a paused server with SIGCONT.
+    ///
+    /// # Errors
+    ///
+    /// The server is not running or the signal cannot be sent.
     pub fn resume(&self, i: usize) -> io::Result<()> {
         let s = self.server(i);
         let mut proc = s.proc.lock();

@@ -122,6 +122,32 @@ impl Server {
 ///
 /// Methods that take a server index panic if it is not below [`len`](Self::len), like
 /// slice indexing; all other failures are returned as errors.
+///
+/// # Examples
+///
+/// A lock that survives the loss of one server of three (this runs real servers):
+///
+/// ```
+/// use std::time::Duration;
+/// use zkguard::testing::TestCluster;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let cluster = TestCluster::start(3)?;
+/// let client = zkguard::Client::builder(&cluster.connect_string())
+///     .session_timeout(Duration::from_secs(10))
+///     .build()?;
+/// let lock = zkguard::Mutex::new(&client, "/doc/cluster")?;
+/// let guard = lock.acquire()?;
+/// let serving = (0..cluster.len())
+///     .find(|&i| client.connected_server() == Some(cluster.client_addr(i)))
+///     .expect("connected to one of them");
+/// cluster.kill(serving)?; // the client moves to another server, same session
+/// guard.confirm()?; // still ours, proven with the quorum
+/// cluster.start_server(serving)?;
+/// drop(guard);
+/// # Ok(())
+/// # }
+/// ```
 pub struct TestCluster {
     dir: PathBuf,
     dist: Distribution,
@@ -161,6 +187,11 @@ exit 0"#;
 impl TestCluster {
     /// Starts `n` real servers with default settings: 1 is a standalone server, 2 or more
     /// an ensemble. Waits until every server serves. See [`TestClusterBuilder::start`].
+    ///
+    /// # Errors
+    ///
+    /// As [`TestClusterBuilder::start`]: a server that does not serve in time (with its log
+    /// tail), no ZooKeeper installation found, or no free ports.
     pub fn start(n: usize) -> io::Result<TestCluster> {
         TestCluster::builder().servers(n).start()
     }
@@ -266,11 +297,20 @@ impl TestCluster {
 
     /// Sends a four-letter command (`"ruok"`, `"srvr"`, `"mntr"`, `"wchs"`, `"cons"`, …) to
     /// server `i` and returns the whole reply; fails after 5 s.
+    ///
+    /// # Errors
+    ///
+    /// The server cannot be reached, or does not answer in full within 5 s; the error names
+    /// the server.
     pub fn four_letter(&self, i: usize, cmd: &str) -> io::Result<String> {
         self.four_letter_with_timeout(i, cmd, FOUR_LETTER_TIMEOUT)
     }
 
     /// [`four_letter`](Self::four_letter) with a custom timeout for the whole exchange.
+    ///
+    /// # Errors
+    ///
+    /// The server cannot be reached, or does not answer in full within `timeout`.
     pub fn four_letter_with_timeout(
         &self,
         i: usize,
@@ -283,6 +323,10 @@ impl TestCluster {
 
     /// Server `i`'s mode from `srvr`: `"standalone"`, `"leader"`, `"follower"` or
     /// `"observer"`; an error when it is not serving (the error quotes its reply).
+    ///
+    /// # Errors
+    ///
+    /// The server cannot be reached, or it is not serving (the error quotes its reply).
     pub fn mode(&self, i: usize) -> io::Result<String> {
         let reply = self.four_letter_with_timeout(i, "srvr", POLL_ATTEMPT_TIMEOUT)?;
         match parse_mode(&reply) {
