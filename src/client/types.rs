@@ -133,6 +133,17 @@ impl std::ops::BitOr for Perms {
 }
 
 /// One access-control entry: who (`scheme`:`id`) may do what (`perms`).
+///
+/// ```no_run
+/// use zkguard::{Acl, Client, CreateMode, Perms};
+/// # fn main() -> zkguard::Result<()> {
+/// // Only the session that authenticated as `app` may change the node; everyone may read.
+/// let client = Client::builder("127.0.0.1:2181").auth("digest", b"app:secret").build()?;
+/// let mut acl = Acl::creator_all();
+/// acl.push(Acl::new(Perms::READ, "world", "anyone"));
+/// client.create_with_acl("/config", b"v1", CreateMode::Persistent, &acl)?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Acl {
     /// What the identity may do.
@@ -240,6 +251,23 @@ pub enum LossReason {
 
 /// A change of the session's state, delivered to every receiver from
 /// [`Client::events`](crate::Client::events), in order.
+///
+/// ```no_run
+/// use zkguard::{LossReason, SessionEvent};
+/// # fn f(client: &zkguard::Client) {
+/// for ev in client.events().iter() {
+///     match ev {
+///         SessionEvent::Suspended { .. } => eprintln!("connection down; the session may live"),
+///         SessionEvent::Reconnected { .. } => eprintln!("back, same session, watches re-armed"),
+///         SessionEvent::Lost { reason: LossReason::Timeout, .. } => {
+///             eprintln!("no server heard from for a session timeout: ephemerals are gone")
+///         }
+///         SessionEvent::Closed => break,
+///         _ => {}
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SessionEvent {
@@ -270,6 +298,23 @@ pub enum SessionEvent {
 }
 
 /// One operation of a [`Client::multi`](crate::Client::multi) transaction.
+///
+/// ```no_run
+/// use zkguard::{CreateMode, Error, Op};
+/// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
+/// // Move a job from "pending" to "running" only if nobody changed it meanwhile.
+/// let (data, stat) = client.get_data("/jobs/pending/42")?;
+/// let done = client.multi(&[
+///     Op::Delete { path: "/jobs/pending/42".into(), version: Some(stat.version) },
+///     Op::Create { path: "/jobs/running/42".into(), data, mode: CreateMode::Persistent },
+/// ]);
+/// match done {
+///     Ok(_) => {}                                   // both applied
+///     Err(Error::Multi { index: 0, .. }) => {}      // someone else took it: nothing applied
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Op {
