@@ -449,3 +449,53 @@ fn late_news_of_an_earlier_session_does_not_send_a_waiter_to_the_back() {
     drop(py);
     wait_empty(&c, &path);
 }
+
+#[test]
+fn an_internal_lock_release_lost_on_the_wire_is_sent_again_after_the_reconnect() {
+    // The permit's holder lets the internal lock go without waiting for the reply. Here
+    // that delete never reaches the server (the proxy holds it back and then drops it, and
+    // the connection breaks): the janitor must send it again on the same session once the
+    // client is back, or the internal lock stays held, and every later contender waits
+    // behind it, for as long as the holder's session lives.
+    let cluster = shared_cluster();
+    let proxy = FaultProxy::for_cluster(cluster).unwrap();
+    let observer = connect(&cluster.connect_string(), SESSION);
+    let c = connect(&proxy.connect_string(), SESSION);
+    let path = unique("sem-lost-release");
+    let sem = Semaphore::new(&c, &path, 2).unwrap();
+    let events = c.events();
+    let session = c.session_id();
+
+    proxy.delay(Duration::from_millis(500));
+    let permit = sem.acquire().unwrap();
+    // The internal lock's delete is in the proxy's queue for half a second: dropped here.
+    proxy.blackhole();
+    assert_eq!(
+        locks(&observer, &path).len(),
+        1,
+        "the delete got through too early"
+    );
+    // The connection breaks with the delete still held back; the client comes back to its
+    // session over a new one.
+    proxy.reset();
+    proxy.heal();
+    wait_event(&events, WITHIN, "reconnected", |e| {
+        matches!(e, SessionEvent::Reconnected { .. })
+    });
+    wait_until(
+        WITHIN,
+        "the internal lock released after the reconnect",
+        || locks(&observer, &path).is_empty(),
+    );
+    assert_eq!(
+        c.session_id(),
+        session,
+        "released by a session change, not a resend"
+    );
+    assert!(permit.is_valid());
+    assert_eq!(leases(&observer, &path).len(), 1);
+    // Another contender gets the second permit at once.
+    let other = Semaphore::new(&observer, &path, 2).unwrap();
+    assert!(other.try_acquire().unwrap().is_some());
+    drop(permit);
+}
