@@ -123,8 +123,9 @@ pub use client::{
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
 pub use error::{Error, Result};
 pub use lock::{
-    revoke, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit, ReadGuard, ReentrantMutex,
-    ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard,
+    revoke, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit,
+    ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex,
+    UnfairMutexGuard, WriteGuard, WriteLock,
 };
 pub use queue::{Canceller, Participant};
 
