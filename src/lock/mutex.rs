@@ -43,7 +43,7 @@ impl Mutex {
     /// A lock at `path` (a directory: contenders' nodes are created under it).
     ///
     /// Nothing is sent to ZooKeeper until the first acquire. Fails with
-    /// [`Error::InvalidPath`] for a relative path, a trailing slash, an empty segment or
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a relative path, a trailing slash, an empty segment or
     /// the root.
     pub fn new(client: &Client, path: &str) -> Result<Mutex> {
         queue::check_lock_path(path)?;
