@@ -21,6 +21,12 @@ use crate::queue::Holding;
 /// - [`confirm`](Leadership::confirm) proves leadership at the instant it runs, with a
 ///   quorum write: call it before an action that must never be taken by two leaders.
 ///
+/// It is a [`Guard`](crate::Guard), with the same methods as a lock's guard; where a lock's
+/// guard says [`Error::LockLost`](crate::Error::LockLost), `confirm` and `release` (which is
+/// [`resign`](Leadership::resign)) say [`Error::NotLeader`](crate::Error::NotLeader).
+/// [`revocation`](Leadership::revocation) fires when someone asks the leader to step down
+/// with [`revoke`](crate::revoke) on its node; stepping down is up to the leader.
+///
 /// A leader should stop its work as soon as it is not valid (Curator's standard policy),
 /// and pass [`token`](Leadership::token) to the resources it writes, so that one paused
 /// past its session's expiry is refused by them.

@@ -249,7 +249,8 @@ pub trait Guard: Sealed + std::fmt::Debug {
     /// round trip: a read of our node and a write that changes nothing).
     /// [`Error::LockLost`] if it is not (the node is gone or replaced, or its session ended;
     /// the guard is lost from then on); a connection error or timeout if ZooKeeper cannot be
-    /// asked. Never a false yes.
+    /// asked. Never a false yes. ([`Leadership`](crate::Leadership) says
+    /// [`Error::NotLeader`] where a lock's guard says [`Error::LockLost`].)
     ///
     /// Use it before an action that must not run twice when the session timeout is not
     /// comfortably above the ensemble's `syncLimit × tickTime` (see
@@ -260,7 +261,11 @@ pub trait Guard: Sealed + std::fmt::Debug {
 
     /// Releases and reports how the delete went: [`Error::LockLost`] if the lock had already
     /// been lost; on a connection error the delete is retried in the background (dropping
-    /// the guard does the same, quietly).
+    /// the guard does the same, quietly). For a [`Leadership`](crate::Leadership) this is
+    /// resigning ([`Error::NotLeader`] if it was lost); for a
+    /// [`ReentrantMutexGuard`](crate::ReentrantMutexGuard), giving up one level (the lock is
+    /// released with the outermost); for a [`MultiLockGuard`](crate::MultiLockGuard), every
+    /// lock in reverse order, reporting the first error.
     fn release(self) -> Result<()>
     where
         Self: Sized,
