@@ -99,7 +99,7 @@ impl Sealed for ReentrantMutex {}
 impl Lock for ReentrantMutex {
     type Guard = ReentrantMutexGuard;
 
-    /// Blocks until this thread holds the lock (at once if it already does).
+    /// At once if this thread holds the lock already (one more level); else queues.
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<ReentrantMutexGuard>> {
         Ok(self.level(wait, cancel)?.map(|level| ReentrantMutexGuard {
             level,
