@@ -24,9 +24,12 @@
 //! | [`UnfairMutex`] | one node at the path; few contenders | [`UnfairMutexGuard`] |
 //! | [`RwLock`] | many readers or one writer, writers not starved | [`ReadGuard`], [`WriteGuard`] |
 //! | [`Semaphore`] | at most N holders | [`Permit`] |
-//! | [`MultiLock`] | several mutexes, all or none, deadlock-free order | [`MultiLockGuard`] |
+//! | [`MultiLock`] | several exclusive locks of any mix, all or none, deadlock-free order | [`MultiLockGuard`] |
 //!
-//! Every lock has blocking, `try_` and timeout acquires and a [`Canceller`]. The sequential
+//! Every lock has blocking, `try_` and timeout acquires and a [`Canceller`], written once in
+//! the [`Lock`] trait (each lock has them as inherent methods too, so no import is needed;
+//! an [`RwLock`]'s sides are the locks [`ReadLock`] and [`WriteLock`]). The exclusive ones
+//! ([`ExclusiveLock`]) combine, in any mix, into a [`MultiLock`]. The sequential
 //! ones share one queue algorithm: each contender waits for the node ahead of it and also
 //! watches the one before that (data watches), so a release wakes at most two waiters and
 //! the next holder takes over on the notification alone. The [`Semaphore`] follows Curator's
@@ -43,7 +46,8 @@
 //! replaced: every guard keeps a watch on its own node), `confirm()` (a quorum check, now,
 //! that the lock is still ours), `token()` (a fencing token: the node's creation zxid) and
 //! `revocation()` (cooperative revocation, compatible with Curator's `Revoker`; see
-//! [`revoke`]).
+//! [`revoke`]), and `release()`. These are the [`Guard`] trait's methods, the same for every
+//! guard, [`Leadership`] and [`MultiLockGuard`] included.
 //!
 //! ## Leader election
 //!
@@ -125,8 +129,9 @@ pub use client::{
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
 pub use error::{Error, Result};
 pub use lock::{
-    revoke, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit, ReadGuard, ReentrantMutex,
-    ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard,
+    revoke, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit,
+    ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex,
+    UnfairMutexGuard, WriteGuard, WriteLock,
 };
 pub use queue::{Canceller, Participant};
 

@@ -1,9 +1,8 @@
 //! The election itself: who may run, and how to find out who leads.
 
-use std::time::Duration;
-
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::lock::{lock_api, Lock, Sealed};
 use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
 
 use super::candidate::Candidate;
@@ -103,11 +102,6 @@ impl LeaderElection {
         })
     }
 
-    /// The election's path.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
     /// This participant's id.
     pub fn id(&self) -> &str {
         &self.id
@@ -116,48 +110,6 @@ impl LeaderElection {
     /// Whether the election is fair (queued) rather than unfair (racing for one node).
     pub fn is_fair(&self) -> bool {
         self.fair
-    }
-
-    /// Blocks until this participant leads. Connection trouble and session expiry are
-    /// waited out (a lost session means queueing again).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Closed`] if the client is closed (before or during the wait),
-    /// [`Error::Cancelled`] after [`Canceller::cancel`], [`Error::ForeignNode`] for a node
-    /// no election made in the directory, and errors the server answers with.
-    pub fn lead(&self) -> Result<Leadership> {
-        self.lead_within(Wait::Forever)?
-            .ok_or_else(|| Error::Cancelled {
-                path: self.path.clone(),
-            })
-    }
-
-    /// Leads if nobody else leads or waits ahead; never waits for the leader. On `None`
-    /// nothing is left behind.
-    ///
-    /// # Errors
-    ///
-    /// As [`lead`](LeaderElection::lead), and [`Error::Timeout`] if ZooKeeper cannot be
-    /// asked within the client's request timeout.
-    pub fn try_lead(&self) -> Result<Option<Leadership>> {
-        self.lead_within(Wait::Try)
-    }
-
-    /// Like [`lead`](LeaderElection::lead), but gives up after `timeout` with `Ok(None)`,
-    /// leaving nothing behind.
-    ///
-    /// # Errors
-    ///
-    /// As [`lead`](LeaderElection::lead).
-    pub fn lead_timeout(&self, timeout: Duration) -> Result<Option<Leadership>> {
-        self.lead_within(Wait::timeout(timeout))
-    }
-
-    /// A handle that cancels this election's blocked `lead` calls from another thread.
-    /// (A [`Candidate`] has its own; dropping it is how it leaves.)
-    pub fn canceller(&self) -> Canceller {
-        self.canceller.clone()
     }
 
     /// Joins the election in the background: a thread of the candidate's own queues, leads
@@ -220,12 +172,6 @@ impl LeaderElection {
         }
     }
 
-    fn lead_within(&self, wait: Wait) -> Result<Option<Leadership>> {
-        Ok(self
-            .elect(wait, &self.canceller)?
-            .map(|holding| Leadership::new(holding, &self.path)))
-    }
-
     /// This participant's node, once it leads (for both styles).
     pub(crate) fn elect(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Holding>> {
         if self.fair {
@@ -258,15 +204,33 @@ fn unfair_id(data: &[u8]) -> &[u8] {
     }
 }
 
-impl std::fmt::Debug for LeaderElection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderElection")
-            .field("path", &self.path)
-            .field("id", &self.id)
-            .field("fair", &self.fair)
-            .finish()
+impl Sealed for LeaderElection {}
+
+/// As a [`Lock`], acquiring is leading: `acquire` is [`lead`](LeaderElection::lead), and
+/// the guard a [`Leadership`].
+impl Lock for LeaderElection {
+    type Guard = Leadership;
+
+    fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Leadership>> {
+        Ok(self
+            .elect(wait, cancel)?
+            .map(|holding| Leadership::new(holding, &self.path)))
+    }
+
+    /// The election's path.
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// A handle that cancels this election's blocked `lead` calls from another thread.
+    /// (A [`Candidate`] has its own; dropping it is how it leaves.)
+    fn canceller(&self) -> Canceller {
+        self.canceller.clone()
     }
 }
+
+lock_api!(LeaderElection => Leadership, "leadership": lead, try_lead, lead_timeout);
+lock_api!(LeaderElection: common [id, fair]);
 
 #[cfg(test)]
 mod tests {

@@ -1,8 +1,9 @@
 //! The guard of the guard style: proof of leadership, resigned on drop.
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::Sender;
 
 use crate::error::{Error, Result};
+use crate::lock::{guard_api, Core, Guard};
 use crate::queue::Holding;
 
 /// Leadership of a [`LeaderElection`](crate::LeaderElection), won by
@@ -19,6 +20,12 @@ use crate::queue::Holding;
 ///   closed, or the node is deleted by someone else. [`lost`](Leadership::lost) fires then.
 /// - [`confirm`](Leadership::confirm) proves leadership at the instant it runs, with a
 ///   quorum write: call it before an action that must never be taken by two leaders.
+///
+/// It is a [`Guard`](crate::Guard), with the same methods as a lock's guard; where a lock's
+/// guard says [`Error::LockLost`](crate::Error::LockLost), `confirm` and `release` (which is
+/// [`resign`](Leadership::resign)) say [`Error::NotLeader`](crate::Error::NotLeader).
+/// [`revocation`](Leadership::revocation) fires when someone asks the leader to step down
+/// with [`revoke`](crate::revoke) on its node; stepping down is up to the leader.
 ///
 /// A leader should stop its work as soon as it is not valid (Curator's standard policy),
 /// and pass [`token`](Leadership::token) to the resources it writes, so that one paused
@@ -45,66 +52,61 @@ use crate::queue::Holding;
 /// ```
 #[must_use = "leadership is resigned as soon as it is dropped"]
 pub struct Leadership {
-    holding: Holding,
-    election: String,
+    term: Term,
 }
+
+guard_api!(Leadership, term);
 
 impl Leadership {
     pub(crate) fn new(holding: Holding, election: &str) -> Leadership {
         Leadership {
-            holding,
-            election: election.to_string(),
+            term: Term {
+                holding,
+                election: election.to_string(),
+            },
         }
-    }
-
-    /// Whether this process leads right now, as far as it can know without asking
-    /// ZooKeeper: its session is connected, has had a request answered within the last two
-    /// thirds of its timeout, and leadership was not lost. Computed at the call from the
-    /// monotonic clock (a process resumed after a long pause gets `false` at once). False
-    /// while disconnected, for good once lost. See
-    /// [`MutexGuard::is_valid`](crate::MutexGuard::is_valid) for when local detection is
-    /// enough and when to [`confirm`](Self::confirm).
-    pub fn is_valid(&self) -> bool {
-        self.holding.is_valid()
-    }
-
-    /// A receiver that gets `()` once leadership is lost (at once if it already is): the
-    /// session expired, the client was closed, or the node was deleted by someone else.
-    /// Meant for `select!` beside the leader's work. The leader keeps a watch on its node
-    /// from election to resignation, so a deletion by someone else counts at once.
-    #[must_use = "the receiver is the only way to hear the signal"]
-    pub fn lost(&self) -> Receiver<()> {
-        self.holding.lost()
-    }
-
-    /// The fencing token: the node's creation zxid, larger for every later leader (and for
-    /// every later lock holder in the ensemble). Send it with each write to the resources
-    /// the leader controls and have them refuse tokens lower than the highest seen.
-    pub fn token(&self) -> u64 {
-        self.holding.token()
-    }
-
-    /// The full path of this leader's node.
-    pub fn path(&self) -> &str {
-        self.holding.path()
-    }
-
-    /// Proves that this process leads at this instant: a quorum write (a `multi` that only
-    /// checks the node exists; it changes nothing and wakes nobody) answered within this
-    /// session. [`Error::NotLeader`] if leadership is gone (deposed, expired, deleted,
-    /// closed); a connection error or timeout if ZooKeeper could not be asked (a partitioned
-    /// leader). Never a false yes. Costs one write round trip.
-    pub fn confirm(&self) -> Result<()> {
-        self.holding
-            .confirm()
-            .map_err(|e| not_leader(e, &self.election))
     }
 
     /// Steps down: deletes the node, so the next candidate leads, and reports how the
     /// delete went. [`Error::NotLeader`] if leadership had already been lost; on a
     /// connection error the delete is retried in the background (dropping does the same,
-    /// quietly).
+    /// quietly). The same as [`release`](Leadership::release).
     pub fn resign(self) -> Result<()> {
+        Guard::release(self)
+    }
+}
+
+/// A leader's node, and the election it leads (what its errors name).
+struct Term {
+    holding: Holding,
+    election: String,
+}
+
+/// As a lock's node, but a "lock lost" is, for an election, [`Error::NotLeader`]: `confirm`
+/// proves leadership with a quorum write (a `multi` that only checks the node exists; it
+/// changes nothing and wakes nobody), `release` resigns.
+impl Core for Term {
+    fn is_valid(&self) -> bool {
+        self.holding.is_valid()
+    }
+    fn notify_lost(&self, tx: &Sender<()>) {
+        self.holding.notify_lost(tx.clone());
+    }
+    fn notify_revoked(&self, tx: &Sender<()>) {
+        self.holding.notify_revoked(tx.clone());
+    }
+    fn token(&self) -> u64 {
+        self.holding.token()
+    }
+    fn path(&self) -> &str {
+        self.holding.path()
+    }
+    fn confirm(&self) -> Result<()> {
+        self.holding
+            .confirm()
+            .map_err(|e| not_leader(e, &self.election))
+    }
+    fn release(&self) -> Result<()> {
         self.holding
             .release()
             .map_err(|e| not_leader(e, &self.election))
@@ -118,16 +120,5 @@ pub(super) fn not_leader(e: Error, election: &str) -> Error {
             path: election.to_string(),
         },
         e => e,
-    }
-}
-
-impl std::fmt::Debug for Leadership {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Leadership")
-            .field("election", &self.election)
-            .field("path", &self.holding.path())
-            .field("token", &self.holding.token())
-            .field("valid", &self.holding.is_valid())
-            .finish()
     }
 }

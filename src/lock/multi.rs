@@ -1,20 +1,35 @@
-//! All-or-nothing over several locks.
+//! All-or-nothing over several exclusive locks.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::Sender;
 
-use super::{Mutex, MutexGuard};
+use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, Part, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{Canceller, Wait};
 
-/// Several [`Mutex`]es taken together: all of them, or none.
+/// Several exclusive locks taken together: all of them, or none.
 ///
-/// The locks are always taken in one canonical order (sorted by path, duplicates removed),
-/// whatever order they were given in, so two multi-locks over overlapping paths cannot
-/// deadlock. If one cannot be taken in time (timeout, cancel, error) the ones already taken
-/// are released, in reverse order.
+/// [`new`](MultiLock::new) makes one of [`Mutex`]es at the paths given;
+/// [`of`](MultiLock::of) and [`and`](MultiLock::and) combine any [`ExclusiveLock`]s, mixed:
+/// [`Mutex`], [`ReentrantMutex`](crate::ReentrantMutex),
+/// [`UnfairMutex`](crate::UnfairMutex), an [`RwLock`](crate::RwLock)'s
+/// [`write_lock`](crate::RwLock::write_lock) (like Curator's `InterProcessMultiLock`, which
+/// takes any lock).
+///
+/// The locks are always taken in one canonical order (sorted by path, one lock per path:
+/// the first given), whatever order they were given in, so two multi-locks over
+/// overlapping paths cannot deadlock. If one cannot be taken in time (timeout, cancel,
+/// error) the ones already taken are released, in reverse order. The multi-lock's own
+/// [`canceller`](MultiLock::canceller) cancels whichever lock an acquire is waiting for (the
+/// locks' own cancellers do not reach a multi-lock's acquire).
+///
+/// A [`ReentrantMutex`](crate::ReentrantMutex) taken by a multi-lock counts as one more
+/// level held by the thread that called the acquire (at once if that thread holds it
+/// already), until the [`MultiLockGuard`] goes. That guard is `Send`, unlike a
+/// [`ReentrantMutexGuard`](crate::ReentrantMutexGuard): if it moves to another thread, the
+/// level stays counted for the thread that took it.
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
@@ -22,142 +37,235 @@ use crate::queue::{Canceller, Wait};
 /// let both = zkguard::MultiLock::new(&client, &["/locks/account-7", "/locks/account-3"])?;
 /// let guard = both.acquire()?;          // holds /locks/account-3 and /locks/account-7
 /// assert_eq!(guard.tokens().len(), 2);
+/// drop(guard);
+///
+/// let catalog = zkguard::RwLock::new(&client, "/locks/catalog")?;
+/// let mixed = zkguard::MultiLock::of(zkguard::ReentrantMutex::new(&client, "/locks/ledger")?)
+///     .and(catalog.write_lock().clone())
+///     .and(zkguard::UnfairMutex::new(&client, "/locks/nightly")?);
+/// let _all = mixed.acquire()?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct MultiLock {
-    locks: Vec<Mutex>,
+    locks: Vec<Box<dyn AnyLock>>,
+    /// The paths joined by commas (what errors name).
+    joined: String,
     canceller: Canceller,
 }
 
+/// An [`ExclusiveLock`] of any type, as a multi-lock keeps it.
+trait AnyLock: Send + Sync {
+    fn hold_part(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Part>>;
+    fn path(&self) -> &str;
+    fn clone_part(&self) -> Box<dyn AnyLock>;
+}
+
+impl<L: ExclusiveLock> AnyLock for L {
+    fn hold_part(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Part>> {
+        ExclusiveLock::hold_part(self, wait, cancel)
+    }
+    fn path(&self) -> &str {
+        Lock::path(self)
+    }
+    fn clone_part(&self) -> Box<dyn AnyLock> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for Box<dyn AnyLock> {
+    fn clone(&self) -> Self {
+        self.clone_part()
+    }
+}
+
 impl MultiLock {
-    /// Locks at `paths` (each checked as for [`Mutex::new`]). An empty list is an
+    /// [`Mutex`]es at `paths` (each checked as for [`Mutex::new`]). An empty list is an
     /// [`Error::InvalidArgument`].
     pub fn new(client: &Client, paths: &[&str]) -> Result<MultiLock> {
-        if paths.is_empty() {
-            return Err(Error::InvalidArgument {
-                name: "paths",
-                reason: "a multi-lock needs at least one path".into(),
-            });
+        let (first, rest) = paths.split_first().ok_or_else(|| Error::InvalidArgument {
+            name: "paths",
+            reason: "a multi-lock needs at least one path".into(),
+        })?;
+        let mut multi = MultiLock::of(Mutex::new(client, first)?);
+        for p in rest {
+            multi = multi.and(Mutex::new(client, p)?);
         }
-        let mut sorted: Vec<&str> = paths.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
-        let canceller = Canceller::default();
-        let locks = sorted
-            .into_iter()
-            .map(|p| Ok(Mutex::new(client, p)?.with_canceller(canceller.clone())))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(MultiLock { locks, canceller })
+        Ok(multi)
+    }
+
+    /// A multi-lock of one lock, to which [`and`](MultiLock::and) adds more.
+    pub fn of(lock: impl ExclusiveLock) -> MultiLock {
+        MultiLock {
+            joined: Lock::path(&lock).to_string(),
+            locks: vec![Box::new(lock)],
+            canceller: Canceller::default(),
+        }
+    }
+
+    /// Adds `lock`, of any exclusive type, in its place in the canonical order. A lock at a
+    /// path already in the multi-lock is left out (taking one path twice would wait for
+    /// itself).
+    #[must_use = "and returns the changed multi-lock; the original is consumed"]
+    pub fn and(mut self, lock: impl ExclusiveLock) -> MultiLock {
+        let path = Lock::path(&lock);
+        if let Err(at) = self.locks.binary_search_by(|l| l.path().cmp(path)) {
+            self.locks.insert(at, Box::new(lock));
+            self.joined = self.paths().join(",");
+        }
+        self
     }
 
     /// The paths, in the order they are taken.
     pub fn paths(&self) -> Vec<&str> {
         self.locks.iter().map(|l| l.path()).collect()
     }
+}
 
-    /// Blocks until every lock is held.
-    pub fn acquire(&self) -> Result<MultiLockGuard> {
-        self.lock(Wait::Forever)?.ok_or_else(|| Error::Cancelled {
-            path: self.paths().join(","),
-        })
-    }
+impl Sealed for MultiLock {}
 
-    /// Every lock if each is free now; never waits (and holds nothing on `None`).
-    pub fn try_acquire(&self) -> Result<Option<MultiLockGuard>> {
-        self.lock(Wait::Try)
-    }
+impl Lock for MultiLock {
+    type Guard = MultiLockGuard;
 
-    /// Every lock within `timeout` (one deadline for all), else `Ok(None)` holding none.
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MultiLockGuard>> {
-        self.lock(Wait::timeout(timeout))
-    }
-
-    /// A handle that cancels a blocked acquire from another thread (whatever lock it is
-    /// waiting for).
-    pub fn canceller(&self) -> Canceller {
-        self.canceller.clone()
-    }
-
-    fn lock(&self, wait: Wait) -> Result<Option<MultiLockGuard>> {
-        let mut guards = Vec::with_capacity(self.locks.len());
+    /// Takes each lock in order, all with one deadline and `cancel`.
+    fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<MultiLockGuard>> {
+        let mut parts = Vec::with_capacity(self.locks.len());
         for l in &self.locks {
             if let Wait::Until(d) = wait {
                 if Instant::now() >= d {
-                    return Ok(release_all(guards, None));
+                    return Ok(release_all(parts, None));
                 }
             }
-            match l.hold(wait) {
-                Ok(Some(holding)) => guards.push(MutexGuard { holding }),
-                Ok(None) => return Ok(release_all(guards, None)),
-                Err(e) => return Err(release_all(guards, Some(e)).unwrap_or(Error::Closed)),
+            match l.hold_part(wait, cancel) {
+                Ok(Some(part)) => parts.push(part),
+                Ok(None) => return Ok(release_all(parts, None)),
+                Err(e) => return Err(release_all(parts, Some(e)).unwrap_or(Error::Closed)),
             }
         }
-        Ok(Some(MultiLockGuard { guards }))
+        Ok(Some(MultiLockGuard {
+            parts: Parts::new(parts),
+        }))
+    }
+
+    fn path(&self) -> &str {
+        &self.joined
+    }
+
+    /// Cancels a blocked acquire from another thread, whatever lock it is waiting for.
+    fn canceller(&self) -> Canceller {
+        self.canceller.clone()
     }
 }
 
+lock_api!(MultiLock => MultiLockGuard, "every lock": acquire, try_acquire, acquire_timeout);
+lock_api!(MultiLock: common []);
+
 /// Releases in reverse order; hands back `ret`.
-fn release_all<T>(guards: Vec<MutexGuard>, ret: Option<T>) -> Option<T> {
-    for g in guards.into_iter().rev() {
-        drop(g);
+fn release_all<T>(parts: Vec<Part>, ret: Option<T>) -> Option<T> {
+    for p in parts.into_iter().rev() {
+        drop(p);
     }
     ret
 }
 
 /// Every lock of a [`MultiLock`], held. Dropping it releases them all (in reverse order).
+///
+/// As a [`Guard`] it stands for all its locks: [`is_valid`](MultiLockGuard::is_valid) when
+/// every one is, [`lost`](MultiLockGuard::lost) and
+/// [`revocation`](MultiLockGuard::revocation) fire when any one is lost or asked to let go,
+/// [`confirm`](MultiLockGuard::confirm) proves them all, and [`path`](MultiLockGuard::path)
+/// is their nodes' paths joined by commas ([`paths`](MultiLockGuard::paths) lists them).
+///
+/// # Fencing token
+///
+/// [`token`](MultiLockGuard::token) is the largest of the locks' tokens (their nodes'
+/// creation zxids). It is a valid fencing token for the whole set: a later holder of the
+/// multi-lock (or of any one of its locks) gets a lock only after we released it, so it
+/// created that lock's node after our release, hence after every node of ours; zxids only
+/// grow, so each of its tokens, and its largest one above all, exceeds every one of ours.
+/// A resource that refuses tokens below the highest it has seen therefore refuses a paused
+/// earlier holder of the set. (Per-lock tokens: [`tokens`](MultiLockGuard::tokens).)
 #[must_use = "the locks are released as soon as the guard is dropped"]
-#[derive(Debug)]
 pub struct MultiLockGuard {
-    guards: Vec<MutexGuard>,
+    parts: Parts,
 }
 
+guard_api!(MultiLockGuard, parts);
+
 impl MultiLockGuard {
-    /// Whether every lock is certainly held right now.
-    pub fn is_valid(&self) -> bool {
-        self.guards.iter().all(MutexGuard::is_valid)
-    }
-
-    /// A receiver that gets `()` once any of the locks is lost.
-    #[must_use = "the receiver is the only way to hear the signal"]
-    pub fn lost(&self) -> Receiver<()> {
-        let (tx, rx) = crossbeam_channel::bounded(self.guards.len());
-        for g in &self.guards {
-            g.holding.notify_lost(tx.clone());
-        }
-        rx
-    }
-
-    /// Proves with ZooKeeper's quorum that every lock is still held (see
-    /// [`MutexGuard::confirm`]); the first lock that is not, or the first error.
-    pub fn confirm(&self) -> Result<()> {
-        self.guards.iter().try_for_each(MutexGuard::confirm)
-    }
-
     /// The fencing tokens, one per lock, in the order of [`MultiLock::paths`].
     pub fn tokens(&self) -> Vec<u64> {
-        self.guards.iter().map(MutexGuard::token).collect()
+        self.parts.list.iter().map(|g| g.token()).collect()
     }
 
     /// The lock nodes' paths, in the order of [`MultiLock::paths`].
     pub fn paths(&self) -> Vec<&str> {
-        self.guards.iter().map(MutexGuard::path).collect()
+        self.parts.list.iter().map(|g| g.path()).collect()
     }
 
-    /// The guards themselves, for per-lock details.
-    pub fn guards(&self) -> &[MutexGuard] {
-        &self.guards
+    /// The locks' guards, for per-lock details, in the order of [`MultiLock::paths`]. (Each
+    /// is one of the crate's guards behind [`Guard`]; for a
+    /// [`ReentrantMutex`](crate::ReentrantMutex), its level.)
+    pub fn guards(&self) -> Vec<&dyn Guard> {
+        self.parts
+            .list
+            .iter()
+            .map(|g| g.as_ref() as &dyn Guard)
+            .collect()
     }
+}
 
-    /// Releases every lock (in reverse order) and reports the first error.
-    pub fn release(self) -> Result<()> {
+/// The guards of the locks a [`MultiLockGuard`] holds, in the order they were taken.
+struct Parts {
+    list: Vec<Part>,
+    joined: String,
+}
+
+impl Parts {
+    fn new(list: Vec<Part>) -> Parts {
+        let joined = list.iter().map(|g| g.path()).collect::<Vec<_>>().join(",");
+        Parts { list, joined }
+    }
+}
+
+impl Core for Parts {
+    fn is_valid(&self) -> bool {
+        self.list.iter().all(|g| g.is_valid())
+    }
+    fn notify_lost(&self, tx: &Sender<()>) {
+        self.list.iter().for_each(|g| g.core().notify_lost(tx));
+    }
+    fn notify_revoked(&self, tx: &Sender<()>) {
+        self.list.iter().for_each(|g| g.core().notify_revoked(tx));
+    }
+    fn token(&self) -> u64 {
+        self.list.iter().map(|g| g.token()).max().unwrap_or(0)
+    }
+    fn path(&self) -> &str {
+        &self.joined
+    }
+    /// The first lock that is not held, or the first error.
+    fn confirm(&self) -> Result<()> {
+        self.list.iter().try_for_each(|g| g.confirm())
+    }
+    /// Every lock, in reverse order; the first error.
+    fn release(&self) -> Result<()> {
         let mut first = Ok(());
-        for g in self.guards.into_iter().rev() {
-            let r = g.release();
+        for g in self.list.iter().rev() {
+            let r = g.core().release();
             if first.is_ok() {
                 first = r;
             }
         }
         first
+    }
+}
+
+impl Drop for Parts {
+    /// In reverse order.
+    fn drop(&mut self) {
+        while let Some(g) = self.list.pop() {
+            drop(g);
+        }
     }
 }

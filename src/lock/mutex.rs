@@ -1,9 +1,8 @@
 //! The fair exclusive lock and its guard.
 
-use std::time::Duration;
-
+use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
 
 /// A fair, exclusive, non-re-entrant lock shared by every process that uses the same path.
@@ -44,7 +43,7 @@ impl Mutex {
     /// A lock at `path` (a directory: contenders' nodes are created under it).
     ///
     /// Nothing is sent to ZooKeeper until the first acquire. Fails with
-    /// [`Error::InvalidPath`] for a relative path, a trailing slash, an empty segment or
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a relative path, a trailing slash, an empty segment or
     /// the root.
     pub fn new(client: &Client, path: &str) -> Result<Mutex> {
         queue::check_lock_path(path)?;
@@ -64,55 +63,13 @@ impl Mutex {
         self
     }
 
-    /// The lock's path.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
-    /// Blocks until the lock is held. Fails on cancel ([`Error::Cancelled`]), a closed
-    /// client, or an error from the server; connection trouble and session expiry are
-    /// waited out (a lost session means queueing again).
-    pub fn acquire(&self) -> Result<MutexGuard> {
-        self.lock(Wait::Forever)?.ok_or_else(|| Error::Cancelled {
-            path: self.path.clone(),
-        })
-    }
-
-    /// Takes the lock if nobody holds or waits for it; never waits for the lock. One round
-    /// trip when it succeeds; on `None` nothing is left behind. If ZooKeeper cannot be asked
-    /// within the client's request timeout (connection trouble), it fails with
-    /// [`Error::Timeout`].
-    pub fn try_acquire(&self) -> Result<Option<MutexGuard>> {
-        self.lock(Wait::Try)
-    }
-
-    /// Like [`acquire`](Mutex::acquire), but gives up after `timeout` with `Ok(None)`,
-    /// leaving nothing behind.
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
-        self.lock(Wait::timeout(timeout))
-    }
-
-    /// A handle that cancels this lock's blocked acquires from another thread.
-    pub fn canceller(&self) -> Canceller {
-        self.canceller.clone()
-    }
-
     /// Every contender (holder first, then the waiters in order) with its node's data.
     pub fn participants(&self) -> Result<Vec<Participant>> {
         queue::participants(&self.client, &self.path, Rule::Exclusive)
     }
 
-    pub(crate) fn with_canceller(mut self, canceller: Canceller) -> Mutex {
-        self.canceller = canceller;
-        self
-    }
-
-    fn lock(&self, wait: Wait) -> Result<Option<MutexGuard>> {
-        Ok(self.hold(wait)?.map(|holding| MutexGuard { holding }))
-    }
-
     /// The lock's node, held (for the recipes built on this one).
-    pub(crate) fn hold(&self, wait: Wait) -> Result<Option<Holding>> {
+    pub(crate) fn node(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Holding>> {
         let spec = Spec {
             dir: &self.path,
             marker: names::LOCK,
@@ -120,16 +77,39 @@ impl Mutex {
             data: &self.data,
             dir_data: b"",
         };
-        Ok(queue::acquire(&self.client, &spec, wait, &self.canceller)?
+        Ok(queue::acquire(&self.client, &spec, wait, cancel)?
             .map(|a| Holding::new(&self.client, a, false)))
     }
 }
 
-impl std::fmt::Debug for Mutex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mutex").field("path", &self.path).finish()
+impl Sealed for Mutex {}
+
+impl Lock for Mutex {
+    type Guard = MutexGuard;
+
+    fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<MutexGuard>> {
+        Ok(self
+            .node(wait, cancel)?
+            .map(|holding| MutexGuard { holding }))
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn canceller(&self) -> Canceller {
+        self.canceller.clone()
     }
 }
+
+impl ExclusiveLock for Mutex {
+    fn hold_part(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Part>> {
+        boxed(self, wait, cancel)
+    }
+}
+
+lock_api!(Mutex => MutexGuard, "the lock": acquire, try_acquire, acquire_timeout);
+lock_api!(Mutex: common []);
 
 /// Proof that a [`Mutex`] is held. Dropping it releases the lock.
 ///
@@ -157,4 +137,4 @@ pub struct MutexGuard {
     pub(crate) holding: Holding,
 }
 
-super::guard_api!(MutexGuard);
+guard_api!(MutexGuard);

@@ -2,15 +2,16 @@
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::ThreadId;
-use std::time::Duration;
 
+use crossbeam_channel::Sender;
 use parking_lot::Mutex as PlMutex;
 
-use super::Mutex;
+use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, Part, Sealed};
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::queue::{Canceller, Holding, Participant, Wait};
 
 /// Which threads of this process hold the lock, and how many times.
@@ -58,28 +59,6 @@ impl ReentrantMutex {
         }
     }
 
-    /// The lock's path.
-    pub fn path(&self) -> &str {
-        self.inner.path()
-    }
-
-    /// Blocks until this thread holds the lock (at once if it already does).
-    pub fn acquire(&self) -> Result<ReentrantMutexGuard> {
-        self.lock(Wait::Forever)?.ok_or_else(|| Error::Cancelled {
-            path: self.path().to_string(),
-        })
-    }
-
-    /// Takes the lock if this thread holds it or nobody holds or waits for it.
-    pub fn try_acquire(&self) -> Result<Option<ReentrantMutexGuard>> {
-        self.lock(Wait::Try)
-    }
-
-    /// Like [`acquire`](ReentrantMutex::acquire), giving up after `timeout` with `Ok(None)`.
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<ReentrantMutexGuard>> {
-        self.lock(Wait::timeout(timeout))
-    }
-
     /// Whether the calling thread holds the lock.
     pub fn is_held_by_current_thread(&self) -> bool {
         self.owners
@@ -87,45 +66,69 @@ impl ReentrantMutex {
             .contains_key(&std::thread::current().id())
     }
 
-    /// A handle that cancels this lock's blocked acquires from another thread.
-    pub fn canceller(&self) -> Canceller {
-        self.inner.canceller()
-    }
-
     /// Every contender in queue order.
     pub fn participants(&self) -> Result<Vec<Participant>> {
         self.inner.participants()
     }
 
-    fn lock(&self, wait: Wait) -> Result<Option<ReentrantMutexGuard>> {
+    /// One more level for this thread if it holds the lock, else the lock's node, queued
+    /// for with `cancel`.
+    fn level(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Level>> {
         let me = std::thread::current().id();
-        let guard = |holding: Arc<Holding>| ReentrantMutexGuard {
+        let level = |holding: Arc<Holding>| Level {
             holding,
             owners: self.owners.clone(),
             thread: me,
-            left: std::cell::Cell::new(false),
-            _not_send: PhantomData,
+            left: AtomicBool::new(false),
         };
         if let Some((h, count)) = self.owners.lock().get_mut(&me) {
             *count += 1;
-            return Ok(Some(guard(h.clone())));
+            return Ok(Some(level(h.clone())));
         }
-        let Some(holding) = self.inner.hold(wait)? else {
+        let Some(holding) = self.inner.node(wait, cancel)? else {
             return Ok(None);
         };
         let holding = Arc::new(holding);
         self.owners.lock().insert(me, (holding.clone(), 1));
-        Ok(Some(guard(holding)))
+        Ok(Some(level(holding)))
     }
 }
 
-impl std::fmt::Debug for ReentrantMutex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReentrantMutex")
-            .field("path", &self.path())
-            .finish()
+impl Sealed for ReentrantMutex {}
+
+impl Lock for ReentrantMutex {
+    type Guard = ReentrantMutexGuard;
+
+    /// At once if this thread holds the lock already (one more level); else queues.
+    fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<ReentrantMutexGuard>> {
+        Ok(self.level(wait, cancel)?.map(|level| ReentrantMutexGuard {
+            level,
+            _not_send: PhantomData,
+        }))
+    }
+
+    fn path(&self) -> &str {
+        Lock::path(&self.inner)
+    }
+
+    fn canceller(&self) -> Canceller {
+        Lock::canceller(&self.inner)
     }
 }
+
+/// In a [`MultiLock`](crate::MultiLock) the level is held by the multi-lock's guard, which
+/// is `Send`: it stays counted for the thread that took it, as a guard's would.
+impl ExclusiveLock for ReentrantMutex {
+    fn hold_part(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Part>> {
+        Ok(self
+            .level(wait, cancel)?
+            .map(|level| Box::new(level) as Part))
+    }
+}
+
+lock_api!(ReentrantMutex => ReentrantMutexGuard, "the lock (at once if this thread holds it)":
+    acquire, try_acquire, acquire_timeout);
+lock_api!(ReentrantMutex: common []);
 
 /// One level of a held [`ReentrantMutex`]. The lock is released when the thread's last
 /// guard goes. Validity, loss and the fencing token work as for
@@ -141,72 +144,37 @@ impl std::fmt::Debug for ReentrantMutex {
 /// ```
 #[must_use = "the lock is released as soon as the outermost guard is dropped"]
 pub struct ReentrantMutexGuard {
+    level: Level,
+    _not_send: PhantomData<*const ()>,
+}
+
+guard_api!(ReentrantMutexGuard, level);
+
+impl ReentrantMutexGuard {
+    /// How many guards this thread holds on the lock, this one included.
+    pub fn hold_count(&self) -> usize {
+        self.level
+            .owners
+            .lock()
+            .get(&self.level.thread)
+            .map_or(0, |(_, count)| *count)
+    }
+}
+
+/// One level of a held [`ReentrantMutex`]: what a guard holds (or a
+/// [`MultiLockGuard`](crate::MultiLockGuard) that took the lock).
+pub(crate) struct Level {
     holding: Arc<Holding>,
     owners: Owners,
     thread: ThreadId,
     /// Set once this level has been counted off.
-    left: std::cell::Cell<bool>,
-    _not_send: PhantomData<*const ()>,
+    left: AtomicBool,
 }
 
-impl ReentrantMutexGuard {
-    /// Whether the lock is certainly held right now (see [`MutexGuard::is_valid`](crate::MutexGuard::is_valid)).
-    pub fn is_valid(&self) -> bool {
-        self.holding.is_valid()
-    }
-
-    /// A receiver that gets `()` once the lock is lost (see
-    /// [`MutexGuard::lost`](crate::MutexGuard::lost)).
-    #[must_use = "the receiver is the only way to hear the signal"]
-    pub fn lost(&self) -> crossbeam_channel::Receiver<()> {
-        self.holding.lost()
-    }
-
-    /// The fencing token (the node's creation zxid), the same at every level.
-    pub fn token(&self) -> u64 {
-        self.holding.token()
-    }
-
-    /// The lock node's full path.
-    pub fn path(&self) -> &str {
-        self.holding.path()
-    }
-
-    /// A receiver that fires when someone asks the holder to let go (see
-    /// [`revoke`](crate::revoke)).
-    #[must_use = "the receiver is the only way to hear the signal"]
-    pub fn revocation(&self) -> crossbeam_channel::Receiver<()> {
-        self.holding.revocation()
-    }
-
-    /// Proves with ZooKeeper's quorum that the lock is still held (see
-    /// [`MutexGuard::confirm`](crate::MutexGuard::confirm)).
-    pub fn confirm(&self) -> Result<()> {
-        self.holding.confirm()
-    }
-
-    /// How many guards this thread holds on the lock, this one included.
-    pub fn hold_count(&self) -> usize {
-        self.owners
-            .lock()
-            .get(&self.thread)
-            .map_or(0, |(_, count)| *count)
-    }
-
-    /// Gives up this level. For the outermost guard this releases the lock and reports how
-    /// the delete went (as [`MutexGuard::release`](crate::MutexGuard::release)).
-    pub fn release(self) -> Result<()> {
-        let outermost = self.leave();
-        if outermost {
-            self.holding.release()
-        } else {
-            Ok(())
-        }
-    }
-
+impl Level {
     /// Counts this level off (once); true when it was the last one.
     fn leave(&self) -> bool {
-        if self.left.replace(true) {
+        if self.left.swap(true, Ordering::SeqCst) {
             return false;
         }
         let mut owners = self.owners.lock();
@@ -225,7 +193,38 @@ impl ReentrantMutexGuard {
     }
 }
 
-impl Drop for ReentrantMutexGuard {
+impl Core for Level {
+    fn is_valid(&self) -> bool {
+        self.holding.is_valid()
+    }
+    fn notify_lost(&self, tx: &Sender<()>) {
+        self.holding.notify_lost(tx.clone());
+    }
+    fn notify_revoked(&self, tx: &Sender<()>) {
+        self.holding.notify_revoked(tx.clone());
+    }
+    /// The same at every level.
+    fn token(&self) -> u64 {
+        self.holding.token()
+    }
+    fn path(&self) -> &str {
+        self.holding.path()
+    }
+    fn confirm(&self) -> Result<()> {
+        self.holding.confirm()
+    }
+    /// Gives up this level; for the outermost one this releases the lock and reports how
+    /// the delete went.
+    fn release(&self) -> Result<()> {
+        if self.leave() {
+            self.holding.release()
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for Level {
     fn drop(&mut self) {
         // The node goes when the last `Arc<Holding>` (this one, once the outermost level
         // has been counted off) drops.
@@ -233,11 +232,21 @@ impl Drop for ReentrantMutexGuard {
     }
 }
 
-impl std::fmt::Debug for ReentrantMutexGuard {
+// A level inside a `MultiLockGuard` is one of its parts.
+impl Sealed for Level {}
+
+impl Guard for Level {
+    fn core(&self) -> &dyn Core {
+        self
+    }
+}
+
+impl std::fmt::Debug for Level {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReentrantMutexGuard")
-            .field("path", &self.holding.path())
-            .field("token", &self.holding.token())
+        f.debug_struct("ReentrantMutexLevel")
+            .field("path", &Core::path(self))
+            .field("token", &Core::token(self))
+            .field("valid", &Core::is_valid(self))
             .finish()
     }
 }

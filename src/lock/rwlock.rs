@@ -1,9 +1,8 @@
 //! The read/write lock and its two guards.
 
-use std::time::Duration;
-
+use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
 
 /// A fair read/write lock: many readers at once, or one writer.
@@ -21,6 +20,11 @@ use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wai
 /// `_c_<uuid>-__WRIT__<seq>`), so both libraries share a lock. Neither lock is re-entrant,
 /// and a reader cannot upgrade to a writer (it would wait for itself).
 ///
+/// Each side is a lock of its own too, as Curator's `readLock()` and `writeLock()` are:
+/// [`read_lock`](RwLock::read_lock) and [`write_lock`](RwLock::write_lock) implement
+/// [`Lock`], and the write side can go into a [`MultiLock`](crate::MultiLock). Both share
+/// this lock's path, data and canceller.
+///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
 /// let client = zkguard::Client::connect("127.0.0.1:2181")?;
@@ -33,97 +37,21 @@ use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wai
 /// ```
 #[derive(Clone)]
 pub struct RwLock {
+    read: ReadLock,
+    write: WriteLock,
+}
+
+/// What both sides of an [`RwLock`] share.
+#[derive(Clone)]
+struct Side {
     client: Client,
     path: String,
     data: Vec<u8>,
     canceller: Canceller,
 }
 
-impl RwLock {
-    /// A read/write lock at `path`. Nothing is sent until the first acquire; a bad path is
-    /// an [`Error::InvalidPath`] naming it.
-    pub fn new(client: &Client, path: &str) -> Result<RwLock> {
-        queue::check_lock_path(path)?;
-        Ok(RwLock {
-            client: client.clone(),
-            path: path.to_string(),
-            data: names::default_data(),
-            canceller: Canceller::default(),
-        })
-    }
-
-    /// Sets the data stored in this contender's nodes (default: host name and process id).
-    #[must_use = "with_data returns the changed lock; the original is consumed"]
-    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> RwLock {
-        self.data = data.into();
-        self
-    }
-
-    /// The lock's path.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
-    /// Blocks until a read lock is held.
-    pub fn read(&self) -> Result<ReadGuard> {
-        self.hold(true, Wait::Forever)?
-            .map(|holding| ReadGuard { holding })
-            .ok_or_else(|| self.cancelled())
-    }
-
-    /// A read lock if no writer holds or waits; never waits.
-    pub fn try_read(&self) -> Result<Option<ReadGuard>> {
-        Ok(self
-            .hold(true, Wait::Try)?
-            .map(|holding| ReadGuard { holding }))
-    }
-
-    /// A read lock within `timeout`, else `Ok(None)` with nothing left behind.
-    pub fn read_timeout(&self, timeout: Duration) -> Result<Option<ReadGuard>> {
-        Ok(self
-            .hold(true, Wait::timeout(timeout))?
-            .map(|holding| ReadGuard { holding }))
-    }
-
-    /// Blocks until the write lock is held.
-    pub fn write(&self) -> Result<WriteGuard> {
-        self.hold(false, Wait::Forever)?
-            .map(|holding| WriteGuard { holding })
-            .ok_or_else(|| self.cancelled())
-    }
-
-    /// The write lock if nobody holds or waits; never waits.
-    pub fn try_write(&self) -> Result<Option<WriteGuard>> {
-        Ok(self
-            .hold(false, Wait::Try)?
-            .map(|holding| WriteGuard { holding }))
-    }
-
-    /// The write lock within `timeout`, else `Ok(None)` with nothing left behind.
-    pub fn write_timeout(&self, timeout: Duration) -> Result<Option<WriteGuard>> {
-        Ok(self
-            .hold(false, Wait::timeout(timeout))?
-            .map(|holding| WriteGuard { holding }))
-    }
-
-    /// A handle that cancels this lock's blocked acquires (read and write) from another
-    /// thread.
-    pub fn canceller(&self) -> Canceller {
-        self.canceller.clone()
-    }
-
-    /// Every contender, readers and writers, in queue order.
-    pub fn participants(&self) -> Result<Vec<Participant>> {
-        queue::participants(&self.client, &self.path, Rule::ReadWrite)
-    }
-
-    fn cancelled(&self) -> Error {
-        Error::Cancelled {
-            path: self.path.clone(),
-        }
-    }
-
-    fn hold(&self, read: bool, wait: Wait) -> Result<Option<Holding>> {
+impl Side {
+    fn hold(&self, read: bool, wait: Wait, cancel: &Canceller) -> Result<Option<Holding>> {
         let spec = Spec {
             dir: &self.path,
             marker: if read { names::READ } else { names::WRITE },
@@ -131,14 +59,107 @@ impl RwLock {
             data: &self.data,
             dir_data: b"",
         };
-        Ok(queue::acquire(&self.client, &spec, wait, &self.canceller)?
+        Ok(queue::acquire(&self.client, &spec, wait, cancel)?
             .map(|a| Holding::new(&self.client, a, false)))
     }
 }
 
-impl std::fmt::Debug for RwLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RwLock").field("path", &self.path).finish()
+impl RwLock {
+    /// A read/write lock at `path`. Nothing is sent until the first acquire; a bad path is
+    /// an [`Error::InvalidPath`](crate::Error::InvalidPath) naming it.
+    pub fn new(client: &Client, path: &str) -> Result<RwLock> {
+        queue::check_lock_path(path)?;
+        let side = Side {
+            client: client.clone(),
+            path: path.to_string(),
+            data: names::default_data(),
+            canceller: Canceller::default(),
+        };
+        Ok(RwLock {
+            read: ReadLock { side: side.clone() },
+            write: WriteLock { side },
+        })
+    }
+
+    /// Sets the data stored in this contender's nodes (default: host name and process id).
+    #[must_use = "with_data returns the changed lock; the original is consumed"]
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> RwLock {
+        self.write.side.data = data.into();
+        self.read.side.data.clone_from(&self.write.side.data);
+        self
+    }
+
+    /// The read side, a [`Lock`] of its own (Curator's `readLock()`).
+    pub fn read_lock(&self) -> &ReadLock {
+        &self.read
+    }
+
+    /// The write side, a [`Lock`] of its own (Curator's `writeLock()`), exclusive: clone it
+    /// into a [`MultiLock`](crate::MultiLock).
+    pub fn write_lock(&self) -> &WriteLock {
+        &self.write
+    }
+
+    /// Every contender, readers and writers, in queue order.
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        let side = &self.write.side;
+        queue::participants(&side.client, &side.path, Rule::ReadWrite)
+    }
+}
+
+lock_api!(RwLock.read => ReadGuard, "a read lock": read, try_read, read_timeout);
+lock_api!(RwLock.write => WriteGuard, "the write lock": write, try_write, write_timeout);
+lock_api!(RwLock.write: common []);
+
+/// The read side of an [`RwLock`] ([`RwLock::read_lock`]): as a [`Lock`], its acquires
+/// are the lock's `read`, `try_read` and `read_timeout`.
+#[derive(Clone)]
+pub struct ReadLock {
+    side: Side,
+}
+
+/// The write side of an [`RwLock`] ([`RwLock::write_lock`]): as a [`Lock`], its acquires
+/// are the lock's `write`, `try_write` and `write_timeout`. It is an [`ExclusiveLock`], so it
+/// can be part of a [`MultiLock`](crate::MultiLock).
+#[derive(Clone)]
+pub struct WriteLock {
+    side: Side,
+}
+
+/// The [`Lock`] impl of one side, and the same methods inherent.
+macro_rules! side {
+    ($lock:ident => $guard:ident, $read:literal) => {
+        impl Sealed for $lock {}
+
+        impl Lock for $lock {
+            type Guard = $guard;
+
+            fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<$guard>> {
+                Ok(self
+                    .side
+                    .hold($read, wait, cancel)?
+                    .map(|holding| $guard { holding }))
+            }
+
+            fn path(&self) -> &str {
+                &self.side.path
+            }
+
+            fn canceller(&self) -> Canceller {
+                self.side.canceller.clone()
+            }
+        }
+
+        lock_api!($lock => $guard, "it": acquire, try_acquire, acquire_timeout);
+        lock_api!($lock: common []);
+    };
+}
+side!(ReadLock => ReadGuard, true);
+side!(WriteLock => WriteGuard, false);
+
+impl ExclusiveLock for WriteLock {
+    fn hold_part(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Part>> {
+        boxed(self, wait, cancel)
     }
 }
 
@@ -149,7 +170,7 @@ pub struct ReadGuard {
     holding: Holding,
 }
 
-super::guard_api!(ReadGuard);
+guard_api!(ReadGuard);
 
 /// The held write lock of an [`RwLock`]; dropping it releases it. Validity, loss and the
 /// fencing token work as for [`MutexGuard`](crate::MutexGuard).
@@ -158,4 +179,4 @@ pub struct WriteGuard {
     holding: Holding,
 }
 
-super::guard_api!(WriteGuard);
+guard_api!(WriteGuard);

@@ -1,10 +1,9 @@
 //! The counting semaphore and its permit, on Apache Curator's `InterProcessSemaphoreV2`
 //! protocol.
 
-use std::time::Duration;
-
 use crossbeam_channel::{select, Receiver};
 
+use super::{guard_api, lock_api, Lock, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{
@@ -53,6 +52,10 @@ use crate::{EventType, SessionEvent, WatchedEvent};
 /// A `Semaphore` pointed at a path that holds anything but `locks` and `leases` (another
 /// recipe's nodes, or the lease nodes of earlier zkguard builds, which sat directly under
 /// the path) fails with [`Error::ForeignNode`] naming the node, and writes nothing there.
+///
+/// A `try_acquire` that finds another contender taking a free permit at that moment (it
+/// holds the internal lock for a round trip or two) waits for it to finish, up to the
+/// client's request timeout; it says no at once only when no permit is free.
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
@@ -190,56 +193,9 @@ impl Semaphore {
         self
     }
 
-    /// The semaphore's path.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
     /// The number of permits.
     pub fn permits(&self) -> u32 {
         self.permits
-    }
-
-    /// Blocks until a permit is held.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Cancelled`] after [`Canceller::cancel`], [`Error::Closed`] if the client is
-    /// closed, [`Error::ForeignNode`] if the semaphore's directories hold foreign nodes.
-    /// Connection trouble and session changes are waited out (the acquire starts over in a
-    /// new session).
-    pub fn acquire(&self) -> Result<Permit> {
-        self.hold(Wait::Forever)?.ok_or_else(|| Error::Cancelled {
-            path: self.path.clone(),
-        })
-    }
-
-    /// A permit if one is free and nobody waits for one; never waits for a permit.
-    ///
-    /// If another contender is taking a free permit at that moment (it holds the internal
-    /// lock for a round trip or two), this waits for it to finish, up to the client's
-    /// request timeout.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Semaphore::acquire), and [`Error::Timeout`] if ZooKeeper could not be
-    /// asked within the request timeout.
-    pub fn try_acquire(&self) -> Result<Option<Permit>> {
-        self.hold(Wait::Try)
-    }
-
-    /// A permit within `timeout`, else `Ok(None)` with nothing left behind.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Semaphore::acquire).
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Permit>> {
-        self.hold(Wait::timeout(timeout))
-    }
-
-    /// A handle that cancels this semaphore's blocked acquires from another thread.
-    pub fn canceller(&self) -> Canceller {
-        self.canceller.clone()
     }
 
     /// The lease holders in lease order, Curator's too (the first `permits` leases hold a
@@ -262,11 +218,11 @@ impl Semaphore {
         Ok(out)
     }
 
-    fn hold(&self, wait: Wait) -> Result<Option<Permit>> {
-        let cancel = self.canceller.register();
+    fn permit(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Permit>> {
+        let cancel = canceller.register();
         let events = SessionEvents::new(&self.client);
         loop {
-            let Some(mut lock) = self.internal_lock(wait)? else {
+            let Some(mut lock) = self.internal_lock(wait, canceller)? else {
                 return Ok(None);
             };
             match self.lease(&mut lock, wait, &cancel.rx, &events.rx) {
@@ -290,7 +246,7 @@ impl Semaphore {
     /// Takes the internal lock. A try that finds it taken says no at once only if no
     /// permit is free (the holder waits for one); else the holder is taking a free permit
     /// and lets go within a round trip or two, so the try waits for it, briefly.
-    fn internal_lock(&self, wait: Wait) -> Result<Option<InternalLock>> {
+    fn internal_lock(&self, wait: Wait, cancel: &Canceller) -> Result<Option<InternalLock>> {
         let spec = Spec {
             dir: &self.locks,
             marker: names::LOCK,
@@ -299,14 +255,14 @@ impl Semaphore {
             dir_data: b"",
         };
         let got = match wait {
-            Wait::Try => match queue::acquire(&self.client, &spec, Wait::Try, &self.canceller) {
+            Wait::Try => match queue::acquire(&self.client, &spec, Wait::Try, cancel) {
                 Ok(None) if self.leases_now()? < self.permits as usize => {
                     let brief = Wait::timeout(self.client.timeout());
-                    queue::acquire(&self.client, &spec, brief, &self.canceller)
+                    queue::acquire(&self.client, &spec, brief, cancel)
                 }
                 r => r,
             },
-            _ => queue::acquire(&self.client, &spec, wait, &self.canceller),
+            _ => queue::acquire(&self.client, &spec, wait, cancel),
         }
         .map_err(|e| self.own_error(e))?;
         Ok(got.map(|node| InternalLock {
@@ -499,14 +455,26 @@ impl Drop for InternalLock {
     }
 }
 
-impl std::fmt::Debug for Semaphore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("path", &self.path)
-            .field("permits", &self.permits)
-            .finish()
+impl Sealed for Semaphore {}
+
+impl Lock for Semaphore {
+    type Guard = Permit;
+
+    fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Permit>> {
+        self.permit(wait, cancel)
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn canceller(&self) -> Canceller {
+        self.canceller.clone()
     }
 }
+
+lock_api!(Semaphore => Permit, "a permit": acquire, try_acquire, acquire_timeout);
+lock_api!(Semaphore: common [permits]);
 
 /// One held permit of a [`Semaphore`]; dropping it gives the permit back. Validity, loss
 /// and the fencing token work as for [`MutexGuard`](crate::MutexGuard).
@@ -515,4 +483,4 @@ pub struct Permit {
     holding: Holding,
 }
 
-super::guard_api!(Permit);
+guard_api!(Permit);

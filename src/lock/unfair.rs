@@ -1,7 +1,6 @@
 //! The unfair single-node lock and its guard.
 
-use std::time::Duration;
-
+use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{self, Canceller, Holding, Wait};
@@ -44,34 +43,6 @@ impl UnfairMutex {
         })
     }
 
-    /// The lock node's path.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
-    /// Blocks until the lock is held.
-    pub fn acquire(&self) -> Result<UnfairMutexGuard> {
-        self.lock(Wait::Forever)?.ok_or_else(|| Error::Cancelled {
-            path: self.path.clone(),
-        })
-    }
-
-    /// One create: the lock if nobody holds it. If ZooKeeper cannot be asked within the
-    /// client's request timeout (connection trouble), it fails with [`Error::Timeout`].
-    pub fn try_acquire(&self) -> Result<Option<UnfairMutexGuard>> {
-        self.lock(Wait::Try)
-    }
-
-    /// Like [`acquire`](UnfairMutex::acquire), giving up after `timeout` with `Ok(None)`.
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<UnfairMutexGuard>> {
-        self.lock(Wait::timeout(timeout))
-    }
-
-    /// A handle that cancels this lock's blocked acquires from another thread.
-    pub fn canceller(&self) -> Canceller {
-        self.canceller.clone()
-    }
-
     /// The current holder's owner id (the node's data), if the lock is held.
     pub fn holder(&self) -> Result<Option<Vec<u8>>> {
         match self.client.get_data(&self.path) {
@@ -80,29 +51,39 @@ impl UnfairMutex {
             Err(e) => Err(e),
         }
     }
+}
 
-    fn lock(&self, wait: Wait) -> Result<Option<UnfairMutexGuard>> {
+impl Sealed for UnfairMutex {}
+
+impl Lock for UnfairMutex {
+    type Guard = UnfairMutexGuard;
+
+    fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<UnfairMutexGuard>> {
         let id = uuid::Uuid::new_v4().to_string();
-        let acquired = queue::single(
-            &self.client,
-            &self.path,
-            id.as_bytes(),
-            wait,
-            &self.canceller,
-        )?;
+        let acquired = queue::single(&self.client, &self.path, id.as_bytes(), wait, cancel)?;
         Ok(acquired.map(|a| UnfairMutexGuard {
             holding: Holding::new(&self.client, a, true),
         }))
     }
-}
 
-impl std::fmt::Debug for UnfairMutex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UnfairMutex")
-            .field("path", &self.path)
-            .finish()
+    /// The lock node's path.
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn canceller(&self) -> Canceller {
+        self.canceller.clone()
     }
 }
+
+impl ExclusiveLock for UnfairMutex {
+    fn hold_part(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Part>> {
+        boxed(self, wait, cancel)
+    }
+}
+
+lock_api!(UnfairMutex => UnfairMutexGuard, "the lock": acquire, try_acquire, acquire_timeout);
+lock_api!(UnfairMutex: common []);
 
 /// A held [`UnfairMutex`]; dropping it deletes the node if it is still ours. Validity, loss
 /// and the fencing token work as for [`MutexGuard`](crate::MutexGuard).
@@ -111,4 +92,4 @@ pub struct UnfairMutexGuard {
     holding: Holding,
 }
 
-super::guard_api!(UnfairMutexGuard);
+guard_api!(UnfairMutexGuard);

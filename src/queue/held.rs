@@ -216,10 +216,9 @@ impl Holding {
         self.state.lost.notify(tx);
     }
 
-    pub(crate) fn revocation(&self) -> Receiver<()> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
+    /// `tx` gets `()` once someone asks the holder to let go.
+    pub(crate) fn notify_revoked(&self, tx: Sender<()>) {
         self.state.revoked.notify(tx);
-        rx
     }
 
     /// Proves that the node is still ours at this instant. One round trip: a read of our

@@ -49,9 +49,11 @@ pub(crate) struct Spec<'a> {
     pub dir_data: &'a [u8],
 }
 
-/// How long an acquire may wait.
+/// How long an acquire may wait. (`pub` only to appear in `Lock`'s hidden method; the
+/// module is private.)
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Wait {
+pub enum Wait {
     /// Not at all: take it now or leave nothing behind.
     Try,
     /// Until this instant.

@@ -1,0 +1,432 @@
+//! What every lock and every guard can do, written once: the [`Lock`] and [`Guard`] traits,
+//! the [`ExclusiveLock`] marker, and the macros that give each type the same methods as
+//! inherent ones (so callers need no import).
+
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::error::{Error, Result};
+use crate::queue::Canceller;
+
+pub(crate) use sealed::{Core, Part, Sealed, Wait};
+
+/// The sealed pattern: public items in a private module, so nobody outside the crate can
+/// implement the traits or name what their hidden methods take.
+mod sealed {
+    use crossbeam_channel::Sender;
+
+    use crate::error::Result;
+
+    /// Implemented by the crate's locks and guards only.
+    pub trait Sealed {}
+
+    /// How long an acquire may wait (crate-internal; named only by the hidden method).
+    #[doc(hidden)]
+    pub type Wait = crate::queue::Wait;
+
+    /// One lock of a [`MultiLock`](crate::MultiLock), held: its guard, boxed.
+    #[doc(hidden)]
+    pub type Part = Box<dyn super::Guard + Send + Sync>;
+
+    /// The node (or nodes) a guard holds; every [`Guard`](super::Guard) method reads it.
+    #[doc(hidden)]
+    pub trait Core {
+        fn is_valid(&self) -> bool;
+        /// `tx` gets `()` once the lock is lost (once per node).
+        fn notify_lost(&self, tx: &Sender<()>);
+        /// `tx` gets `()` once a holder is asked to let go (once per node).
+        fn notify_revoked(&self, tx: &Sender<()>);
+        fn token(&self) -> u64;
+        fn path(&self) -> &str;
+        fn confirm(&self) -> Result<()>;
+        /// Lets go and reports how it went; dropping the guard afterwards does nothing more.
+        fn release(&self) -> Result<()>;
+    }
+}
+
+/// A lock of this crate: [`Mutex`](crate::Mutex), [`ReentrantMutex`](crate::ReentrantMutex),
+/// [`UnfairMutex`](crate::UnfairMutex), the two sides of an [`RwLock`](crate::RwLock)
+/// ([`ReadLock`](crate::ReadLock), [`WriteLock`](crate::WriteLock)),
+/// [`Semaphore`](crate::Semaphore), [`MultiLock`](crate::MultiLock) and
+/// [`LeaderElection`](crate::LeaderElection). Sealed: only this crate implements it.
+///
+/// Every lock type also has these methods as inherent ones (an `RwLock` as
+/// `read`/`write`…, a `LeaderElection` as `lead`…), so plain use needs no import; the trait
+/// is for code that works with any lock, as Curator's `InterProcessLock` is.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zkguard::{Guard, Lock};
+///
+/// /// Runs `job` under any lock, giving up after a minute.
+/// fn exclusively<L: Lock>(lock: &L, job: impl FnOnce(u64)) -> zkguard::Result<bool> {
+///     match lock.acquire_timeout(Duration::from_secs(60))? {
+///         Some(guard) => {
+///             job(guard.token()); // the resource refuses writes with older tokens
+///             guard.release()?;
+///             Ok(true)
+///         }
+///         None => Ok(false),
+///     }
+/// }
+///
+/// # fn main() -> zkguard::Result<()> {
+/// let client = zkguard::Client::connect("127.0.0.1:2181")?;
+/// exclusively(&zkguard::Mutex::new(&client, "/locks/a")?, |_| {})?;
+/// exclusively(zkguard::RwLock::new(&client, "/locks/b")?.write_lock(), |_| {})?;
+/// exclusively(&zkguard::Semaphore::new(&client, "/semaphores/c", 2)?, |_| {})?;
+/// # Ok(()) }
+/// ```
+pub trait Lock: Sealed {
+    /// What an acquire returns: proof that the lock is held, released on drop.
+    type Guard: Guard;
+
+    /// Takes the lock, waiting as `wait` says, cancelled by `cancel`. The one method each
+    /// lock writes; everything else is built on it.
+    #[doc(hidden)]
+    fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Self::Guard>>;
+
+    /// The lock's path (a [`MultiLock`](crate::MultiLock)'s: its paths, joined by commas).
+    fn path(&self) -> &str;
+
+    /// A handle that cancels this lock's blocked acquires from another thread.
+    fn canceller(&self) -> Canceller;
+
+    /// Blocks until the lock is held. Connection trouble and session expiry are waited out
+    /// (a lost session means queueing again).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cancelled`] after [`Canceller::cancel`], [`Error::Closed`] if the client is
+    /// closed, and errors the server answers with (such as [`Error::ForeignNode`] for a
+    /// node no lock recipe made in the lock's directory).
+    fn acquire(&self) -> Result<Self::Guard> {
+        self.hold(Wait::Forever, &self.canceller())?
+            .ok_or_else(|| Error::Cancelled {
+                path: self.path().to_string(),
+            })
+    }
+
+    /// Takes the lock if nobody holds or waits for it; never waits for the lock. On `None`
+    /// nothing is left behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Lock::acquire), and [`Error::Timeout`] if ZooKeeper cannot be asked
+    /// within the client's request timeout (connection trouble).
+    fn try_acquire(&self) -> Result<Option<Self::Guard>> {
+        self.hold(Wait::Try, &self.canceller())
+    }
+
+    /// Like [`acquire`](Lock::acquire), but gives up after `timeout` with `Ok(None)`,
+    /// leaving nothing behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Lock::acquire).
+    fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Self::Guard>> {
+        self.hold(Wait::timeout(timeout), &self.canceller())
+    }
+}
+
+/// A lock that one holder at a time can hold: [`Mutex`](crate::Mutex),
+/// [`ReentrantMutex`](crate::ReentrantMutex), [`UnfairMutex`](crate::UnfairMutex) and
+/// [`WriteLock`](crate::WriteLock) (an [`RwLock`](crate::RwLock)'s write side). These can be
+/// combined, in any mix, into a [`MultiLock`](crate::MultiLock) with
+/// [`MultiLock::of`](crate::MultiLock::of).
+///
+/// ```no_run
+/// # fn main() -> zkguard::Result<()> {
+/// let client = zkguard::Client::connect("127.0.0.1:2181")?;
+/// let catalog = zkguard::RwLock::new(&client, "/locks/catalog")?;
+/// let both = zkguard::MultiLock::of(zkguard::Mutex::new(&client, "/locks/orders")?)
+///     .and(catalog.write_lock().clone());
+/// let _guard = both.acquire()?; // the orders mutex and the catalog's write lock
+/// # Ok(()) }
+/// ```
+pub trait ExclusiveLock: Lock + Clone + Send + Sync + 'static {
+    /// Takes the lock for a [`MultiLock`](crate::MultiLock): its guard, boxed and `Send`.
+    #[doc(hidden)]
+    fn hold_part(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Part>>;
+}
+
+/// [`ExclusiveLock::hold_part`] for a lock whose guard is `Send` already.
+pub(crate) fn boxed<L: Lock>(lock: &L, wait: Wait, cancel: &Canceller) -> Result<Option<Part>>
+where
+    L::Guard: Send + Sync + 'static,
+{
+    Ok(lock.hold(wait, cancel)?.map(|g| Box::new(g) as Part))
+}
+
+/// What every guard can say and do, the same for each: [`MutexGuard`](crate::MutexGuard),
+/// [`ReentrantMutexGuard`](crate::ReentrantMutexGuard),
+/// [`UnfairMutexGuard`](crate::UnfairMutexGuard), [`ReadGuard`](crate::ReadGuard),
+/// [`WriteGuard`](crate::WriteGuard), [`Permit`](crate::Permit),
+/// [`MultiLockGuard`](crate::MultiLockGuard) and [`Leadership`](crate::Leadership). Sealed:
+/// only this crate implements it. Every guard has these methods as inherent ones too.
+///
+/// ```no_run
+/// use zkguard::Guard;
+///
+/// /// Works while the guard holds; stops when the lock is lost or its holder is asked to
+/// /// let go.
+/// fn work_while_held(guard: impl Guard, jobs: crossbeam_channel::Receiver<String>) {
+///     let (lost, revoked) = (guard.lost(), guard.revocation());
+///     loop {
+///         crossbeam_channel::select! {
+///             recv(lost) -> _ => return,             // someone else may hold it soon
+///             recv(revoked) -> _ => break,           // asked to let go: release below
+///             recv(jobs) -> job => {
+///                 if !guard.is_valid() { continue; } // disconnected right now
+///                 println!("{job:?} with fencing token {}", guard.token());
+///             }
+///         }
+///     }
+///     let _ = guard.release();
+/// }
+/// ```
+pub trait Guard: Sealed + std::fmt::Debug {
+    /// The node (or nodes) held.
+    #[doc(hidden)]
+    fn core(&self) -> &dyn Core;
+
+    /// Whether the lock is held right now, as far as this process can know without
+    /// asking ZooKeeper: the session that created the node is connected, has had a request
+    /// answered within the last two thirds of its timeout, and the lock was not lost.
+    /// Computed at the call from the monotonic clock, so a process resumed after a pause
+    /// longer than that gets `false` at once, before the client's thread has run. False
+    /// while disconnected or unanswered (the session may still be alive; it turns true again
+    /// if the client gets back in time) and for good once lost.
+    ///
+    /// This is local detection. It is enough when the session timeout is well above the
+    /// ensemble's `syncLimit × tickTime`: a server cut off from its quorum keeps answering
+    /// pings until it notices (up to that long), while the others count the session's
+    /// timeout from the cut. Below that, call [`confirm`](Guard::confirm) before acting.
+    /// (`lost()` counts from the last answer, so in that case it can fire up to
+    /// `syncLimit × tickTime` late.)
+    fn is_valid(&self) -> bool {
+        self.core().is_valid()
+    }
+
+    /// A receiver that gets `()` once the lock is lost (at once if it already is): the
+    /// session expired (counted by the client itself, so known even with no server
+    /// reachable), the client was closed, or the node was deleted by someone else (the
+    /// guard keeps a watch on its node from acquire to release, armed again after every
+    /// data change and reconnect). Meant for `select!` beside the work.
+    #[must_use = "the receiver is the only way to hear the signal"]
+    fn lost(&self) -> Receiver<()> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.core().notify_lost(&tx);
+        rx
+    }
+
+    /// The fencing token: the node's creation zxid. It is larger for every later holder of
+    /// any lock in the ensemble. Send it with each write to the protected resource and have
+    /// the resource refuse tokens lower than the highest seen: a holder paused past its
+    /// session's expiry is then stopped by the resource.
+    fn token(&self) -> u64 {
+        self.core().token()
+    }
+
+    /// The full path of the node this guard holds.
+    fn path(&self) -> &str {
+        self.core().path()
+    }
+
+    /// A receiver that gets `()` when someone asks this holder to let go (see
+    /// [`revoke`](crate::revoke), compatible with Curator's `Revoker`: the node's data set
+    /// to exactly `__REVOKE__`; other writes are not requests). Letting go is up to the
+    /// holder.
+    #[must_use = "the receiver is the only way to hear the signal"]
+    fn revocation(&self) -> Receiver<()> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.core().notify_revoked(&tx);
+        rx
+    }
+
+    /// Proves, with ZooKeeper's quorum, that the lock is still ours at this instant (one
+    /// round trip: a read of our node and a write that changes nothing).
+    /// [`Error::LockLost`] if it is not (the node is gone or replaced, or its session ended;
+    /// the guard is lost from then on); a connection error or timeout if ZooKeeper cannot be
+    /// asked. Never a false yes. ([`Leadership`](crate::Leadership) says
+    /// [`Error::NotLeader`] where a lock's guard says [`Error::LockLost`].)
+    ///
+    /// Use it before an action that must not run twice when the session timeout is not
+    /// comfortably above the ensemble's `syncLimit × tickTime` (see
+    /// [`is_valid`](Guard::is_valid)).
+    fn confirm(&self) -> Result<()> {
+        self.core().confirm()
+    }
+
+    /// Releases and reports how the delete went: [`Error::LockLost`] if the lock had already
+    /// been lost; on a connection error the delete is retried in the background (dropping
+    /// the guard does the same, quietly). For a [`Leadership`](crate::Leadership) this is
+    /// resigning ([`Error::NotLeader`] if it was lost); for a
+    /// [`ReentrantMutexGuard`](crate::ReentrantMutexGuard), giving up one level (the lock is
+    /// released with the outermost); for a [`MultiLockGuard`](crate::MultiLockGuard), every
+    /// lock in reverse order, reporting the first error.
+    fn release(self) -> Result<()>
+    where
+        Self: Sized,
+    {
+        self.core().release()
+    }
+}
+
+impl Core for crate::queue::Holding {
+    fn is_valid(&self) -> bool {
+        crate::queue::Holding::is_valid(self)
+    }
+    fn notify_lost(&self, tx: &Sender<()>) {
+        crate::queue::Holding::notify_lost(self, tx.clone());
+    }
+    fn notify_revoked(&self, tx: &Sender<()>) {
+        crate::queue::Holding::notify_revoked(self, tx.clone());
+    }
+    fn token(&self) -> u64 {
+        crate::queue::Holding::token(self)
+    }
+    fn path(&self) -> &str {
+        crate::queue::Holding::path(self)
+    }
+    fn confirm(&self) -> Result<()> {
+        crate::queue::Holding::confirm(self)
+    }
+    fn release(&self) -> Result<()> {
+        crate::queue::Holding::release(self)
+    }
+}
+
+/// The inherent methods of a lock: one-line delegations to [`Lock`], so callers need no
+/// import. `lock_api!(Mutex => MutexGuard, "the lock": acquire, try_acquire,
+/// acquire_timeout)` gives the acquire trio under those names; `lock_api!(RwLock.read => …)`
+/// the trio of the view in field `read`. `lock_api!(Mutex: common [fields])` gives `path`,
+/// `canceller` and a `Debug` showing the path and the fields listed.
+macro_rules! lock_api {
+    ($lock:ident $(.$view:ident)? => $guard:ty, $what:literal:
+        $acquire:ident, $try_acquire:ident, $acquire_timeout:ident) => {
+        impl $lock {
+            #[doc = concat!("Blocks until ", $what, " is held; see [`Lock::acquire`](crate::Lock::acquire).")]
+            pub fn $acquire(&self) -> $crate::Result<$guard> {
+                $crate::Lock::acquire(&(*self)$(.$view)?)
+            }
+
+            #[doc = concat!(
+                "Takes ", $what, " if it is free and nobody waits for it, never waiting for it; ",
+                "see [`Lock::try_acquire`](crate::Lock::try_acquire)."
+            )]
+            pub fn $try_acquire(&self) -> $crate::Result<Option<$guard>> {
+                $crate::Lock::try_acquire(&(*self)$(.$view)?)
+            }
+
+            #[doc = concat!(
+                "Takes ", $what, " within `timeout`, else `Ok(None)` with nothing left behind; ",
+                "see [`Lock::acquire_timeout`](crate::Lock::acquire_timeout)."
+            )]
+            pub fn $acquire_timeout(
+                &self,
+                timeout: std::time::Duration,
+            ) -> $crate::Result<Option<$guard>> {
+                $crate::Lock::acquire_timeout(&(*self)$(.$view)?, timeout)
+            }
+        }
+    };
+    ($lock:ident $(.$view:ident)?: common [$($field:ident),*]) => {
+        impl $lock {
+            /// The lock's path.
+            pub fn path(&self) -> &str {
+                $crate::Lock::path(&(*self)$(.$view)?)
+            }
+
+            /// A handle that cancels this lock's blocked acquires from another thread.
+            pub fn canceller(&self) -> $crate::Canceller {
+                $crate::Lock::canceller(&(*self)$(.$view)?)
+            }
+        }
+
+        impl std::fmt::Debug for $lock {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($lock))
+                    .field("path", &self.path())
+                    $(.field(stringify!($field), &self.$field))*
+                    .finish()
+            }
+        }
+    };
+}
+pub(crate) use lock_api;
+
+/// Makes `$guard` a [`Guard`] whose node (or nodes) is the [`Core`] in field `$field`, and
+/// gives it the same methods as inherent ones (one-line delegations) and its `Debug`.
+macro_rules! guard_api {
+    ($guard:ident) => {
+        $crate::lock::guard_api!($guard, holding);
+    };
+    ($guard:ident, $field:ident) => {
+        impl $crate::lock::Sealed for $guard {}
+
+        impl $crate::Guard for $guard {
+            fn core(&self) -> &dyn $crate::lock::Core {
+                &self.$field
+            }
+        }
+
+        impl $guard {
+            /// Whether the lock is held right now, as far as this process can know without
+            /// asking ZooKeeper; see [`Guard::is_valid`](crate::Guard::is_valid).
+            pub fn is_valid(&self) -> bool {
+                $crate::Guard::is_valid(self)
+            }
+
+            /// A receiver that gets `()` once the lock is lost; see
+            /// [`Guard::lost`](crate::Guard::lost).
+            #[must_use = "the receiver is the only way to hear the signal"]
+            pub fn lost(&self) -> crossbeam_channel::Receiver<()> {
+                $crate::Guard::lost(self)
+            }
+
+            /// The fencing token, larger for every later holder; see
+            /// [`Guard::token`](crate::Guard::token).
+            pub fn token(&self) -> u64 {
+                $crate::Guard::token(self)
+            }
+
+            /// The full path of the node held; see [`Guard::path`](crate::Guard::path).
+            pub fn path(&self) -> &str {
+                $crate::Guard::path(self)
+            }
+
+            /// A receiver that gets `()` when someone asks this holder to let go; see
+            /// [`Guard::revocation`](crate::Guard::revocation).
+            #[must_use = "the receiver is the only way to hear the signal"]
+            pub fn revocation(&self) -> crossbeam_channel::Receiver<()> {
+                $crate::Guard::revocation(self)
+            }
+
+            /// Proves with ZooKeeper's quorum that the lock is still ours at this instant;
+            /// see [`Guard::confirm`](crate::Guard::confirm).
+            pub fn confirm(&self) -> $crate::Result<()> {
+                $crate::Guard::confirm(self)
+            }
+
+            /// Releases and reports how the delete went; see
+            /// [`Guard::release`](crate::Guard::release).
+            pub fn release(self) -> $crate::Result<()> {
+                $crate::Guard::release(self)
+            }
+        }
+
+        impl std::fmt::Debug for $guard {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let core = $crate::Guard::core(self);
+                f.debug_struct(stringify!($guard))
+                    .field("path", &core.path())
+                    .field("token", &core.token())
+                    .field("valid", &core.is_valid())
+                    .finish()
+            }
+        }
+    };
+}
+pub(crate) use guard_api;

@@ -1,0 +1,393 @@
+//! The `Lock` and `Guard` traits against a real ZooKeeper server: generic code over any
+//! lock, a `MultiLock` over mixed exclusive locks, the multi-lock's token and revocation,
+//! and `Leadership::revocation`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{children, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN};
+use zkguard::{
+    Client, Error, Guard, LeaderElection, Lock, MultiLock, Mutex, ReentrantMutex, RwLock,
+    Semaphore, UnfairMutex,
+};
+
+const SESSION: Duration = Duration::from_secs(10);
+/// A timeout that must run out (the lock is held throughout).
+const SHORT: Duration = Duration::from_millis(300);
+
+/// Waits until `dir` has no children (a failed acquire's node may go in the background).
+fn wait_empty(client: &Client, dir: &str) {
+    wait_until(WITHIN, &format!("{dir} empty"), || {
+        children(client, dir).is_empty()
+    });
+}
+
+/// Generic over any lock: `mine` and `theirs` are two handles on one lock, in two sessions.
+/// Exercises acquire, try, timeout and cancel through the trait alone, and the guard through
+/// `Guard`.
+fn exercise<L>(what: &str, mine: &L, theirs: &L)
+where
+    L: Lock + Clone + Send + 'static,
+{
+    assert_eq!(mine.path(), theirs.path(), "{what}: one lock");
+    let g = mine
+        .acquire()
+        .unwrap_or_else(|e| panic!("{what}: acquire: {e}"));
+    assert!(Guard::is_valid(&g), "{what}: fresh guard not valid");
+    // A node in (or, unfair, at) the lock's path; a multi-lock's are listed with commas.
+    let nodes: Vec<&str> = Guard::path(&g).split(',').collect();
+    let dirs: Vec<&str> = mine.path().split(',').collect();
+    assert_eq!(nodes.len(), dirs.len(), "{what}: node paths");
+    for (node, dir) in nodes.iter().zip(dirs) {
+        assert!(node.starts_with(dir), "{what}: node {node} not at {dir}");
+    }
+    Guard::confirm(&g).unwrap_or_else(|e| panic!("{what}: confirm: {e}"));
+    let token = Guard::token(&g);
+
+    assert!(
+        theirs.try_acquire().unwrap().is_none(),
+        "{what}: try_acquire got a held lock"
+    );
+    let t0 = Instant::now();
+    assert!(
+        theirs.acquire_timeout(SHORT).unwrap().is_none(),
+        "{what}: acquire_timeout got a held lock"
+    );
+    assert!(t0.elapsed() >= SHORT, "{what}: timeout gave up early");
+
+    // A blocked acquire, cancelled through the trait's canceller.
+    let blocked = {
+        let theirs = theirs.clone();
+        spawn(move || theirs.acquire().map(|g| Guard::token(&g)))
+    };
+    assert!(
+        blocked.recv_timeout(SHORT).is_err(),
+        "{what}: acquired a held lock"
+    );
+    // A cancel reaches the acquires blocked at that moment: repeat it until this one, which
+    // may not have started blocking yet on a loaded machine, has returned.
+    let deadline = Instant::now() + WITHIN;
+    let cancelled = loop {
+        theirs.canceller().cancel();
+        match blocked.recv_timeout(Duration::from_millis(100)) {
+            Ok(r) => break r,
+            Err(_) => assert!(Instant::now() < deadline, "{what}: acquire not cancelled"),
+        }
+    };
+    match cancelled {
+        Err(Error::Cancelled { path }) => assert!(theirs.path().contains(&path), "{what}"),
+        other => panic!("{what}: expected Cancelled, got {other:?}"),
+    }
+
+    // Released through the trait, the other handle gets it, with a larger token.
+    Guard::release(g).unwrap_or_else(|e| panic!("{what}: release: {e}"));
+    let g2 = theirs
+        .acquire_timeout(WITHIN)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{what}: released lock not acquired"));
+    assert!(Guard::token(&g2) > token, "{what}: token did not rise");
+    drop(g2);
+}
+
+#[test]
+fn generic_code_over_impl_lock_works_with_every_lock_type() {
+    let cs = shared_cluster().connect_string();
+    let (a, b) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let root = unique("lock-api");
+    let at = |name: &str| format!("{root}/{name}");
+
+    let p = at("mutex");
+    exercise(
+        "Mutex",
+        &Mutex::new(&a, &p).unwrap(),
+        &Mutex::new(&b, &p).unwrap(),
+    );
+    let p = at("reentrant");
+    exercise(
+        "ReentrantMutex",
+        &ReentrantMutex::new(&a, &p).unwrap(),
+        &ReentrantMutex::new(&b, &p).unwrap(),
+    );
+    let p = at("unfair");
+    exercise(
+        "UnfairMutex",
+        &UnfairMutex::new(&a, &p).unwrap(),
+        &UnfairMutex::new(&b, &p).unwrap(),
+    );
+    let p = at("rw");
+    exercise(
+        "RwLock::write_lock",
+        RwLock::new(&a, &p).unwrap().write_lock(),
+        RwLock::new(&b, &p).unwrap().write_lock(),
+    );
+    let p = at("sem");
+    exercise(
+        "Semaphore",
+        &Semaphore::new(&a, &p, 1).unwrap(),
+        &Semaphore::new(&b, &p, 1).unwrap(),
+    );
+    let p = at("elect");
+    exercise(
+        "LeaderElection",
+        &LeaderElection::new(&a, &p, "a").unwrap(),
+        &LeaderElection::new(&b, &p, "b").unwrap(),
+    );
+    let (p, q) = (at("multi-x"), at("multi-y"));
+    exercise(
+        "MultiLock",
+        &MultiLock::new(&a, &[&p, &q]).unwrap(),
+        &MultiLock::new(&b, &[&q, &p]).unwrap(),
+    );
+
+    // The read side is a lock too: readers share it, and a writer excludes them.
+    let p = at("rw-read");
+    let (ra, rb) = (RwLock::new(&a, &p).unwrap(), RwLock::new(&b, &p).unwrap());
+    let r1 = Lock::acquire(ra.read_lock()).unwrap();
+    let r2 = Lock::try_acquire(rb.read_lock())
+        .unwrap()
+        .expect("a second reader");
+    assert!(rb.write_lock().try_acquire().unwrap().is_none());
+    drop((r1, r2));
+    let w = rb.write_lock().acquire_timeout(WITHIN).unwrap().unwrap();
+    assert!(Lock::try_acquire(ra.read_lock()).unwrap().is_none());
+    drop(w);
+}
+
+#[test]
+fn a_multilock_over_mixed_locks_excludes_a_plain_mutex_on_each_path() {
+    let cs = shared_cluster().connect_string();
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let root = unique("lock-api-multi");
+    let (pm, pr, pw) = (
+        format!("{root}/m"),
+        format!("{root}/r"),
+        format!("{root}/w"),
+    );
+    let reentrant = ReentrantMutex::new(&x, &pr).unwrap();
+    let rw = RwLock::new(&x, &pw).unwrap();
+    // Given out of order: taken in path order.
+    let multi = MultiLock::of(rw.write_lock().clone())
+        .and(Mutex::new(&x, &pm).unwrap())
+        .and(reentrant.clone());
+    assert_eq!(multi.paths(), vec![&pm[..], &pr[..], &pw[..]]);
+    assert_eq!(multi.path(), format!("{pm},{pr},{pw}"));
+
+    let g = multi.acquire().unwrap();
+    assert_eq!(g.guards().len(), 3);
+    assert_eq!(g.paths().len(), 3);
+    for (node, dir) in g.paths().iter().zip([&pm, &pr, &pw]) {
+        assert!(node.starts_with(&format!("{dir}/")), "{node} not in {dir}");
+    }
+    assert!(g.is_valid());
+    g.confirm().unwrap();
+
+    // The thread that took the multi-lock holds the ReentrantMutex: it may take it again.
+    let inner = reentrant.try_acquire().unwrap().expect("re-entered");
+    assert_eq!(inner.hold_count(), 2);
+    assert_eq!(inner.path(), g.paths()[1]);
+    drop(inner);
+
+    // A plain Mutex on each path, in another session, is kept out while the multi holds...
+    let plain: Vec<Mutex> = [&pm, &pr, &pw]
+        .iter()
+        .map(|p| Mutex::new(&y, p).unwrap())
+        .collect();
+    for m in &plain {
+        assert!(
+            m.try_acquire().unwrap().is_none(),
+            "{} taken beside the multi-lock",
+            m.path()
+        );
+    }
+    let waiting: Vec<_> = plain
+        .iter()
+        .map(|m| {
+            let m = m.clone();
+            spawn(move || m.acquire().map(|g| g.release()))
+        })
+        .collect();
+    for m in &plain {
+        wait_until(WITHIN, &format!("a waiter queued on {}", m.path()), || {
+            m.participants().unwrap().len() == 2
+        });
+    }
+    for w in &waiting {
+        assert!(w.try_recv().is_err(), "a plain mutex got a held path");
+    }
+    // ... and gets each path once it lets go.
+    g.release().unwrap();
+    for (w, m) in waiting.iter().zip(&plain) {
+        let released = recv(w, WITHIN, &format!("{} after the multi-lock", m.path()));
+        released.unwrap().unwrap();
+    }
+    for p in [&pm, &pr, &pw] {
+        wait_empty(&x, p);
+    }
+    assert!(!reentrant.is_held_by_current_thread());
+
+    // One canceller cancels the multi-lock's acquire whichever lock it waits for: here the
+    // RwLock's write side, the last one. The locks taken before it are given back.
+    let holder = Mutex::new(&y, &pw).unwrap().acquire().unwrap();
+    let blocked = {
+        let multi = multi.clone();
+        spawn(move || multi.acquire().map(|g| g.tokens()))
+    };
+    wait_until(WITHIN, "the multi-lock queued on the write lock", || {
+        rw.participants().unwrap().len() == 2
+    });
+    multi.canceller().cancel();
+    match recv(&blocked, WITHIN, "cancelled multi-lock") {
+        // Named after the lock it was waiting for.
+        Err(Error::Cancelled { path }) => assert_eq!(path, pw),
+        other => panic!("expected Cancelled, got {other:?}"),
+    }
+    wait_empty(&x, &pm);
+    wait_empty(&x, &pr);
+    assert_eq!(
+        children(&x, &pw),
+        vec![holder.path().rsplit('/').next().unwrap()]
+    );
+    drop(holder);
+    wait_empty(&x, &pw);
+}
+
+#[test]
+fn multilock_token_is_the_largest_of_its_locks_and_rises_for_a_later_holder() {
+    let cs = shared_cluster().connect_string();
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let root = unique("lock-api-token");
+    let (pa, pz) = (format!("{root}/a"), format!("{root}/z"));
+    // The lock taken last in path order (z) is held by this thread already, with an older
+    // node: the largest token is the first lock's, not the last one's.
+    let z = ReentrantMutex::new(&x, &pz).unwrap();
+    let outer = z.acquire().unwrap();
+    let multi = MultiLock::of(z.clone()).and(Mutex::new(&x, &pa).unwrap());
+    let g = multi.acquire().unwrap();
+    let tokens = g.tokens();
+    assert_eq!(tokens.len(), 2);
+    assert_eq!(
+        tokens[1],
+        outer.token(),
+        "the re-entered level keeps its token"
+    );
+    assert!(tokens[0] > tokens[1], "{tokens:?}");
+    assert_eq!(g.token(), *tokens.iter().max().unwrap());
+    assert_eq!(Guard::token(&g), g.token());
+
+    // A later holder of the same locks, in another session: every one of its tokens, hence
+    // its largest, is above every one of ours.
+    let later = MultiLock::new(&y, &[&pa, &pz]).unwrap();
+    let waiting = {
+        let later = later.clone();
+        spawn(move || later.acquire().map(|g| (g.token(), g.tokens())))
+    };
+    wait_until(WITHIN, "the later multi-lock queued", || {
+        Mutex::new(&y, &pa).unwrap().participants().unwrap().len() == 2
+    });
+    let ours = g.token();
+    drop(g);
+    drop(outer);
+    let (theirs, their_tokens) = recv(&waiting, WITHIN, "the later holder").unwrap();
+    assert!(theirs > ours, "later token {theirs} not above {ours}");
+    assert!(
+        their_tokens.iter().all(|t| tokens.iter().all(|o| t > o)),
+        "later tokens {their_tokens:?} not all above ours {tokens:?}"
+    );
+    wait_empty(&x, &pa);
+    wait_empty(&x, &pz);
+}
+
+#[test]
+fn multilock_revocation_fires_when_any_of_its_locks_is_asked_to_let_go() {
+    let cs = shared_cluster().connect_string();
+    let (x, other) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let root = unique("lock-api-revoke");
+    let rw = RwLock::new(&x, &format!("{root}/w")).unwrap();
+    let multi = MultiLock::of(Mutex::new(&x, &format!("{root}/m")).unwrap())
+        .and(ReentrantMutex::new(&x, &format!("{root}/r")).unwrap())
+        .and(rw.write_lock().clone());
+    let g = multi.acquire().unwrap();
+    let nodes: Vec<String> = g.paths().iter().map(|p| p.to_string()).collect();
+    let revoked = g.revocation();
+    let lost = g.lost();
+    // The guards' watches are armed without waiting; a round trip on the same session
+    // makes sure the server has them before the revoke comes from another session.
+    for n in &nodes {
+        x.sync(n).unwrap();
+    }
+    assert!(revoked.try_recv().is_err(), "revoked before anyone asked");
+
+    // The middle lock (the ReentrantMutex) is asked to let go.
+    zkguard::revoke(&other, &nodes[1]).unwrap();
+    recv(&revoked, WITHIN, "the multi-lock's revocation request");
+    // A request is not a loss.
+    assert!(g.is_valid());
+    assert!(
+        lost.try_recv().is_err(),
+        "a revocation request counted as a loss"
+    );
+    // The same request through that lock's own guard.
+    recv(
+        &g.guards()[1].revocation(),
+        WITHIN,
+        "the reentrant part's revocation",
+    );
+
+    // A receiver taken after a request to another lock hears it too.
+    let h =
+        MultiLock::of(Mutex::new(&x, &format!("{root}/n")).unwrap()).and(rw.write_lock().clone());
+    drop(g);
+    let g = h.acquire().unwrap();
+    let last = g.paths()[1].to_string();
+    zkguard::revoke(&other, &last).unwrap();
+    recv(
+        &g.revocation(),
+        WITHIN,
+        "an earlier request to the write lock",
+    );
+
+    // Deleting one lock's node is a loss of the whole.
+    let lost = g.lost();
+    other.delete(&last, None).unwrap();
+    recv(&lost, WITHIN, "the multi-lock's loss");
+    assert!(!g.is_valid());
+    drop(g);
+}
+
+#[test]
+fn leadership_revocation_fires_when_revoke_is_called_on_its_node() {
+    let cs = shared_cluster().connect_string();
+    let (x, other) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    for (kind, election) in [
+        (
+            "fair",
+            LeaderElection::new(&x, &unique("lock-api-lead"), "me").unwrap(),
+        ),
+        (
+            "unfair",
+            LeaderElection::unfair(&x, &unique("lock-api-lead"), "me").unwrap(),
+        ),
+    ] {
+        let leadership = election.lead().unwrap();
+        let revoked = leadership.revocation();
+        let lost = leadership.lost();
+        x.sync(leadership.path()).unwrap();
+        assert!(revoked.try_recv().is_err(), "{kind}: revoked before asked");
+        zkguard::revoke(&other, leadership.path()).unwrap();
+        recv(&revoked, WITHIN, &format!("{kind}: leadership revocation"));
+        assert!(leadership.is_valid(), "{kind}: a request is not a loss");
+        assert!(lost.try_recv().is_err(), "{kind}: a request is not a loss");
+        leadership.confirm().unwrap();
+        // Through the trait, and releasing is resigning.
+        recv(
+            &Guard::revocation(&leadership),
+            WITHIN,
+            &format!("{kind}: revocation through Guard"),
+        );
+        Guard::release(leadership).unwrap();
+        wait_until(WITHIN, &format!("{kind}: no leader"), || {
+            election.leader().unwrap().is_none()
+        });
+    }
+}
