@@ -121,7 +121,7 @@ pub use client::{
     OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat, WatchedEvent,
 };
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
-pub use error::{Error, Result};
+pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, Result};
 pub use lock::{
     revoke, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit, ReadGuard, ReentrantMutex,
     ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard,

@@ -517,8 +517,16 @@ fn a_truncated_reply_body_is_an_error_for_that_request_only() {
         .build()
         .unwrap();
     let err = c.exists("/x").unwrap_err();
-    assert!(matches!(err, Error::Zk { code: -5, .. }), "{err}");
+    // Its own variant, naming the request, the node and what was wrong with the reply.
+    match &err {
+        Error::Malformed { op, path, reason } => {
+            assert_eq!((*op, path.as_str()), ("exists", "/x"), "{err}");
+            assert!(!reason.is_empty(), "{err}");
+        }
+        e => panic!("expected a malformed-reply error, got {e:?}"),
+    }
     assert!(err.to_string().contains("/x"));
+    assert!(err.to_string().contains("malformed exists reply"), "{err}");
     drop(c);
     server.join().unwrap();
 }

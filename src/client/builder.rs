@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::*;
-use crate::error::{Error, Result};
+use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 
 /// Settings fixed at build time.
 pub(crate) struct Config {
@@ -111,13 +111,19 @@ impl ClientBuilder {
                 .map(|mut a| a.next().is_some())
             {
                 Ok(true) => {}
-                Ok(false) => resolve_errors.push(format!("{h} (resolves to no address)")),
-                Err(e) => resolve_errors.push(format!("{h} (cannot resolve: {e})")),
+                Ok(false) => {
+                    resolve_errors.push(ConnectAttempt::new(h, None, ConnectFailure::NoAddress))
+                }
+                Err(e) => resolve_errors.push(ConnectAttempt::new(
+                    h,
+                    None,
+                    ConnectFailure::Resolve(Arc::new(e)),
+                )),
             }
         }
         if resolve_errors.len() == cs.hosts.len() {
             return Err(Error::Connect {
-                tried: resolve_errors.join(", "),
+                attempts: resolve_errors,
                 after: Duration::ZERO,
             });
         }
@@ -137,10 +143,7 @@ impl ClientBuilder {
                 thread_shared.run();
                 drop(done_tx);
             })
-            .map_err(|e| Error::InvalidArgument {
-                name: "thread",
-                reason: format!("cannot start the connection thread: {e}"),
-            })?;
+            .map_err(|e| Error::spawn("connection thread", e))?;
         let owner = Arc::new(Owner {
             shared: shared.clone(),
             thread: Mutex::new(Some(thread)),

@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 pub use builder::ClientBuilder;
-use conn::{Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg, WatchTx};
+use conn::{NoReply, Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg, WatchTx};
 pub(crate) use conn::{SessionSink, WatchSink};
 pub(crate) use janitor::{Check, Job};
 pub use pipeline::{Pending, Pipeline};

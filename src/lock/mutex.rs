@@ -114,6 +114,7 @@ impl Mutex {
     /// The lock's node, held (for the recipes built on this one).
     pub(crate) fn hold(&self, wait: Wait) -> Result<Option<Holding>> {
         let spec = Spec {
+            path: &self.path,
             dir: &self.path,
             marker: names::LOCK,
             rule: Rule::Exclusive,

@@ -125,6 +125,7 @@ impl RwLock {
 
     fn hold(&self, read: bool, wait: Wait) -> Result<Option<Holding>> {
         let spec = Spec {
+            path: &self.path,
             dir: &self.path,
             marker: if read { names::READ } else { names::WRITE },
             rule: if read { Rule::Read } else { Rule::Exclusive },

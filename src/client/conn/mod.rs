@@ -44,7 +44,24 @@ use watches::Watches;
 pub(crate) use watches::{WatchKind, WatchReg, WatchSink, WatchTx};
 
 /// What the caller gets back for one request: the raw reply, or why there is none.
-pub(crate) type ReplyMsg = Result<RawReply>;
+pub(crate) type ReplyMsg = std::result::Result<RawReply, NoReply>;
+
+/// Why a request got no reply. Only the caller knows what the request was (its op, path and
+/// deadline), so a deadline is reported to it as such, and the caller builds the public
+/// [`Error::Timeout`] from it.
+#[derive(Debug, Clone)]
+pub(crate) enum NoReply {
+    /// No connection to write it on came before the caller's deadline; it was not sent.
+    Deadline,
+    /// It failed: the connection was lost, the session expired, the client was closed.
+    Failed(Error),
+}
+
+impl From<Error> for NoReply {
+    fn from(e: Error) -> NoReply {
+        NoReply::Failed(e)
+    }
+}
 
 /// A reply as it came from the server: the whole frame, handed over without a copy.
 pub(crate) struct RawReply {
@@ -148,7 +165,8 @@ impl Shared {
                 auth_failed: false,
                 server: None,
                 subscribers: Vec::new(),
-                failures: vec![String::new(); hosts],
+                failures: vec![None; hosts],
+                failures_seen: 0,
             }),
             changed: Condvar::new(),
             base: Instant::now(),
@@ -207,8 +225,8 @@ impl Shared {
             result = match rx.recv_deadline(deadline) {
                 Ok(Ok(r)) if r.err == code::OK => Ok(()),
                 Ok(Ok(r)) => Err(Error::from_code(r.err, "")),
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(Error::Timeout {
+                Ok(Err(NoReply::Failed(e))) => Err(e),
+                Ok(Err(NoReply::Deadline)) | Err(_) => Err(Error::Timeout {
                     op: "close",
                     path: String::new(),
                     after: CLOSE_WAIT,
