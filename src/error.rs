@@ -497,7 +497,8 @@ impl fmt::Display for ConnectAttempt {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum ConnectFailure {
-    /// The server was not tried (or not reached) before the connect deadline.
+    /// No attempt at this server had failed by the connect deadline: it was not tried yet,
+    /// or its attempt (TCP connect or handshake) was still under way.
     NotReached,
     /// Its name could not be resolved.
     Resolve(Arc<io::Error>),
@@ -955,10 +956,7 @@ mod tests {
         );
         assert_ne!(
             Error::spawn("t", refused()),
-            Error::spawn(
-                "t",
-                io::Error::new(io::ErrorKind::Other, "Connection refused")
-            )
+            Error::spawn("t", io::Error::other("Connection refused"))
         );
     }
 }
