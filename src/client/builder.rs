@@ -74,6 +74,17 @@ impl ClientBuilder {
     /// error that names every server tried and what went wrong there. With a chroot in the
     /// connect string, the chroot node must exist: if not, the error is
     /// [`Error::InvalidPath`] naming it.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Connect`] when no session exists by the connect deadline (at once when no
+    ///   server name resolves): its `attempts` hold each server with what went wrong there
+    ///   ([`ConnectFailure`]), and its [`source`](std::error::Error::source) is the cause
+    ///   of the last failed attempt (for a refused TCP connect, the `io::Error`);
+    /// - [`Error::AuthFailed`] when the server rejects the credentials;
+    /// - [`Error::InvalidArgument`] for a zero or overlong timeout or an empty auth scheme,
+    ///   [`Error::InvalidPath`] for a bad connect string or a missing chroot node;
+    /// - [`Error::Spawn`] when the connection thread cannot be started.
     pub fn build(self) -> Result<Client> {
         let cs = path::parse_connect_string(&self.connect_string)?;
         let check = |name: &'static str, d: Duration| {
