@@ -449,3 +449,25 @@ fn late_news_of_an_earlier_session_does_not_send_a_waiter_to_the_back() {
     drop(py);
     wait_empty(&c, &path);
 }
+
+/// A try that cannot reach ZooKeeper times out naming the semaphore's own path (not the
+/// internal directory it queues in), built with it where the timeout happens.
+#[test]
+fn a_try_without_zookeeper_times_out_naming_the_semaphore() {
+    let cluster = TestCluster::start(1).unwrap();
+    let c = connect(&cluster.connect_string(), SESSION);
+    let path = unique("sem-try-down");
+    let sem = Semaphore::new(&c, &path, 1).unwrap();
+    let events = c.events();
+    cluster.stop(0).unwrap();
+    wait_event(&events, WITHIN, "suspended", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
+    match sem.try_acquire() {
+        Err(Error::Timeout { op, path: p, after }) => {
+            assert_eq!((op, p.as_str()), ("try_acquire", path.as_str()));
+            assert_eq!(after, c.timeout());
+        }
+        other => panic!("expected a timeout naming {path}, got {other:?}"),
+    }
+}
