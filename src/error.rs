@@ -308,7 +308,8 @@ impl PartialEq for Error {
             ) => (path, recorded, requested) == (p, r, q),
             (E::Zk { code, path }, E::Zk { code: c, path: p }) => (code, path) == (c, p),
             // Different variants. (A new variant needs its arm above: the unit test
-            // `every_variant_equals_itself` lists one of each.)
+            // `every_variant_equals_itself_and_io_causes_compare_by_kind_and_message` lists
+            // one of each, and stops compiling until the new one is added there.)
             _ => false,
         }
     }
@@ -941,13 +942,56 @@ mod tests {
                 path: p(),
             },
         ];
+        // No wildcard: a new variant stops this from compiling until it is listed above (and
+        // given its arm in `PartialEq`).
+        for e in &all {
+            match e {
+                Error::ConnectionLoss
+                | Error::SessionExpired
+                | Error::Timeout { .. }
+                | Error::Closed
+                | Error::Connect { .. }
+                | Error::NoNode { .. }
+                | Error::NodeExists { .. }
+                | Error::NotEmpty { .. }
+                | Error::BadVersion { .. }
+                | Error::NoAuth { .. }
+                | Error::InvalidAcl { .. }
+                | Error::NoChildrenForEphemerals { .. }
+                | Error::AuthFailed
+                | Error::InvalidPath { .. }
+                | Error::Malformed { .. }
+                | Error::Spawn { .. }
+                | Error::InvalidArgument { .. }
+                | Error::Multi { .. }
+                | Error::Cancelled { .. }
+                | Error::LockLost { .. }
+                | Error::NotLeader { .. }
+                | Error::ForeignNode { .. }
+                | Error::PermitMismatch { .. }
+                | Error::Zk { .. } => {}
+            }
+        }
+        let kinds: std::collections::HashSet<_> = all.iter().map(std::mem::discriminant).collect();
+        assert_eq!(kinds.len(), all.len(), "one of each variant");
         for (i, a) in all.iter().enumerate() {
             for (j, b) in all.iter().enumerate() {
                 assert_eq!(i == j, a == b, "{a:?} vs {b:?}");
             }
             // A clone, and a rebuilt I/O cause saying the same, are equal.
             assert_eq!(a, &a.clone());
-            assert!(a.to_string().contains("/p") || !matches!(a, Error::NoNode { .. }));
+            // Every error about a node names it.
+            let pathless = matches!(
+                a,
+                Error::ConnectionLoss
+                    | Error::SessionExpired
+                    | Error::Closed
+                    | Error::Connect { .. }
+                    | Error::AuthFailed
+                    | Error::Spawn { .. }
+                    | Error::InvalidArgument { .. }
+            );
+            assert!(pathless || a.to_string().contains("/p"), "{a}");
         }
         assert_eq!(Error::spawn("t", refused()), Error::spawn("t", refused()));
         assert_ne!(
