@@ -197,6 +197,40 @@ impl Error {
         matches!(self, Error::ConnectionLoss | Error::Timeout { .. })
     }
 
+    /// The ZooKeeper error code this error stands for (`KeeperException.Code`): the code of
+    /// [`Error::Zk`], and of the variants named after a code ([`Error::NoNode`] is
+    /// [`ErrorCode::NoNode`], [`Error::Timeout`] is [`ErrorCode::RequestTimeout`],
+    /// [`Error::Malformed`] is [`ErrorCode::MarshallingError`], a multi's is its failing
+    /// operation's, …); `None` for errors found on the client side that ZooKeeper has no
+    /// code for (closed, invalid arguments, lock recipe errors, …).
+    ///
+    /// ```
+    /// use zkguard::{Error, ErrorCode};
+    ///
+    /// let e = Error::NoNode { path: "/a".into() };
+    /// assert_eq!(e.code(), Some(ErrorCode::NoNode));
+    /// assert_eq!(Error::Closed.code(), None);
+    /// ```
+    pub fn code(&self) -> Option<ErrorCode> {
+        Some(match self {
+            Error::ConnectionLoss => ErrorCode::ConnectionLoss,
+            Error::Timeout { .. } => ErrorCode::RequestTimeout,
+            Error::SessionExpired => ErrorCode::SessionExpired,
+            Error::NoNode { .. } => ErrorCode::NoNode,
+            Error::NodeExists { .. } => ErrorCode::NodeExists,
+            Error::NotEmpty { .. } => ErrorCode::NotEmpty,
+            Error::BadVersion { .. } => ErrorCode::BadVersion,
+            Error::NoAuth { .. } => ErrorCode::NoAuth,
+            Error::InvalidAcl { .. } => ErrorCode::InvalidAcl,
+            Error::NoChildrenForEphemerals { .. } => ErrorCode::NoChildrenForEphemerals,
+            Error::AuthFailed => ErrorCode::AuthFailed,
+            Error::Malformed { .. } => ErrorCode::MarshallingError,
+            Error::Zk { code, .. } => *code,
+            Error::Multi { source, .. } => return source.code(),
+            _ => return None,
+        })
+    }
+
     /// Maps a server error code to an error naming `path`.
     pub(crate) fn from_code(code: i32, path: &str) -> Error {
         let path = path.to_string();
@@ -746,6 +780,7 @@ mod tests {
         ];
         for (code, want) in &cases {
             assert_eq!(&Error::from_code(code.as_i32(), "/a"), want);
+            assert_eq!(want.code(), Some(*code), "{want:?}");
         }
         for &code in ErrorCode::ALL {
             if cases.iter().any(|(c, _)| *c == code) {
@@ -753,6 +788,7 @@ mod tests {
             }
             let e = Error::from_code(code.as_i32(), "/a");
             assert_eq!(e, Error::Zk { code, path: p() });
+            assert_eq!(e.code(), Some(code));
             assert_eq!(
                 e.to_string(),
                 format!(
