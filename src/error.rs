@@ -907,6 +907,25 @@ mod tests {
         );
         assert!(m.source().is_none());
         assert!(!m.is_connection_error());
+        assert_eq!(m.code(), Some(ErrorCode::MarshallingError));
+        assert_eq!(e.code(), None);
+        let t = Error::Timeout {
+            op: "exists",
+            path: "/a".into(),
+            after: Duration::from_secs(1),
+        };
+        assert_eq!(t.code(), Some(ErrorCode::RequestTimeout));
+        let multi = Error::Multi {
+            index: 2,
+            source: Box::new(Error::BadVersion { path: "/a".into() }),
+        };
+        assert_eq!(multi.code(), Some(ErrorCode::BadVersion));
+        assert_eq!(Error::Closed.code(), None);
+        let arg = Error::InvalidArgument {
+            name: "ttl",
+            reason: "zero".into(),
+        };
+        assert_eq!(arg.code(), None);
         let m = Error::Malformed {
             op: "multi",
             path: String::new(),
