@@ -127,7 +127,7 @@ pub use client::{
     WatchedEvent,
 };
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
-pub use error::{Error, Result};
+pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, Result};
 pub use lock::{
     revoke, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit,
     ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex,

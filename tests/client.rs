@@ -9,14 +9,38 @@ use std::time::{Duration, Instant};
 
 use common::{connect, next_watch, shared_cluster, unique};
 use zkguard::{
-    Acl, Client, CloseOutcome, CreateMode, Error, EventType, Op, OpResult, Perms, SessionEvent,
-    SessionState,
+    Acl, Client, CloseOutcome, ConnectAttempt, ConnectFailure, CreateMode, Error, EventType, Op,
+    OpResult, Perms, SessionEvent, SessionState,
 };
 
 const T: Duration = Duration::from_secs(10);
 
 fn client() -> Client {
     connect(&shared_cluster().connect_string(), T)
+}
+
+/// The per-server attempts of a connect error.
+fn attempts(err: &Error) -> &[ConnectAttempt] {
+    match err {
+        Error::Connect { attempts, .. } => attempts,
+        e => panic!("expected a connect error, got {e:?}"),
+    }
+}
+
+/// The kind of the I/O error a connect error gives as its `source`.
+fn source_io_kind(err: &Error) -> Option<std::io::ErrorKind> {
+    std::error::Error::source(err)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind)
+}
+
+/// A loopback port nobody listens on.
+fn dead_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[test]
@@ -49,11 +73,58 @@ fn connect_to_a_port_nobody_listens_on_fails_by_the_deadline_naming_it() {
         err.to_string().contains(&format!("127.0.0.1:{port}")),
         "{err}"
     );
+    // Structured: the one server, the address tried, the refusal as an io::Error.
+    let tried = attempts(&err);
+    assert_eq!(tried.len(), 1, "{err}");
+    assert_eq!(tried[0].host, format!("127.0.0.1:{port}"));
+    assert_eq!(tried[0].addr, Some(([127, 0, 0, 1], port).into()));
+    match &tried[0].reason {
+        ConnectFailure::Io { during, source } => {
+            assert_eq!(*during, "connect");
+            assert_eq!(source.kind(), std::io::ErrorKind::ConnectionRefused);
+        }
+        r => panic!("expected a refused TCP connect, got {r:?}"),
+    }
+    assert_eq!(
+        source_io_kind(&err),
+        Some(std::io::ErrorKind::ConnectionRefused),
+        "{err:?}"
+    );
     assert!(
         took >= Duration::from_millis(800),
         "gave up early: {took:?}"
     );
     assert!(took < Duration::from_secs(5), "deadline not kept: {took:?}");
+}
+
+#[test]
+fn a_connect_error_names_each_server_with_its_own_cause() {
+    let (a, b) = (dead_port(), dead_port());
+    let err = Client::builder(&format!("127.0.0.1:{a},localhost:{b}"))
+        .connect_timeout(Duration::from_millis(800))
+        .build()
+        .unwrap_err();
+    let tried = attempts(&err);
+    let mut hosts: Vec<&str> = tried.iter().map(|t| t.host.as_str()).collect();
+    hosts.sort();
+    let (ha, hb) = (format!("127.0.0.1:{a}"), format!("localhost:{b}"));
+    assert_eq!(hosts, [ha.as_str(), hb.as_str()], "{err}");
+    for t in tried {
+        // Both were tried (the back-off leaves time for several rounds) and refused.
+        assert!(t.addr.is_some(), "{t}");
+        assert!(
+            matches!(&t.reason, ConnectFailure::Io { during: "connect", source }
+                if source.kind() == std::io::ErrorKind::ConnectionRefused),
+            "{t}"
+        );
+    }
+    let msg = err.to_string();
+    assert!(msg.contains(&ha) && msg.contains(&hb), "{msg}");
+    assert!(msg.matches("refused").count() >= 2, "{msg}");
+    assert_eq!(
+        source_io_kind(&err),
+        Some(std::io::ErrorKind::ConnectionRefused)
+    );
 }
 
 #[test]
@@ -77,6 +148,17 @@ fn connect_to_a_server_that_never_answers_fails_by_the_deadline() {
     assert!(matches!(err, Error::Connect { .. }), "{err}");
     assert!(err.to_string().contains(&addr.to_string()), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5));
+    let tried = attempts(&err);
+    assert_eq!(tried.len(), 1, "{err}");
+    assert_eq!(tried[0].host, addr.to_string());
+    // The TCP connect worked: no refusal; the handshake got no answer (or the deadline
+    // came first).
+    assert!(
+        matches!(&tried[0].reason, ConnectFailure::NotReached)
+            || matches!(&tried[0].reason, ConnectFailure::Io { during: "handshake", source }
+                if source.kind() == std::io::ErrorKind::TimedOut),
+        "{err:?}"
+    );
     drop(hold);
 }
 
@@ -90,6 +172,21 @@ fn unresolvable_hosts_fail_at_once_naming_them() {
         msg.contains("no-such-host.invalid:2181") && msg.contains("other.invalid:2181"),
         "{msg}"
     );
+    // One attempt per host, in the order given, each a resolution failure with no address.
+    let tried = attempts(&err);
+    let hosts: Vec<&str> = tried.iter().map(|t| t.host.as_str()).collect();
+    assert_eq!(hosts, ["no-such-host.invalid:2181", "other.invalid:2181"]);
+    for t in tried {
+        assert_eq!(t.addr, None, "{t}");
+        assert!(
+            matches!(
+                t.reason,
+                ConnectFailure::Resolve(_) | ConnectFailure::NoAddress
+            ),
+            "{t:?}"
+        );
+    }
+    assert!(matches!(err, Error::Connect { after, .. } if after == Duration::ZERO));
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
@@ -739,6 +836,22 @@ fn a_silent_fake_server_handshake_reply_is_checked() {
         .unwrap_err();
     assert!(matches!(err, Error::Connect { .. }), "{err}");
     assert!(err.to_string().contains("malformed"), "{err}");
+    let tried = attempts(&err);
+    assert_eq!(tried.len(), 1, "{err}");
+    assert_eq!(tried[0].addr, Some(addr));
+    assert!(
+        matches!(&tried[0].reason, ConnectFailure::Malformed(why) if !why.is_empty()),
+        "{err:?}"
+    );
+    // The cause is the malformed handshake itself (no I/O error behind it).
+    let cause = std::error::Error::source(&err).expect("a cause");
+    assert!(
+        matches!(
+            cause.downcast_ref::<ConnectFailure>(),
+            Some(ConnectFailure::Malformed(_))
+        ),
+        "{cause}"
+    );
 }
 
 #[test]

@@ -15,6 +15,56 @@ use zkguard::{
     Acl, Client, CloseOutcome, CreateMode, Error, EventType, LossReason, SessionEvent, SessionState,
 };
 
+/// A request that finds no connection to be written on before its deadline times out
+/// naming its own operation, node and deadline (each request of a pipeline its own).
+#[test]
+fn a_request_with_no_connection_times_out_naming_its_op_and_path() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let c = connect(&cluster.connect_string(), Duration::from_secs(8));
+    let events = c.events();
+    cluster.stop(0).unwrap();
+    wait_event(&events, Duration::from_secs(10), "suspended", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
+    let short = Duration::from_millis(300);
+    let err = c.with_timeout(short).get_data("/zookeeper").unwrap_err();
+    match &err {
+        Error::Timeout { op, path, after } => {
+            assert_eq!(
+                (*op, path.as_str(), *after),
+                ("get_data", "/zookeeper", short)
+            )
+        }
+        e => panic!("expected a timeout, got {e:?}"),
+    }
+    assert!(err.to_string().contains("get_data /zookeeper"), "{err}");
+    let (a, b) = c
+        .with_timeout(short)
+        .pipeline(|p| (p.exists("/a"), p.get_children("/b")));
+    match (a.wait(), b.wait()) {
+        (
+            Err(Error::Timeout {
+                op: op_a,
+                path: path_a,
+                after: after_a,
+            }),
+            Err(Error::Timeout {
+                op: op_b,
+                path: path_b,
+                after: after_b,
+            }),
+        ) => {
+            assert_eq!((op_a, path_a.as_str(), after_a), ("exists", "/a", short));
+            assert_eq!(
+                (op_b, path_b.as_str(), after_b),
+                ("get_children", "/b", short)
+            );
+        }
+        other => panic!("expected two timeouts, got {other:?}"),
+    }
+}
+
 #[test]
 fn watches_survive_a_server_restart() {
     init_log();
@@ -566,8 +616,16 @@ fn a_truncated_reply_body_is_an_error_for_that_request_only() {
         .build()
         .unwrap();
     let err = c.exists("/x").unwrap_err();
-    assert!(matches!(err, Error::Zk { code: -5, .. }), "{err}");
+    // Its own variant, naming the request, the node and what was wrong with the reply.
+    match &err {
+        Error::Malformed { op, path, reason } => {
+            assert_eq!((*op, path.as_str()), ("exists", "/x"), "{err}");
+            assert!(!reason.is_empty(), "{err}");
+        }
+        e => panic!("expected a malformed-reply error, got {e:?}"),
+    }
     assert!(err.to_string().contains("/x"));
+    assert!(err.to_string().contains("malformed exists reply"), "{err}");
     drop(c);
     server.join().unwrap();
 }

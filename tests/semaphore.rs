@@ -499,3 +499,25 @@ fn an_internal_lock_release_lost_on_the_wire_is_sent_again_after_the_reconnect()
     assert!(other.try_acquire().unwrap().is_some());
     drop(permit);
 }
+
+/// A try that cannot reach ZooKeeper times out naming the semaphore's own path (not the
+/// internal directory it queues in), built with it where the timeout happens.
+#[test]
+fn a_try_without_zookeeper_times_out_naming_the_semaphore() {
+    let cluster = TestCluster::start(1).unwrap();
+    let c = connect(&cluster.connect_string(), SESSION);
+    let path = unique("sem-try-down");
+    let sem = Semaphore::new(&c, &path, 1).unwrap();
+    let events = c.events();
+    cluster.stop(0).unwrap();
+    wait_event(&events, WITHIN, "suspended", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
+    match sem.try_acquire() {
+        Err(Error::Timeout { op, path: p, after }) => {
+            assert_eq!((op, p.as_str()), ("try_acquire", path.as_str()));
+            assert_eq!(after, c.timeout());
+        }
+        other => panic!("expected a timeout naming {path}, got {other:?}"),
+    }
+}

@@ -236,6 +236,7 @@ impl Fail {
             | E::PermitMismatch { .. }
             | E::ForeignNode { .. } => EXIT_USAGE,
             E::AuthFailed | E::NoAuth { .. } | E::InvalidAcl { .. } => EXIT_NOPERM,
+            E::Spawn { .. } => EXIT_SOFTWARE,
             _ => EXIT_UNAVAILABLE,
         };
         Fail::new(code, format!("{context}: {e}"))

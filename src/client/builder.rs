@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::*;
-use crate::error::{Error, Result};
+use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 
 /// Settings fixed at build time.
 pub(crate) struct Config {
@@ -88,6 +88,17 @@ impl ClientBuilder {
     /// error that names every server tried and what went wrong there. With a chroot in the
     /// connect string, the chroot node must exist: if not, the error is
     /// [`Error::InvalidPath`] naming it.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Connect`] when no session exists by the connect deadline (at once when no
+    ///   server name resolves): its `attempts` hold each server with what went wrong there
+    ///   ([`ConnectFailure`]), and its [`source`](std::error::Error::source) is the cause
+    ///   of the last failed attempt (for a refused TCP connect, the `io::Error`);
+    /// - [`Error::AuthFailed`] when the server rejects the credentials;
+    /// - [`Error::InvalidArgument`] for a zero or overlong timeout or an empty auth scheme,
+    ///   [`Error::InvalidPath`] for a bad connect string or a missing chroot node;
+    /// - [`Error::Spawn`] when the connection thread cannot be started.
     pub fn build(self) -> Result<Client> {
         let cs = path::parse_connect_string(&self.connect_string)?;
         let check = |name: &'static str, d: Duration| {
@@ -125,13 +136,19 @@ impl ClientBuilder {
                 .map(|mut a| a.next().is_some())
             {
                 Ok(true) => {}
-                Ok(false) => resolve_errors.push(format!("{h} (resolves to no address)")),
-                Err(e) => resolve_errors.push(format!("{h} (cannot resolve: {e})")),
+                Ok(false) => {
+                    resolve_errors.push(ConnectAttempt::new(h, None, ConnectFailure::NoAddress))
+                }
+                Err(e) => resolve_errors.push(ConnectAttempt::new(
+                    h,
+                    None,
+                    ConnectFailure::Resolve(Arc::new(e)),
+                )),
             }
         }
         if resolve_errors.len() == cs.hosts.len() {
             return Err(Error::Connect {
-                tried: resolve_errors.join(", "),
+                attempts: resolve_errors,
                 after: Duration::ZERO,
             });
         }
@@ -152,10 +169,7 @@ impl ClientBuilder {
                 thread_shared.run();
                 drop(done_tx);
             })
-            .map_err(|e| Error::InvalidArgument {
-                name: "thread",
-                reason: format!("cannot start the connection thread: {e}"),
-            })?;
+            .map_err(|e| Error::spawn("connection thread", e))?;
         let owner = Arc::new(Owner {
             shared: shared.clone(),
             thread: Mutex::new(Some(thread)),

@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 pub use builder::ClientBuilder;
-use conn::{Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg, WatchTx};
+use conn::{NoReply, Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg, WatchTx};
 pub(crate) use conn::{SessionSink, WatchSink};
 pub(crate) use janitor::{Check, Job};
 pub use pipeline::{Pending, Pipeline};
@@ -121,6 +121,11 @@ impl Client {
     ///
     /// `connect_string` is `host:port[,host:port...][/chroot]`; a host without a port uses
     /// 2181, IPv6 addresses are written `[addr]:port`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ClientBuilder::build`]: [`Error::Connect`] (naming every server and its
+    /// failure) when no session exists within the connect timeout.
     pub fn connect(connect_string: &str) -> Result<Client> {
         Client::builder(connect_string).build()
     }

@@ -48,8 +48,8 @@ impl<T> Pending<T> {
         match rx.recv_deadline(self.deadline) {
             Ok(Ok(raw)) => (self.decode)(raw),
             // No connection before the deadline, or no reply before it.
-            Ok(Err(Error::Timeout { .. })) | Err(RecvTimeoutError::Timeout) => Err(timeout_err()),
-            Ok(Err(e)) => Err(e),
+            Ok(Err(NoReply::Deadline)) | Err(RecvTimeoutError::Timeout) => Err(timeout_err()),
+            Ok(Err(NoReply::Failed(e))) => Err(e),
             Err(RecvTimeoutError::Disconnected) => Err(Error::ConnectionLoss),
         }
     }
@@ -420,11 +420,13 @@ fn with_watch<A: 'static, B: 'static>(
     p.map(move |r| Ok(join(r?, w.ok_or(Error::Closed)?)))
 }
 
-pub(super) fn malformed(op: &str, path: &str, why: &str) -> Error {
+/// The error for a reply to `op` on `path` that could not be decoded.
+pub(super) fn malformed(op: &'static str, path: &str, why: &str) -> Error {
     log::error!("zkguard: malformed {op} reply for {path}: {why}");
-    Error::Zk {
-        code: -5,
+    Error::Malformed {
+        op,
         path: path.to_string(),
+        reason: why.to_string(),
     }
 }
 

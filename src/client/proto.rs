@@ -39,20 +39,15 @@ pub(crate) mod xid {
     pub const SET_WATCHES: i32 = -8;
 }
 
-/// Server error codes (`KeeperException.Code`) that zkguard names.
+/// The server error codes the protocol code compares against, as the wire's numbers; the
+/// table itself is [`ErrorCode`](crate::ErrorCode), where each code is written once.
 pub(crate) mod code {
-    pub const OK: i32 = 0;
-    pub const RUNTIME_INCONSISTENCY: i32 = -2;
-    pub const CONNECTION_LOSS: i32 = -4;
-    pub const NO_NODE: i32 = -101;
-    pub const NO_AUTH: i32 = -102;
-    pub const BAD_VERSION: i32 = -103;
-    pub const NO_CHILDREN_FOR_EPHEMERALS: i32 = -108;
-    pub const NODE_EXISTS: i32 = -110;
-    pub const NOT_EMPTY: i32 = -111;
-    pub const SESSION_EXPIRED: i32 = -112;
-    pub const INVALID_ACL: i32 = -114;
-    pub const AUTH_FAILED: i32 = -115;
+    use crate::error::ErrorCode;
+
+    pub const OK: i32 = ErrorCode::Ok.as_i32();
+    pub const RUNTIME_INCONSISTENCY: i32 = ErrorCode::RuntimeInconsistency.as_i32();
+    pub const NO_NODE: i32 = ErrorCode::NoNode.as_i32();
+    pub const SESSION_EXPIRED: i32 = ErrorCode::SessionExpired.as_i32();
 }
 
 /// Largest frame accepted from a server (ZooKeeper's own `jute.maxbuffer` default is 1 MiB;

@@ -213,10 +213,7 @@ impl Candidate {
         std::thread::Builder::new()
             .name("zkguard-candidate".into())
             .spawn(move || run.run(&wake_rx))
-            .map_err(|e| Error::InvalidArgument {
-                name: "candidate thread",
-                reason: format!("cannot start it: {e}"),
-            })?;
+            .map_err(|e| Error::spawn("candidate thread", e))?;
         Ok(Candidate { shared, events })
     }
 

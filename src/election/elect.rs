@@ -176,6 +176,7 @@ impl LeaderElection {
     pub(crate) fn elect(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Holding>> {
         if self.fair {
             let spec = Spec {
+                path: &self.path,
                 dir: &self.path,
                 marker: names::LATCH,
                 rule: Rule::Exclusive,

@@ -71,6 +71,7 @@ impl Mutex {
     /// The lock's node, held (for the recipes built on this one).
     pub(crate) fn node(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Holding>> {
         let spec = Spec {
+            path: &self.path,
             dir: &self.path,
             marker: names::LOCK,
             rule: Rule::Exclusive,

@@ -53,6 +53,7 @@ struct Side {
 impl Side {
     fn hold(&self, read: bool, wait: Wait, cancel: &Canceller) -> Result<Option<Holding>> {
         let spec = Spec {
+            path: &self.path,
             dir: &self.path,
             marker: if read { names::READ } else { names::WRITE },
             rule: if read { Rule::Read } else { Rule::Exclusive },

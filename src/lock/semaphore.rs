@@ -248,6 +248,7 @@ impl Semaphore {
     /// and lets go within a round trip or two, so the try waits for it, briefly.
     fn internal_lock(&self, wait: Wait, cancel: &Canceller) -> Result<Option<InternalLock>> {
         let spec = Spec {
+            path: &self.path,
             dir: &self.locks,
             marker: names::LOCK,
             rule: Rule::Exclusive,
@@ -263,29 +264,12 @@ impl Semaphore {
                 r => r,
             },
             _ => queue::acquire(&self.client, &spec, wait, cancel),
-        }
-        .map_err(|e| self.own_error(e))?;
+        }?;
         Ok(got.map(|node| InternalLock {
             client: self.client.clone(),
             node,
             holding: None,
         }))
-    }
-
-    /// An error of the internal lock, told in terms of the semaphore: its path, not the
-    /// internal lock's.
-    fn own_error(&self, e: Error) -> Error {
-        match e {
-            Error::Cancelled { .. } => Error::Cancelled {
-                path: self.path.clone(),
-            },
-            Error::Timeout { op, after, .. } => Error::Timeout {
-                op,
-                path: self.path.clone(),
-                after,
-            },
-            e => e,
-        }
     }
 
     /// How many leases exist now.
@@ -309,6 +293,7 @@ impl Semaphore {
         let client = &self.client;
         let deadline = wait.deadline(client);
         let spec = Spec {
+            path: &self.path,
             dir: &self.leases,
             marker: names::LEASE,
             rule: Rule::Semaphore(self.permits),

@@ -38,6 +38,9 @@ use crate::{CreateMode, EventType, SessionEvent, SessionState, WatchedEvent};
 
 /// What a recipe asks the queue for.
 pub(crate) struct Spec<'a> {
+    /// The recipe's own path, the one its errors name (a semaphore queues in directories
+    /// under its path; its caller knows only the path).
+    pub path: &'a str,
     /// The lock directory.
     pub dir: &'a str,
     /// The node-name marker (`lock-`, `__READ__`, …).
@@ -227,7 +230,7 @@ pub(crate) fn enqueue<'a>(
 ) -> std::result::Result<Queued<'a>, Next> {
     let cancelled = || {
         Next::Done(Err(Error::Cancelled {
-            path: spec.dir.to_string(),
+            path: spec.path.to_string(),
         }))
     };
     let mut at = Attempt {
@@ -247,7 +250,7 @@ pub(crate) fn enqueue<'a>(
             return Err(cancelled());
         }
         let Some(c) = bounded(client, deadline) else {
-            return Err(Next::Done(expired(wait, spec.dir, client)));
+            return Err(Next::Done(expired(wait, spec.path, client)));
         };
         if at.maybe_created {
             match find_by_uuid(&c, spec.dir, &at.uuid) {
@@ -318,7 +321,7 @@ fn attempt(
     };
     let cancelled = || {
         Next::Done(Err(Error::Cancelled {
-            path: spec.dir.to_string(),
+            path: spec.path.to_string(),
         }))
     };
     let Some(node) = at.node.clone() else {
@@ -340,7 +343,7 @@ fn attempt(
             return Next::Restart;
         }
         let Some(c) = bounded(client, deadline) else {
-            return Next::Done(expired(wait, spec.dir, client));
+            return Next::Done(expired(wait, spec.path, client));
         };
         let v = match view.take() {
             Some(known) => known,

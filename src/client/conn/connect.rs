@@ -10,6 +10,10 @@ use super::*;
 use crate::backoff::Backoff;
 use crate::client::proto::{self, code, op, xid, Reader};
 use crate::client::types::{EventType, LossReason, SessionEvent};
+use crate::error::ConnectFailure;
+
+/// Why one connect attempt failed, and at which address (once the name resolved).
+pub(super) type Failed = (Option<SocketAddr>, ConnectFailure);
 
 pub(super) enum Handshake {
     Live(TcpStream, FrameReader),
@@ -55,12 +59,16 @@ impl Shared {
                     // Expired session or closing: go round at once.
                     continue;
                 }
-                Err(why) => {
+                Err((addr, why)) => {
                     log::debug!(
-                        "zkguard: connect to {} failed: {why}",
+                        "zkguard: connect to {} ({addr:?}) failed: {why}",
                         self.cfg.hosts[host_idx]
                     );
-                    self.session.lock().failures[host_idx] = why;
+                    let mut s = self.session.lock();
+                    let seq = s.failures_seen;
+                    s.failures_seen += 1;
+                    s.failures[host_idx] = Some((seq, addr, why));
+                    drop(s);
                     self.changed.notify_all();
                     failures_in_row += 1;
                 }
@@ -88,7 +96,7 @@ impl Shared {
     pub(super) fn connect_once(
         &self,
         host_idx: usize,
-    ) -> std::result::Result<Option<(TcpStream, FrameReader)>, String> {
+    ) -> std::result::Result<Option<(TcpStream, FrameReader)>, Failed> {
         let host = &self.cfg.hosts[host_idx];
         let (session_id, passwd, requested) = {
             let s = self.session.lock();
@@ -103,22 +111,25 @@ impl Shared {
         let deadline = Instant::now() + budget;
         let addrs: Vec<SocketAddr> = host
             .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve: {e}"))?
+            .map_err(|e| (None, ConnectFailure::Resolve(Arc::new(e))))?
             .collect();
         if addrs.is_empty() {
-            return Err("resolves to no address".into());
+            return Err((None, ConnectFailure::NoAddress));
         }
-        let mut last_err = String::new();
+        let mut last_err = (None, ConnectFailure::NotReached);
         for addr in addrs {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                last_err = format!("{addr}: no time left in this attempt");
+                if last_err.0.is_none() {
+                    let e = io::Error::new(io::ErrorKind::TimedOut, "no time left in this attempt");
+                    last_err = (Some(addr), ConnectFailure::io("connect", e));
+                }
                 break;
             }
             match self.handshake(addr, session_id, &passwd, deadline) {
                 Ok(Handshake::Live(stream, frames)) => return Ok(Some((stream, frames))),
                 Ok(Handshake::Expired) => return Ok(None),
-                Err(e) => last_err = format!("{addr}: {e}"),
+                Err(e) => last_err = (Some(addr), e),
             }
         }
         Err(last_err)
@@ -130,14 +141,15 @@ impl Shared {
         session_id: i64,
         passwd: &[u8],
         deadline: Instant,
-    ) -> std::result::Result<Handshake, String> {
+    ) -> std::result::Result<Handshake, ConnectFailure> {
         self.counters.connects.fetch_add(1, Ordering::Relaxed);
         let left = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
-        let mut stream = TcpStream::connect_timeout(&addr, left).map_err(|e| e.to_string())?;
+        let mut stream = TcpStream::connect_timeout(&addr, left)
+            .map_err(|e| ConnectFailure::io("connect", e))?;
         let _ = stream.set_nodelay(true);
-        let io_err = |e: io::Error| e.to_string();
+        let io_err = |e: io::Error| ConnectFailure::io("handshake", e);
         let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
         stream.set_write_timeout(Some(left)).map_err(io_err)?;
         let connect_sent_us = self.now_us();
@@ -158,13 +170,13 @@ impl Shared {
         let mut frames = FrameReader::default();
         let resp = frames
             .read_frame_by(&mut stream, deadline)
-            .map_err(|e| format!("during the handshake: {e}"))?;
-        let resp = proto::decode_connect_response(&resp)
-            .map_err(|m| format!("malformed handshake reply: {}", m.0))?;
+            .map_err(io_err)?;
+        let resp =
+            proto::decode_connect_response(&resp).map_err(|m| ConnectFailure::Malformed(m.0))?;
         if resp.timeout_ms <= 0 {
             let _ = stream.shutdown(Shutdown::Both);
             if session_id == 0 {
-                return Err("server refused a new session".into());
+                return Err(ConnectFailure::SessionRefused);
             }
             self.lose(LossReason::Expired);
             return Ok(Handshake::Expired);
@@ -196,7 +208,10 @@ impl Shared {
         }
         for frame in early {
             if let Err(m) = self.dispatch(frame) {
-                return Err(format!("malformed frame: {}", m.0));
+                return Err(ConnectFailure::Malformed(format!(
+                    "frame after it: {}",
+                    m.0
+                )));
             }
         }
         Ok(Handshake::Live(stream, frames))
@@ -209,27 +224,28 @@ impl Shared {
         stream: &mut TcpStream,
         frames: &mut FrameReader,
         deadline: Instant,
-    ) -> std::result::Result<Vec<Vec<u8>>, String> {
+    ) -> std::result::Result<Vec<Vec<u8>>, ConnectFailure> {
         for (scheme, auth) in &self.cfg.auth {
             let mut w = proto::Writer::default();
             w.int(0).string(scheme).buffer(auth);
             stream
                 .write_all(&proto::request_frame(xid::AUTH, op::AUTH, &w.buf))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| ConnectFailure::io("auth", e))?;
         }
         let mut auth_left = self.cfg.auth.len();
         let mut early = Vec::new();
         while auth_left > 0 {
             let frame = frames
                 .read_frame_by(stream, deadline)
-                .map_err(|e| format!("waiting for the auth reply: {e}"))?;
+                .map_err(|e| ConnectFailure::io("auth", e))?;
             let mut r = Reader::new(&frame);
-            let h = proto::decode_reply_header(&mut r).map_err(|m| m.0)?;
+            let h =
+                proto::decode_reply_header(&mut r).map_err(|m| ConnectFailure::Malformed(m.0))?;
             if h.xid == xid::AUTH {
                 if h.err != code::OK {
                     let _ = stream.shutdown(Shutdown::Both);
                     self.fail_auth();
-                    return Err("authentication failed".into());
+                    return Err(ConnectFailure::AuthFailed);
                 }
                 auth_left -= 1;
             } else {

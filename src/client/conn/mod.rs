@@ -25,7 +25,7 @@ use parking_lot::{Condvar, Mutex};
 use super::builder::Config;
 use super::proto::{code, op};
 use super::types::{CloseOutcome, EventType, SessionEvent};
-use crate::error::{Error, Result};
+use crate::error::Error;
 
 mod connect;
 mod frame;
@@ -44,7 +44,24 @@ use watches::Watches;
 pub(crate) use watches::{WatchKind, WatchReg, WatchSink, WatchTx};
 
 /// What the caller gets back for one request: the raw reply, or why there is none.
-pub(crate) type ReplyMsg = Result<RawReply>;
+pub(crate) type ReplyMsg = std::result::Result<RawReply, NoReply>;
+
+/// Why a request got no reply. Only the caller knows what the request was (its op, path and
+/// deadline), so a deadline is reported to it as such, and the caller builds the public
+/// [`Error::Timeout`] from it.
+#[derive(Debug, Clone)]
+pub(crate) enum NoReply {
+    /// No connection to write it on came before the caller's deadline; it was not sent.
+    Deadline,
+    /// It failed: the connection was lost, the session expired, the client was closed.
+    Failed(Error),
+}
+
+impl From<Error> for NoReply {
+    fn from(e: Error) -> NoReply {
+        NoReply::Failed(e)
+    }
+}
 
 /// A reply as it came from the server: the whole frame, handed over without a copy.
 pub(crate) struct RawReply {
@@ -148,7 +165,8 @@ impl Shared {
                 auth_failed: false,
                 server: None,
                 subscribers: Vec::new(),
-                failures: vec![String::new(); hosts],
+                failures: vec![None; hosts],
+                failures_seen: 0,
             }),
             changed: Condvar::new(),
             base: Instant::now(),
@@ -217,8 +235,8 @@ impl Shared {
             outcome = match rx.recv_deadline(deadline) {
                 Ok(Ok(r)) if r.err == code::OK => CloseOutcome::Confirmed,
                 Ok(Ok(r)) => refused(Error::from_code(r.err, "")),
-                Ok(Err(e)) => refused(e),
-                Err(_) => refused(Error::Timeout {
+                Ok(Err(NoReply::Failed(e))) => refused(e),
+                Ok(Err(NoReply::Deadline)) | Err(_) => refused(Error::Timeout {
                     op: "close",
                     path: String::new(),
                     after: CLOSE_WAIT,

@@ -3,13 +3,13 @@
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
 use super::*;
 use crate::client::proto;
-use crate::error::{Error, Result};
+use crate::error::Error;
 
 /// A request ready to be written.
 pub(crate) struct Outgoing {
@@ -52,7 +52,7 @@ impl Shared {
         if reqs.is_empty() {
             return;
         }
-        let fail = |reqs: Vec<Outgoing>, e: Error| {
+        let fail = |reqs: Vec<Outgoing>, e: NoReply| {
             for r in reqs {
                 self.unarmed(r.watch);
                 let _ = r.tx.send(Err(e.clone()));
@@ -74,7 +74,7 @@ impl Shared {
         if let Some(session) = pin {
             if io.session != session {
                 drop(io);
-                return fail(reqs, Error::SessionExpired);
+                return fail(reqs, Error::SessionExpired.into());
             }
         }
         let n = reqs.len() as u64;
@@ -129,7 +129,7 @@ impl Shared {
                 };
                 for f in failed {
                     self.unarmed(f.watch);
-                    let _ = f.tx.send(Err(Error::ConnectionLoss));
+                    let _ = f.tx.send(Err(Error::ConnectionLoss.into()));
                 }
                 false
             }
@@ -137,32 +137,32 @@ impl Shared {
     }
 
     /// Waits until requests can be written on the current session; returns the connection's
-    /// generation.
-    pub(super) fn wait_writable(&self, deadline: Instant, closing_ok: bool) -> Result<u64> {
+    /// generation, or why they cannot be ([`NoReply::Deadline`] if the deadline passed).
+    pub(super) fn wait_writable(
+        &self,
+        deadline: Instant,
+        closing_ok: bool,
+    ) -> std::result::Result<u64, NoReply> {
         let mut s = self.session.lock();
         let epoch = s.epoch;
         let had_session = matches!(s.phase, Phase::Connected | Phase::Suspended);
         loop {
             if s.phase == Phase::Closed || (s.closing && !closing_ok) {
-                return Err(s.closed_error());
+                return Err(s.closed_error().into());
             }
             if had_session && s.epoch != epoch {
-                return Err(Error::SessionExpired);
+                return Err(Error::SessionExpired.into());
             }
             if s.phase == Phase::Connected {
                 return Ok(s.generation);
             }
             if s.closing {
                 // Only the close request gets here; no point waiting to close a lost link.
-                return Err(Error::ConnectionLoss);
+                return Err(Error::ConnectionLoss.into());
             }
             if Instant::now() >= deadline {
-                // The caller's Pending fills in the op, path and deadline.
-                return Err(Error::Timeout {
-                    op: "",
-                    path: String::new(),
-                    after: Duration::ZERO,
-                });
+                // The caller, who knows the op, path and deadline, reports the timeout.
+                return Err(NoReply::Deadline);
             }
             self.changed.wait_until(&mut s, deadline);
         }
@@ -186,7 +186,7 @@ impl Shared {
         let drained: Vec<InFlight> = self.pending.lock().drain().map(|(_, f)| f).collect();
         for f in drained {
             self.unarmed(f.watch);
-            let _ = f.tx.send(Err(why.clone()));
+            let _ = f.tx.send(Err(NoReply::Failed(why.clone())));
         }
     }
 }

@@ -7,7 +7,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::*;
 use crate::client::types::{EventType, LossReason, SessionEvent, SessionState};
-use crate::error::{Error, Result};
+use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 
 /// Something inside the crate that reacts to session events (guards, waiters). Held
 /// weakly: when its owner goes, it drops out of the list. Same rules as [`WatchSink`].
@@ -79,8 +79,11 @@ pub(super) struct SessionInfo {
     pub(super) auth_failed: bool,
     pub(super) server: Option<SocketAddr>,
     pub(super) subscribers: Vec<Subscriber>,
-    /// Per host, the last thing that went wrong there (for the connect error).
-    pub(super) failures: Vec<String>,
+    /// Per host, the last thing that went wrong there (for the connect error), numbered in
+    /// the order the failures happened.
+    pub(super) failures: Vec<Option<(u64, Option<SocketAddr>, ConnectFailure)>>,
+    /// The number of the next failure in `failures`.
+    pub(super) failures_seen: u64,
 }
 
 impl SessionInfo {
@@ -186,22 +189,23 @@ impl Shared {
             }
             if self.changed.wait_until(&mut s, deadline).timed_out() && s.phase != Phase::Connected
             {
-                let tried = self
+                // Servers never reached first, then in the order they failed: the last
+                // attempt is the one that failed last (the error's `source`).
+                let mut tried: Vec<(u64, ConnectAttempt)> = self
                     .cfg
                     .hosts
                     .iter()
                     .zip(&s.failures)
-                    .map(|(h, f)| {
-                        if f.is_empty() {
-                            format!("{h} (not reached before the deadline)")
-                        } else {
-                            format!("{h} ({f})")
+                    .map(|(h, f)| match f {
+                        None => (0, ConnectAttempt::new(h, None, ConnectFailure::NotReached)),
+                        Some((seq, addr, why)) => {
+                            (seq + 1, ConnectAttempt::new(h, *addr, why.clone()))
                         }
                     })
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                    .collect();
+                tried.sort_by_key(|(seq, _)| *seq);
                 return Err(Error::Connect {
-                    tried,
+                    attempts: tried.into_iter().map(|(_, a)| a).collect(),
                     after: connect_timeout,
                 });
             }
