@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::*;
+use super::conn::Shared;
+use super::{path, Client, Owner};
 use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 
 /// Settings fixed at build time.

@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 pub use builder::ClientBuilder;
-use conn::{NoReply, Outgoing, RawReply, ReplyMsg, Shared, WatchKind, WatchReg, WatchTx};
+use conn::Shared;
 pub(crate) use conn::{SessionSink, WatchSink};
 pub(crate) use janitor::{Check, Job};
 pub use pipeline::{Pending, Pipeline};

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use super::*;
+use super::conn::{NoReply, Outgoing, RawReply, ReplyMsg, WatchKind, WatchReg, WatchSink, WatchTx};
+use super::types::{Acl, CreateMode, Created, Op, OpResult, Stat, WatchedEvent};
+use super::{path, proto, Client};
 use crate::error::{Error, Result};
 use proto::{create_body, decode_multi, encode_multi, op, version_arg, Reader, Writer};
 

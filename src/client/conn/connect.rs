@@ -6,7 +6,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::*;
+use super::frame::FrameReader;
+use super::session::Phase;
+use super::Shared;
 use crate::backoff::Backoff;
 use crate::client::proto::{self, code, op, xid, Reader};
 use crate::client::types::{EventType, LossReason, SessionEvent};

@@ -34,8 +34,6 @@ mod serve;
 mod session;
 mod watches;
 
-use frame::is_timeout;
-pub(crate) use frame::FrameReader;
 pub(crate) use requests::Outgoing;
 use requests::{InFlight, Io};
 pub(crate) use session::SessionSink;

@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
-use super::*;
+use super::session::Phase;
+use super::watches::WatchReg;
+use super::{NoReply, ReplyMsg, Shared};
 use crate::client::proto;
 use crate::error::Error;
 

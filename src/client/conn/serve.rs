@@ -5,7 +5,10 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::*;
+use super::frame::{is_timeout, FrameReader};
+use super::session::Phase;
+use super::watches::{WatchKind, WatchTx};
+use super::{RawReply, Shared};
 use crate::client::path;
 use crate::client::proto::{self, code, op, xid, Malformed, Reader, ReplyHeader};
 use crate::client::types::{EventType, SessionEvent, WatchedEvent};

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::*;
+use super::Shared;
 use crate::client::types::{EventType, LossReason, SessionEvent, SessionState};
 use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 

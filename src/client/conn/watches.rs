@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
-use super::*;
+use super::requests::Outgoing;
+use super::Shared;
 use crate::client::path;
 use crate::client::proto::{self, code, op};
 use crate::client::types::{EventType, LossReason, WatchedEvent};
@@ -280,6 +281,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::builder::Config;
 
     /// The server's tables: getData and exists-on-a-node watches are in the data table,
     /// exists-on-no-node in the exist table, getChildren in the child table.
