@@ -51,6 +51,21 @@ pub use types::{
 /// # Ok(())
 /// # }
 /// ```
+///
+/// # Errors every request can return
+///
+/// Besides its own errors (each method lists them), every request can fail with:
+///
+/// - [`Error::InvalidPath`] or [`Error::InvalidArgument`]: caught before sending; nothing
+///   was sent.
+/// - [`Error::ConnectionLoss`] or [`Error::Timeout`]: the connection dropped before the
+///   reply, or no reply (or no connection) came by the request's deadline. The request may
+///   or may not have been applied ([`Error::is_connection_error`]).
+/// - [`Error::SessionExpired`]: the session it belonged to is gone.
+/// - [`Error::Closed`]: the client was closed.
+/// - [`Error::NoAuth`]: the node's ACL does not allow it for this session.
+/// - [`Error::Malformed`]: the server's reply could not be read (the connection is dropped
+///   and made again).
 #[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
@@ -343,11 +358,22 @@ impl Client {
     }
 
     /// Creates a node with the open ACL. For sequential modes `path` may end in `/`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NodeExists`], [`Error::NoNode`] if the parent is missing,
+    /// [`Error::NoChildrenForEphemerals`] under an ephemeral parent, and
+    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> Result<Created> {
         self.one(|p| p.create(path, data, mode))
     }
 
     /// Creates a node with the given ACL.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::create`], and [`Error::InvalidAcl`] for an ACL the server rejects (such
+    /// as [`Acl::creator_all`] on a session without credentials).
     pub fn create_with_acl(
         &self,
         path: &str,
@@ -359,44 +385,77 @@ impl Client {
     }
 
     /// Deletes a node, if its data version is `version` (`None`: any version).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoNode`], [`Error::BadVersion`], [`Error::NotEmpty`] if it has children, and
+    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn delete(&self, path: &str, version: Option<i32>) -> Result<()> {
         self.one(|p| p.delete(path, version))
     }
 
     /// The node's metadata, or `None` if it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// Only the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn exists(&self, path: &str) -> Result<Option<Stat>> {
         self.one(|p| p.exists(path))
     }
 
     /// Like [`Client::exists`], and leaves a watch that fires once when the node is created,
     /// deleted or its data changes.
+    ///
+    /// # Errors
+    ///
+    /// Only the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)). On an error no watch is left.
     pub fn exists_w(&self, path: &str) -> Result<(Option<Stat>, Receiver<WatchedEvent>)> {
         self.one(|p| p.exists_w(path))
     }
 
     /// The node's data and metadata.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoNode`], and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
         self.one(|p| p.get_data(path))
     }
 
     /// Like [`Client::get_data`], and leaves a watch that fires once when the node's data
     /// changes or it is deleted. On [`Error::NoNode`] no watch is left behind.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoNode`] (no watch is left), and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, Receiver<WatchedEvent>)> {
         self.one(|p| p.get_data_w(path))
     }
 
     /// Sets the node's data, if its version is `version` (`None`: any version).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoNode`], [`Error::BadVersion`], and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Result<Stat> {
         self.one(|p| p.set_data(path, data, version))
     }
 
     /// The node's children (names, not paths, in the server's order) and its metadata.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoNode`], and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn get_children(&self, path: &str) -> Result<(Vec<String>, Stat)> {
         self.one(|p| p.get_children(path))
     }
 
     /// Like [`Client::get_children`], and leaves a watch that fires once when a child is
     /// added or removed, or the node is deleted.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoNode`] (no watch is left), and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn get_children_w(
         &self,
         path: &str,
@@ -405,12 +464,21 @@ impl Client {
     }
 
     /// Waits until the server this client talks to has caught up with the leader for `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoNode`] on older servers, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn sync(&self, path: &str) -> Result<()> {
         self.one(|p| p.sync(path))
     }
 
     /// Applies all operations atomically, or none. On failure, [`Error::Multi`] names the
     /// first operation that failed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Multi`] with the index and error of the first operation that failed (nothing
+    /// was applied), and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn multi(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
         self.one(|p| p.multi(ops))
     }

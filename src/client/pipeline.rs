@@ -40,6 +40,11 @@ pub struct Pending<T> {
 
 impl<T> Pending<T> {
     /// Waits for the reply (until the deadline set when the pipeline was sent).
+    ///
+    /// # Errors
+    ///
+    /// The request's own errors, as the [`Client`](crate::Client) method of the same name
+    /// lists them; a request refused before sending (a bad path or argument) fails here.
     pub fn wait(self) -> Result<T> {
         let rx = self.state?;
         let timeout_err = || Error::Timeout {

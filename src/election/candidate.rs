@@ -236,6 +236,10 @@ impl Candidate {
 
     /// Blocks until this candidate leads (`Ok(true)`) or `timeout` passes (`Ok(false)`).
     /// [`Error::Closed`] if the candidate has stopped for good (its client was closed).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the candidate has stopped for good (its client was closed).
     pub fn wait_for_leadership(&self, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now().checked_add(timeout);
         let mut inner = self.shared.inner.lock();
@@ -270,6 +274,11 @@ impl Candidate {
     /// Proves that this candidate leads at this instant, with a quorum write (see
     /// [`Leadership::confirm`](crate::Leadership::confirm)). [`Error::NotLeader`] if it does
     /// not lead.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotLeader`] if it does not lead (the term is then over); a connection error or
+    /// timeout if ZooKeeper cannot be asked.
     pub fn confirm(&self) -> Result<()> {
         let term = {
             let inner = self.shared.inner.lock();
@@ -288,6 +297,11 @@ impl Candidate {
     /// `Ok(false)` if it was not leading (or had just lost leadership). When it returns,
     /// this candidate no longer leads and its node is deleted (or, on connection trouble,
     /// its deletion is under way in the background).
+    ///
+    /// # Errors
+    ///
+    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)), from the delete of its node (retried in the background on connection
+    /// trouble).
     pub fn resign(&self) -> Result<bool> {
         let (term, was_lost) = {
             let mut inner = self.shared.inner.lock();

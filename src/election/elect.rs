@@ -72,12 +72,21 @@ impl LeaderElection {
     /// Nothing is sent to ZooKeeper until the first `lead` or `join`. Fails with
     /// [`Error::InvalidPath`] for a relative path, a trailing slash, an empty segment or
     /// the root, and with [`Error::InvalidArgument`] for an id over 512 KiB.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`] naming a bad path, [`Error::InvalidArgument`] for an id over
+    /// 512 KiB.
     pub fn new(client: &Client, path: &str, id: impl Into<String>) -> Result<LeaderElection> {
         LeaderElection::make(client, path, id.into(), true)
     }
 
     /// An unfair election: one ephemeral node at `path` itself, holding `id`. See the
     /// type's documentation for when to choose it.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeaderElection::new`].
     pub fn unfair(client: &Client, path: &str, id: impl Into<String>) -> Result<LeaderElection> {
         LeaderElection::make(client, path, id.into(), false)
     }
@@ -115,6 +124,11 @@ impl LeaderElection {
     /// Joins the election in the background: a thread of the candidate's own queues, leads
     /// when its turn comes, re-enters after a lost session, and reports through
     /// [`Candidate::events`]. Returns at once; [`Error::Closed`] if the client is closed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] if the client is closed, [`Error::Spawn`] if the candidate's thread
+    /// cannot be started.
     pub fn join(&self) -> Result<Candidate> {
         if self.client.is_closing() {
             return Err(Error::Closed);
@@ -126,6 +140,10 @@ impl LeaderElection {
 
     /// The current leader, if there is one: the first node of the queue (fair), or the
     /// node at the path (unfair). Works for any client, candidate or not.
+    ///
+    /// # Errors
+    ///
+    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn leader(&self) -> Result<Option<Participant>> {
         if !self.fair {
             return match self.client.get_data(&self.path) {
@@ -164,6 +182,10 @@ impl LeaderElection {
 
     /// Every candidate in queue order, the leader first (`holds` is true for it alone),
     /// with its id as data. An unfair election has no queue: only the leader is listed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`] if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn participants(&self) -> Result<Vec<Participant>> {
         if self.fair {
             queue::participants(&self.client, &self.path, Rule::Exclusive)

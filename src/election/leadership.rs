@@ -71,6 +71,10 @@ impl Leadership {
     /// delete went. [`Error::NotLeader`] if leadership had already been lost; on a
     /// connection error the delete is retried in the background (dropping does the same,
     /// quietly). The same as [`release`](Leadership::release).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotLeader`] if leadership had already been lost.
     pub fn resign(self) -> Result<()> {
         Guard::release(self)
     }

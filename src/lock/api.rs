@@ -406,12 +406,24 @@ macro_rules! guard_api {
 
             /// Proves with ZooKeeper's quorum that the lock is still ours at this instant;
             /// see [`Guard::confirm`](crate::Guard::confirm).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::LockLost`](crate::Error::LockLost) if it is not (for a leadership,
+            /// [`Error::NotLeader`](crate::Error::NotLeader)); a connection error or timeout
+            /// if ZooKeeper cannot be asked.
             pub fn confirm(&self) -> $crate::Result<()> {
                 $crate::Guard::confirm(self)
             }
 
             /// Releases and reports how the delete went; see
             /// [`Guard::release`](crate::Guard::release).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::LockLost`](crate::Error::LockLost) (for a leadership,
+            /// [`Error::NotLeader`](crate::Error::NotLeader)) if it had already been lost;
+            /// connection errors, after which the delete is retried in the background.
             pub fn release(self) -> $crate::Result<()> {
                 $crate::Guard::release(self)
             }

@@ -82,6 +82,11 @@ impl Clone for Box<dyn AnyLock> {
 impl MultiLock {
     /// [`Mutex`]es at `paths` (each checked as for [`Mutex::new`]). An empty list is an
     /// [`Error::InvalidArgument`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty list, and
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming a bad path.
     pub fn new(client: &Client, paths: &[&str]) -> Result<MultiLock> {
         let (first, rest) = paths.split_first().ok_or_else(|| Error::InvalidArgument {
             name: "paths",

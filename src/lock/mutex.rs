@@ -45,6 +45,10 @@ impl Mutex {
     /// Nothing is sent to ZooKeeper until the first acquire. Fails with
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a relative path, a trailing slash, an empty segment or
     /// the root.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<Mutex> {
         queue::check_lock_path(path)?;
         Ok(Mutex {
@@ -64,6 +68,10 @@ impl Mutex {
     }
 
     /// Every contender (holder first, then the waiters in order) with its node's data.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn participants(&self) -> Result<Vec<Participant>> {
         queue::participants(&self.client, &self.path, Rule::Exclusive)
     }

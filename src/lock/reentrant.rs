@@ -43,6 +43,10 @@ pub struct ReentrantMutex {
 
 impl ReentrantMutex {
     /// A re-entrant lock at `path`; see [`Mutex::new`] for the rules on paths.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<ReentrantMutex> {
         Ok(ReentrantMutex {
             inner: Mutex::new(client, path)?,
@@ -67,6 +71,10 @@ impl ReentrantMutex {
     }
 
     /// Every contender in queue order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn participants(&self) -> Result<Vec<Participant>> {
         self.inner.participants()
     }

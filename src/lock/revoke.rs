@@ -25,6 +25,11 @@ pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 ///
 /// Fails with [`Error::NoNode`](crate::Error::NoNode) naming the path when the node is gone
 /// (nothing to revoke).
+///
+/// # Errors
+///
+/// [`Error::NoNode`](crate::Error::NoNode) naming the path when the node is gone (nothing
+/// to revoke), and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
 pub fn revoke(client: &Client, node_path: &str) -> Result<()> {
     client.set_data(node_path, REVOKE_MESSAGE, None).map(|_| ())
 }

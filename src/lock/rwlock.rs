@@ -68,6 +68,10 @@ impl Side {
 impl RwLock {
     /// A read/write lock at `path`. Nothing is sent until the first acquire; a bad path is
     /// an [`Error::InvalidPath`](crate::Error::InvalidPath) naming it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<RwLock> {
         queue::check_lock_path(path)?;
         let side = Side {
@@ -102,6 +106,10 @@ impl RwLock {
     }
 
     /// Every contender, readers and writers, in queue order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn participants(&self) -> Result<Vec<Participant>> {
         let side = &self.write.side;
         queue::participants(&side.client, &side.path, Rule::ReadWrite)

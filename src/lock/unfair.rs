@@ -34,6 +34,10 @@ pub struct UnfairMutex {
 
 impl UnfairMutex {
     /// A lock whose node is `path` itself. A bad path is an [`Error::InvalidPath`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<UnfairMutex> {
         queue::check_lock_path(path)?;
         Ok(UnfairMutex {
@@ -44,6 +48,10 @@ impl UnfairMutex {
     }
 
     /// The current holder's owner id (the node's data), if the lock is held.
+    ///
+    /// # Errors
+    ///
+    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn holder(&self) -> Result<Option<Vec<u8>>> {
         match self.client.get_data(&self.path) {
             Ok((data, _)) => Ok(Some(data)),
