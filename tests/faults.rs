@@ -279,6 +279,45 @@ fn a_close_the_server_cannot_hear_is_unconfirmed_and_the_ephemerals_stay_until_e
     proxy.heal();
 }
 
+#[test]
+fn a_close_to_a_frozen_server_is_bounded_and_unconfirmed() {
+    // The server is SIGSTOPped: the connection stays open and nothing answers. The close
+    // must not hang, must say the server did not confirm, and must leave the client closed.
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let c = connect(&cluster.connect_string(), Duration::from_secs(4));
+    let p = unique("frozen-close");
+    c.create(&p, b"", CreateMode::Ephemeral).unwrap();
+    cluster.pause(0).unwrap();
+    let started = Instant::now();
+    let outcome = c.close();
+    let took = started.elapsed();
+    cluster.resume(0).unwrap();
+    assert!(
+        matches!(
+            &outcome,
+            CloseOutcome::Unconfirmed {
+                reason: Error::Timeout { op: "close", .. }
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert!(took < Duration::from_secs(3), "close took {took:?}");
+    assert_eq!(c.state(), SessionState::Closed);
+    assert!(matches!(c.exists(&p), Err(Error::Closed)));
+    // The server, once it runs again, still ends the session (the connection is gone), and
+    // with it the ephemeral node.
+    let observer = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let ev = match observer.get_data_w(&p) {
+        Ok((_, _, w)) => w
+            .recv_timeout(Duration::from_secs(30))
+            .map(|e| e.event_type),
+        Err(Error::NoNode { .. }) => Ok(EventType::NodeDeleted),
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(ev, Ok(EventType::NodeDeleted));
+}
+
 fn send_frame(s: &mut std::net::TcpStream, body: &[u8]) {
     let mut frame = (body.len() as u32).to_be_bytes().to_vec();
     frame.extend_from_slice(body);
