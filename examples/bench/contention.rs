@@ -350,6 +350,7 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
     close_all(&clients);
     let mut run = r?;
     let hp50 = p50(&mut run.handoffs);
+    let rp50 = p50(&mut run.releases);
     Line::new(&format!("W2:{k}"), &ctx.target)
         .s("what", "K sessions x 1 thread, Mutex acquire->release loop")
         .u("sessions", k as u64)
@@ -363,6 +364,11 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
         .f("delete_watch_p50_us", delete_watch_p50)
         .f("ratio", hp50 / delete_watch_p50)
         .s("ratio_is", "handoff_p50 / delete_watch_p50")
+        .f("ratio_to_release", hp50 / rp50)
+        .s(
+            "ratio_to_release_is",
+            "handoff_p50 / release_p50: the holders' delete round trip in this run, under the load the workload makes",
+        )
         .print();
     if run.violations > 0 {
         return Err(format!("W2:{k}: {} mutual-exclusion violations", run.violations).into());

@@ -25,7 +25,9 @@
 //!   all: throughput, handoff (from just before a holder's release to the next holder's
 //!   acquire returning), the holders' release (delete) time, mutual-exclusion violations;
 //!   `ratio` = handoff p50 / the p50 of a delete seen by another session's data watch
-//!   (`W2 delete+watch`, measured once per run).
+//!   (`W2 delete+watch`, measured once per run, on a server doing nothing else);
+//!   `ratio_to_release` = handoff p50 / the holders' release p50 in the same run, the
+//!   delete's round trip under the writes the workload itself keeps in flight.
 //! - `W3`: 50 sessions queued behind a holder; watch notifications the 50 receive when the
 //!   holder releases and the next one takes over. One line per queue recipe: `W3` (`Mutex`),
 //!   `W3 reentrant`, `W3 write` (`RwLock` writers), `W3 read` (a writer holds, 50 readers
