@@ -391,3 +391,51 @@ fn leadership_revocation_fires_when_revoke_is_called_on_its_node() {
         });
     }
 }
+
+#[test]
+fn a_multilock_over_two_clients_is_lost_when_one_is_cut_off_before_anyone_else_gets_its_lock() {
+    // The locks of one MultiLock may live on different sessions. Cutting one session off
+    // must turn the whole guard invalid at once and report it lost before the server lets
+    // another session take that session's lock.
+    let cluster = shared_cluster();
+    let proxy = zkguard::testing::FaultProxy::for_cluster(cluster).unwrap();
+    let t = Duration::from_secs(3);
+    let a = connect(&cluster.connect_string(), SESSION);
+    let b = connect(&proxy.connect_string(), t);
+    let other = connect(&cluster.connect_string(), SESSION);
+    let (pa, pb) = (unique("multi-two-a"), unique("multi-two-b"));
+    let multi = MultiLock::of(Mutex::new(&a, &pa).unwrap()).and(UnfairMutex::new(&b, &pb).unwrap());
+    let g = multi.acquire().unwrap();
+    assert!(g.is_valid());
+    let lost = g.lost();
+
+    proxy.blackhole();
+    let cut = Instant::now();
+    // The contender on the cut-off session's path gets it once the server expires that
+    // session; it records when.
+    let contender = {
+        let pb = pb.clone();
+        spawn(move || {
+            let guard = UnfairMutex::new(&other, &pb).unwrap().acquire().unwrap();
+            (Instant::now(), guard)
+        })
+    };
+    wait_until(t, "the guard invalid after the cut", || !g.is_valid());
+    let invalid_after = cut.elapsed();
+    lost.recv_timeout(t * 4).expect("lost did not fire");
+    let lost_at = Instant::now();
+    let (taken_at, _theirs) = recv(&contender, WITHIN, "the contender's acquire");
+    assert!(
+        lost_at < taken_at,
+        "lost fired {:?} after the other session took the lock",
+        lost_at - taken_at
+    );
+    assert!(invalid_after < t, "invalid only after {invalid_after:?}");
+    // The lock on the healthy session is still held by its own guard, and is released with
+    // the multi-lock.
+    let nodes: Vec<_> = g.guards().iter().map(|x| x.is_valid()).collect();
+    assert_eq!(nodes.iter().filter(|v| **v).count(), 1, "{nodes:?}");
+    drop(g);
+    wait_empty(&a, &pa);
+    proxy.heal();
+}
