@@ -553,6 +553,24 @@ pub enum ConnectFailure {
     SessionRefused,
     /// The server rejected the credentials (the client is closed then).
     AuthFailed,
+    /// The TLS handshake failed: the server's certificate is not signed by a trusted
+    /// authority, is for another name or has expired; the server refused ours (mutual
+    /// TLS); or the port does not speak TLS. The reason says which.
+    Tls {
+        /// What went wrong, in words.
+        reason: String,
+    },
+}
+
+impl ConnectFailure {
+    /// A failure that retrying the same server cannot cure (a rejected certificate or
+    /// credentials), as opposed to one that may pass (a refused or broken connection).
+    pub fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            ConnectFailure::Tls { .. } | ConnectFailure::AuthFailed
+        )
+    }
 }
 
 /// I/O causes compare by kind and message (see [`Error`]'s `PartialEq`).
@@ -565,6 +583,7 @@ impl PartialEq for ConnectFailure {
             | (F::SessionRefused, F::SessionRefused)
             | (F::AuthFailed, F::AuthFailed) => true,
             (F::Resolve(a), F::Resolve(b)) => same_io(a, b),
+            (F::Tls { reason: a }, F::Tls { reason: b }) => a == b,
             (
                 F::Io { during, source },
                 F::Io {
@@ -603,6 +622,7 @@ impl fmt::Display for ConnectFailure {
             ConnectFailure::Malformed(why) => write!(f, "malformed handshake reply: {why}"),
             ConnectFailure::SessionRefused => write!(f, "server refused a new session"),
             ConnectFailure::AuthFailed => write!(f, "authentication failed"),
+            ConnectFailure::Tls { reason } => write!(f, "TLS handshake failed: {reason}"),
         }
     }
 }

@@ -17,6 +17,8 @@ pub(crate) struct Config {
     pub auth: Vec<(String, Vec<u8>)>,
     /// The largest request frame to send (see [`ClientBuilder::max_request_size`]).
     pub max_request: usize,
+    /// TLS to every server (feature `tls`).
+    pub tls: Option<super::TlsSetup>,
 }
 
 /// Builds a [`Client`] with settings other than the defaults.
@@ -41,9 +43,28 @@ pub struct ClientBuilder {
     pub(super) request_timeout: Option<Duration>,
     pub(super) auth: Vec<(String, Vec<u8>)>,
     pub(super) max_request: usize,
+    #[cfg(feature = "tls")]
+    pub(super) tls: Option<super::TlsConfig>,
 }
 
 impl ClientBuilder {
+    /// Connects with TLS (feature `tls`): every server of the connect string must be a
+    /// TLS port (ZooKeeper's `secureClientPort`). See [`TlsConfig`](super::TlsConfig) for
+    /// what to trust, mutual TLS and the name verified.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let tls = zkguard::TlsConfig::ca_file("/etc/zookeeper/ca.pem")?;
+    /// let client = zkguard::Client::builder("zk1:2281,zk2:2281").tls(tls).build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, tls: super::TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// The session timeout to ask for (default 10 s). The server clamps it to its
     /// `[minSessionTimeout, maxSessionTimeout]` range; [`Client::session_timeout`] tells the
     /// negotiated value.
@@ -153,6 +174,13 @@ impl ClientBuilder {
                 after: Duration::ZERO,
             });
         }
+        #[cfg(feature = "tls")]
+        let tls = match &self.tls {
+            Some(t) => Some(t.build()?),
+            None => None,
+        };
+        #[cfg(not(feature = "tls"))]
+        let tls = None;
         let mut hosts = cs.hosts;
         shuffle(&mut hosts);
         let shared = Arc::new(Shared::new(Config {
@@ -161,6 +189,7 @@ impl ClientBuilder {
             session_timeout: self.session_timeout,
             auth: self.auth,
             max_request: self.max_request,
+            tls,
         }));
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
         let thread_shared = shared.clone();

@@ -12,6 +12,8 @@ mod janitor;
 pub(crate) mod path;
 mod pipeline;
 pub(crate) mod proto;
+#[cfg(feature = "tls")]
+mod tls;
 mod types;
 
 use std::fmt;
@@ -26,6 +28,15 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 pub use builder::ClientBuilder;
+/// The TLS settings the connection layer uses (none without the `tls` feature).
+#[cfg(feature = "tls")]
+pub(crate) use tls::Tls as TlsSetup;
+#[cfg(feature = "tls")]
+pub use tls::TlsConfig;
+/// Without the `tls` feature there is no TLS setting to hold.
+#[cfg(not(feature = "tls"))]
+#[derive(Clone, Debug)]
+pub(crate) enum TlsSetup {}
 use conn::Shared;
 pub(crate) use conn::{SessionSink, WatchSink};
 pub(crate) use janitor::{Check, Job};
@@ -154,6 +165,8 @@ impl Client {
             request_timeout: None,
             auth: Vec::new(),
             max_request: proto::DEFAULT_MAX_REQUEST,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 

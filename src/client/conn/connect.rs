@@ -1,12 +1,13 @@
 //! Connecting: host rotation and back-off, the session handshake, auth replay, SetWatches.
 
-use std::io::{self, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::frame::FrameReader;
+use super::link::Link;
 use super::session::Phase;
 use super::Shared;
 use crate::backoff::Backoff;
@@ -18,7 +19,7 @@ use crate::error::ConnectFailure;
 pub(super) type Failed = (Option<SocketAddr>, ConnectFailure);
 
 pub(super) enum Handshake {
-    Live(TcpStream, FrameReader),
+    Live(Link, FrameReader),
     Expired,
 }
 
@@ -98,7 +99,7 @@ impl Shared {
     pub(super) fn connect_once(
         &self,
         host_idx: usize,
-    ) -> std::result::Result<Option<(TcpStream, FrameReader)>, Failed> {
+    ) -> std::result::Result<Option<(Link, FrameReader)>, Failed> {
         let host = &self.cfg.hosts[host_idx];
         let (session_id, passwd, requested) = {
             let s = self.session.lock();
@@ -128,7 +129,7 @@ impl Shared {
                 }
                 break;
             }
-            match self.handshake(addr, session_id, &passwd, deadline) {
+            match self.handshake(host, addr, session_id, &passwd, deadline) {
                 Ok(Handshake::Live(stream, frames)) => return Ok(Some((stream, frames))),
                 Ok(Handshake::Expired) => return Ok(None),
                 Err(e) => last_err = (Some(addr), e),
@@ -139,6 +140,7 @@ impl Shared {
 
     pub(super) fn handshake(
         &self,
+        host: &str,
         addr: SocketAddr,
         session_id: i64,
         passwd: &[u8],
@@ -148,9 +150,7 @@ impl Shared {
         let left = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
-        let mut stream = TcpStream::connect_timeout(&addr, left)
-            .map_err(|e| ConnectFailure::io("connect", e))?;
-        let _ = stream.set_nodelay(true);
+        let stream = Link::connect(addr, host, self.cfg.tls.as_ref(), deadline)?;
         let io_err = |e: io::Error| ConnectFailure::io("handshake", e);
         let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
         stream.set_write_timeout(Some(left)).map_err(io_err)?;
@@ -170,13 +170,11 @@ impl Shared {
             ))
             .map_err(io_err)?;
         let mut frames = FrameReader::default();
-        let resp = frames
-            .read_frame_by(&mut stream, deadline)
-            .map_err(io_err)?;
+        let resp = frames.read_frame_by(&stream, deadline).map_err(io_err)?;
         let resp =
             proto::decode_connect_response(&resp).map_err(|m| ConnectFailure::Malformed(m.0))?;
         if resp.timeout_ms <= 0 {
-            let _ = stream.shutdown(Shutdown::Both);
+            stream.shutdown();
             if session_id == 0 {
                 return Err(ConnectFailure::SessionRefused);
             }
@@ -189,7 +187,7 @@ impl Shared {
             self.lose(LossReason::Expired);
         }
         // Replay auth before anyone else can write, and wait for the verdict.
-        let early = self.replay_auth(&mut stream, &mut frames, deadline)?;
+        let early = self.replay_auth(&stream, &mut frames, deadline)?;
         // Re-arm every watch of this session (none for a new session).
         let frames_out = if session_id == resp.session_id {
             self.set_watches_frames()
@@ -203,9 +201,8 @@ impl Shared {
         stream
             .set_write_timeout(Some(write_timeout))
             .map_err(io_err)?;
-        let clone = stream.try_clone().map_err(io_err)?;
         // Publish.
-        if !self.publish(&stream, clone, addr, session_id, resp, connect_sent_us) {
+        if !self.publish(&stream, addr, session_id, resp, connect_sent_us) {
             return Ok(Handshake::Expired);
         }
         for frame in early {
@@ -223,7 +220,7 @@ impl Shared {
     /// Returns the frames that came in meanwhile (dispatched once the connection is live).
     fn replay_auth(
         &self,
-        stream: &mut TcpStream,
+        stream: &Link,
         frames: &mut FrameReader,
         deadline: Instant,
     ) -> std::result::Result<Vec<Vec<u8>>, ConnectFailure> {
@@ -245,7 +242,7 @@ impl Shared {
                 proto::decode_reply_header(&mut r).map_err(|m| ConnectFailure::Malformed(m.0))?;
             if h.xid == xid::AUTH {
                 if h.err != code::OK {
-                    let _ = stream.shutdown(Shutdown::Both);
+                    stream.shutdown();
                     self.fail_auth();
                     return Err(ConnectFailure::AuthFailed);
                 }
@@ -263,8 +260,7 @@ impl Shared {
     /// began closing meanwhile (the session is closed on the server instead).
     fn publish(
         &self,
-        mut stream: &TcpStream,
-        clone: TcpStream,
+        stream: &Link,
         addr: SocketAddr,
         session_id: i64,
         resp: proto::ConnectResponse,
@@ -282,7 +278,7 @@ impl Shared {
             if s.closing {
                 // Closed while we were connecting: do not leave this session behind.
                 let _ = stream.write_all(&proto::request_frame(1, op::CLOSE, &[]));
-                let _ = stream.shutdown(Shutdown::Both);
+                stream.shutdown();
                 return false;
             }
             let same = session_id != 0 && session_id == resp.session_id;
@@ -293,7 +289,7 @@ impl Shared {
             }
             {
                 let mut io = self.io.lock();
-                io.stream = Some(clone);
+                io.stream = Some(stream.clone());
                 io.session = resp.session_id;
             }
             s.session_id = resp.session_id;

@@ -1,9 +1,9 @@
 //! Frames on the wire: splitting the byte stream into length-prefixed frames.
 
 use std::io::{self, Read};
-use std::net::TcpStream;
 use std::time::Instant;
 
+use super::link::Link;
 use crate::client::proto::{self, Malformed};
 
 /// A read that timed out (or was interrupted): nothing wrong with the connection.
@@ -75,7 +75,7 @@ impl FrameReader {
     /// Reads until one frame is complete or the deadline passes.
     pub(super) fn read_frame_by(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &Link,
         deadline: Instant,
     ) -> io::Result<Vec<u8>> {
         loop {
@@ -92,7 +92,7 @@ impl FrameReader {
                 ));
             }
             stream.set_read_timeout(Some(left))?;
-            match self.fill(stream) {
+            match self.fill(&mut &*stream) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,

@@ -29,6 +29,7 @@ use crate::error::Error;
 
 mod connect;
 mod frame;
+mod link;
 mod requests;
 mod serve;
 mod session;

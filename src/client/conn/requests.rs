@@ -1,12 +1,12 @@
 //! The request path: writing requests (under the `io` lock) and the requests in flight.
 
-use std::io::{self, Write};
-use std::net::{Shutdown, TcpStream};
+use std::io;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
+use super::link::Link;
 use super::session::Phase;
 use super::watches::WatchReg;
 use super::{NoReply, ReplyMsg, Shared};
@@ -29,7 +29,7 @@ pub(super) struct InFlight {
 }
 
 pub(super) struct Io {
-    pub(super) stream: Option<TcpStream>,
+    pub(super) stream: Option<Link>,
     /// The session `stream` belongs to (requests pinned to a session are written only on
     /// a connection of that session).
     pub(super) session: i64,
@@ -111,7 +111,7 @@ impl Shared {
             }
         }
         let written = match io.stream.as_ref() {
-            Some(mut stream) => stream.write_all(&bytes),
+            Some(stream) => stream.write_all(&bytes),
             None => Err(io::ErrorKind::NotConnected.into()),
         };
         match written {
@@ -123,7 +123,7 @@ impl Shared {
                 // A partial frame may be on the wire: this connection is finished.
                 log::warn!("zkguard: write failed, dropping the connection: {e}");
                 if let Some(stream) = io.stream.take() {
-                    let _ = stream.shutdown(Shutdown::Both);
+                    stream.shutdown();
                 }
                 let failed: Vec<InFlight> = {
                     let mut pending = self.pending.lock();
@@ -183,7 +183,7 @@ impl Shared {
     /// Closes the current connection (if any) and fails every request in flight.
     pub(super) fn drop_connection(&self, why: Error) {
         if let Some(s) = self.io.lock().stream.take() {
-            let _ = s.shutdown(Shutdown::Both);
+            s.shutdown();
         }
         let drained: Vec<InFlight> = self.pending.lock().drain().map(|(_, f)| f).collect();
         for f in drained {

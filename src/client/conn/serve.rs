@@ -1,11 +1,10 @@
 //! A live connection: reading frames, pinging, detecting silence, dispatching replies.
 
-use std::io::Write;
-use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::frame::{is_timeout, FrameReader};
+use super::link::Link;
 use super::session::Phase;
 use super::watches::{WatchKind, WatchTx};
 use super::{RawReply, Shared};
@@ -19,7 +18,7 @@ impl Shared {
     /// the server has been silent, or has left our requests (pings included) unanswered, for
     /// two thirds of the session timeout. The loss clock runs here too: once the session may
     /// have expired on the server, it is lost, whatever else still arrives on the socket.
-    pub(super) fn serve(&self, mut stream: TcpStream, mut frames: FrameReader) {
+    pub(super) fn serve(&self, stream: Link, mut frames: FrameReader) {
         let t = self.negotiated_timeout();
         let ping_every = t / 3;
         let silence_limit = t * 2 / 3;
@@ -84,7 +83,7 @@ impl Shared {
             if stream.set_read_timeout(Some(wait)).is_err() {
                 return;
             }
-            match frames.fill(&mut stream) {
+            match frames.fill(&mut &stream) {
                 Ok(0) => {
                     log::info!("zkguard: the server closed the connection");
                     return;
@@ -111,7 +110,7 @@ impl Shared {
         let Some(mut io) = self.io.try_lock() else {
             return;
         };
-        let Some(stream) = io.stream.as_mut() else {
+        let Some(stream) = io.stream.as_ref() else {
             return;
         };
         let sent = self.now_us();
@@ -122,7 +121,7 @@ impl Shared {
             }
             Err(e) => {
                 log::info!("zkguard: ping failed: {e}");
-                let _ = stream.shutdown(Shutdown::Both);
+                stream.shutdown();
                 io.stream = None;
             }
         }

@@ -187,7 +187,15 @@ impl Shared {
                 Phase::Closed => return Err(s.closed_error()),
                 _ => {}
             }
-            if self.changed.wait_until(&mut s, deadline).timed_out() && s.phase != Phase::Connected
+            // Every server refused us for good (a certificate or credentials rejected):
+            // waiting out the deadline cannot help.
+            let hopeless = s
+                .failures
+                .iter()
+                .all(|f| matches!(f, Some((_, _, why)) if why.is_permanent()));
+            if hopeless
+                || (self.changed.wait_until(&mut s, deadline).timed_out()
+                    && s.phase != Phase::Connected)
             {
                 // Servers never reached first, then in the order they failed: the last
                 // attempt is the one that failed last (the error's `source`).
@@ -206,7 +214,12 @@ impl Shared {
                 tried.sort_by_key(|(seq, _)| *seq);
                 return Err(Error::Connect {
                     attempts: tried.into_iter().map(|(_, a)| a).collect(),
-                    after: connect_timeout,
+                    after: if hopeless {
+                        connect_timeout
+                            .saturating_sub(deadline.saturating_duration_since(Instant::now()))
+                    } else {
+                        connect_timeout
+                    },
                 });
             }
         }

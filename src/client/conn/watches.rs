@@ -307,6 +307,7 @@ mod tests {
             session_timeout: std::time::Duration::from_secs(10),
             auth: Vec::new(),
             max_request: proto::DEFAULT_MAX_REQUEST,
+            tls: None,
         })
     }
 
