@@ -445,7 +445,7 @@ pub(crate) const W3_KINDS: [W3Kind; 6] = [
 /// Each kind in turn: 50 sessions queued behind a holder; the watch notifications the 50
 /// receive when the holder releases and the next one takes over.
 pub(crate) fn w3(ctx: &Ctx) -> Res<()> {
-    let holder_client = Client::connect(&ctx.connect)?;
+    let holder_client = ctx.connect_one()?;
     let clients = match ctx.connect_many(W3_WAITERS) {
         Ok(c) => c,
         Err(e) => {

@@ -293,7 +293,7 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
     let mut slots: Vec<GuardSlot> = Vec::new();
     let mut next_who = 0;
     let mut add = |slots: &mut Vec<GuardSlot>| -> Res<()> {
-        let client = Client::connect(&ctx.connect)?;
+        let client = ctx.connect_one()?;
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let who = next_who;
         next_who += 1;
@@ -462,7 +462,7 @@ pub(crate) fn w4_candidates(
     let mut slots: Vec<CandSlot> = Vec::new();
     let mut next_who = 0;
     let mut add = |slots: &mut Vec<CandSlot>| -> Res<()> {
-        let client = Client::connect(&ctx.connect)?;
+        let client = ctx.connect_one()?;
         let who = next_who;
         next_who += 1;
         let joined = LeaderElection::new(&client, &path, format!("c{who}")).and_then(|e| e.join());

@@ -123,13 +123,25 @@ struct Ctx {
     n_given: Option<usize>,
     dir: String,
     client: Client,
+    /// TLS settings when this run measures over TLS (feature `tls`).
+    #[cfg(feature = "tls")]
+    tls: Option<zkguard::TlsConfig>,
 }
 
 impl Ctx {
+    /// A new session to the bench's server (over TLS in a TLS run).
+    fn connect_one(&self) -> Res<Client> {
+        let builder = Client::builder(&self.connect);
+        #[cfg(feature = "tls")]
+        let builder = match &self.tls {
+            Some(t) => builder.tls(t.clone()),
+            None => builder,
+        };
+        Ok(builder.build()?)
+    }
+
     fn connect_many(&self, k: usize) -> Res<Vec<Client>> {
-        (0..k)
-            .map(|_| Client::connect(&self.connect).map_err(Into::into))
-            .collect()
+        (0..k).map(|_| self.connect_one()).collect()
     }
 }
 
@@ -222,6 +234,8 @@ fn run() -> Res<bool> {
         n_given,
         dir,
         client,
+        #[cfg(feature = "tls")]
+        tls: None,
     };
 
     // Budgets: generous for the default size, scaled with BENCH_N.
