@@ -11,6 +11,10 @@
 //!   [`stall_server_to_client`](FaultProxy::stall_server_to_client)),
 //!   flaps ([`flap`](FaultProxy::flap)) or resets the client's traffic on command:
 //!   partitions and session expiry on demand.
+//! - Secured servers: [`tls`](TestClusterBuilder::tls) adds a TLS `secureClientPort` to
+//!   every server, with certificates from a throwaway [`TestPki`] (mutual TLS with
+//!   [`ClientAuth::Need`]); [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users)
+//!   makes the servers require SASL DIGEST-MD5 logins.
 //!
 //! ```no_run
 //! use zkguard::testing::{FaultProxy, TestCluster};
@@ -64,7 +68,9 @@
 
 mod cluster;
 mod discover;
+mod pki;
 mod proxy;
 
-pub use cluster::{TestCluster, TestClusterBuilder};
+pub use cluster::{ClientAuth, TestCluster, TestClusterBuilder};
+pub use pki::{PemPair, TestPki};
 pub use proxy::FaultProxy;
