@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zkguard::testing::{ClientAuth, FaultProxy, TestCluster, TestPki};
+use zkguard::testing::{ClientAuth, FaultProxy, TestCluster};
 
 // ------------------------------------------------------------------------------------
 // Helpers
@@ -1207,7 +1207,8 @@ fn tls_standalone_has_a_secure_port_and_a_pki() {
     {
         assert_tls_serves(secure, pki.ca_cert_pem(), None);
         // Another CA's certificate does not verify the server.
-        let stranger = TestPki::generate(&cluster.dir().join("stranger")).expect("pki");
+        let stranger =
+            zkguard::testing::TestPki::generate(&cluster.dir().join("stranger")).expect("pki");
         let err = tls_session(secure, stranger.ca_cert_pem(), None).expect_err("wrong CA");
         assert!(err.contains("handshake"), "{err}");
         // TLS passes through a proxy untouched.
@@ -1242,7 +1243,8 @@ fn tls_need_refuses_clients_without_a_certificate() {
             Some((client.cert_pem(), client.key_pem())),
         );
         // A certificate from another CA is refused too.
-        let stranger = TestPki::generate(&cluster.dir().join("stranger")).expect("pki");
+        let stranger =
+            zkguard::testing::TestPki::generate(&cluster.dir().join("stranger")).expect("pki");
         let c = stranger.client();
         tls_session(secure, pki.ca_cert_pem(), Some((c.cert_pem(), c.key_pem())))
             .expect_err("client cert of another CA");
@@ -1254,8 +1256,9 @@ fn tls_ensemble_serves_tls_on_every_server_and_after_a_restart() {
     let cluster = TestCluster::builder()
         .servers(3)
         .tls(ClientAuth::Want)
+        .sasl_digest_users(&[("alice", "alice-secret")])
         .start()
-        .expect("start a TLS ensemble");
+        .expect("start a TLS ensemble that requires SASL");
     let secure: Vec<SocketAddr> = (0..3)
         .map(|i| cluster.secure_client_addr(i).expect("secure port"))
         .collect();
@@ -1280,6 +1283,13 @@ fn tls_ensemble_serves_tls_on_every_server_and_after_a_restart() {
             );
         }
     }
+    // SASL is required on every member (here on a plaintext port).
+    let mut s = TcpStream::connect(cluster.client_addr(2)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    assert_ne!(zk_handshake(&mut s).expect("session"), 0);
+    assert_eq!(zk_get_data_err(&mut s).expect("a reply"), -124);
+
     cluster.kill(1).expect("kill");
     assert!(TcpStream::connect_timeout(&secure[1], Duration::from_secs(1)).is_err());
     cluster.start_server(1).expect("restart");
@@ -1305,6 +1315,20 @@ fn tls_standalone_survives_kill_restart_pause_and_wipe() {
     TcpStream::connect_timeout(&secure, Duration::from_secs(1)).expect("secure port back");
     #[cfg(feature = "tls")]
     assert_tls_serves(secure, cluster.pki().expect("pki").ca_cert_pem(), None);
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn tls_with_an_expired_server_certificate_is_refused_by_the_client() {
+    let cluster = TestCluster::builder()
+        .tls(ClientAuth::None)
+        .tls_expired_server_cert(true)
+        .start()
+        .expect("start a server with an expired certificate");
+    let pki = cluster.pki().expect("pki");
+    let secure = cluster.secure_client_addr(0).expect("secure port");
+    let err = tls_session(secure, pki.ca_cert_pem(), None).expect_err("expired");
+    assert!(err.to_lowercase().contains("expired"), "{err}");
 }
 
 #[test]
