@@ -250,6 +250,134 @@ pub(crate) fn find_java(probe: &dyn Probe) -> Option<PathBuf> {
         .find(|java| probe.is_file(java))
 }
 
+/// Debian's Netty jars that ZooKeeper's `NettyServerCnxnFactory` needs for a
+/// `secureClientPort` (the server jar's manifest names all but `netty-codec`, whose
+/// absence shows only at the first TLS connection: `NoClassDefFoundError:
+/// io/netty/handler/codec/ByteToMessageDecoder`).
+const DEBIAN_NETTY_REQUIRED: &[&str] = &[
+    "netty-buffer.jar",
+    "netty-codec.jar",
+    "netty-common.jar",
+    "netty-handler.jar",
+    "netty-transport.jar",
+];
+/// Debian Netty jars added when present (native transport helpers, the resolver).
+const DEBIAN_NETTY_OPTIONAL: &[&str] = &[
+    "netty-resolver.jar",
+    "netty-transport-native-epoll.jar",
+    "netty-transport-native-unix-common.jar",
+];
+const DEBIAN_JAVA_DIR: &str = "/usr/share/java";
+
+/// What to tell a user whose ZooKeeper has no Netty.
+const NETTY_HINT: &str = "install Debian/Ubuntu package `libnetty-java` (apt-get install \
+libnetty-java), or use an Apache ZooKeeper binary release (ZOOKEEPER_HOME), whose lib/ \
+holds Netty";
+
+/// The jar file names a class path names, with `dir/*` entries expanded.
+fn classpath_jar_names(probe: &dyn Probe, classpath: &OsString) -> Vec<String> {
+    let mut names = Vec::new();
+    for entry in std::env::split_paths(classpath) {
+        if file_name(&entry) == "*" {
+            if let Some(parent) = entry.parent() {
+                names.extend(jars_in(probe, parent).iter().map(|j| file_name(j)));
+            }
+        } else {
+            names.push(file_name(&entry));
+        }
+    }
+    names
+}
+
+/// The class path entries to append to `dist` so that its server can serve TLS (Netty's
+/// codec, handler, buffer, transport and common jars), or an error saying what to install.
+///
+/// A `ZKGUARD_ZOOKEEPER_CLASSPATH` is used as given (nothing is added). A class path that
+/// already names `netty-codec*.jar` and `netty-handler*.jar`, or `netty-all*.jar`, needs
+/// nothing. The Debian package gets its pieces from `/usr/share/java`.
+pub(crate) fn netty_entries(
+    probe: &dyn Probe,
+    dist: &Distribution,
+) -> Result<Vec<OsString>, String> {
+    if non_empty_var(probe, ENV_CLASSPATH).is_some() {
+        return Ok(Vec::new());
+    }
+    let names = classpath_jar_names(probe, &dist.classpath);
+    let has = |prefix: &str| {
+        names
+            .iter()
+            .any(|n| n.starts_with(prefix) && n.ends_with(".jar"))
+    };
+    if (has("netty-codec") && has("netty-handler")) || has("netty-all") {
+        return Ok(Vec::new());
+    }
+    let debian = std::env::split_paths(&dist.classpath).any(|e| e == Path::new(DEBIAN_JAR));
+    if debian {
+        let dir = Path::new(DEBIAN_JAVA_DIR);
+        let missing: Vec<String> = DEBIAN_NETTY_REQUIRED
+            .iter()
+            .map(|j| dir.join(j))
+            .filter(|p| !probe.is_file(p))
+            .map(|p| p.display().to_string())
+            .collect();
+        if missing.is_empty() {
+            let mut out: Vec<OsString> = DEBIAN_NETTY_REQUIRED
+                .iter()
+                .chain(DEBIAN_NETTY_OPTIONAL)
+                .map(|j| dir.join(j))
+                .filter(|p| probe.is_file(p))
+                .map(PathBuf::into_os_string)
+                .collect();
+            out.sort();
+            return Ok(out);
+        }
+        let all = dir.join("netty-all.jar");
+        if probe.is_file(&all) {
+            return Ok(vec![all.into_os_string()]);
+        }
+        return Err(format!(
+            "a TLS test server needs Netty (ZooKeeper's NettyServerCnxnFactory serves the \
+             secureClientPort), but {} missing; to fix: {NETTY_HINT}",
+            if missing.len() == 1 {
+                format!("{} is", missing[0])
+            } else {
+                format!("{} are", missing.join(", "))
+            }
+        ));
+    }
+    Err(format!(
+        "a TLS test server needs Netty (ZooKeeper's NettyServerCnxnFactory serves the \
+         secureClientPort), but the class path from {} names no netty-codec*.jar and \
+         netty-handler*.jar (nor netty-all*.jar); to fix: {NETTY_HINT}, or set \
+         {ENV_CLASSPATH} to a class path that includes Netty",
+        dist.source
+    ))
+}
+
+/// `dist` with the Netty jars TLS needs appended to its class path ([`netty_entries`]).
+pub(crate) fn with_netty(probe: &dyn Probe, dist: &Distribution) -> io::Result<Distribution> {
+    let extra =
+        netty_entries(probe, dist).map_err(|m| io::Error::new(io::ErrorKind::NotFound, m))?;
+    if extra.is_empty() {
+        return Ok(dist.clone());
+    }
+    let mut entries: Vec<OsString> = std::env::split_paths(&dist.classpath)
+        .map(PathBuf::into_os_string)
+        .collect();
+    entries.extend(extra);
+    let classpath = std::env::join_paths(&entries).map_err(|e| {
+        io::Error::other(format!(
+            "cannot add Netty to the Java class path from {}: {e}",
+            dist.source
+        ))
+    })?;
+    Ok(Distribution {
+        java: dist.java.clone(),
+        classpath,
+        source: format!("{} with Netty from {DEBIAN_JAVA_DIR}", dist.source),
+    })
+}
+
 /// Everything [`discover`] decided, before any side effect.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Plan {
@@ -687,6 +815,50 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    fn dist(classpath: &str) -> Distribution {
+        Distribution {
+            java: PathBuf::from("/usr/bin/java"),
+            classpath: classpath.into(),
+            source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn netty_from_debian_pieces_or_netty_all() {
+        let mut p = debian();
+        for j in DEBIAN_NETTY_REQUIRED.iter().chain(DEBIAN_NETTY_OPTIONAL) {
+            p = p.file(&format!("{DEBIAN_JAVA_DIR}/{j}"));
+        }
+        let cp = format!("{DEBIAN_JAR}:{DEBIAN_SLF4J_SIMPLE}");
+        let extra = netty_entries(&p, &dist(&cp)).expect("found");
+        assert_eq!(extra.len(), 8);
+        assert!(extra.contains(&OsString::from("/usr/share/java/netty-codec.jar")));
+        let only_all = debian().file("/usr/share/java/netty-all.jar");
+        assert_eq!(
+            netty_entries(&only_all, &dist(&cp)).expect("all"),
+            vec![OsString::from("/usr/share/java/netty-all.jar")]
+        );
+        let err = netty_entries(&debian(), &dist(&cp)).expect_err("missing");
+        assert!(err.contains("netty-codec.jar"), "{err}");
+        assert!(err.contains("libnetty-java"), "{err}");
+    }
+
+    #[test]
+    fn netty_in_a_release_or_explicit_classpath_is_used_as_is() {
+        let p = release(FakeProbe::default(), "/zk").file("/zk/lib/netty-codec-4.1.105.Final.jar");
+        let cp = "/zk/conf:/zk/lib/netty-codec-4.1.105.Final.jar:/zk/lib/netty-handler-4.1.105.Final.jar:/zk/lib/zookeeper-3.8.4.jar";
+        assert!(netty_entries(&p, &dist(cp)).expect("ok").is_empty());
+        assert!(netty_entries(&p, &dist("/zk/lib/*"))
+            .expect("wildcard")
+            .is_empty());
+        let err = netty_entries(&p, &dist("/zk/lib/zookeeper-3.8.4.jar")).expect_err("none");
+        assert!(err.contains("netty-codec"), "{err}");
+        let explicit = FakeProbe::default().var(ENV_CLASSPATH, "/x.jar");
+        assert!(netty_entries(&explicit, &dist("/x.jar"))
+            .expect("as given")
+            .is_empty());
     }
 
     #[test]

@@ -11,6 +11,10 @@
 //!   [`stall_server_to_client`](FaultProxy::stall_server_to_client)),
 //!   flaps ([`flap`](FaultProxy::flap)) or resets the client's traffic on command:
 //!   partitions and session expiry on demand.
+//! - Secured servers: [`tls`](TestClusterBuilder::tls) adds a TLS `secureClientPort` to
+//!   every server, with certificates from a throwaway [`TestPki`] (mutual TLS with
+//!   [`ClientAuth::Need`]); [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users)
+//!   makes the servers require SASL DIGEST-MD5 logins.
 //!
 //! ```no_run
 //! use zkguard::testing::{FaultProxy, TestCluster};
@@ -57,6 +61,21 @@
 //! (`zookeeper.extendedTypesEnabled`) and a small JVM
 //! (`-Xmx256m`, serial GC, C1 only). Ensembles are static (`reconfigEnabled=false`).
 //!
+//! With [`tls`](TestClusterBuilder::tls), every server also gets
+//! `serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory`, a
+//! `secureClientPort` on 127.0.0.1, `ssl.keyStore.location` / `ssl.trustStore.location`
+//! with `ssl.keyStore.type=PEM` and `ssl.trustStore.type=PEM` (the files of a [`TestPki`]
+//! in the cluster's `pki` folder) and `ssl.clientAuth` from [`ClientAuth`]; `zoo.cfg` keys
+//! ZooKeeper does not know become `zookeeper.<key>` system properties, which is how the
+//! `ssl.*` keys reach the server. The plaintext `clientPort` stays: readiness checks and
+//! four-letter words use it. With
+//! [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users), a JAAS file `jaas.conf`
+//! (`-Djava.security.auth.login.config`),
+//! `authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider` and,
+//! unless [`sasl_required(false)`](TestClusterBuilder::sasl_required),
+//! `enforce.auth.enabled=true`, `enforce.auth.schemes=sasl` and
+//! `sessionRequireClientSASLAuth=true` (the older 3.6 spelling of the same).
+//!
 //! # Platform
 //!
 //! Unix only in practice: servers are signalled with the `kill` command and a `sh`
@@ -64,7 +83,9 @@
 
 mod cluster;
 mod discover;
+mod pki;
 mod proxy;
 
-pub use cluster::{TestCluster, TestClusterBuilder};
+pub use cluster::{ClientAuth, TestCluster, TestClusterBuilder};
+pub use pki::{PemPair, TestPki};
 pub use proxy::FaultProxy;

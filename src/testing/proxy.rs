@@ -268,6 +268,43 @@ impl FaultProxy {
         FaultProxy::start(&upstreams)
     }
 
+    /// A proxy in front of every server's TLS `secureClientPort`, in server order (a
+    /// cluster started with [`tls`](crate::testing::TestClusterBuilder::tls)). The proxy
+    /// forwards bytes, so TLS passes through it untouched; a client verifying the server
+    /// certificate should expect the name `localhost` or `127.0.0.1`, as without a proxy.
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::InvalidInput`] when the cluster has no TLS ports; otherwise as
+    /// [`FaultProxy::start`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use zkguard::testing::{ClientAuth, FaultProxy, TestCluster};
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// let cluster = TestCluster::builder().servers(3).tls(ClientAuth::None).start()?;
+    /// let proxy = FaultProxy::for_cluster_secure(&cluster)?;
+    /// // A TLS client connects to `proxy.connect_string()`; one server's alone:
+    /// let one = FaultProxy::start(&[cluster.secure_client_addr(1).expect("tls")])?;
+    /// # let _ = (proxy, one);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn for_cluster_secure(cluster: &TestCluster) -> io::Result<FaultProxy> {
+        let upstreams = (0..cluster.len())
+            .map(|i| cluster.secure_client_addr(i))
+            .collect::<Option<Vec<SocketAddr>>>()
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "FaultProxy::for_cluster_secure needs a cluster started with tls(..)",
+                )
+            })?;
+        FaultProxy::start(&upstreams)
+    }
+
     /// The connect string of the listeners: `"127.0.0.1:l1,127.0.0.1:l2,…"`.
     pub fn connect_string(&self) -> String {
         self.addrs

@@ -3,6 +3,7 @@
 use std::io;
 use std::time::Duration;
 
+use super::security::{validate_sasl_users, ClientAuth};
 use super::{ms, TestCluster, START_ATTEMPTS};
 use crate::testing::discover;
 
@@ -15,6 +16,14 @@ pub(super) struct Settings {
     pub(super) force_sync: bool,
     pub(super) full_jit: bool,
     pub(super) isolatable: bool,
+    /// `Some`: every server also serves TLS on a `secureClientPort`.
+    pub(super) tls: Option<ClientAuth>,
+    /// The server certificate expired long ago.
+    pub(super) tls_expired_server_cert: bool,
+    /// `Some`: SASL DIGEST-MD5 with these users.
+    pub(super) sasl_users: Option<Vec<(String, String)>>,
+    /// Whether the servers refuse clients that did not authenticate with SASL.
+    pub(super) sasl_required: bool,
 }
 
 impl Default for Settings {
@@ -27,6 +36,10 @@ impl Default for Settings {
             force_sync: false,
             full_jit: false,
             isolatable: false,
+            tls: None,
+            tls_expired_server_cert: false,
+            sasl_users: None,
+            sasl_required: true,
         }
     }
 }
@@ -55,6 +68,14 @@ impl Settings {
                 "TestCluster supports at most 255 servers ({} were requested)",
                 self.servers
             )));
+        }
+        if let Some(users) = &self.sasl_users {
+            validate_sasl_users(users)?;
+        }
+        if self.tls_expired_server_cert && self.tls.is_none() {
+            return Err(invalid(
+                "tls_expired_server_cert(true) needs tls(..) as well".into(),
+            ));
         }
         let tick = ms(self.tick);
         if tick == 0 || tick > i32::MAX as u128 {
@@ -166,6 +187,111 @@ impl TestClusterBuilder {
         self
     }
 
+    /// Every server also serves TLS on a `secureClientPort` of its own, with certificates
+    /// from a throwaway [`TestPki`](crate::testing::TestPki) made in the cluster's
+    /// directory; `client_auth` says whether the servers demand client certificates
+    /// (mutual TLS with [`ClientAuth::Need`]).
+    ///
+    /// The plaintext `clientPort` stays open as well: [`connect_string`](TestCluster::connect_string),
+    /// the four-letter words and the readiness checks use it. TLS clients use
+    /// [`secure_connect_string`](TestCluster::secure_connect_string) or
+    /// [`secure_client_addr`](TestCluster::secure_client_addr) and trust
+    /// [`pki`](TestCluster::pki)`().ca_cert_pem()`; the server certificate names
+    /// `localhost` and `127.0.0.1`. A [`FaultProxy`](crate::testing::FaultProxy) forwards
+    /// TLS like any TCP: see [`FaultProxy::for_cluster_secure`](crate::testing::FaultProxy::for_cluster_secure).
+    ///
+    /// The servers run ZooKeeper's `NettyServerCnxnFactory` (for both ports), with
+    /// `ssl.keyStore.type=PEM` and `ssl.trustStore.type=PEM`, so Netty must be on the
+    /// class path: an unpacked Apache release has it in `lib/`; with the Debian package,
+    /// the jars `netty-buffer`, `netty-codec`, `netty-common`, `netty-handler` and
+    /// `netty-transport` (package `libnetty-java`) are taken from `/usr/share/java`
+    /// (`netty-all.jar` if the pieces are missing); a `ZKGUARD_ZOOKEEPER_CLASSPATH` is used
+    /// as given. Starting fails with [`io::ErrorKind::NotFound`] naming what is missing.
+    /// Kills, restarts, pauses and wipes keep the TLS settings (and the ports).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use zkguard::testing::{ClientAuth, TestCluster};
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// let cluster = TestCluster::builder().tls(ClientAuth::Need).start()?;
+    /// let pki = cluster.pki().expect("a TLS cluster has a PKI");
+    /// let addr = cluster.secure_client_addr(0).expect("a secure port");
+    /// // A TLS client connects to `addr`, trusts `pki.ca_cert_pem()` and presents
+    /// // `pki.client().cert_pem()` with `pki.client().key_pem()`.
+    /// # let _ = (pki, addr);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tls(mut self, client_auth: ClientAuth) -> Self {
+        self.settings.tls = Some(client_auth);
+        self
+    }
+
+    /// With [`tls`](Self::tls): the servers present a certificate that expired long ago
+    /// ([`TestPki::generate_with_expired_server_cert`](crate::testing::TestPki::generate_with_expired_server_cert)),
+    /// for tests that expect a client to refuse them (default `false`). Starting fails
+    /// with [`io::ErrorKind::InvalidInput`] without `tls`.
+    pub fn tls_expired_server_cert(mut self, on: bool) -> Self {
+        self.settings.tls_expired_server_cert = on;
+        self
+    }
+
+    /// The servers authenticate clients with SASL DIGEST-MD5 against these
+    /// `(user, password)` pairs, and by default refuse clients that do not (see
+    /// [`sasl_required`](Self::sasl_required)).
+    ///
+    /// The users go into a JAAS file (`jaas.conf` in the cluster's directory) with a
+    /// `Server` section for `org.apache.zookeeper.server.auth.DigestLoginModule`
+    /// (`user_<name>="<password>"`), passed to the servers with
+    /// `-Djava.security.auth.login.config`; `zoo.cfg` gets
+    /// `authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider`.
+    /// Only client-to-server authentication is configured, not quorum SASL.
+    ///
+    /// User names may hold only ASCII letters, digits, `_` and `-`; passwords must not be
+    /// empty nor hold `"`, `\` or control characters; names must be unique and the list
+    /// non-empty. Otherwise [`start`](Self::start) fails with
+    /// [`io::ErrorKind::InvalidInput`] naming the user.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use zkguard::testing::TestCluster;
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// let err = TestCluster::builder()
+    ///     .sasl_digest_users(&[("alice", "alice-secret"), ("bo\"b", "x")])
+    ///     .start()
+    ///     .unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    /// assert!(err.to_string().contains("bo\\\"b"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sasl_digest_users(mut self, users: &[(&str, &str)]) -> Self {
+        self.settings.sasl_users = Some(
+            users
+                .iter()
+                .map(|(u, p)| ((*u).to_string(), (*p).to_string()))
+                .collect(),
+        );
+        self
+    }
+
+    /// With [`sasl_digest_users`](Self::sasl_digest_users): whether the servers refuse
+    /// every request of a client that has not authenticated with SASL (default `true`).
+    ///
+    /// When on, `zoo.cfg` has `enforce.auth.enabled=true`, `enforce.auth.schemes=sasl`
+    /// and `sessionRequireClientSASLAuth=true`: ZooKeeper 3.8 answers the first request
+    /// of an unauthenticated session with the error `SessionClosedRequireSaslAuth` (-124)
+    /// and closes the connection. When off, unauthenticated clients are served and SASL
+    /// only adds the `sasl` identity for ACLs.
+    pub fn sasl_required(mut self, on: bool) -> Self {
+        self.settings.sasl_required = on;
+        self
+    }
+
     /// Starts the servers and waits (at most 60 s) until every one of them serves.
     ///
     /// On failure every started process is killed, the temporary directory is kept, and
@@ -177,7 +303,10 @@ impl TestClusterBuilder {
     /// its last lines), no ZooKeeper installation found, or no free ports after three tries.
     pub fn start(self) -> io::Result<TestCluster> {
         self.settings.validate()?;
-        let dist = discover::discover()?;
+        let mut dist = discover::discover()?;
+        if self.settings.tls.is_some() {
+            dist = discover::with_netty(&discover::RealProbe, &dist)?;
+        }
         let mut attempt = 1;
         loop {
             match TestCluster::try_start(&self.settings, &dist) {

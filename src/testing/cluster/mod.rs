@@ -9,10 +9,12 @@ mod faults;
 mod four_letter;
 mod ports;
 mod process;
+mod security;
 
 use builder::Settings;
 pub use builder::TestClusterBuilder;
 use four_letter::{four_letter_at, is_serving_mode, parse_mode};
+pub use security::ClientAuth;
 
 use std::fs;
 use std::io;
@@ -25,6 +27,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::discover::Distribution;
+use super::pki::TestPki;
 use super::proxy::FaultProxy;
 
 const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
@@ -90,6 +93,8 @@ impl Proc {
 struct Server {
     index: usize,
     client_port: u16,
+    /// `secureClientPort`, with TLS.
+    secure_port: Option<u16>,
     config: PathBuf,
     /// `dataDir` (snapshots, transaction logs, `myid`).
     data: PathBuf,
@@ -100,6 +105,11 @@ struct Server {
 impl Server {
     fn addr(&self) -> SocketAddr {
         SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.client_port))
+    }
+
+    fn secure_addr(&self) -> Option<SocketAddr> {
+        self.secure_port
+            .map(|p| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, p)))
     }
 }
 
@@ -162,6 +172,10 @@ pub struct TestCluster {
     /// Kills the servers when this process dies; its stdin is our end of a pipe.
     watchdog: Mutex<Option<(Child, Option<ChildStdin>)>>,
     keep_dir: AtomicBool,
+    /// With TLS: the certificates, in `dir/pki`.
+    pki: Option<TestPki>,
+    /// With SASL: the JAAS file.
+    jaas: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for TestCluster {
@@ -169,6 +183,8 @@ impl std::fmt::Debug for TestCluster {
         f.debug_struct("TestCluster")
             .field("dir", &self.dir)
             .field("connect_string", &self.connect_string())
+            .field("secure_connect_string", &self.secure_connect_string())
+            .field("sasl", &self.jaas.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -252,6 +268,35 @@ impl TestCluster {
     /// The client address of server `i` (it stays the same across restarts).
     pub fn client_addr(&self, i: usize) -> SocketAddr {
         self.server(i).addr()
+    }
+
+    /// With [`tls`](TestClusterBuilder::tls): the throwaway CA and certificates the servers
+    /// use (in the `pki` folder of [`dir`](Self::dir)); `None` otherwise.
+    pub fn pki(&self) -> Option<&TestPki> {
+        self.pki.as_ref()
+    }
+
+    /// With [`tls`](TestClusterBuilder::tls): the connect string naming every server's
+    /// `secureClientPort`, `"127.0.0.1:s1,127.0.0.1:s2,…"`; `None` otherwise.
+    /// ([`connect_string`](Self::connect_string) always names the plaintext ports.)
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.servers
+            .iter()
+            .map(|s| s.secure_port.map(|p| format!("127.0.0.1:{p}")))
+            .collect::<Option<Vec<_>>>()
+            .map(|v| v.join(","))
+    }
+
+    /// With [`tls`](TestClusterBuilder::tls): server `i`'s `secureClientPort` address (it
+    /// stays the same across restarts); `None` otherwise.
+    pub fn secure_client_addr(&self, i: usize) -> Option<SocketAddr> {
+        self.server(i).secure_addr()
+    }
+
+    /// With [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users): the JAAS file
+    /// the servers read their SASL users from; `None` otherwise.
+    pub fn jaas_path(&self) -> Option<&Path> {
+        self.jaas.as_deref()
     }
 
     /// Number of servers (running or not).

@@ -15,11 +15,13 @@ use parking_lot::Mutex;
 use super::builder::{Settings, StartError};
 use super::four_letter::{four_letter_at, is_serving_mode, parse_mode};
 use super::ports::free_port;
+use super::security;
 use super::{
     ms, other, Proc, Server, TestCluster, LOG_TAIL_LINES, POLL_ATTEMPT_TIMEOUT, POLL_INTERVAL,
     QUORUM_MAIN, STANDALONE_MAIN, START_DEADLINE, WATCHDOG_SCRIPT,
 };
 use crate::testing::discover::Distribution;
+use crate::testing::pki::TestPki;
 use crate::testing::proxy::FaultProxy;
 
 /// The last `n` lines of a file (reads at most its last 64 KiB).
@@ -143,13 +145,37 @@ impl TestCluster {
             isolated: Mutex::new(vec![false; settings.servers]),
             watchdog: Mutex::new(None),
             keep_dir: AtomicBool::new(false),
+            pki: None,
+            jaas: None,
         };
+        if settings.tls.is_some() {
+            let pki_dir = dir.join("pki");
+            let pki = if settings.tls_expired_server_cert {
+                TestPki::generate_with_expired_server_cert(&pki_dir)
+            } else {
+                TestPki::generate(&pki_dir)
+            };
+            cluster.pki = Some(pki.map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot make the TLS certificates: {e}"))
+            })?);
+        }
+        if let Some(users) = &settings.sasl_users {
+            let jaas = dir.join("jaas.conf");
+            fs::write(&jaas, security::jaas_text(users))
+                .map_err(|e| other(format!("cannot write {}: {e}", jaas.display())))?;
+            cluster.jaas = Some(jaas);
+        }
         let n = settings.servers;
         let ensemble = n > 1;
         let mut client_ports = Vec::with_capacity(n);
+        let mut secure_ports = Vec::with_capacity(n);
         let mut peer_ports = Vec::with_capacity(n);
         for _ in 0..n {
             client_ports.push(free_port()?);
+            secure_ports.push(match settings.tls {
+                Some(_) => Some(free_port()?),
+                None => None,
+            });
             if ensemble {
                 peer_ports.push((free_port()?, free_port()?));
             }
@@ -187,6 +213,14 @@ impl TestCluster {
                 if settings.force_sync { "yes" } else { "no" }
             );
             let _ = writeln!(cfg, "autopurge.purgeInterval=0");
+            if let (Some(auth), Some(pki), Some(port)) =
+                (settings.tls, &cluster.pki, secure_ports[i])
+            {
+                security::tls_config(&mut cfg, port, pki, auth);
+            }
+            if settings.sasl_users.is_some() {
+                security::sasl_config(&mut cfg, settings.sasl_required);
+            }
             if ensemble {
                 let _ = writeln!(cfg, "reconfigEnabled=false");
                 for (k, &(quorum, election)) in peer_ports.iter().enumerate() {
@@ -210,6 +244,7 @@ impl TestCluster {
             servers.push(Server {
                 index: i,
                 client_port,
+                secure_port: secure_ports[i],
                 config,
                 data,
                 log: dir.join(format!("server-{i}.log")),
@@ -359,6 +394,7 @@ impl TestCluster {
                 "no"
             }
         ))
+        .args(self.jaas.as_deref().map(security::jaas_jvm_option))
         .arg("-cp")
         .arg(&self.dist.classpath)
         .arg(self.main_class())
@@ -423,7 +459,16 @@ impl TestCluster {
             if need_mode {
                 match four_letter_at(s.addr(), "srvr", attempt) {
                     Ok(reply) => match parse_mode(&reply) {
-                        Some(mode) if is_serving_mode(mode) => return Ok(()),
+                        Some(mode) if is_serving_mode(mode) => match s.secure_addr() {
+                            None => return Ok(()),
+                            Some(secure) => match TcpStream::connect_timeout(&secure, attempt) {
+                                Ok(_) => return Ok(()),
+                                Err(e) => {
+                                    last =
+                                        format!("serving, but its secureClientPort {secure}: {e}")
+                                }
+                            },
+                        },
                         Some(mode) => last = format!("srvr said Mode: {mode}"),
                         None => last = format!("srvr said: {}", reply.trim()),
                     },
