@@ -121,6 +121,8 @@ mod queue;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+#[cfg(feature = "tls")]
+pub use client::TlsConfig;
 pub use client::{
     Acl, Client, ClientBuilder, ClientStats, CloseOutcome, CreateMode, Created, EventType,
     LossReason, Op, OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat,
@@ -136,6 +138,6 @@ pub use lock::{
 pub use queue::{Canceller, Participant};
 
 /// The README's examples, compiled as doctests so they cannot rot.
-#[cfg(all(doctest, feature = "testing"))]
+#[cfg(all(doctest, feature = "testing", feature = "tls"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -19,6 +19,23 @@ pub(crate) struct Config {
     pub max_request: usize,
     /// TLS to every server (feature `tls`).
     pub tls: Option<super::TlsSetup>,
+    /// The SASL DIGEST-MD5 login, on every connection.
+    pub sasl: Option<SaslLogin>,
+}
+
+/// A SASL DIGEST-MD5 user and password (the password is kept out of `Debug`).
+#[derive(Clone)]
+pub(crate) struct SaslLogin {
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslLogin")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Builds a [`Client`] with settings other than the defaults.
@@ -45,6 +62,7 @@ pub struct ClientBuilder {
     pub(super) max_request: usize,
     #[cfg(feature = "tls")]
     pub(super) tls: Option<super::TlsConfig>,
+    pub(super) sasl: Option<SaslLogin>,
 }
 
 impl ClientBuilder {
@@ -62,6 +80,32 @@ impl ClientBuilder {
     #[cfg(feature = "tls")]
     pub fn tls(mut self, tls: super::TlsConfig) -> Self {
         self.tls = Some(tls);
+        self
+    }
+
+    /// Logs in with SASL DIGEST-MD5 as `user` (ZooKeeper's `DigestLoginModule`, the
+    /// `user_<name>="<password>"` lines of the server's JAAS `Server` section), as
+    /// ZooKeeper's own clients do: after the session handshake, on every connection, before
+    /// any request is sent. Servers that require SASL (`sessionRequireClientSASLAuth` or
+    /// `enforce.auth.schemes=sasl`) refuse every request of a client that has not logged in.
+    ///
+    /// The ACL identity of the session is then `sasl:<user>`. A wrong user or password
+    /// makes [`build`](Self::build) fail with [`Error::AuthFailed`] (and closes a client
+    /// whose password stops working later); it never loops.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::builder("zk1:2181,zk2:2181")
+    ///     .sasl_digest("alice", "alice-secret")
+    ///     .build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sasl_digest(mut self, user: &str, password: &str) -> Self {
+        self.sasl = Some(SaslLogin {
+            user: user.to_string(),
+            password: password.to_string(),
+        });
         self
     }
 
@@ -143,6 +187,14 @@ impl ClientBuilder {
         if let Some(t) = self.request_timeout {
             check("request timeout", t)?;
         }
+        if let Some(login) = &self.sasl {
+            if login.user.is_empty() {
+                return Err(Error::InvalidArgument {
+                    name: "SASL user",
+                    reason: "empty".into(),
+                });
+            }
+        }
         for (scheme, _) in &self.auth {
             if scheme.is_empty() {
                 return Err(Error::InvalidArgument {
@@ -190,6 +242,7 @@ impl ClientBuilder {
             auth: self.auth,
             max_request: self.max_request,
             tls,
+            sasl: self.sasl,
         }));
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
         let thread_shared = shared.clone();

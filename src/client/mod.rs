@@ -12,6 +12,7 @@ mod janitor;
 pub(crate) mod path;
 mod pipeline;
 pub(crate) mod proto;
+mod sasl;
 #[cfg(feature = "tls")]
 mod tls;
 mod types;
@@ -167,6 +168,7 @@ impl Client {
             max_request: proto::DEFAULT_MAX_REQUEST,
             #[cfg(feature = "tls")]
             tls: None,
+            sasl: None,
         }
     }
 

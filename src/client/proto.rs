@@ -27,6 +27,7 @@ pub(crate) mod op {
     pub const CLOSE: i32 = -11;
     pub const AUTH: i32 = 100;
     pub const SET_WATCHES: i32 = 101;
+    pub const SASL: i32 = 102;
     /// Multi header type of an error result.
     pub const ERROR: i32 = -1;
 }

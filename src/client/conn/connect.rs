@@ -12,6 +12,7 @@ use super::session::Phase;
 use super::Shared;
 use crate::backoff::Backoff;
 use crate::client::proto::{self, code, op, xid, Reader};
+use crate::client::sasl::DigestMd5Client;
 use crate::client::types::{EventType, LossReason, SessionEvent};
 use crate::error::ConnectFailure;
 
@@ -151,7 +152,7 @@ impl Shared {
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
         let stream = Link::connect(addr, host, self.cfg.tls.as_ref(), deadline)?;
-        let io_err = |e: io::Error| ConnectFailure::io("handshake", e);
+        let io_err = |e: io::Error| super::link::failure("handshake", e);
         let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
         stream.set_write_timeout(Some(left)).map_err(io_err)?;
         let connect_sent_us = self.now_us();
@@ -186,8 +187,10 @@ impl Shared {
             // Not the session we asked to resume: ours is gone.
             self.lose(LossReason::Expired);
         }
-        // Replay auth before anyone else can write, and wait for the verdict.
-        let early = self.replay_auth(&stream, &mut frames, deadline)?;
+        // Log in (SASL) and replay auth before anyone else can write, and wait for the
+        // verdicts.
+        let mut early = self.sasl_login(&stream, &mut frames, deadline)?;
+        early.extend(self.replay_auth(&stream, &mut frames, deadline)?);
         // Re-arm every watch of this session (none for a new session).
         let frames_out = if session_id == resp.session_id {
             self.set_watches_frames()
@@ -216,6 +219,82 @@ impl Shared {
         Ok(Handshake::Live(stream, frames))
     }
 
+    /// Logs in with SASL DIGEST-MD5 when the client has SASL credentials, as ZooKeeper's
+    /// own client does: `sasl` requests carrying the mechanism's tokens until it is done,
+    /// on every connection (a resumed session must log in again), before anything else is
+    /// sent. A rejection closes the client ([`Error::AuthFailed`]). Returns the frames that
+    /// came in meanwhile.
+    ///
+    /// [`Error::AuthFailed`]: crate::Error::AuthFailed
+    fn sasl_login(
+        &self,
+        stream: &Link,
+        frames: &mut FrameReader,
+        deadline: Instant,
+    ) -> std::result::Result<Vec<Vec<u8>>, ConnectFailure> {
+        let Some(creds) = &self.cfg.sasl else {
+            return Ok(Vec::new());
+        };
+        let io_err = |e: io::Error| super::link::failure("SASL login", e);
+        let mut mech = DigestMd5Client::new(&creds.user, &creds.password);
+        let mut token = mech.initial_response();
+        let mut early = Vec::new();
+        // Bounded by the mechanism (two round trips for DIGEST-MD5); a server that never
+        // says "done" is malformed, not a reason to loop.
+        for _round in 0..8 {
+            let x = {
+                let mut io = self.io.lock();
+                let x = io.next_xid;
+                io.next_xid = if x >= i32::MAX - 1 { 1 } else { x + 1 };
+                x
+            };
+            let mut w = proto::Writer::default();
+            w.buffer(&token);
+            stream
+                .write_all(&proto::request_frame(x, op::SASL, &w.buf))
+                .map_err(io_err)?;
+            let frame = loop {
+                let frame = frames.read_frame_by(stream, deadline).map_err(io_err)?;
+                let mut r = Reader::new(&frame);
+                let h = proto::decode_reply_header(&mut r)
+                    .map_err(|m| ConnectFailure::Malformed(m.0))?;
+                if h.xid != x {
+                    early.push(frame);
+                    continue;
+                }
+                if h.err != code::OK {
+                    log::error!(
+                        "zkguard: the server rejected the SASL login of {:?} (error {})",
+                        creds.user,
+                        h.err
+                    );
+                    stream.shutdown();
+                    self.fail_auth();
+                    return Err(ConnectFailure::AuthFailed);
+                }
+                break frame;
+            };
+            let mut r = Reader::new(&frame);
+            let challenge = proto::decode_reply_header(&mut r)
+                .and_then(|_| r.buffer())
+                .map_err(|m| ConnectFailure::Malformed(format!("SASL reply: {}", m.0)))?;
+            match mech.step(&challenge) {
+                Ok(Some(next)) => token = next,
+                Ok(None) => return Ok(early),
+                Err(e) => {
+                    // The server could not prove it knows the password (or speaks
+                    // another mechanism): not a server to trust with the session.
+                    stream.shutdown();
+                    return Err(ConnectFailure::Malformed(format!("SASL login: {e}")));
+                }
+            }
+        }
+        stream.shutdown();
+        Err(ConnectFailure::Malformed(
+            "SASL login: the server never finished the exchange".into(),
+        ))
+    }
+
     /// Sends every credential and waits for each verdict; a rejection closes the client.
     /// Returns the frames that came in meanwhile (dispatched once the connection is live).
     fn replay_auth(
@@ -229,14 +308,14 @@ impl Shared {
             w.int(0).string(scheme).buffer(auth);
             stream
                 .write_all(&proto::request_frame(xid::AUTH, op::AUTH, &w.buf))
-                .map_err(|e| ConnectFailure::io("auth", e))?;
+                .map_err(|e| super::link::failure("auth", e))?;
         }
         let mut auth_left = self.cfg.auth.len();
         let mut early = Vec::new();
         while auth_left > 0 {
             let frame = frames
                 .read_frame_by(stream, deadline)
-                .map_err(|e| ConnectFailure::io("auth", e))?;
+                .map_err(|e| super::link::failure("auth", e))?;
             let mut r = Reader::new(&frame);
             let h =
                 proto::decode_reply_header(&mut r).map_err(|m| ConnectFailure::Malformed(m.0))?;

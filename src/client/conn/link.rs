@@ -117,6 +117,21 @@ impl Read for &Link {
     }
 }
 
+/// A failure of the session handshake over this link: a TLS error (with TLS 1.3 the server
+/// judges our certificate after our side of the handshake is done, so its refusal arrives
+/// with the first reply) is [`ConnectFailure::Tls`], anything else an I/O failure `during`.
+pub(super) fn failure(during: &'static str, e: io::Error) -> ConnectFailure {
+    #[cfg(feature = "tls")]
+    if e.get_ref()
+        .is_some_and(|i| i.downcast_ref::<rustls::Error>().is_some())
+    {
+        return ConnectFailure::Tls {
+            reason: tls::explain(&e),
+        };
+    }
+    ConnectFailure::io(during, e)
+}
+
 fn left_until(deadline: Instant) -> Duration {
     deadline
         .saturating_duration_since(Instant::now())
@@ -143,7 +158,7 @@ mod tls {
     }
 
     /// The handshake error as the user should read it.
-    fn explain(e: &io::Error) -> String {
+    pub(super) fn explain(e: &io::Error) -> String {
         let inner = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
         match inner {
             Some(rustls::Error::InvalidCertificate(c)) => {

@@ -308,6 +308,7 @@ mod tests {
             auth: Vec::new(),
             max_request: proto::DEFAULT_MAX_REQUEST,
             tls: None,
+            sasl: None,
         })
     }
 
