@@ -319,3 +319,182 @@ fn a_silent_tls_connection_is_detected_and_the_session_resumes() {
     );
     c.close();
 }
+
+fn sasl_cluster(servers: usize, tls: Option<ClientAuth>) -> TestCluster {
+    common::init_log();
+    let b = TestCluster::builder()
+        .servers(servers)
+        .sasl_digest_users(&[USER, ("bob", "bob-secret")]);
+    let b = match tls {
+        Some(auth) => b.tls(auth),
+        None => b,
+    };
+    b.start().expect("start a server requiring SASL")
+}
+
+#[test]
+fn sasl_digest_login_works_and_is_redone_on_every_reconnect() {
+    let cluster = sasl_cluster(1, None);
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let c = builder(&proxy.connect_string())
+        .sasl_digest(USER.0, USER.1)
+        .build()
+        .expect("log in as alice");
+    let p = unique("sasl");
+    // The server refuses any request of a session that has not logged in.
+    c.create(&p, b"", CreateMode::Persistent).unwrap();
+    let (id, events) = (c.session_id(), c.events());
+    for round in 0..3 {
+        // Every connection is cut: the session resumes on a new one, which must log in
+        // again before the server serves it.
+        proxy.reset();
+        wait_event(&events, T, "suspended", |e| {
+            matches!(e, SessionEvent::Suspended { .. })
+        });
+        expect_reconnected(&events, id, T);
+        common::retry(T, || c.set_data(&p, format!("{round}").as_bytes(), None));
+        assert_eq!(c.get_data(&p).unwrap().0, format!("{round}").as_bytes());
+    }
+    assert_eq!(c.session_id(), id);
+    c.delete(&p, None).unwrap();
+    assert!(c.close().is_clean());
+}
+
+#[test]
+fn a_wrong_sasl_password_is_auth_failed_at_build_without_a_reconnect_loop() {
+    let cluster = sasl_cluster(1, None);
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let started = Instant::now();
+    let err = builder(&proxy.connect_string())
+        .sasl_digest(USER.0, "not-alices-password")
+        .build()
+        .expect_err("logged in with a wrong password");
+    assert_eq!(err, Error::AuthFailed, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the refusal took {:?}",
+        started.elapsed()
+    );
+    let err = builder(&proxy.connect_string())
+        .sasl_digest("mallory", USER.1)
+        .build()
+        .expect_err("logged in as an unknown user");
+    assert_eq!(err, Error::AuthFailed, "{err}");
+    // Nothing tries again behind the caller's back: one connection per refused build.
+    let accepted = proxy.accepted();
+    assert_eq!(accepted, 2, "connections accepted for two refused logins");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        proxy.accepted(),
+        accepted,
+        "a closed client kept reconnecting"
+    );
+}
+
+#[test]
+fn without_a_login_a_server_requiring_sasl_refuses_requests_with_a_clear_error() {
+    let cluster = sasl_cluster(1, None);
+    let c = builder(&cluster.connect_string()).build().unwrap();
+    match c.create(&unique("nosasl"), b"", CreateMode::Persistent) {
+        Err(e) => assert_eq!(
+            e.code(),
+            Some(zkguard::ErrorCode::SessionClosedRequireSaslAuth),
+            "{e}"
+        ),
+        Ok(_) => panic!("a server requiring SASL served a client that never logged in"),
+    }
+    c.close();
+}
+
+#[test]
+fn a_lock_and_an_election_work_over_tls_and_sasl() {
+    let cluster = sasl_cluster(1, Some(ClientAuth::Need));
+    let connect = |user: (&str, &str)| {
+        builder(&secure(&cluster))
+            .tls(with_client_cert(&cluster))
+            .sasl_digest(user.0, user.1)
+            .build()
+            .expect("TLS + SASL")
+    };
+    let (a, b) = (connect(USER), connect(("bob", "bob-secret")));
+    let path = unique("secure-lock");
+    let (la, lb) = (
+        Mutex::new(&a, &path).unwrap(),
+        Mutex::new(&b, &path).unwrap(),
+    );
+    let ga = la.acquire().unwrap();
+    assert!(lb.try_acquire().unwrap().is_none(), "two holders");
+    let token_a = ga.token();
+    drop(ga);
+    let gb = lb
+        .acquire_timeout(T)
+        .unwrap()
+        .expect("the lock passes to the other session");
+    assert!(gb.token() > token_a);
+    drop(gb);
+
+    let epath = unique("secure-election");
+    let (ea, eb) = (
+        LeaderElection::new(&a, &epath, "a").unwrap(),
+        LeaderElection::new(&b, &epath, "b").unwrap(),
+    );
+    let lead_a = ea.lead().unwrap();
+    assert_eq!(
+        ea.leader().unwrap().map(|p| p.id().to_string()),
+        Some("a".to_string())
+    );
+    let waiting = common::spawn(move || eb.lead().map(|l| (l.is_valid(), eb)));
+    lead_a.resign().unwrap();
+    let (valid, eb) = common::recv(&waiting, T, "b leads").unwrap();
+    assert!(valid);
+    assert_eq!(
+        eb.leader().unwrap().map(|p| p.id().to_string()),
+        Some("b".to_string())
+    );
+    a.close();
+    b.close();
+}
+
+#[test]
+fn many_threads_writing_and_reading_large_frames_share_one_tls_session() {
+    common::init_log();
+    let cluster = TestCluster::builder()
+        .tls(ClientAuth::None)
+        .start()
+        .expect("start a TLS server");
+    let c = builder(&secure(&cluster))
+        .tls(ca_only(&cluster))
+        .build()
+        .unwrap();
+    let dir = unique("tls-threads");
+    c.create(&dir, b"", CreateMode::Persistent).unwrap();
+    // Callers encrypt and write their own frames while the connection thread decrypts
+    // replies: 8 threads, each with large frames in both directions and pipelines, must
+    // see exactly their own bytes back on one session.
+    let workers: Vec<_> = (0..8u8)
+        .map(|t| {
+            let (c, dir) = (c.clone(), dir.clone());
+            common::spawn(move || {
+                let p = format!("{dir}/n{t}");
+                c.create(&p, b"", CreateMode::Persistent).unwrap();
+                for round in 0..40u32 {
+                    let data: Vec<u8> = (0..100_000u32)
+                        .map(|i| (i.wrapping_mul(31) ^ round ^ u32::from(t)) as u8)
+                        .collect();
+                    c.set_data(&p, &data, None).unwrap();
+                    let (a, b) = c.pipeline(|pl| (pl.get_data(&p), pl.exists(&p)));
+                    assert_eq!(a.wait().unwrap().0, data, "thread {t} round {round}");
+                    assert!(b.wait().unwrap().is_some());
+                }
+                t
+            })
+        })
+        .collect();
+    for w in workers {
+        common::recv(&w, Duration::from_secs(120), "a worker thread");
+    }
+    assert_eq!(c.get_children(&dir).unwrap().0.len(), 8);
+    assert_eq!(c.stats().sessions, 1);
+    assert_eq!(c.stats().connect_attempts, 1, "the TLS connection broke");
+    c.close();
+}

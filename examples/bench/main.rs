@@ -4,7 +4,10 @@
 //! `BENCH_FORCE_SYNC=1`; the JVM's full JIT; warmed up for 3 s first), or the ensemble named
 //! by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
 //! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
-//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`.
+//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`, and `TLS`: built with the `tls`
+//! feature, the harness server also has a TLS port, and `ops`, `W1` and `W2` run a second
+//! time over TLS right after the plaintext ones (their lines' `target` ends in `over TLS`);
+//! `BENCH_ONLY=ops,W1,W2,TLS` gives both side by side.
 //!
 //! ```text
 //! cargo run --release --example bench --features testing
@@ -178,9 +181,9 @@ fn run() -> Res<bool> {
         .filter(|v| !v.is_empty());
     if let Some(names) = &only {
         for name in names {
-            if name != "W2" && !WORKLOADS.contains(&name.as_str()) {
+            if name != "W2" && name != "TLS" && !WORKLOADS.contains(&name.as_str()) {
                 return Err(format!(
-                    "BENCH_ONLY: unknown workload {name:?}; known: W2, {}",
+                    "BENCH_ONLY: unknown workload {name:?}; known: W2, TLS, {}",
                     WORKLOADS.join(", ")
                 )
                 .into());
@@ -275,6 +278,22 @@ fn run() -> Res<bool> {
         });
         dw = dw_cell.into_inner();
     }
+    // The same round trips, W1 and W2 over TLS, against the same server in the same run.
+    #[cfg(feature = "tls")]
+    if let (Some(c), true) = (&cluster, selected("TLS")) {
+        let tls_ctx = tls_ctx(c, &ctx)?;
+        run_one("ops", 120.0, &|_: &Ctx| ops(&tls_ctx));
+        run_one("W1", 120.0, &|_: &Ctx| w1(&tls_ctx));
+        for k in [2, 8, 32] {
+            let name = format!("W2:{k}");
+            run_one(&name, 180.0, &|_: &Ctx| {
+                let base = delete_watch_p50(&tls_ctx)?;
+                w2(&tls_ctx, k, base)
+            });
+        }
+        delete_tree(&tls_ctx.client, &tls_ctx.dir)?;
+        tls_ctx.client.close();
+    }
     run_one("W3", 120.0, &w3);
     run_one("W4", 120.0, &w4);
     run_one("W5", 180.0, &w5);
@@ -296,15 +315,40 @@ fn bench_cluster() -> Res<(TestCluster, String)> {
         std::env::var("BENCH_FORCE_SYNC").as_deref(),
         Ok("1" | "yes" | "on" | "true")
     );
-    let c = TestCluster::builder()
-        .full_jit(true)
-        .force_sync(force_sync)
-        .start()?;
+    let builder = TestCluster::builder().full_jit(true).force_sync(force_sync);
+    // A TLS port beside the plaintext one, for the TLS lines (feature `tls`).
+    #[cfg(feature = "tls")]
+    let builder = builder.tls(zkguard::testing::ClientAuth::None);
+    let c = builder.start()?;
     let target = format!(
         "harness standalone, forceSync={}, full JIT",
         if force_sync { "yes" } else { "no" }
     );
     Ok((c, target))
+}
+
+/// A context whose sessions use TLS to the harness server's secure port (the line's
+/// `target` says so).
+#[cfg(feature = "tls")]
+fn tls_ctx(cluster: &TestCluster, plain: &Ctx) -> Res<Ctx> {
+    let pki = cluster.pki().ok_or("the bench cluster has no TLS port")?;
+    let tls = zkguard::TlsConfig::ca_pem(pki.ca_cert_pem().as_bytes())?;
+    let connect = cluster
+        .secure_connect_string()
+        .ok_or("the bench cluster has no TLS port")?;
+    let client = Client::builder(&connect).tls(tls.clone()).build()?;
+    // Its own directory: the workloads use fixed node names.
+    let dir = format!("{}-tls", plain.dir);
+    client.create(&dir, b"", CreateMode::Persistent)?;
+    Ok(Ctx {
+        connect,
+        target: format!("{}, over TLS", plain.target),
+        n: plain.n,
+        n_given: plain.n_given,
+        dir,
+        client,
+        tls: Some(tls),
+    })
 }
 
 /// Deletes `path` and everything under it (nodes that vanish meanwhile are fine).

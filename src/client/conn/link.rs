@@ -152,9 +152,27 @@ mod tls {
     pub(crate) struct TlsLink {
         pub(super) sock: TcpStream,
         session: Mutex<ClientConnection>,
-        /// Bytes read from the socket and not yet given to the session (reader only).
-        raw: Mutex<Vec<u8>>,
+        /// The reader's own state (only the connection thread reads).
+        reader: Mutex<ReaderState>,
         pub(super) read_timeout: Mutex<Option<Duration>>,
+    }
+
+    /// What one look at the session gave.
+    enum Plain {
+        /// Plaintext, this many bytes.
+        Data(usize),
+        /// None: everything the reader had is decrypted and handed out.
+        Empty,
+        /// A writer holds the session.
+        Busy,
+    }
+
+    #[derive(Default)]
+    struct ReaderState {
+        /// Bytes read from the socket and not yet given to the session.
+        raw: Vec<u8>,
+        /// The last read filled the caller's buffer: the session may hold more plaintext.
+        more: bool,
     }
 
     /// The handshake error as the user should read it.
@@ -233,7 +251,7 @@ mod tls {
             Ok(TlsLink {
                 sock,
                 session: Mutex::new(session),
-                raw: Mutex::new(Vec::new()),
+                reader: Mutex::new(ReaderState::default()),
                 read_timeout: Mutex::new(None),
             })
         }
@@ -256,23 +274,18 @@ mod tls {
 
         /// Decrypts what the reader has and hands out plaintext. `None` if there is none yet,
         /// or the session is busy (a writer holds it).
-        fn plaintext(
-            &self,
-            raw: &mut Vec<u8>,
-            out: &mut [u8],
-            wait: bool,
-        ) -> io::Result<Option<usize>> {
+        fn plaintext(&self, raw: &mut Vec<u8>, out: &mut [u8], wait: bool) -> io::Result<Plain> {
             let mut session = if wait && raw.len() >= RAW_CAP {
                 self.session.lock()
             } else if wait {
                 match self.session.try_lock_for(LOCK_SLICE) {
                     Some(s) => s,
-                    None => return Ok(None),
+                    None => return Ok(Plain::Busy),
                 }
             } else {
                 match self.session.try_lock() {
                     Some(s) => s,
-                    None => return Ok(None),
+                    None => return Ok(Plain::Busy),
                 }
             };
             let mut fed = 0;
@@ -280,14 +293,14 @@ mod tls {
                 match session.reader().read(out) {
                     Ok(n) => {
                         raw.drain(..fed);
-                        return Ok(Some(n));
+                        return Ok(Plain::Data(n));
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(e),
                 }
                 if fed == raw.len() {
                     raw.clear();
-                    return Ok(None);
+                    return Ok(Plain::Empty);
                 }
                 let n = session.read_tls(&mut &raw[fed..])?;
                 fed += n;
@@ -299,7 +312,7 @@ mod tls {
                 processed.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                 if n == 0 {
                     raw.drain(..fed);
-                    return Ok(None);
+                    return Ok(Plain::Empty);
                 }
             }
         }
@@ -310,16 +323,26 @@ mod tls {
             }
             let timeout = *self.read_timeout.lock();
             let deadline = timeout.map(|t| Instant::now() + t);
-            let mut raw = self.raw.lock();
+            let mut state = self.reader.lock();
+            let ReaderState { raw, more } = &mut *state;
             let mut chunk = [0u8; 16 * 1024];
             let mut eof = false;
             loop {
-                let pending = !raw.is_empty();
-                if let Some(n) = self.plaintext(&mut raw, out, pending)? {
-                    return Ok(n);
+                // Something may be waiting for the session: wait for it a little rather
+                // than block on the socket while a writer holds it.
+                let pending = !raw.is_empty() || *more;
+                match self.plaintext(raw, out, pending)? {
+                    Plain::Data(n) => {
+                        // Reads drain the session's plaintext up to the caller's buffer.
+                        *more = n == out.len();
+                        return Ok(n);
+                    }
+                    Plain::Empty => *more = false,
+                    Plain::Busy => {}
                 }
+                let pending = !raw.is_empty() || *more;
                 if eof {
-                    if raw.is_empty() {
+                    if !pending {
                         return Ok(0);
                     }
                     continue;
@@ -334,7 +357,7 @@ mod tls {
                     }
                     None => Duration::from_secs(3600),
                 };
-                if !raw.is_empty() {
+                if pending {
                     // The session was busy: come back for it soon.
                     wait = wait.min(LOCK_SLICE);
                 }
