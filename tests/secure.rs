@@ -220,7 +220,17 @@ fn a_server_certificate_from_another_ca_or_for_another_name_is_rejected_clearly(
     assert!(
         matches!(plain, Err(Error::Connect { .. })),
         "a plaintext client on the TLS port: {plain:?}"
-    );
+    ); // A failed handshake is one server failing: with a plaintext port listed beside the
+       // TLS port, the client ends up on the TLS port, whichever it tries first.
+    for _ in 0..3 {
+        let mixed = format!("{},{}", cluster.connect_string(), secure(&cluster));
+        let c = builder(&mixed)
+            .tls(ca_only(&cluster))
+            .build()
+            .expect("the TLS port of the list");
+        assert_eq!(c.connected_server(), cluster.secure_client_addr(0));
+        c.close();
+    }
 }
 
 #[test]
@@ -375,8 +385,11 @@ fn a_wrong_sasl_password_is_auth_failed_at_build_without_a_reconnect_loop() {
         "the refusal took {:?}",
         started.elapsed()
     );
+    // An unknown user. (Not with alice's password: ZooKeeper 3.8.0's server keeps the name
+    // of the last user it found, and checks an unknown user's password against that one's,
+    // so `mallory` with alice's password logs in. A server bug, not ours.)
     let err = builder(&proxy.connect_string())
-        .sasl_digest("mallory", USER.1)
+        .sasl_digest("mallory", "mallory-secret")
         .build()
         .expect_err("logged in as an unknown user");
     assert_eq!(err, Error::AuthFailed, "{err}");
@@ -443,14 +456,15 @@ fn a_lock_and_an_election_work_over_tls_and_sasl() {
         ea.leader().unwrap().map(|p| p.id().to_string()),
         Some("a".to_string())
     );
-    let waiting = common::spawn(move || eb.lead().map(|l| (l.is_valid(), eb)));
+    let waiting = common::spawn(move || -> zkguard::Result<(bool, Option<String>)> {
+        let lead_b = eb.lead()?;
+        let leader = eb.leader()?.map(|p| p.id().to_string());
+        Ok((lead_b.is_valid(), leader))
+    });
     lead_a.resign().unwrap();
-    let (valid, eb) = common::recv(&waiting, T, "b leads").unwrap();
+    let (valid, leader) = common::recv(&waiting, T, "b leads").unwrap();
     assert!(valid);
-    assert_eq!(
-        eb.leader().unwrap().map(|p| p.id().to_string()),
-        Some("b".to_string())
-    );
+    assert_eq!(leader, Some("b".to_string()));
     a.close();
     b.close();
 }
