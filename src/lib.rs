@@ -75,8 +75,10 @@
 //! ## The client
 //!
 //! A synchronous ZooKeeper client of its own ([`Client`]), with one background thread, that
-//! always knows the state of its session; with the `testing` feature, real ZooKeeper
-//! clusters and a fault-injecting proxy for tests ([`testing`]).
+//! always knows the state of its session; TLS and mutual TLS with the `tls` feature
+//! (`ClientBuilder::tls`, `TlsConfig`) and SASL DIGEST-MD5
+//! logins ([`ClientBuilder::sasl_digest`]); with the `testing` feature, real ZooKeeper
+//! clusters (secured ones too) and a fault-injecting proxy for tests ([`testing`]).
 //!
 //! ```no_run
 //! use zkguard::{Client, CreateMode, SessionEvent};
