@@ -512,3 +512,44 @@ fn many_threads_writing_and_reading_large_frames_share_one_tls_session() {
     assert_eq!(c.stats().connect_attempts, 1, "the TLS connection broke");
     c.close();
 }
+
+#[test]
+fn a_close_to_a_frozen_tls_server_is_bounded_and_unconfirmed() {
+    // The server is SIGSTOPped mid-session: the TLS connection stays open and nothing
+    // answers, while a caller is blocked waiting on it. Close must not hang on the TLS
+    // session (the reader or a writer holding it).
+    common::init_log();
+    let cluster = TestCluster::builder()
+        .tls(ClientAuth::None)
+        .start()
+        .expect("start a TLS server");
+    let c = builder(&secure(&cluster))
+        .tls(ca_only(&cluster))
+        .build()
+        .unwrap();
+    let p = unique("tls-frozen");
+    c.create(&p, b"", CreateMode::Ephemeral).unwrap();
+    cluster.pause(0).unwrap();
+    let blocked = {
+        let c = c.with_timeout(Duration::from_secs(30));
+        let p = p.clone();
+        common::spawn(move || c.set_data(&p, &vec![1u8; 500_000], None))
+    };
+    let started = Instant::now();
+    let outcome = c.close();
+    let took = started.elapsed();
+    cluster.resume(0).unwrap();
+    assert!(
+        matches!(
+            &outcome,
+            zkguard::CloseOutcome::Unconfirmed {
+                reason: Error::Timeout { op: "close", .. }
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert!(took < Duration::from_secs(3), "close took {took:?}");
+    assert_eq!(c.state(), SessionState::Closed);
+    let r = common::recv(&blocked, Duration::from_secs(5), "the blocked request");
+    assert!(r.is_err(), "a request to a frozen server succeeded: {r:?}");
+}
