@@ -100,18 +100,21 @@ struct Peer {
 impl Peer {
     /// Starts `CuratorPeer <shared server> <args...>`.
     fn start(args: &[&str]) -> Peer {
-        let cp = peer_classpath();
+        Self::start_on(&shared_cluster().connect_string(), &[], "", args)
+    }
+
+    /// Starts `CuratorPeer <connect> <args...>` with extra JVM options and class path
+    /// entries (a secured ensemble's client settings).
+    fn start_on(connect: &str, jvm: &[String], extra_cp: &str, args: &[&str]) -> Peer {
+        let cp = format!("{}{extra_cp}", peer_classpath());
         let name = args.join(" ");
         let mut child = Command::new("java")
-            .args([
-                "-Xmx96m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-cp",
-            ])
+            .args(["-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+            .args(jvm)
+            .arg("-cp")
             .arg(cp)
             .arg("CuratorPeer")
-            .arg(shared_cluster().connect_string())
+            .arg(connect)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -780,4 +783,92 @@ fn zkguard_semaphore_first_then_curator_never_exceed_the_permits_together() {
     }
     drop(open);
     assert_semaphore_shared(java, zk);
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. A secured ensemble: Curator and zkguard both over mutual TLS and SASL
+// ---------------------------------------------------------------------------------------
+
+/// Curator's `InterProcessMutex` and zkguard's `Mutex`, each over mutual TLS with a SASL
+/// DIGEST-MD5 login (Curator through the Java client's Netty socket, PEM stores and JAAS
+/// `Client` section, as a Java service configures it), exclude each other on one path, and
+/// the lock passes from Curator to zkguard on release.
+#[cfg(feature = "tls")]
+#[test]
+fn curator_and_zkguard_exclude_each_other_on_a_tls_and_sasl_ensemble() {
+    use zkguard::testing::{ClientAuth, TestCluster};
+    common::init_log();
+    let cluster = TestCluster::builder()
+        .tls(ClientAuth::Need)
+        .sasl_digest_users(&[("alice", "alice-secret")])
+        .start()
+        .expect("start a TLS + SASL server");
+    let pki = cluster.pki().expect("a PKI");
+    let secure = cluster.secure_connect_string().expect("a TLS port");
+    let jaas = cluster.dir().join("curator-client-jaas.conf");
+    std::fs::write(
+        &jaas,
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  \
+         username=\"alice\"\n  password=\"alice-secret\";\n};\n",
+    )
+    .unwrap();
+    let jvm: Vec<String> = vec![
+        "-Dzookeeper.client.secure=true".into(),
+        "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty".into(),
+        format!(
+            "-Dzookeeper.ssl.keyStore.location={}",
+            pki.client().keystore_path().display()
+        ),
+        "-Dzookeeper.ssl.keyStore.type=PEM".into(),
+        format!(
+            "-Dzookeeper.ssl.trustStore.location={}",
+            pki.ca_cert_path().display()
+        ),
+        "-Dzookeeper.ssl.trustStore.type=PEM".into(),
+        format!("-Djava.security.auth.login.config={}", jaas.display()),
+    ];
+    // The Java client's Netty socket needs these beside what zookeeper.jar's manifest names.
+    let netty: String = [
+        "netty-codec",
+        "netty-resolver",
+        "netty-transport-native-unix-common",
+    ]
+    .iter()
+    .map(|j| format!("/usr/share/java/{j}.jar"))
+    .filter(|p| Path::new(p).is_file())
+    .map(|p| format!(":{p}"))
+    .collect();
+    let path = unique("cur-secure");
+    let mut java = Peer::start_on(&secure, &jvm, &netty, &["mutex", &path, "hold"]);
+    java.expect("acquired");
+    let tls = zkguard::TlsConfig::ca_pem(pki.ca_cert_pem().as_bytes())
+        .and_then(|t| {
+            t.client_cert_pem(
+                pki.client().cert_pem().as_bytes(),
+                pki.client().key_pem().as_bytes(),
+            )
+        })
+        .unwrap();
+    let z = Client::builder(&secure)
+        .tls(tls)
+        .sasl_digest("alice", "alice-secret")
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .expect("zkguard over TLS + SASL");
+    let lock = Mutex::new(&z, &path).unwrap();
+    assert!(
+        lock.try_acquire().unwrap().is_none(),
+        "zkguard took a lock Curator holds"
+    );
+    let waiting = spawn(move || {
+        lock.acquire_timeout(WITHIN)
+            .map(|g| g.map(|g| (g.is_valid(), g.token())))
+    });
+    assert_quiet(&waiting, "zkguard acquired while Curator holds");
+    java.release();
+    let (valid, _token) = recv(&waiting, WITHIN, "zkguard's acquire")
+        .unwrap()
+        .expect("zkguard gets the lock once Curator releases");
+    assert!(valid);
+    z.close();
 }
