@@ -39,6 +39,23 @@ fn builder(cs: &str) -> ClientBuilder {
         .connect_timeout(Duration::from_secs(20))
 }
 
+/// A standalone server with a TLS port, clients authenticated as `auth` says.
+fn tls_cluster(auth: ClientAuth) -> TestCluster {
+    common::init_log();
+    TestCluster::builder()
+        .tls(auth)
+        .start()
+        .expect("start a TLS server")
+}
+
+/// A client over TLS (trusting the cluster's CA, no client certificate).
+fn tls_client(c: &TestCluster) -> Client {
+    builder(&secure(c))
+        .tls(ca_only(c))
+        .build()
+        .expect("connect over TLS")
+}
+
 fn secure(c: &TestCluster) -> String {
     c.secure_connect_string()
         .expect("a TLS cluster has secure ports")
@@ -60,15 +77,8 @@ fn tls_reasons(e: &Error) -> Vec<String> {
 
 #[test]
 fn every_operation_works_over_tls() {
-    common::init_log();
-    let cluster = TestCluster::builder()
-        .tls(ClientAuth::None)
-        .start()
-        .expect("start a TLS server");
-    let c = builder(&secure(&cluster))
-        .tls(ca_only(&cluster))
-        .build()
-        .expect("connect over TLS");
+    let cluster = tls_cluster(ClientAuth::None);
+    let c = tls_client(&cluster);
     assert_eq!(c.state(), SessionState::Connected);
     assert_eq!(c.connected_server(), cluster.secure_client_addr(0));
     let dir = unique("tls");
@@ -101,10 +111,7 @@ fn every_operation_works_over_tls() {
     ])
     .unwrap();
     let (_, _, w) = c.get_data_w(&format!("{dir}/m")).unwrap();
-    let other = builder(&secure(&cluster))
-        .tls(ca_only(&cluster))
-        .build()
-        .unwrap();
+    let other = tls_client(&cluster);
     other.delete(&format!("{dir}/m"), None).unwrap();
     assert_eq!(next_watch(&w), EventType::NodeDeleted);
     // Pings over TLS keep an idle session (1 s timeout) through three timeouts: silence
@@ -134,11 +141,7 @@ fn every_operation_works_over_tls() {
 
 #[test]
 fn mutual_tls_required_by_the_server_refuses_a_client_without_a_certificate() {
-    common::init_log();
-    let cluster = TestCluster::builder()
-        .tls(ClientAuth::Need)
-        .start()
-        .expect("start a TLS server requiring client certificates");
+    let cluster = tls_cluster(ClientAuth::Need);
     // Without a certificate: a TLS failure naming the server, well before the deadline.
     let started = Instant::now();
     let err = builder(&secure(&cluster))
@@ -174,11 +177,7 @@ fn mutual_tls_required_by_the_server_refuses_a_client_without_a_certificate() {
 
 #[test]
 fn a_server_certificate_from_another_ca_or_for_another_name_is_rejected_clearly() {
-    common::init_log();
-    let cluster = TestCluster::builder()
-        .tls(ClientAuth::None)
-        .start()
-        .expect("start a TLS server");
+    let cluster = tls_cluster(ClientAuth::None);
     let other_dir = cluster.dir().join("other-ca");
     std::fs::create_dir_all(&other_dir).unwrap();
     let other = TestPki::generate(&other_dir).unwrap();
@@ -295,11 +294,7 @@ fn a_tls_session_survives_a_server_kill_in_an_ensemble_with_its_watches() {
 
 #[test]
 fn a_silent_tls_connection_is_detected_and_the_session_resumes() {
-    common::init_log();
-    let cluster = TestCluster::builder()
-        .tls(ClientAuth::None)
-        .start()
-        .expect("start a TLS server");
+    let cluster = tls_cluster(ClientAuth::None);
     let proxy = FaultProxy::for_cluster_secure(&cluster).unwrap();
     // The certificate names 127.0.0.1, the proxy's address: it verifies as is.
     let c = builder(&proxy.connect_string())
@@ -471,15 +466,8 @@ fn a_lock_and_an_election_work_over_tls_and_sasl() {
 
 #[test]
 fn many_threads_writing_and_reading_large_frames_share_one_tls_session() {
-    common::init_log();
-    let cluster = TestCluster::builder()
-        .tls(ClientAuth::None)
-        .start()
-        .expect("start a TLS server");
-    let c = builder(&secure(&cluster))
-        .tls(ca_only(&cluster))
-        .build()
-        .unwrap();
+    let cluster = tls_cluster(ClientAuth::None);
+    let c = tls_client(&cluster);
     let dir = unique("tls-threads");
     c.create(&dir, b"", CreateMode::Persistent).unwrap();
     // Callers encrypt and write their own frames while the connection thread decrypts
@@ -518,15 +506,8 @@ fn a_close_to_a_frozen_tls_server_is_bounded_and_unconfirmed() {
     // The server is SIGSTOPped mid-session: the TLS connection stays open and nothing
     // answers, while a caller is blocked waiting on it. Close must not hang on the TLS
     // session (the reader or a writer holding it).
-    common::init_log();
-    let cluster = TestCluster::builder()
-        .tls(ClientAuth::None)
-        .start()
-        .expect("start a TLS server");
-    let c = builder(&secure(&cluster))
-        .tls(ca_only(&cluster))
-        .build()
-        .unwrap();
+    let cluster = tls_cluster(ClientAuth::None);
+    let c = tls_client(&cluster);
     let p = unique("tls-frozen");
     c.create(&p, b"", CreateMode::Ephemeral).unwrap();
     cluster.pause(0).unwrap();

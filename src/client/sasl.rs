@@ -111,26 +111,20 @@ impl DigestMd5Client {
         let utf8 = field(&fields, "charset").is_some_and(|c| c.eq_ignore_ascii_case("utf-8"));
         let nc = "00000001";
         let qop = "auth";
-        let response = digest(
-            &self.user,
-            realm,
-            &self.password,
-            nonce,
-            &self.cnonce,
-            nc,
-            qop,
-            &format!("AUTHENTICATE:{DIGEST_URI}"),
-        );
-        let rspauth = digest(
-            &self.user,
-            realm,
-            &self.password,
-            nonce,
-            &self.cnonce,
-            nc,
-            qop,
-            &format!(":{DIGEST_URI}"),
-        );
+        let proof = |a2: &str| {
+            digest(
+                &self.user,
+                realm,
+                &self.password,
+                nonce,
+                &self.cnonce,
+                nc,
+                qop,
+                a2,
+            )
+        };
+        let response = proof(&format!("AUTHENTICATE:{DIGEST_URI}"));
+        let rspauth = proof(&format!(":{DIGEST_URI}"));
         let mut out = String::new();
         if utf8 {
             out.push_str("charset=utf-8,");
