@@ -88,6 +88,29 @@ pub struct Connection {
     /// Read the digest credentials user:password from this file
     #[arg(long, value_name = "FILE", conflicts_with = "auth", global = true)]
     pub auth_file: Option<std::path::PathBuf>,
+    /// Connect with TLS (ZooKeeper's secureClientPort), trusting the CA certificates of
+    /// this PEM file
+    #[arg(long, value_name = "FILE", env = "ZKGUARD_TLS_CA", global = true)]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// Connect with TLS, trusting the system's certificate authorities
+    #[arg(long, conflicts_with = "tls_ca", global = true)]
+    pub tls_platform_roots: bool,
+    /// Client certificate chain (PEM) for mutual TLS; needs --tls-key
+    #[arg(long, value_name = "FILE", env = "ZKGUARD_TLS_CERT", global = true)]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// Private key (PEM) of --tls-cert
+    #[arg(long, value_name = "FILE", env = "ZKGUARD_TLS_KEY", global = true)]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Name to verify in the servers' certificates (default: each host of --connect)
+    #[arg(long, value_name = "NAME", global = true)]
+    pub tls_server_name: Option<String>,
+    /// Log in with SASL DIGEST-MD5 as USER; the password comes from ZKGUARD_SASL_PASSWORD
+    /// or --sasl-password-file (never from the command line, which ps shows)
+    #[arg(long, value_name = "USER", env = "ZKGUARD_SASL_USER", global = true)]
+    pub sasl_user: Option<String>,
+    /// Read the SASL password from this file
+    #[arg(long, value_name = "FILE", global = true)]
+    pub sasl_password_file: Option<std::path::PathBuf>,
     /// No messages on stderr but errors
     #[arg(long, short, global = true)]
     pub quiet: bool,
@@ -282,6 +305,79 @@ impl Connection {
         }
     }
 
+    /// The TLS settings, if TLS is on (`--tls-ca` or `--tls-platform-roots`).
+    fn tls(&self) -> Result<Option<zkguard::TlsConfig>, Fail> {
+        let usage = |msg: String| Fail::new(EXIT_USAGE, msg);
+        let on = self.tls_ca.is_some() || self.tls_platform_roots;
+        if !on {
+            let stray = [
+                (self.tls_cert.is_some(), "--tls-cert"),
+                (self.tls_key.is_some(), "--tls-key"),
+                (self.tls_server_name.is_some(), "--tls-server-name"),
+            ];
+            if let Some((_, flag)) = stray.iter().find(|(set, _)| *set) {
+                return Err(usage(format!(
+                    "{flag} needs TLS: give --tls-ca FILE or --tls-platform-roots"
+                )));
+            }
+            return Ok(None);
+        }
+        let bad = |flag: &str, e: zkguard::Error| usage(format!("{flag}: {e}"));
+        let mut tls = match &self.tls_ca {
+            Some(ca) => zkguard::TlsConfig::ca_file(ca).map_err(|e| bad("--tls-ca", e))?,
+            None => {
+                zkguard::TlsConfig::platform_roots().map_err(|e| bad("--tls-platform-roots", e))?
+            }
+        };
+        tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => tls
+                .client_cert_files(cert, key)
+                .map_err(|e| bad("--tls-cert/--tls-key", e))?,
+            (None, None) => tls,
+            (Some(_), None) => return Err(usage("--tls-cert needs --tls-key".into())),
+            (None, Some(_)) => return Err(usage("--tls-key needs --tls-cert".into())),
+        };
+        if let Some(name) = &self.tls_server_name {
+            tls = tls
+                .server_name(name)
+                .map_err(|e| bad("--tls-server-name", e))?;
+        }
+        Ok(Some(tls))
+    }
+
+    /// The SASL user and password (`--sasl-user` with `ZKGUARD_SASL_PASSWORD` or
+    /// `--sasl-password-file`).
+    fn sasl(&self) -> Result<Option<(String, String)>, Fail> {
+        let usage = |msg: String| Fail::new(EXIT_USAGE, msg);
+        let Some(user) = &self.sasl_user else {
+            if self.sasl_password_file.is_some() {
+                return Err(usage("--sasl-password-file needs --sasl-user".into()));
+            }
+            return Ok(None);
+        };
+        if user.is_empty() {
+            return Err(usage("--sasl-user is empty".into()));
+        }
+        let password = match &self.sasl_password_file {
+            Some(file) => std::fs::read_to_string(file)
+                .map_err(|e| {
+                    usage(format!(
+                        "cannot read --sasl-password-file {}: {e}",
+                        file.display()
+                    ))
+                })?
+                .trim_end_matches(['\r', '\n'])
+                .to_string(),
+            None => std::env::var("ZKGUARD_SASL_PASSWORD").map_err(|_| {
+                usage(format!(
+                    "--sasl-user {user} needs a password: set ZKGUARD_SASL_PASSWORD or give \
+                     --sasl-password-file FILE"
+                ))
+            })?,
+        };
+        Ok(Some((user.clone(), password)))
+    }
+
     /// Connects, or fails with a one-line error.
     pub fn connect(&self) -> Result<Client, Fail> {
         let mut b = Client::builder(&self.connect)
@@ -289,6 +385,12 @@ impl Connection {
             .connect_timeout(self.connect_timeout);
         if let Some(cred) = self.credentials()? {
             b = b.auth("digest", cred.as_bytes());
+        }
+        if let Some(tls) = self.tls()? {
+            b = b.tls(tls);
+        }
+        if let Some((user, password)) = self.sasl()? {
+            b = b.sasl_digest(&user, &password);
         }
         b.build()
             .map_err(|e| Fail::zk(format_args!("cannot connect to {}", self.connect), e))

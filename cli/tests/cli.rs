@@ -715,3 +715,92 @@ fn server_prints_a_connect_string_a_client_can_use() {
         .build();
     assert!(gone.is_err(), "the servers still answer after SIGINT");
 }
+
+/// A secured server (mutual TLS required, SASL required): the flags that reach it, and a
+/// one-line error with a documented status for each way of getting them wrong.
+#[test]
+fn tls_and_sasl_flags_reach_a_secured_server_and_bad_ones_fail_clearly() {
+    let cluster = zkguard::testing::TestCluster::builder()
+        .tls(zkguard::testing::ClientAuth::Need)
+        .sasl_digest_users(&[("alice", "alice-secret")])
+        .start()
+        .expect("start a TLS + SASL server");
+    let pki = cluster.pki().expect("a PKI");
+    let cs = cluster.secure_connect_string().expect("a TLS port");
+    let path = unique("cli-secure");
+    let secured = |extra: &[&str]| {
+        let mut c = zkguard(&cs);
+        c.arg("--tls-ca")
+            .arg(pki.ca_cert_path())
+            .args(["--sasl-user", "alice"])
+            .args(extra);
+        c
+    };
+    let with_cert = |c: &mut std::process::Command| {
+        c.arg("--tls-cert")
+            .arg(pki.client().cert_path())
+            .arg("--tls-key")
+            .arg(pki.client().key_path());
+    };
+    // Right: a lock, then the holders listing.
+    let mut ok = secured(&[]);
+    with_cert(&mut ok);
+    let (code, _, err) = output(
+        ok.env("ZKGUARD_SASL_PASSWORD", "alice-secret")
+            .args(["lock", &path, "-n", "--", "true"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut show = secured(&[]);
+    with_cert(&mut show);
+    let s = Scratch::new();
+    std::fs::write(s.path("pw"), "alice-secret\n").unwrap();
+    let (code, out, err) = output(
+        show.arg("--sasl-password-file")
+            .arg(s.path("pw"))
+            .args(["holders", &path]),
+    );
+    assert_eq!((code, out.contains("nobody")), (0, true), "{out} {err}");
+    // No client certificate: the server refuses the handshake.
+    let (code, _, err) = output(
+        secured(&[])
+            .env("ZKGUARD_SASL_PASSWORD", "alice-secret")
+            .args(["holders", &path]),
+    );
+    assert_eq!(code, 69, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("TLS"), "{err}");
+    // A wrong password: refused credentials.
+    let mut wrong = secured(&[]);
+    with_cert(&mut wrong);
+    let (code, _, err) = output(
+        wrong
+            .env("ZKGUARD_SASL_PASSWORD", "not-it")
+            .args(["holders", &path]),
+    );
+    assert_eq!(code, 77, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("authentication"), "{err}");
+    // Bad input: usage status, naming the flag, before any connection.
+    let cert = pki.client().cert_path().display().to_string();
+    for (args, says) in [
+        (
+            vec!["--tls-cert", cert.as_str()],
+            "--tls-cert needs --tls-key",
+        ),
+        (
+            vec!["--tls-ca", "/nonexistent/ca.pem"],
+            "/nonexistent/ca.pem",
+        ),
+    ] {
+        let mut c = zkguard(&cs);
+        if args[0] != "--tls-ca" {
+            c.arg("--tls-ca").arg(pki.ca_cert_path());
+        }
+        let (code, _, err) = output(c.args(&args).args(["holders", &path]));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let (code, _, err) = output(zkguard(&cs).args(["--sasl-user", "alice", "holders", &path]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ZKGUARD_SASL_PASSWORD"), "{err}");
+}

@@ -108,6 +108,11 @@ pub fn zkguard(connect: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_zkguard"));
     c.env_remove("ZK_CONNECT")
         .env_remove("ZKGUARD_AUTH")
+        .env_remove("ZKGUARD_TLS_CA")
+        .env_remove("ZKGUARD_TLS_CERT")
+        .env_remove("ZKGUARD_TLS_KEY")
+        .env_remove("ZKGUARD_SASL_USER")
+        .env_remove("ZKGUARD_SASL_PASSWORD")
         .arg("--connect")
         .arg(connect)
         .arg("--connect-timeout")
