@@ -104,9 +104,16 @@ pub struct Connection {
     /// Name to verify in the servers' certificates (default: each host of --connect)
     #[arg(long, value_name = "NAME", global = true)]
     pub tls_server_name: Option<String>,
-    /// Log in with SASL DIGEST-MD5 as USER; the password comes from ZKGUARD_SASL_PASSWORD
-    /// or --sasl-password-file (never from the command line, which ps shows)
-    #[arg(long, value_name = "USER", env = "ZKGUARD_SASL_USER", global = true)]
+    // Plain help text (not a doc comment): the variable's name is not code markup in --help.
+    #[arg(
+        long,
+        value_name = "USER",
+        env = "ZKGUARD_SASL_USER",
+        global = true,
+        help = "Log in with SASL DIGEST-MD5 as USER; the password comes from \
+                ZKGUARD_SASL_PASSWORD or --sasl-password-file (never from the command line, \
+                which ps shows)"
+    )]
     pub sasl_user: Option<String>,
     /// Read the SASL password from this file
     #[arg(long, value_name = "FILE", global = true)]
