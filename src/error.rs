@@ -560,6 +560,13 @@ pub enum ConnectFailure {
         /// What went wrong, in words.
         reason: String,
     },
+    /// The SASL login could not be carried out with this server: it does not offer
+    /// DIGEST-MD5 (no JAAS `Server` section), or it could not prove that it knows the
+    /// password. (A server that refuses the password is [`ConnectFailure::AuthFailed`].)
+    Sasl {
+        /// What went wrong, in words.
+        reason: String,
+    },
 }
 
 impl ConnectFailure {
@@ -568,7 +575,7 @@ impl ConnectFailure {
     pub fn is_permanent(&self) -> bool {
         matches!(
             self,
-            ConnectFailure::Tls { .. } | ConnectFailure::AuthFailed
+            ConnectFailure::Tls { .. } | ConnectFailure::Sasl { .. } | ConnectFailure::AuthFailed
         )
     }
 }
@@ -583,7 +590,8 @@ impl PartialEq for ConnectFailure {
             | (F::SessionRefused, F::SessionRefused)
             | (F::AuthFailed, F::AuthFailed) => true,
             (F::Resolve(a), F::Resolve(b)) => same_io(a, b),
-            (F::Tls { reason: a }, F::Tls { reason: b }) => a == b,
+            (F::Tls { reason: a }, F::Tls { reason: b })
+            | (F::Sasl { reason: a }, F::Sasl { reason: b }) => a == b,
             (
                 F::Io { during, source },
                 F::Io {
@@ -623,6 +631,7 @@ impl fmt::Display for ConnectFailure {
             ConnectFailure::SessionRefused => write!(f, "server refused a new session"),
             ConnectFailure::AuthFailed => write!(f, "authentication failed"),
             ConnectFailure::Tls { reason } => write!(f, "TLS handshake failed: {reason}"),
+            ConnectFailure::Sasl { reason } => write!(f, "SASL login failed: {reason}"),
         }
     }
 }

@@ -534,3 +534,30 @@ fn a_close_to_a_frozen_tls_server_is_bounded_and_unconfirmed() {
     let r = common::recv(&blocked, Duration::from_secs(5), "the blocked request");
     assert!(r.is_err(), "a request to a frozen server succeeded: {r:?}");
 }
+
+#[test]
+fn a_sasl_login_to_a_server_without_sasl_is_a_clear_error_not_a_hang() {
+    common::init_log();
+    let cluster = TestCluster::start(1).expect("start a plain server");
+    let started = Instant::now();
+    let r = builder(&cluster.connect_string())
+        .connect_timeout(Duration::from_secs(5))
+        .sasl_digest(USER.0, USER.1)
+        .build();
+    let err = r.expect_err("logged in to a server that has no SASL users");
+    match &err {
+        Error::Connect { attempts, .. } => match &attempts[0].reason {
+            ConnectFailure::Sasl { reason } => {
+                assert!(reason.contains("SASL is not set up"), "{err}")
+            }
+            other => panic!("expected a SASL failure, got {other:?}"),
+        },
+        other => panic!("expected a connect error, got {other:?}"),
+    }
+    // A failure retrying cannot cure: reported at once, not at the connect deadline.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
+}

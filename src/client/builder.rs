@@ -91,7 +91,9 @@ impl ClientBuilder {
     ///
     /// The ACL identity of the session is then `sasl:<user>`. A wrong user or password
     /// makes [`build`](Self::build) fail with [`Error::AuthFailed`] (and closes a client
-    /// whose password stops working later); it never loops.
+    /// whose password stops working later); it never loops. A server without SASL set up
+    /// (no JAAS `Server` section), or one that cannot prove it knows the password, is that
+    /// server failing with [`ConnectFailure::Sasl`].
     ///
     /// ```no_run
     /// # fn main() -> zkguard::Result<()> {

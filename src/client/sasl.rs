@@ -87,6 +87,14 @@ impl DigestMd5Client {
 
     /// The digest-response to a digest-challenge, and the rspauth the server must return.
     fn respond(&self, challenge: &[u8]) -> Result<(Vec<u8>, String), SaslError> {
+        if challenge.is_empty() {
+            // What ZooKeeper answers when it has no SASL server to run (no JAAS `Server`
+            // section for DIGEST-MD5).
+            return err(
+                "the server sent no DIGEST-MD5 challenge: SASL is not set up on it (no JAAS \
+                 Server section)",
+            );
+        }
         let fields = parse(challenge)?;
         let nonce = field(&fields, "nonce").ok_or_else(|| {
             SaslError("the server's challenge has no nonce (not DIGEST-MD5?)".into())

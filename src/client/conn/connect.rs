@@ -285,14 +285,16 @@ impl Shared {
                     // The server could not prove it knows the password (or speaks
                     // another mechanism): not a server to trust with the session.
                     stream.shutdown();
-                    return Err(ConnectFailure::Malformed(format!("SASL login: {e}")));
+                    return Err(ConnectFailure::Sasl {
+                        reason: e.to_string(),
+                    });
                 }
             }
         }
         stream.shutdown();
-        Err(ConnectFailure::Malformed(
-            "SASL login: the server never finished the exchange".into(),
-        ))
+        Err(ConnectFailure::Sasl {
+            reason: "the server never finished the exchange".into(),
+        })
     }
 
     /// Sends every credential and waits for each verdict; a rejection closes the client.
