@@ -561,3 +561,31 @@ fn a_sasl_login_to_a_server_without_sasl_is_a_clear_error_not_a_hang() {
         started.elapsed()
     );
 }
+
+#[test]
+fn platform_roots_trust_what_the_system_bundle_trusts() {
+    let cluster = tls_cluster(ClientAuth::None);
+    let pki = cluster.pki().expect("a PKI");
+    // The platform's bundle, as an operator points it elsewhere (rustls-native-certs reads
+    // SSL_CERT_FILE first). No other test of this binary reads it.
+    std::env::set_var("SSL_CERT_FILE", pki.ca_cert_path());
+    let roots = TlsConfig::platform_roots();
+    std::env::remove_var("SSL_CERT_FILE");
+    let c = builder(&secure(&cluster))
+        .tls(roots.expect("the bundle holds the harness's CA"))
+        .build()
+        .expect("trusted through the platform's roots");
+    assert!(c.exists("/").unwrap().is_some());
+    c.close();
+    // The system's real bundle does not hold a throwaway CA.
+    if let Ok(system) = TlsConfig::platform_roots() {
+        let err = builder(&secure(&cluster))
+            .tls(system)
+            .build()
+            .expect_err("a throwaway CA trusted by the system's roots");
+        assert!(
+            tls_reasons(&err)[0].contains("not signed by a trusted"),
+            "{err}"
+        );
+    }
+}
