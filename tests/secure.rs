@@ -589,3 +589,35 @@ fn platform_roots_trust_what_the_system_bundle_trusts() {
         );
     }
 }
+
+#[test]
+fn a_tls_connection_stalled_in_either_direction_is_dropped_and_the_session_resumes() {
+    let cluster = tls_cluster(ClientAuth::None);
+    let proxy = FaultProxy::for_cluster_secure(&cluster).unwrap();
+    let c = builder(&proxy.connect_string())
+        .tls(ca_only(&cluster))
+        .build()
+        .unwrap();
+    let (id, events) = (c.session_id(), c.events());
+    for direction in ["client to server", "server to client"] {
+        if direction == "client to server" {
+            // Our requests and pings are held back; whatever the server sends still comes.
+            proxy.stall_client_to_server();
+        } else {
+            proxy.stall_server_to_client();
+        }
+        let cut = Instant::now();
+        wait_event(&events, T, "suspended", |e| {
+            matches!(e, SessionEvent::Suspended { .. })
+        });
+        assert!(
+            cut.elapsed() < T,
+            "{direction}: noticed after {:?}",
+            cut.elapsed()
+        );
+        proxy.heal();
+        expect_reconnected(&events, id, T);
+        assert!(c.exists("/").unwrap().is_some(), "{direction}");
+    }
+    c.close();
+}
