@@ -237,6 +237,19 @@ mod tls {
                     }
                     // Tell the server why, if it is still listening.
                     let _ = session.write_tls(&mut s);
+                    // Only what TLS itself decided is a TLS failure (permanent); a
+                    // connection closed or reset mid-handshake may pass on a retry (a
+                    // restarting server, a proxy whose backend is not up yet).
+                    let from_tls = e
+                        .get_ref()
+                        .is_some_and(|i| i.downcast_ref::<rustls::Error>().is_some());
+                    if !from_tls {
+                        let why = explain(&e);
+                        return Err(ConnectFailure::io(
+                            "TLS handshake",
+                            io::Error::new(e.kind(), why),
+                        ));
+                    }
                     return Err(ConnectFailure::Tls {
                         reason: explain(&e),
                     });
