@@ -288,6 +288,11 @@ fn a_waiter_that_knows_it_is_next_takes_over_on_the_notification_alone() {
         || {
             q.release("H", gh);
             let gp = expect_guard(&p_rx, "P");
+            // W's notification comes on its own session, and may reach it after P (another
+            // session) already holds: wait for it, then check it was the only one.
+            wait_until(WITHIN, "W heard of H's release", || {
+                w.stats().watch_events > heard
+            });
             assert_eq!(w.stats().watch_events, heard + 1, "W heard of H's release");
             gp
         },
