@@ -639,3 +639,36 @@ fn a_tls_connection_stalled_in_either_direction_is_dropped_and_the_session_resum
     }
     c.close();
 }
+
+/// A handshake cut off by the network (a server restarting, a proxy dropping the
+/// connection) is that one attempt failing, not a verdict on the server: `build()` tries
+/// again and connects, where a certificate it refuses makes it give up at once. Without
+/// the distinction, this build failed within milliseconds with a `Tls` reason.
+#[test]
+fn a_tls_handshake_cut_off_midway_is_retried_and_the_client_connects() {
+    let cluster = tls_cluster(ClientAuth::None);
+    let proxy = FaultProxy::for_cluster_secure(&cluster).unwrap();
+    // The client's first bytes (its TLS hello) are held back: the handshake is under way.
+    proxy.stall_client_to_server();
+    let (cs, tls) = (proxy.connect_string(), ca_only(&cluster));
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(builder(&cs).tls(tls).build());
+    });
+    common::wait_until(common::WITHIN, "the client's first connection", || {
+        proxy.accepted() >= 1
+    });
+    proxy.reset();
+    proxy.heal();
+    let c = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("build() returned")
+        .expect("build() connects after one cut-off handshake");
+    assert!(
+        proxy.accepted() >= 2,
+        "connected without a second attempt: {}",
+        proxy.accepted()
+    );
+    assert!(c.exists("/").unwrap().is_some());
+    c.close();
+}
