@@ -111,8 +111,8 @@ pub struct Connection {
         env = "ZKGUARD_SASL_USER",
         global = true,
         help = "Log in with SASL DIGEST-MD5 as USER; the password comes from \
-                ZKGUARD_SASL_PASSWORD or --sasl-password-file (never from the command line, \
-                which ps shows)"
+                ZKGUARD_SASL_PASSWORD or --sasl-password-file, not both (never from the command \
+                line, which ps shows)"
     )]
     pub sasl_user: Option<String>,
     /// Read the SASL password from this file
@@ -364,6 +364,14 @@ impl Connection {
         };
         if user.is_empty() {
             return Err(usage("--sasl-user is empty".into()));
+        }
+        let from_env = std::env::var_os("ZKGUARD_SASL_PASSWORD").is_some();
+        if from_env && self.sasl_password_file.is_some() {
+            return Err(usage(
+                "--sasl-user: the password is given twice, by --sasl-password-file and by \
+                 ZKGUARD_SASL_PASSWORD: give it one way"
+                    .into(),
+            ));
         }
         let password = match &self.sasl_password_file {
             Some(file) => std::fs::read_to_string(file)

@@ -800,7 +800,38 @@ fn tls_and_sasl_flags_reach_a_secured_server_and_bad_ones_fail_clearly() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    for (args, says) in [
+        (
+            vec!["--tls-key", cert.as_str()],
+            "--tls-key needs --tls-cert",
+        ),
+        (
+            vec!["--tls-server-name", "not a host name!"],
+            "--tls-server-name",
+        ),
+    ] {
+        let mut c = zkguard(&cs);
+        c.arg("--tls-ca").arg(pki.ca_cert_path());
+        let (code, _, err) = output(c.args(&args).args(["holders", &path]));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // TLS-only flags without TLS turned on.
+    let (code, _, err) =
+        output(zkguard(&cs).args(["--tls-server-name", "localhost", "holders", &path]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--tls-server-name needs TLS"), "{err}");
     let (code, _, err) = output(zkguard(&cs).args(["--sasl-user", "alice", "holders", &path]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("ZKGUARD_SASL_PASSWORD"), "{err}");
+    // The password given two ways at once: which one was meant is not guessed.
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .env("ZKGUARD_SASL_PASSWORD", "alice-secret")
+            .args(["--sasl-user", "alice", "--sasl-password-file"])
+            .arg(s.path("pw"))
+            .args(["holders", &path]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("given twice"), "{err}");
 }
