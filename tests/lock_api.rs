@@ -439,3 +439,74 @@ fn a_multilock_over_two_clients_is_lost_when_one_is_cut_off_before_anyone_else_g
     wait_empty(&a, &pa);
     proxy.heal();
 }
+
+/// The multi-lock's token fences holders of the same set of locks, even a later holder
+/// that queued on the first lock before we had made our node on the second: not every one
+/// of its tokens is above ours, but its largest is (it makes its node on the second lock
+/// only once it holds the first, after our release). A holder of the first lock alone
+/// that queued in that window holds after us with a token below our largest: its token
+/// compares with our token for that lock (`tokens()`), not with the multi-lock's.
+#[test]
+fn multilock_token_rises_for_a_later_holder_of_the_set_that_queued_before_our_last_node() {
+    let cs = shared_cluster().connect_string();
+    let [a, c, d, e] = [(); 4].map(|_| connect(&cs, SESSION));
+    let root = unique("lock-api-token-window");
+    let (px, py) = (format!("{root}/a"), format!("{root}/b"));
+    // d holds y, an unfair lock: a node only while held. Our multi-lock takes x, then
+    // waits for y with no node made there yet.
+    let dy = UnfairMutex::new(&d, &py).unwrap().acquire().unwrap();
+    let set = |c: &Client| {
+        MultiLock::of(Mutex::new(c, &px).unwrap()).and(UnfairMutex::new(c, &py).unwrap())
+    };
+    let queued = |n: usize| {
+        let x = Mutex::new(&d, &px).unwrap();
+        wait_until(WITHIN, &format!("{n} on x"), || {
+            x.participants().unwrap().len() == n
+        });
+        x.participants().unwrap()
+    };
+    let ours = set(&a);
+    let ours_rx = spawn(move || ours.acquire());
+    queued(1);
+    // In that window: another holder of the same set, then one of x alone, queue on x.
+    let theirs = set(&c);
+    let theirs_rx = spawn(move || theirs.acquire().map(|g| (g.token(), g.tokens())));
+    queued(2);
+    let alone = Mutex::new(&e, &px).unwrap();
+    let alone_rx = spawn(move || alone.acquire().map(|g| g.token()));
+    let nodes = queued(3);
+    let czxid = |n: &str| {
+        d.exists(&format!("{px}/{n}"))
+            .unwrap()
+            .expect("a queued node")
+            .czxid as u64
+    };
+    let (their_x, alone_x) = (czxid(&nodes[1].node), czxid(&nodes[2].node));
+
+    drop(dy);
+    let g = recv(&ours_rx, WITHIN, "our multi-lock").unwrap();
+    let (token, tokens) = (g.token(), g.tokens());
+    assert!(
+        tokens[1] > their_x && tokens[1] > alone_x,
+        "our node on y ({tokens:?}) was not made after theirs on x ({their_x}, {alone_x})"
+    );
+    assert_eq!(token, tokens[1]);
+    drop(g);
+
+    let (their_token, their_tokens) = recv(&theirs_rx, WITHIN, "their multi-lock").unwrap();
+    assert_eq!(their_tokens[0], their_x);
+    assert!(
+        their_tokens[0] < token,
+        "the window did not happen: {their_tokens:?} vs {token}"
+    );
+    assert!(
+        their_token > token,
+        "a later holder of the same set has token {their_token}, not above ours {token}"
+    );
+    // x alone: above our token for x, below our largest.
+    let alone_token = recv(&alone_rx, WITHIN, "x alone").unwrap();
+    assert_eq!(alone_token, alone_x);
+    assert!(alone_token > tokens[0] && alone_token > their_tokens[0]);
+    assert!(alone_token < token);
+    wait_empty(&a, &px);
+}

@@ -222,9 +222,16 @@ pub trait Guard: Sealed + std::fmt::Debug {
     }
 
     /// The fencing token: the node's creation zxid. It is larger for every later holder of
-    /// any lock in the ensemble. Send it with each write to the protected resource and have
-    /// the resource refuse tokens lower than the highest seen: a holder paused past its
-    /// session's expiry is then stopped by the resource.
+    /// the same lock (a holder that got it after this one let go or was cut off). Send it
+    /// with each write to the resource the lock protects and have the resource refuse
+    /// tokens lower than the highest it has seen: a holder paused past its session's expiry
+    /// is then stopped by the resource.
+    ///
+    /// Tokens of different locks do not compare (a later holder of another lock may have
+    /// queued earlier). A [`MultiLockGuard`](crate::MultiLockGuard)'s token fences holders
+    /// of the same set of locks (see there). A [`Permit`](crate::Permit)'s token tells
+    /// permits apart but is no fence by "highest seen": permits are held side by side, and
+    /// a holder of an older permit is still a rightful holder.
     fn token(&self) -> u64 {
         self.core().token()
     }

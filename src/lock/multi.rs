@@ -184,12 +184,18 @@ fn release_all<T>(parts: Vec<Part>, ret: Option<T>) -> Option<T> {
 /// # Fencing token
 ///
 /// [`token`](MultiLockGuard::token) is the largest of the locks' tokens (their nodes'
-/// creation zxids). It is a valid fencing token for the whole set: a later holder of the
-/// multi-lock (or of any one of its locks) gets a lock only after we released it, so it
-/// created that lock's node after our release, hence after every node of ours; zxids only
-/// grow, so each of its tokens, and its largest one above all, exceeds every one of ours.
-/// A resource that refuses tokens below the highest it has seen therefore refuses a paused
-/// earlier holder of the set. (Per-lock tokens: [`tokens`](MultiLockGuard::tokens).)
+/// creation zxids). It is a fencing token among holders of **the same set of locks**: a
+/// later holder of the set makes its node on the set's last lock only once it holds the
+/// first, after our release, hence after every node of ours; zxids only grow, so its
+/// largest token exceeds every one of ours (its others need not: it may have queued on the
+/// first lock while we held it). A resource that only holders of this set write, and that
+/// refuses tokens below the highest it has seen, therefore refuses a paused earlier holder.
+///
+/// It does not compare with the tokens of a holder of another set, or of one of the locks
+/// alone: such a contender can queue on one of our locks before we make our node on
+/// another, and hold after us with a smaller token. For a resource guarded by one lock,
+/// send that lock's own token ([`tokens`](MultiLockGuard::tokens)): each lock's tokens
+/// rise from holder to holder, whoever took it with what.
 #[must_use = "the locks are released as soon as the guard is dropped"]
 pub struct MultiLockGuard {
     parts: Parts,

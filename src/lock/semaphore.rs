@@ -461,8 +461,11 @@ impl Lock for Semaphore {
 lock_api!(Semaphore => Permit, "a permit": acquire, try_acquire, acquire_timeout);
 lock_api!(Semaphore: common [permits]);
 
-/// One held permit of a [`Semaphore`]; dropping it gives the permit back. Validity, loss
-/// and the fencing token work as for [`MutexGuard`](crate::MutexGuard).
+/// One held permit of a [`Semaphore`]; dropping it gives the permit back. Validity and
+/// loss work as for [`MutexGuard`](crate::MutexGuard). The token is the lease node's
+/// creation zxid: unique to this permit, but not a fence that refuses tokens below the
+/// highest seen, since up to `permits` holders hold at once and an older permit's holder
+/// is as rightful as a newer one's.
 #[must_use = "the permit is given back as soon as it is dropped"]
 pub struct Permit {
     holding: Holding,
