@@ -231,7 +231,9 @@ pub trait Guard: Sealed + std::fmt::Debug {
     /// queued earlier). A [`MultiLockGuard`](crate::MultiLockGuard)'s token fences holders
     /// of the same set of locks (see there). A [`Permit`](crate::Permit)'s token tells
     /// permits apart but is no fence by "highest seen": permits are held side by side, and
-    /// a holder of an older permit is still a rightful holder.
+    /// a holder of an older permit is still a rightful holder; the same goes for a
+    /// [`ReadGuard`](crate::ReadGuard) among readers (a writer's token is above
+    /// every reader's before it).
     fn token(&self) -> u64 {
         self.core().token()
     }
