@@ -287,6 +287,47 @@ fn reentrant_mutex_counts_nested_holds_on_one_node() {
     wait_children(&client, &path, &[]);
 }
 
+/// A thread whose re-entrant hold was lost (its node deleted by another client) while
+/// another session took the lock cannot re-enter: a nested acquire is `LockLost`, not a
+/// level of a lock someone else holds (without the check it returned `Ok` with a guard, the
+/// `let _g = lock.acquire()?` pattern then ran beside the new holder). Once its guards are
+/// gone, the thread queues afresh behind the new holder.
+#[test]
+fn a_thread_whose_reentrant_hold_was_lost_cannot_reenter() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("re-lost");
+    let (client, other) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let lock = ReentrantMutex::new(&client, &path).unwrap();
+    let outer = lock.acquire().unwrap();
+    let lost = outer.lost();
+    other.delete(outer.path(), None).unwrap();
+    recv(&lost, WITHIN, "the outer guard lost");
+    let theirs = Mutex::new(&other, &path).unwrap().acquire().unwrap();
+    assert!(!lock.is_held_by_current_thread());
+    match lock.acquire() {
+        Err(Error::LockLost { path: p }) => assert_eq!(p, outer.path()),
+        Ok(g) => panic!(
+            "re-entered a lost lock while another session holds it (valid: {})",
+            g.is_valid()
+        ),
+        Err(e) => panic!("expected LockLost, got {e:?}"),
+    }
+    match lock.try_acquire() {
+        Err(Error::LockLost { .. }) => {}
+        other => panic!("try_acquire: expected LockLost, got {other:?}"),
+    }
+    drop(outer);
+    // Queues afresh: waits behind the holder, then gets it.
+    assert!(lock.try_acquire().unwrap().is_none());
+    let next = {
+        let lock = lock.clone();
+        spawn(move || lock.acquire().map(|g| (g.is_valid(), g.hold_count())))
+    };
+    assert_quiet(&next, "acquired while the other session holds it");
+    theirs.release().unwrap();
+    assert_eq!(recv(&next, WITHIN, "queued afresh").unwrap(), (true, 1));
+}
+
 // ---------------------------------------------------------------------------------------
 // 4. Read/write lock
 // ---------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ use parking_lot::Mutex as PlMutex;
 
 use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, Part, Sealed};
 use crate::client::Client;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::queue::{Canceller, Holding, Participant, Wait};
 
 /// Which threads of this process hold the lock, and how many times.
@@ -23,6 +23,11 @@ type Owners = Arc<PlMutex<HashMap<ThreadId, (Arc<Holding>, usize)>>>;
 ///
 /// Other threads of the same process contend like other processes (each queues its own
 /// node). Guards are not `Send`: the hold belongs to the thread that took it.
+///
+/// A thread whose hold was lost (its node deleted by someone else, its session ended)
+/// cannot re-enter: a nested acquire is [`Error::LockLost`](crate::Error::LockLost), never a
+/// level of a lock someone else may hold by now, until the thread's guards are gone; then it
+/// queues afresh.
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
@@ -63,11 +68,15 @@ impl ReentrantMutex {
         }
     }
 
-    /// Whether the calling thread holds the lock.
+    /// Whether the calling thread holds the lock: it has a guard of it, and the lock is not
+    /// known to be lost (its node deleted, its session ended). While the connection is
+    /// merely suspended it still says yes; [`is_valid`](ReentrantMutexGuard::is_valid) on
+    /// the guard says whether it is safe to act now.
     pub fn is_held_by_current_thread(&self) -> bool {
         self.owners
             .lock()
-            .contains_key(&std::thread::current().id())
+            .get(&std::thread::current().id())
+            .is_some_and(|(h, _)| !h.is_gone())
     }
 
     /// Every contender in queue order.
@@ -90,6 +99,13 @@ impl ReentrantMutex {
             left: AtomicBool::new(false),
         };
         if let Some((h, count)) = self.owners.lock().get_mut(&me) {
+            // Re-entering a lock this thread has lost (someone else may hold it now) is not
+            // holding it: the caller's outer guard says lost too, and must be let go first.
+            if h.is_gone() {
+                return Err(Error::LockLost {
+                    path: h.path().to_string(),
+                });
+            }
             *count += 1;
             return Ok(Some(level(h.clone())));
         }

@@ -193,6 +193,18 @@ impl Holding {
         self.acquired.token
     }
 
+    /// Whether the node is known to be ours no more: lost, released, or its session over
+    /// (a suspended connection is not enough: the node may still be ours).
+    pub(crate) fn is_gone(&self) -> bool {
+        self.state.lost.is_fired()
+            || self.state.released.load(Ordering::SeqCst)
+            || self.client.session_id() != self.acquired.owner
+            || matches!(
+                self.client.state(),
+                SessionState::Lost | SessionState::Closed
+            )
+    }
+
     /// The session that owns the node.
     pub(crate) fn owner(&self) -> i64 {
         self.acquired.owner
@@ -234,15 +246,7 @@ impl Holding {
         let lock_lost = || Error::LockLost {
             path: self.acquired.path.clone(),
         };
-        let gone = || {
-            self.state.lost.is_fired()
-                || self.state.released.load(Ordering::SeqCst)
-                || self.client.session_id() != self.acquired.owner
-                || matches!(
-                    self.client.state(),
-                    SessionState::Lost | SessionState::Closed
-                )
-        };
+        let gone = || self.is_gone();
         if gone() {
             return Err(lock_lost());
         }
