@@ -132,8 +132,11 @@ impl Sealed for MultiLock {}
 impl Lock for MultiLock {
     type Guard = MultiLockGuard;
 
-    /// Takes each lock in order, all with one deadline and `cancel`.
+    /// Takes each lock in order, all with one deadline and `cancel` (a cancel between two
+    /// locks cancels the next one).
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<MultiLockGuard>> {
+        let call = cancel.call();
+        let cancel = &call.canceller;
         let mut parts = Vec::with_capacity(self.locks.len());
         for l in &self.locks {
             if let Wait::Until(d) = wait {

@@ -219,10 +219,13 @@ impl Semaphore {
     }
 
     fn permit(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Permit>> {
-        let cancel = canceller.register();
+        // One call of several waits (the internal lock, the lease, again after a restart):
+        // a cancel between two of them must reach the next.
+        let call = canceller.call();
+        let cancel = call.canceller.register();
         let events = SessionEvents::new(&self.client);
         loop {
-            let Some(mut lock) = self.internal_lock(wait, canceller)? else {
+            let Some(mut lock) = self.internal_lock(wait, &call.canceller)? else {
                 return Ok(None);
             };
             match self.lease(&mut lock, wait, &cancel.rx, &events.rx) {

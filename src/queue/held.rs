@@ -377,16 +377,32 @@ pub struct Canceller {
 #[derive(Default)]
 struct Waiting {
     next: u64,
-    list: Vec<(u64, Sender<()>)>,
+    list: Vec<(u64, Waiter)>,
     /// Every acquire, now and later, is cancelled (the owner is going away).
     shut: bool,
+}
+
+/// What a [`Canceller`] wakes.
+enum Waiter {
+    /// One blocked acquire.
+    Wake(Sender<()>),
+    /// A call made of several acquires one after the other (a multi-lock's): cancelling
+    /// shuts its own canceller, so the acquire under way and every later one of the call
+    /// are cancelled, including one that registers between two others.
+    Call(Canceller),
 }
 
 impl Canceller {
     /// Wakes every acquire currently blocked on the lock with [`Error::Cancelled`].
     pub fn cancel(&self) {
-        for (_, tx) in self.waiting.lock().list.drain(..) {
-            let _ = tx.send(());
+        let woken: Vec<(u64, Waiter)> = self.waiting.lock().list.drain(..).collect();
+        for (_, w) in woken {
+            match w {
+                Waiter::Wake(tx) => {
+                    let _ = tx.send(());
+                }
+                Waiter::Call(c) => c.shut(),
+            }
         }
     }
 
@@ -405,12 +421,35 @@ impl Canceller {
         }
         w.next += 1;
         let id = w.next;
-        w.list.push((id, tx));
+        w.list.push((id, Waiter::Wake(tx)));
         CancelWait {
             rx,
             id,
             owner: self.clone(),
         }
+    }
+
+    /// A canceller for one call made of several acquires in turn: a `cancel` of this one
+    /// while the call lasts cancels the acquire under way and every later one of the call
+    /// (a cancel between two acquires is not lost). It unregisters on drop.
+    pub(crate) fn call(&self) -> CallCanceller {
+        let call = Canceller::default();
+        let mut w = self.waiting.lock();
+        if w.shut {
+            call.waiting.lock().shut = true;
+        }
+        w.next += 1;
+        let id = w.next;
+        w.list.push((id, Waiter::Call(call.clone())));
+        CallCanceller {
+            canceller: call,
+            id,
+            owner: self.clone(),
+        }
+    }
+
+    fn unregister(&self, id: u64) {
+        self.waiting.lock().list.retain(|(i, _)| *i != id);
     }
 }
 
@@ -423,11 +462,21 @@ pub(crate) struct CancelWait {
 
 impl Drop for CancelWait {
     fn drop(&mut self) {
-        self.owner
-            .waiting
-            .lock()
-            .list
-            .retain(|(id, _)| *id != self.id);
+        self.owner.unregister(self.id);
+    }
+}
+
+/// One call's place in a [`Canceller`]'s list (see [`Canceller::call`]).
+pub(crate) struct CallCanceller {
+    /// What the call's acquires register with.
+    pub canceller: Canceller,
+    id: u64,
+    owner: Canceller,
+}
+
+impl Drop for CallCanceller {
+    fn drop(&mut self) {
+        self.owner.unregister(self.id);
     }
 }
 
@@ -457,5 +506,57 @@ impl Participant {
     /// replaced.
     pub fn id(&self) -> String {
         String::from_utf8_lossy(&self.data).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancel_between_two_acquires_of_one_call_cancels_the_next() {
+        let lock = Canceller::default();
+        let call = lock.call();
+        let first = call.canceller.register();
+        drop(first); // the first acquire of the call is done
+        lock.cancel(); // nobody is registered for a moment: the cancel must not be lost
+        let second = call.canceller.register();
+        assert!(
+            second.rx.try_recv().is_ok(),
+            "the next acquire was not cancelled"
+        );
+        // A registration of the call made before the cancel is woken too.
+        let lock = Canceller::default();
+        let call = lock.call();
+        let under_way = call.canceller.register();
+        lock.cancel();
+        assert!(under_way.rx.try_recv().is_ok());
+    }
+
+    #[test]
+    fn a_cancel_reaches_only_what_is_registered_and_a_finished_call_is_forgotten() {
+        let lock = Canceller::default();
+        let call = lock.call();
+        drop(call);
+        let before = lock.register();
+        lock.cancel();
+        assert!(before.rx.try_recv().is_ok());
+        // Acquires started after a cancel are not affected, in a call or alone.
+        let call = lock.call();
+        let later = call.canceller.register();
+        let alone = lock.register();
+        assert!(later.rx.try_recv().is_err());
+        assert!(alone.rx.try_recv().is_err());
+        assert!(lock.waiting.lock().list.len() == 2);
+        drop((later, call, alone));
+        assert!(lock.waiting.lock().list.is_empty());
+    }
+
+    #[test]
+    fn a_shut_canceller_cancels_calls_started_later() {
+        let lock = Canceller::default();
+        lock.shut();
+        let call = lock.call();
+        assert!(call.canceller.register().rx.try_recv().is_ok());
     }
 }
