@@ -33,13 +33,13 @@ impl Backoff {
     /// The pause before the next attempt; the one after it will be about twice as long.
     pub(crate) fn next_pause(&mut self) -> Duration {
         let step = self.step;
-        self.step = (step * 2).min(self.max);
+        self.step = step.saturating_mul(2).min(self.max);
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
         let half = step / 2;
         let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
-        half + Duration::from_micros(self.rng % (spread + 1))
+        half + Duration::from_micros(self.rng % spread.saturating_add(1))
     }
 
     /// Starts again from the first pause (after an attempt that worked).
@@ -83,5 +83,14 @@ mod tests {
         let ms = Duration::from_millis;
         let mut b = Backoff::new(ms(500), ms(100));
         assert!(b.next_pause() <= ms(100));
+    }
+
+    #[test]
+    fn a_huge_cap_never_overflows() {
+        // Doubling a step past Duration::MAX used to panic (Duration's `*` overflows).
+        let mut b = Backoff::new(Duration::MAX / 3, Duration::MAX);
+        for _ in 0..4 {
+            assert!(b.next_pause() >= Duration::MAX / 6);
+        }
     }
 }
