@@ -529,3 +529,58 @@ fn a_predecessor_deleted_by_another_client_before_it_held_takes_no_turn() {
     q.referee.assert_clean();
     q.release("P", gp);
 }
+
+// ---------------------------------------------------------------------------------------
+// 6. The predecessor goes while the waiter reads its listing
+// ---------------------------------------------------------------------------------------
+
+/// The last operation the server processed on `c`'s connection (`cons`: `lop=`).
+fn last_op(c: &Client) -> Option<String> {
+    let out = shared_cluster().four_letter(0, "cons").expect("cons");
+    let sid = format!("sid={}", hex(c));
+    out.lines()
+        .find(|l| l.contains(&sid))
+        .and_then(|l| l.split("lop=").nth(1))
+        .map(|rest| rest.split([',', ')']).next().unwrap_or("").to_string())
+}
+
+/// Queue H, P, W (W through a proxy). H releases: P holds, and W's listing (sent on H's
+/// deletion) is answered before P releases, but the answer reaches W only together with
+/// the notification of P's deletion. The listing shows P as the only node ahead and P's
+/// deletion is already in: W takes over without asking the server again (one request
+/// after the listing: its guard's own-node watch). Before, W dropped the fired watch and
+/// armed it again, learning with one more round trip that P was gone.
+#[test]
+fn a_waiter_whose_predecessor_went_while_it_read_its_listing_takes_over_without_asking_again() {
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    let q = Queue::new("ho-listing-in-flight");
+    let [h, p] = <[Client; 2]>::try_from(clients(2)).ok().unwrap();
+    let w = connect(&proxy.connect_string(), SESSION);
+    let gh = q.hold(&h, "H");
+    let (_, [p_rx, w_rx], _) = q.line_up([(&p, "P"), (&w, "W")]);
+
+    // W's listing, sent when it hears of H's release, is held on its way to the server...
+    proxy.stall_client_to_server();
+    let before = w.stats().requests;
+    q.release("H", gh);
+    let gp = expect_guard(&p_rx, "P");
+    wait_until(WITHIN, "W listing again", || w.stats().requests > before);
+    assert_eq!(w.stats().requests, before + 1, "W: one listing");
+    // ...then let through, while the answer is held on its way back.
+    proxy.stall_server_to_client();
+    wait_until(WITHIN, "the server answering W's listing", || {
+        last_op(&w).as_deref() == Some("GETC")
+    });
+    // P goes: the notification queues behind the listing's answer.
+    q.release("P", gp);
+    let listed = w.stats().requests;
+    proxy.heal();
+    let gw = expect_guard(&w_rx, "W");
+    assert_eq!(
+        w.stats().requests - listed,
+        1,
+        "W asked the server again after its listing (beyond its guard's own-node watch)"
+    );
+    q.referee.assert_clean();
+    q.release("W", gw);
+}

@@ -110,12 +110,39 @@ pub(crate) struct Run {
     pub(crate) bench_threads_queued: usize,
     /// How long it took until every contender was queued behind the gate.
     pub(crate) queue_build: Duration,
+    /// The delete + watch baseline sampled during the counted acquisitions (every
+    /// [`IN_RUN_PACE`]), when the run was given a pair of sessions for it.
+    pub(crate) delete_watch_in_run: Vec<Duration>,
+}
+
+/// The pause between two in-run delete + watch samples: each sample is two writes, so
+/// this keeps the sampler's load to a small share of the workload's (a handoff is two
+/// writes too, about every millisecond).
+pub(crate) const IN_RUN_PACE: Duration = Duration::from_millis(10);
+
+/// Samples delete + watch on `pair` (watcher, deleter) every [`IN_RUN_PACE`] until `stop`.
+fn sample_in_run(
+    pair: (Client, Client),
+    node: String,
+    stop: Arc<AtomicBool>,
+) -> Res<JoinHandle<Res<Vec<Duration>>>> {
+    spawn("bench-in-run-baseline".into(), move || {
+        let dw = DeleteWatch::start(pair.0, pair.1, node)?;
+        let mut samples = Vec::new();
+        while !stop.load(Ordering::SeqCst) {
+            samples.push(dw.sample()?);
+            std::thread::sleep(IN_RUN_PACE);
+        }
+        Ok(samples)
+    })
 }
 
 /// `threads` threads (thread i on `clients[i % len]`) contend for one Mutex at `path`. The
 /// main client holds the lock until every thread is queued, then lets go: from then on
 /// `total` acquisitions are counted, or as many as happen within `cap`. Then the waiters
-/// still queued are cancelled.
+/// still queued are cancelled. With `baseline` (a watcher and a deleter session), the
+/// delete + watch baseline is sampled meanwhile, under the workload's load.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_contention(
     ctx: &Ctx,
     clients: &[Client],
@@ -124,6 +151,7 @@ pub(crate) fn run_contention(
     total: usize,
     cap: Duration,
     label: &str,
+    baseline: Option<(Client, Client)>,
 ) -> Res<Run> {
     let gate_lock = Mutex::new(&ctx.client, path)?;
     let gate = gate_lock
@@ -188,6 +216,21 @@ pub(crate) fn run_contention(
         let _ = stop_all(handles);
         return Err(e);
     }
+    let sampling = Arc::new(AtomicBool::new(false));
+    let sampler = match baseline {
+        Some(pair) => {
+            let node = format!("{}/{label}-delete-watch-in-run", ctx.dir);
+            match sample_in_run(pair, node, sampling.clone()) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    drop(gate);
+                    let _ = stop_all(handles);
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
     let start = Instant::now();
     *shared.cap.lock() = Some(start + cap);
     *shared.released_at.lock() = Some(start);
@@ -197,7 +240,14 @@ pub(crate) fn run_contention(
     while !shared.stop.load(Ordering::SeqCst) && Instant::now() < wait_until {
         std::thread::sleep(Duration::from_millis(5));
     }
+    sampling.store(true, Ordering::SeqCst);
     let stopped = stop_all(handles);
+    let delete_watch_in_run = match sampler {
+        Some(h) => h
+            .join()
+            .map_err(|_| "the in-run baseline sampler panicked")??,
+        None => Vec::new(),
+    };
     released?;
     stopped?;
     let (done, counted) = shared
@@ -217,6 +267,7 @@ pub(crate) fn run_contention(
         rss_queued_kb,
         bench_threads_queued,
         queue_build,
+        delete_watch_in_run,
     })
 }
 
@@ -344,13 +395,25 @@ impl Drop for DeleteWatch {
 }
 
 pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
-    let clients = ctx.connect_many(k)?;
+    let clients = ctx.connect_many(k + 2)?;
     let path = format!("{}/w2-{k}/lock", ctx.dir);
-    let r = run_contention(ctx, &clients, k, &path, ctx.n, CAP, &format!("w2-{k}"));
+    let pair = (clients[k].clone(), clients[k + 1].clone());
+    let r = run_contention(
+        ctx,
+        &clients[..k],
+        k,
+        &path,
+        ctx.n,
+        CAP,
+        &format!("w2-{k}"),
+        Some(pair),
+    );
     close_all(&clients);
     let mut run = r?;
     let hp50 = p50(&mut run.handoffs);
     let rp50 = p50(&mut run.releases);
+    let in_run_n = run.delete_watch_in_run.len();
+    let in_run_p50 = p50(&mut run.delete_watch_in_run);
     Line::new(&format!("W2:{k}"), &ctx.target)
         .s("what", "K sessions x 1 thread, Mutex acquire->release loop")
         .u("sessions", k as u64)
@@ -368,6 +431,13 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
         .s(
             "ratio_to_release_is",
             "handoff_p50 / release_p50: the holders' delete round trip in this run, under the load the workload makes",
+        )
+        .u("delete_watch_in_run_n", in_run_n as u64)
+        .lat("delete_watch_in_run_", &mut run.delete_watch_in_run)
+        .f("ratio_in_run", hp50 / in_run_p50)
+        .s(
+            "ratio_in_run_is",
+            "handoff_p50 / delete_watch_in_run_p50: the same delete + watch baseline, sampled by two more sessions every 10 ms while the workload runs",
         )
         .print();
     if run.violations > 0 {

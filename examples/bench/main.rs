@@ -30,7 +30,9 @@
 //!   `ratio` = handoff p50 / the p50 of a delete seen by another session's data watch
 //!   (`W2 delete+watch`, measured once per run, on a server doing nothing else);
 //!   `ratio_to_release` = handoff p50 / the holders' release p50 in the same run, the
-//!   delete's round trip under the writes the workload itself keeps in flight.
+//!   delete's round trip under the writes the workload itself keeps in flight;
+//!   `ratio_in_run` = handoff p50 / the same delete + watch baseline sampled every 10 ms by
+//!   two more sessions while the workload runs (`delete_watch_in_run_p50_us`).
 //! - `W3`: 50 sessions queued behind a holder; watch notifications the 50 receive when the
 //!   holder releases and the next one takes over. One line per queue recipe: `W3` (`Mutex`),
 //!   `W3 reentrant`, `W3 write` (`RwLock` writers), `W3 read` (a writer holds, 50 readers
@@ -64,7 +66,10 @@
 //! - `W6`: 1,000 waiters (20 threads on each of 50 sessions) on one `Mutex`: threads (and
 //!   `library_threads`: all but ours and main), resident memory per waiter (beside what an
 //!   idle thread of ours costs), and handoff p50 at 1,000 waiters against 8 waiters, both
-//!   measured as in `W2` with threads that queue again after each release.
+//!   measured as in `W2` with threads that queue again after each release. Each run also
+//!   samples the delete + watch baseline under its own load, as `W2` does:
+//!   `server_slowdown` is how much slower that baseline is at 1,000 waiters than at 8, and
+//!   `ratio_in_run_1000` / `ratio_in_run_8` each run's handoff against it.
 //!
 //! Contention runs (`W2`, `W6`) start with every contender queued behind a holder on the
 //! bench's own session, count `BENCH_N` acquisitions or as many as happen in 90 s (then

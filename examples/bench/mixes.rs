@@ -100,7 +100,10 @@ pub(crate) fn w6(ctx: &Ctx) -> Res<()> {
     let threads_before = proc_status("Threads").unwrap_or(0);
     let rss_before = proc_status("VmRSS").unwrap_or(0);
     let clients = ctx.connect_many(SESSIONS)?;
+    // Two more: the delete + watch baseline, sampled during each run.
+    let pair = ctx.connect_many(2)?;
     let rss_clients = proc_status("VmRSS").unwrap_or(0);
+    let baseline = || Some((pair[0].clone(), pair[1].clone()));
     let r = (|| -> Res<(Run, Run)> {
         // 8 waiters: one thread on each of 8 of the sessions.
         let few = run_contention(
@@ -111,6 +114,7 @@ pub(crate) fn w6(ctx: &Ctx) -> Res<()> {
             ctx.n,
             CAP,
             "w6-few",
+            baseline(),
         )?;
         let many = run_contention(
             ctx,
@@ -120,12 +124,14 @@ pub(crate) fn w6(ctx: &Ctx) -> Res<()> {
             ctx.n,
             CAP,
             "w6",
+            baseline(),
         )?;
         Ok((few, many))
     })();
     close_all(&clients);
+    close_all(&pair);
     let (mut few, mut many) = r?;
-    let clients_alive = SESSIONS as u64 + 1; // and the bench's own client
+    let clients_alive = SESSIONS as u64 + 3; // the baseline's two, and the bench's own client
     let library_threads = many
         .threads_queued
         .saturating_sub(many.bench_threads_queued as u64 + 1);
@@ -136,6 +142,12 @@ pub(crate) fn w6(ctx: &Ctx) -> Res<()> {
     let few_p50 = p50(&mut few.handoffs);
     let many_p50 = p50(&mut many.handoffs);
     let ratio = many_p50 / few_p50;
+    let (dw_few_n, dw_many_n) = (
+        few.delete_watch_in_run.len(),
+        many.delete_watch_in_run.len(),
+    );
+    let dw_few = p50(&mut few.delete_watch_in_run);
+    let dw_many = p50(&mut many.delete_watch_in_run);
     let per_waiter = |from: u64| many.rss_queued_kb.saturating_sub(from) as f64 / WAITERS as f64;
     Line::new("W6", &ctx.target)
         .s(
@@ -179,6 +191,17 @@ pub(crate) fn w6(ctx: &Ctx) -> Res<()> {
         .f("ratio", ratio)
         .s("ratio_target", "<= 1.3")
         .b("target_met", ratio <= 1.3)
+        .u("delete_watch_in_run_8_n", dw_few_n as u64)
+        .f("delete_watch_in_run_8_p50_us", dw_few)
+        .u("delete_watch_in_run_1000_n", dw_many_n as u64)
+        .f("delete_watch_in_run_1000_p50_us", dw_many)
+        .f("server_slowdown", dw_many / dw_few)
+        .s(
+            "server_slowdown_is",
+            "delete_watch_in_run_1000_p50 / delete_watch_in_run_8_p50: the same delete + watch, sampled every 10 ms by two more sessions during each run",
+        )
+        .f("ratio_in_run_1000", many_p50 / dw_many)
+        .f("ratio_in_run_8", few_p50 / dw_few)
         .u("violations", many.violations + few.violations)
         .print();
     if many.violations + few.violations > 0 {

@@ -578,15 +578,30 @@ impl Watching {
             .chain(v.next.as_deref())
             .chain(std::iter::once(own))
             .collect();
-        // A watch whose event has come (but was not taken) is spent: arm it again.
-        self.0
-            .retain(|(path, rx)| want.contains(&path.as_str()) && rx.is_empty());
+        // A watch whose event has come (but was not taken) is spent. If the event says the
+        // node was deleted, it is gone: no need to ask (this is the common case of a
+        // listing answered just before our blocker's deletion, whose notification then
+        // came while we read the listing). Any other event: arm it again.
+        let mut gone: Vec<&'v str> = Vec::new();
+        self.0.retain(|(path, rx)| {
+            let Some(w) = want.iter().find(|w| **w == path.as_str()) else {
+                return false;
+            };
+            match rx.try_recv() {
+                Err(_) => true,
+                Ok(ev) if ev.event_type == EventType::NodeDeleted => {
+                    gone.push(w);
+                    false
+                }
+                Ok(_) => false,
+            }
+        });
         let missing: Vec<&str> = want
             .into_iter()
-            .filter(|w| !self.0.iter().any(|(path, _)| path == w))
+            .filter(|w| !gone.contains(w) && !self.0.iter().any(|(path, _)| path == w))
             .collect();
         if missing.is_empty() {
-            return Ok(Vec::new());
+            return Ok(gone);
         }
         let pending = c.pipeline(|p| {
             missing
@@ -594,7 +609,6 @@ impl Watching {
                 .map(|path| p.get_data_w(path))
                 .collect::<Vec<_>>()
         });
-        let mut gone = Vec::new();
         let mut failed = None;
         for (path, p) in missing.into_iter().zip(pending) {
             match p.wait() {
