@@ -46,15 +46,14 @@ pub(crate) fn order(dir: &str, names: Vec<String>) -> Result<Vec<Contender>> {
 
 /// The sequence number the server appended: the last ten characters, all digits.
 pub(crate) fn sequence(name: &str) -> Option<i64> {
+    // Bytes, not a string slice: a foreign name's last ten bytes may start inside a
+    // multi-byte character.
     let b = name.as_bytes();
-    if b.len() < 10 {
+    let tail = b.get(b.len().checked_sub(10)?..)?;
+    if !tail.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let tail = &name[name.len() - 10..];
-    if !tail.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    tail.parse().ok()
+    std::str::from_utf8(tail).ok()?.parse().ok()
 }
 
 /// The prefix of a new node: `<dir>/_c_<uuid>-<marker>`.
@@ -138,6 +137,12 @@ pub(crate) mod tests {
         assert!(sequence("lock-00000001").is_none());
         assert!(sequence("lock-12345678x9").is_none());
         assert_eq!(sequence("0000000042"), Some(42));
+        // Non-ASCII names whose last ten bytes start inside a character: no panic.
+        assert_eq!(sequence("a\u{e9}123456789"), None);
+        assert_eq!(sequence("\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}"), None);
+        assert_eq!(sequence("\u{e9}0000000007"), Some(7));
+        let e = order("/l", vec!["a\u{e9}123456789".into()]);
+        assert!(matches!(e, Err(Error::ForeignNode { .. })), "{e:?}");
     }
 
     #[test]
