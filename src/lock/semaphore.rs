@@ -346,6 +346,7 @@ impl Semaphore {
                     };
                     match listed {
                         Ok((names, w)) => {
+                            backoff.reset();
                             watch = w;
                             names
                         }

@@ -61,7 +61,7 @@ pub(crate) fn acquire(
         match tried {
             Ok(Some(a)) => return Ok(Some(a)),
             Ok(None) if matches!(wait, Wait::Try) => return Ok(None),
-            Ok(None) => {}
+            Ok(None) => backoff.reset(),
             Err(e) if e.is_connection_error() || e == Error::SessionExpired => {
                 pause(events, &cancel.rx, deadline, &mut backoff);
                 continue;

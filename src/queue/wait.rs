@@ -379,7 +379,11 @@ fn attempt(
             }
         };
         let gone = match watching.arm(&c, &v, &node.path) {
-            Ok(gone) => gone,
+            Ok(gone) => {
+                // The server answers again: the next trouble starts with a short pause.
+                backoff.reset();
+                gone
+            }
             Err(e) if e.is_connection_error() => {
                 pause(events, cancel, deadline, &mut backoff);
                 continue;
