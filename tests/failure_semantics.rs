@@ -265,7 +265,7 @@ fn every_guard_notices_a_delete_that_follows_a_write_to_its_node() {
 
     // A MultiLock: the write and the delete hit the node of its second lock.
     let (a, b) = (at("multi-a"), at("multi-b"));
-    let g = std::sync::Arc::new(MultiLock::new(&c, &[&a, &b]).unwrap().acquire().unwrap());
+    let g = std::rc::Rc::new(MultiLock::new(&c, &[&a, &b]).unwrap().acquire().unwrap());
     let h = Held {
         what: "MultiLockGuard",
         path: g.paths()[1].to_string(),

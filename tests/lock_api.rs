@@ -466,7 +466,16 @@ fn multilock_token_rises_for_a_later_holder_of_the_set_that_queued_before_our_la
         x.participants().unwrap()
     };
     let ours = set(&a);
-    let ours_rx = spawn(move || ours.acquire());
+    // The guard stays on its thread (it is not `Send`) until `let_go` says.
+    let (let_go, go_rx) = crossbeam_channel::bounded::<()>(1);
+    let ours_rx = spawn(move || {
+        ours.acquire().map(|g| {
+            let held = (g.token(), g.tokens());
+            let _ = go_rx.recv();
+            drop(g);
+            held
+        })
+    });
     queued(1);
     // In that window: another holder of the same set, then one of x alone, queue on x.
     let theirs = set(&c);
@@ -484,14 +493,16 @@ fn multilock_token_rises_for_a_later_holder_of_the_set_that_queued_before_our_la
     let (their_x, alone_x) = (czxid(&nodes[1].node), czxid(&nodes[2].node));
 
     drop(dy);
-    let g = recv(&ours_rx, WITHIN, "our multi-lock").unwrap();
-    let (token, tokens) = (g.token(), g.tokens());
+    // Ours holds both (theirs and the lone one cannot get x): the guard's tokens come
+    // back when it lets go.
+    wait_until(WITHIN, "our node on y", || d.exists(&py).unwrap().is_some());
+    let_go.send(()).unwrap();
+    let (token, tokens) = recv(&ours_rx, WITHIN, "our multi-lock").unwrap();
     assert!(
         tokens[1] > their_x && tokens[1] > alone_x,
         "our node on y ({tokens:?}) was not made after theirs on x ({their_x}, {alone_x})"
     );
     assert_eq!(token, tokens[1]);
-    drop(g);
 
     let (their_token, their_tokens) = recv(&theirs_rx, WITHIN, "their multi-lock").unwrap();
     assert_eq!(their_tokens[0], their_x);
@@ -509,4 +520,105 @@ fn multilock_token_rises_for_a_later_holder_of_the_set_that_queued_before_our_la
     assert!(alone_token > tokens[0] && alone_token > their_tokens[0]);
     assert!(alone_token < token);
     wait_empty(&a, &px);
+}
+
+/// What a multi-lock's acquire got: whether the guard was valid, whole and part by part.
+type Seen = crossbeam_channel::Receiver<zkguard::Result<(bool, Vec<bool>)>>;
+
+/// A multi-lock's acquire on its own thread (its guard is not `Send`): the thread reports
+/// whether the guard it got is valid, part by part, then waits for `let_go` before it
+/// releases.
+fn multi_on_a_thread(multi: MultiLock) -> (Seen, crossbeam_channel::Sender<()>) {
+    let (let_go, go_rx) = crossbeam_channel::bounded::<()>(1);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || match multi.acquire() {
+        Ok(g) => {
+            let seen = (
+                g.is_valid(),
+                g.guards().iter().map(|p| p.is_valid()).collect(),
+            );
+            let _ = tx.send(Ok(seen));
+            let _ = go_rx.recv();
+            drop(g);
+        }
+        Err(e) => {
+            let _ = tx.send(Err(e));
+        }
+    });
+    (rx, let_go)
+}
+
+/// A multi-lock holds `a` and waits for `b`; meanwhile another client deletes its node on
+/// `a` and a third takes `a`. When `b` frees up the acquire must not return (before, it
+/// returned `Ok` with a guard whose `a` part was lost while the third client held `a`): it
+/// lets `b` go, queues on `a` again, and gets both, valid, once the third lets go.
+#[test]
+fn a_multilock_whose_first_lock_is_deleted_while_it_waits_for_the_next_starts_over() {
+    let cs = shared_cluster().connect_string();
+    let [h, w, c] = [(); 3].map(|_| connect(&cs, SESSION));
+    let root = unique("lock-api-multi-part-lost");
+    let (pa, pb) = (format!("{root}/a"), format!("{root}/b"));
+    let hb = Mutex::new(&h, &pb).unwrap().acquire().unwrap();
+    let multi = MultiLock::new(&w, &[&pa, &pb]).unwrap();
+    let (got, let_go) = multi_on_a_thread(multi);
+    wait_until(WITHIN, "the multi-lock holds a and waits for b", || {
+        children(&h, &pa).len() == 1 && children(&h, &pb).len() == 2
+    });
+    h.delete(&format!("{pa}/{}", children(&h, &pa)[0]), None)
+        .unwrap();
+    let ca = Mutex::new(&c, &pa).unwrap().acquire().unwrap();
+    hb.release().unwrap();
+    // It lets b go and queues behind c on a.
+    wait_until(WITHIN, "the multi-lock queued on a again", || {
+        children(&h, &pa).len() == 2 && children(&h, &pb).is_empty()
+    });
+    common::assert_quiet(&got, "the multi-lock returned while another client holds a");
+    assert!(ca.is_valid());
+    ca.release().unwrap();
+    let (valid, parts) = recv(&got, WITHIN, "the multi-lock").unwrap();
+    assert!(valid && parts == [true, true], "{valid} {parts:?}");
+    let_go.send(()).unwrap();
+    wait_empty(&h, &pa);
+    wait_empty(&h, &pb);
+}
+
+/// The same when the multi-lock's session expires while it waits for `b` (a partition):
+/// another client takes `a` from the expired session; after the partition heals the
+/// multi-lock must not return until it holds `a` again in its new session.
+#[test]
+fn a_multilock_whose_session_expires_while_it_waits_for_the_next_lock_starts_over() {
+    common::init_log();
+    let cluster = zkguard::testing::TestCluster::start(1).unwrap();
+    let proxy = zkguard::testing::FaultProxy::for_cluster(&cluster).unwrap();
+    let h = connect(&cluster.connect_string(), SESSION);
+    let w = connect(&proxy.connect_string(), Duration::from_secs(2));
+    let c = connect(&cluster.connect_string(), SESSION);
+    let (pa, pb) = (unique("lock-api-expire-a"), unique("lock-api-expire-b"));
+    let hb = Mutex::new(&h, &pb).unwrap().acquire().unwrap();
+    let multi = MultiLock::new(&w, &[&pa, &pb]).unwrap();
+    let (got, let_go) = multi_on_a_thread(multi);
+    wait_until(WITHIN, "the multi-lock holds a and waits for b", || {
+        children(&h, &pa).len() == 1 && children(&h, &pb).len() == 2
+    });
+    let events = w.events();
+    proxy.blackhole();
+    common::wait_event(&events, WITHIN, "the session lost", |e| {
+        matches!(e, zkguard::SessionEvent::Lost { .. })
+    });
+    wait_until(WITHIN, "the expired session's nodes gone", || {
+        children(&h, &pa).is_empty() && children(&h, &pb).len() == 1
+    });
+    let ca = Mutex::new(&c, &pa).unwrap().acquire().unwrap();
+    proxy.heal();
+    // In its new session the multi-lock queues on b again (it still believes in a), gets
+    // b, finds a lost, lets b go and queues on a behind c.
+    hb.release().unwrap();
+    wait_until(WITHIN, "the multi-lock queued on a behind c", || {
+        children(&h, &pa).len() == 2 && children(&h, &pb).is_empty()
+    });
+    common::assert_quiet(&got, "the multi-lock returned while another client holds a");
+    ca.release().unwrap();
+    let (valid, parts) = recv(&got, WITHIN, "the multi-lock").unwrap();
+    assert!(valid && parts == [true, true], "{valid} {parts:?}");
+    let_go.send(()).unwrap();
 }

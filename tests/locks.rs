@@ -299,9 +299,15 @@ fn a_thread_whose_reentrant_hold_was_lost_cannot_reenter() {
     let (client, other) = (connect(&cs, SESSION), connect(&cs, SESSION));
     let lock = ReentrantMutex::new(&client, &path).unwrap();
     let outer = lock.acquire().unwrap();
+    let inner = lock.acquire().unwrap();
     let lost = outer.lost();
     other.delete(outer.path(), None).unwrap();
     recv(&lost, WITHIN, "the outer guard lost");
+    // Letting go of an inner level says the lock was lost, as the outermost would.
+    match inner.release() {
+        Err(Error::LockLost { path: p }) => assert_eq!(p, outer.path()),
+        other => panic!("inner release: expected LockLost, got {other:?}"),
+    }
     let theirs = Mutex::new(&other, &path).unwrap().acquire().unwrap();
     assert!(!lock.is_held_by_current_thread());
     match lock.acquire() {

@@ -93,6 +93,9 @@ impl Core for Term {
     fn is_valid(&self) -> bool {
         self.holding.is_valid()
     }
+    fn is_gone(&self) -> bool {
+        self.holding.is_gone()
+    }
     fn notify_lost(&self, tx: &Sender<()>) {
         self.holding.notify_lost(tx.clone());
     }

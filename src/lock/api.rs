@@ -33,6 +33,8 @@ mod sealed {
     #[doc(hidden)]
     pub trait Core {
         fn is_valid(&self) -> bool;
+        /// Known lost for good (not merely disconnected): someone else may hold it now.
+        fn is_gone(&self) -> bool;
         /// `tx` gets `()` once the lock is lost (once per node).
         fn notify_lost(&self, tx: &Sender<()>);
         /// `tx` gets `()` once a holder is asked to let go (once per node).
@@ -286,6 +288,9 @@ pub trait Guard: Sealed + std::fmt::Debug {
 impl Core for crate::queue::Holding {
     fn is_valid(&self) -> bool {
         crate::queue::Holding::is_valid(self)
+    }
+    fn is_gone(&self) -> bool {
+        crate::queue::Holding::is_gone(self)
     }
     fn notify_lost(&self, tx: &Sender<()>) {
         crate::queue::Holding::notify_lost(self, tx.clone());

@@ -33,7 +33,8 @@ mod tests {
         send::<WriteGuard>();
         send::<Permit>();
         send::<UnfairMutexGuard>();
-        send::<MultiLockGuard>();
+        // Not `MultiLockGuard` (nor `ReentrantMutexGuard`): a re-entrant level inside
+        // belongs to the thread that took it.
         send::<Mutex>();
         send::<RwLock>();
         send::<Semaphore>();

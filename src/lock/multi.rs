@@ -1,5 +1,6 @@
 //! All-or-nothing over several exclusive locks.
 
+use std::marker::PhantomData;
 use std::time::Instant;
 
 use crossbeam_channel::Sender;
@@ -20,16 +21,21 @@ use crate::queue::{Canceller, Wait};
 ///
 /// The locks are always taken in one canonical order (sorted by path, one lock per path:
 /// the first given), whatever order they were given in, so two multi-locks over
-/// overlapping paths cannot deadlock. If one cannot be taken in time (timeout, cancel,
-/// error) the ones already taken are released, in reverse order. The multi-lock's own
+/// overlapping paths cannot deadlock with each other, as long as neither caller already
+/// holds one of the locks outside the multi-lock (a thread holding a
+/// [`ReentrantMutex`](crate::ReentrantMutex) of the set has taken it out of order). If one
+/// cannot be taken in time (timeout, cancel, error) the ones already taken are released, in
+/// reverse order. If one taken earlier is lost while a later one is awaited (its session
+/// ended, its node was deleted: someone else may hold it by now), all are released and
+/// the acquire starts over, with the same deadline. The multi-lock's own
 /// [`canceller`](MultiLock::canceller) cancels whichever lock an acquire is waiting for (the
 /// locks' own cancellers do not reach a multi-lock's acquire).
 ///
 /// A [`ReentrantMutex`](crate::ReentrantMutex) taken by a multi-lock counts as one more
 /// level held by the thread that called the acquire (at once if that thread holds it
-/// already), until the [`MultiLockGuard`] goes. That guard is `Send`, unlike a
-/// [`ReentrantMutexGuard`](crate::ReentrantMutexGuard): if it moves to another thread, the
-/// level stays counted for the thread that took it.
+/// already), until the [`MultiLockGuard`] goes. So the guard, like a
+/// [`ReentrantMutexGuard`](crate::ReentrantMutexGuard), is not `Send`: on another thread,
+/// the thread that took it could re-enter the lock beside it.
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
@@ -133,26 +139,41 @@ impl Lock for MultiLock {
     type Guard = MultiLockGuard;
 
     /// Takes each lock in order, all with one deadline and `cancel` (a cancel between two
-    /// locks cancels the next one).
+    /// locks cancels the next one). A lock taken earlier that is lost while a later one is
+    /// awaited (its session ended, its node was deleted: someone else may hold it now)
+    /// makes the call let everything go and start over.
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<MultiLockGuard>> {
         let call = cancel.call();
         let cancel = &call.canceller;
-        let mut parts = Vec::with_capacity(self.locks.len());
-        for l in &self.locks {
-            if let Wait::Until(d) = wait {
-                if Instant::now() >= d {
-                    return Ok(release_all(parts, None));
+        'attempt: loop {
+            let mut parts: Vec<Part> = Vec::with_capacity(self.locks.len());
+            for l in &self.locks {
+                if let Wait::Until(d) = wait {
+                    if Instant::now() >= d {
+                        return Ok(release_all(parts, None));
+                    }
+                }
+                match l.hold_part(wait, cancel) {
+                    Ok(Some(part)) => parts.push(part),
+                    Ok(None) => return Ok(release_all(parts, None)),
+                    Err(e) => return Err(release_all(parts, Some(e)).unwrap_or(Error::Closed)),
+                }
+                if let Some(lost) = parts.iter().find(|p| p.core().is_gone()) {
+                    log::info!(
+                        "zkguard: multi-lock {}: {} was lost while taking the others; \
+                         starting over",
+                        self.joined,
+                        lost.path()
+                    );
+                    release_all::<()>(parts, None);
+                    continue 'attempt;
                 }
             }
-            match l.hold_part(wait, cancel) {
-                Ok(Some(part)) => parts.push(part),
-                Ok(None) => return Ok(release_all(parts, None)),
-                Err(e) => return Err(release_all(parts, Some(e)).unwrap_or(Error::Closed)),
-            }
+            return Ok(Some(MultiLockGuard {
+                parts: Parts::new(parts),
+                _not_send: PhantomData,
+            }));
         }
-        Ok(Some(MultiLockGuard {
-            parts: Parts::new(parts),
-        }))
     }
 
     fn path(&self) -> &str {
@@ -177,6 +198,14 @@ fn release_all<T>(parts: Vec<Part>, ret: Option<T>) -> Option<T> {
 }
 
 /// Every lock of a [`MultiLock`], held. Dropping it releases them all (in reverse order).
+/// It is not `Send` (see [`MultiLock`] on re-entrant locks):
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// # fn f(g: zkguard::MultiLockGuard) {
+/// send(g);
+/// # }
+/// ```
 ///
 /// As a [`Guard`] it stands for all its locks: [`is_valid`](MultiLockGuard::is_valid) when
 /// every one is, [`lost`](MultiLockGuard::lost) and
@@ -202,6 +231,10 @@ fn release_all<T>(parts: Vec<Part>, ret: Option<T>) -> Option<T> {
 #[must_use = "the locks are released as soon as the guard is dropped"]
 pub struct MultiLockGuard {
     parts: Parts,
+    /// Not `Send`: a [`ReentrantMutex`](crate::ReentrantMutex) level inside counts for the
+    /// thread that took it, which could otherwise re-enter the lock while another thread
+    /// holds this guard.
+    _not_send: PhantomData<*const ()>,
 }
 
 guard_api!(MultiLockGuard, parts);
@@ -245,6 +278,9 @@ impl Parts {
 impl Core for Parts {
     fn is_valid(&self) -> bool {
         self.list.iter().all(|g| g.is_valid())
+    }
+    fn is_gone(&self) -> bool {
+        self.list.iter().any(|g| g.core().is_gone())
     }
     fn notify_lost(&self, tx: &Sender<()>) {
         self.list.iter().for_each(|g| g.core().notify_lost(tx));

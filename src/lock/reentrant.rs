@@ -221,6 +221,9 @@ impl Core for Level {
     fn is_valid(&self) -> bool {
         self.holding.is_valid()
     }
+    fn is_gone(&self) -> bool {
+        self.holding.is_gone()
+    }
     fn notify_lost(&self, tx: &Sender<()>) {
         self.holding.notify_lost(tx.clone());
     }
@@ -240,8 +243,14 @@ impl Core for Level {
     /// Gives up this level; for the outermost one this releases the lock and reports how
     /// the delete went.
     fn release(&self) -> Result<()> {
+        let gone = self.holding.is_gone();
         if self.leave() {
             self.holding.release()
+        } else if gone {
+            // An inner level of a lost hold: say so, as the outermost would.
+            Err(Error::LockLost {
+                path: self.holding.path().to_string(),
+            })
         } else {
             Ok(())
         }
