@@ -122,7 +122,9 @@ pub trait Lock: Sealed {
     }
 
     /// Like [`acquire`](Lock::acquire), but gives up after `timeout` with `Ok(None)`,
-    /// leaving nothing behind.
+    /// leaving nothing behind. The timeout bounds the requests too: one shorter than a round
+    /// trip (zero included) gives up without an answer; to ask once whatever it takes, use
+    /// [`try_acquire`](Lock::try_acquire).
     ///
     /// # Errors
     ///
