@@ -668,3 +668,103 @@ fn a_truncated_reply_body_is_an_error_for_that_request_only() {
     drop(c);
     server.join().unwrap();
 }
+
+/// A 64 MiB request, written through `c`'s pipeline on a thread of its own; the thread
+/// ends when the write does (the request's answer is not waited for).
+fn big_write(c: &Client, path: &str) -> std::thread::JoinHandle<()> {
+    let (c, path) = (c.with_timeout(Duration::from_secs(60)), path.to_string());
+    std::thread::spawn(move || {
+        let big = vec![0u8; 64 * 1024 * 1024];
+        let _pending = c.pipeline(|p| p.set_data(&path, &big, None));
+    })
+}
+
+/// A caller's write that blocks on a full socket (the server froze) while the connection
+/// goes silent must not hold back `Suspended` or `Lost`: before, the connection thread
+/// waited for that writer's `io` lock before telling anyone, and `Lost` came seconds past
+/// the session timeout, when the ensemble may have given the session's locks away
+/// (measured by a reviewer: `Suspended` and `Lost` at 10.1 s with a 6 s session). Now the
+/// socket is cut first, which ends the write at once.
+#[test]
+fn a_write_blocked_on_a_frozen_server_does_not_delay_suspended_or_lost() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let c = Client::builder(&cluster.connect_string())
+        .session_timeout(Duration::from_secs(6))
+        .max_request_size(i32::MAX as usize)
+        .build()
+        .unwrap();
+    let t = c.session_timeout();
+    let events = c.events();
+    c.exists("/").unwrap();
+    cluster.pause(0).unwrap();
+    let frozen = Instant::now();
+    // Not a wait for an event: this places the write so that it is still blocked when the
+    // connection's silence is noticed (at 2/3 of the timeout); a write started earlier
+    // fails on its own socket timeout (1/3) and drops the connection itself.
+    std::thread::sleep(t * 2 / 3 - Duration::from_millis(300));
+    let writer = big_write(&c, "/anything");
+    let suspended = wait_event(&events, t * 3, "suspended", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
+    let suspended_at = frozen.elapsed();
+    let lost = wait_event(&events, t * 3, "lost", |e| {
+        matches!(e, SessionEvent::Lost { .. })
+    });
+    let lost_at = frozen.elapsed();
+    cluster.resume(0).unwrap();
+    writer.join().unwrap();
+    assert!(matches!(suspended, SessionEvent::Suspended { .. }));
+    assert!(matches!(lost, SessionEvent::Lost { .. }));
+    assert!(
+        suspended_at < t,
+        "Suspended {suspended_at:?} after the freeze (session timeout {t:?})"
+    );
+    assert!(
+        lost_at <= t + Duration::from_millis(500),
+        "Lost {lost_at:?} after the freeze (session timeout {t:?})"
+    );
+}
+
+/// `close()` is bounded (about a second) even while another caller's write is blocked on
+/// a full socket: before, it waited for that writer's `io` lock, 8 s in a reviewer's run.
+/// The blocked write fails, and so does a request made meanwhile, at its own deadline.
+#[test]
+fn close_is_bounded_while_another_callers_write_is_blocked() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let c = Client::builder(&proxy.connect_string())
+        .session_timeout(Duration::from_secs(30))
+        .max_request_size(i32::MAX as usize)
+        .build()
+        .unwrap();
+    c.exists("/").unwrap();
+    proxy.stall_client_to_server();
+    let writer = big_write(&c, "/anything");
+    // While the writer is blocked, a short request gives up at its deadline (it cannot
+    // even be written).
+    common::wait_until(
+        Duration::from_secs(20),
+        "a request timing out beside the blocked writer",
+        || {
+            matches!(
+                c.with_timeout(Duration::from_millis(300)).exists("/"),
+                Err(Error::Timeout { .. })
+            ) && !writer.is_finished()
+        },
+    );
+    let started = Instant::now();
+    let outcome = c.close();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "close took {took:?} ({outcome:?})"
+    );
+    assert!(
+        matches!(outcome, CloseOutcome::Unconfirmed { .. }),
+        "{outcome:?}"
+    );
+    writer.join().unwrap();
+    proxy.heal();
+}

@@ -373,6 +373,7 @@ impl Shared {
                 io.stream = Some(stream.clone());
                 io.session = resp.session_id;
             }
+            *self.link.lock() = Some(stream.clone());
             s.session_id = resp.session_id;
             s.passwd = resp.passwd;
             s.negotiated = negotiated;

@@ -35,6 +35,7 @@ mod serve;
 mod session;
 mod watches;
 
+use link::Link;
 pub(crate) use requests::Outgoing;
 use requests::{InFlight, Io};
 pub(crate) use session::SessionSink;
@@ -104,7 +105,10 @@ pub(crate) struct Counters {
 ///    failed write hands a kept watch back (`pending` released first).
 ///
 /// `watches` (the watch registry) and `janitor` (background deletes) are leaves: taken
-/// with no other of these locks held, and nothing taken under them.
+/// with no other of these locks held, and nothing taken under them. `link` (the live
+/// socket, for cutting it) is a leaf too, taken under any of them and never held across
+/// anything but a `shutdown`. Nobody waits for `io` without a deadline but to drop a
+/// connection, and that cuts the socket first, which ends a blocked write at once.
 ///
 /// No lock is held across a blocking read (the connection thread reads with none held), a
 /// wait on a reply, or a [`WatchSink`] callback or channel send of a watch event: those run
@@ -136,6 +140,9 @@ pub(crate) struct Shared {
     /// by the connection thread itself, on the session the sink names. Last in the lock
     /// order (see above).
     rearm: Mutex<Vec<(String, Arc<dyn WatchSink>)>>,
+    /// The live connection's socket, to cut it without waiting for the `io` lock: a caller
+    /// blocked in a write holds that lock, and cutting the socket is what frees it. A leaf.
+    link: Mutex<Option<Link>>,
 }
 
 /// How long a close waits for the server to confirm.
@@ -178,6 +185,7 @@ impl Shared {
             counters: Counters::default(),
             janitor: Mutex::new(Default::default()),
             rearm: Mutex::new(Vec::new()),
+            link: Mutex::new(None),
         }
     }
 

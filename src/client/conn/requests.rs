@@ -65,7 +65,11 @@ impl Shared {
                 Ok(g) => g,
                 Err(e) => return fail(reqs, e),
             };
-            let io = self.io.lock();
+            // Bounded: a caller's write blocked on a full socket holds `io` until the write
+            // ends or the connection is cut; this request gives up at its deadline.
+            let Some(io) = self.io.try_lock_until(deadline) else {
+                return fail(reqs, NoReply::Deadline);
+            };
             if io.stream.is_some() {
                 break io;
             }
@@ -181,7 +185,16 @@ impl Shared {
     }
 
     /// Closes the current connection (if any) and fails every request in flight.
+    /// Cuts the live connection's socket without waiting for the `io` lock: a caller's
+    /// write blocked on it fails at once (and lets `io` go).
+    pub(super) fn cut(&self) {
+        if let Some(link) = self.link.lock().take() {
+            link.shutdown();
+        }
+    }
+
     pub(super) fn drop_connection(&self, why: Error) {
+        self.cut();
         if let Some(s) = self.io.lock().stream.take() {
             s.shutdown();
         }
