@@ -111,6 +111,30 @@ impl Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
+        let on_own_thread = self
+            .thread
+            .lock()
+            .as_ref()
+            .is_some_and(|t| t.thread().id() == std::thread::current().id());
+        if on_own_thread {
+            // The last handle went on the connection thread itself (a session sink held
+            // it): that thread may hold the session lock, and a close waits for that very
+            // thread. Close from a thread of its own instead.
+            let (shared, done) = (self.shared.clone(), self.done.clone());
+            let thread = self.thread.lock().take();
+            let closer = std::thread::Builder::new()
+                .name("zkguard-close".into())
+                .spawn(move || {
+                    shared.close(&done);
+                    if let Some(t) = thread.filter(|t| t.is_finished()) {
+                        let _ = t.join();
+                    }
+                });
+            if let Err(e) = closer {
+                log::warn!("zkguard: cannot start a thread to close the client: {e}");
+            }
+            return;
+        }
         self.close();
     }
 }
@@ -173,7 +197,8 @@ impl Client {
     }
 
     /// The same session, with another default deadline for the requests made through the
-    /// returned handle.
+    /// returned handle. A timeout beyond a year is taken as a year (`Duration::MAX` means
+    /// "as long as it takes", not an overflow).
     ///
     /// ```no_run
     /// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
@@ -184,7 +209,7 @@ impl Client {
     #[must_use = "with_timeout returns a new handle; the original keeps its timeout"]
     pub fn with_timeout(&self, timeout: Duration) -> Client {
         Client {
-            timeout,
+            timeout: timeout.min(Duration::from_secs(365 * 24 * 3600)),
             ..self.clone()
         }
     }

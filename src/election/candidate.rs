@@ -375,7 +375,9 @@ impl Shared {
                 // A cancel: the candidate is going away, or a session was lost (the loop
                 // says so and queues again).
                 Ok(None) | Err(Error::Cancelled { .. }) => {}
-                Err(Error::Closed) => break,
+                // A client closed, by its owner or because the ensemble refused its
+                // credentials (then every request says AuthFailed): the candidate ends.
+                Err(Error::Closed) | Err(Error::AuthFailed) => break,
                 Err(e) => {
                     let pause = backoff.next_pause();
                     log::warn!(
@@ -408,7 +410,9 @@ impl Shared {
         let events = SessionEvents::new(&self.election.client);
         {
             let mut inner = self.inner.lock();
-            if self.stop.load(Ordering::SeqCst) {
+            // Stopping, or the term ended before it began (a new session came up between
+            // the grant and the guard): no Elected for it; the loop queues again.
+            if self.stop.load(Ordering::SeqCst) || h.is_gone() {
                 drop(inner);
                 h.release_quietly();
                 return;
