@@ -950,3 +950,12 @@ fn ensure_path_creates_what_is_missing_and_leaves_the_rest() {
     );
     assert_eq!(c.stats().requests, before, "requests sent for a bad path");
 }
+
+/// A handle with an unbounded timeout works (it used to panic adding `Duration::MAX` to
+/// the clock).
+#[test]
+fn a_handle_with_duration_max_as_its_timeout_works() {
+    let c = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
+    let forever = c.with_timeout(Duration::MAX);
+    assert!(forever.exists("/").unwrap().is_some());
+}
