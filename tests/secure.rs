@@ -310,32 +310,50 @@ fn a_tls_session_survives_a_server_kill_in_an_ensemble_with_its_watches() {
     writer.close();
 }
 
-#[test]
-fn a_silent_tls_connection_is_detected_and_the_session_resumes() {
+/// A TLS server behind a fault proxy, and a client (CA only) connected through it. The
+/// certificate names 127.0.0.1, the proxy's address: it verifies as is.
+fn tls_through_proxy() -> (TestCluster, FaultProxy, Client) {
     let cluster = tls_cluster(ClientAuth::None);
     let proxy = FaultProxy::for_cluster_secure(&cluster).unwrap();
-    // The certificate names 127.0.0.1, the proxy's address: it verifies as is.
     let c = builder(&proxy.connect_string())
         .tls(ca_only(&cluster))
         .build()
         .unwrap();
+    (cluster, proxy, c)
+}
+
+/// `fault` on the proxy is noticed (`Suspended`) within the session timeout (two thirds of
+/// it of silence, give or take a ping interval); after the proxy heals, the same session
+/// comes back.
+fn noticed_then_resumed(
+    proxy: &FaultProxy,
+    c: &Client,
+    events: &crossbeam_channel::Receiver<SessionEvent>,
+    what: &str,
+    fault: impl FnOnce(&FaultProxy),
+) {
     let id = c.session_id();
-    let events = c.events();
-    let p = unique("tls-silent");
-    c.create(&p, b"", CreateMode::Ephemeral).unwrap();
-    proxy.blackhole();
+    fault(proxy);
     let cut = Instant::now();
-    wait_event(&events, T, "suspended", |e| {
+    wait_event(events, T, "suspended", |e| {
         matches!(e, SessionEvent::Suspended { .. })
     });
-    // Two thirds of the session timeout of silence, give or take a ping interval.
     assert!(
         cut.elapsed() < T,
-        "silence noticed after {:?}",
+        "{what}: noticed after {:?}",
         cut.elapsed()
     );
     proxy.heal();
-    expect_reconnected(&events, id, T);
+    expect_reconnected(events, id, T);
+}
+
+#[test]
+fn a_silent_tls_connection_is_detected_and_the_session_resumes() {
+    let (_cluster, proxy, c) = tls_through_proxy();
+    let events = c.events();
+    let p = unique("tls-silent");
+    c.create(&p, b"", CreateMode::Ephemeral).unwrap();
+    noticed_then_resumed(&proxy, &c, &events, "silence", FaultProxy::blackhole);
     assert!(
         c.exists(&p).unwrap().is_some(),
         "the session's node survived"
@@ -610,31 +628,18 @@ fn platform_roots_trust_what_the_system_bundle_trusts() {
 
 #[test]
 fn a_tls_connection_stalled_in_either_direction_is_dropped_and_the_session_resumes() {
-    let cluster = tls_cluster(ClientAuth::None);
-    let proxy = FaultProxy::for_cluster_secure(&cluster).unwrap();
-    let c = builder(&proxy.connect_string())
-        .tls(ca_only(&cluster))
-        .build()
-        .unwrap();
-    let (id, events) = (c.session_id(), c.events());
-    for direction in ["client to server", "server to client"] {
-        if direction == "client to server" {
-            // Our requests and pings are held back; whatever the server sends still comes.
-            proxy.stall_client_to_server();
-        } else {
-            proxy.stall_server_to_client();
-        }
-        let cut = Instant::now();
-        wait_event(&events, T, "suspended", |e| {
-            matches!(e, SessionEvent::Suspended { .. })
-        });
-        assert!(
-            cut.elapsed() < T,
-            "{direction}: noticed after {:?}",
-            cut.elapsed()
-        );
-        proxy.heal();
-        expect_reconnected(&events, id, T);
+    let (_cluster, proxy, c) = tls_through_proxy();
+    let events = c.events();
+    // Client to server: our requests and pings are held back; whatever the server sends
+    // still comes. Then the other way round.
+    for (direction, stall) in [
+        (
+            "client to server",
+            FaultProxy::stall_client_to_server as fn(&FaultProxy),
+        ),
+        ("server to client", FaultProxy::stall_server_to_client),
+    ] {
+        noticed_then_resumed(&proxy, &c, &events, direction, stall);
         assert!(c.exists("/").unwrap().is_some(), "{direction}");
     }
     c.close();

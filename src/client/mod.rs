@@ -111,17 +111,20 @@ impl Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        let on_own_thread = self
-            .thread
-            .lock()
-            .as_ref()
-            .is_some_and(|t| t.thread().id() == std::thread::current().id());
-        if on_own_thread {
+        let me = std::thread::current().id();
+        let thread = {
+            let mut t = self.thread.lock();
+            if t.as_ref().is_some_and(|t| t.thread().id() == me) {
+                t.take()
+            } else {
+                None
+            }
+        };
+        if thread.is_some() {
             // The last handle went on the connection thread itself (a session sink held
             // it): that thread may hold the session lock, and a close waits for that very
             // thread. Close from a thread of its own instead.
             let (shared, done) = (self.shared.clone(), self.done.clone());
-            let thread = self.thread.lock().take();
             let closer = std::thread::Builder::new()
                 .name("zkguard-close".into())
                 .spawn(move || {

@@ -246,8 +246,7 @@ impl Holding {
         let lock_lost = || Error::LockLost {
             path: self.acquired.path.clone(),
         };
-        let gone = || self.is_gone();
-        if gone() {
+        if self.is_gone() {
             return Err(lock_lost());
         }
         let sink: Arc<dyn WatchSink> = self.state.clone();
@@ -271,7 +270,7 @@ impl Holding {
             Err(e) => return Err(e),
         }
         match checked.wait() {
-            Ok(_) if gone() => Err(lock_lost()),
+            Ok(_) if self.is_gone() => Err(lock_lost()),
             Ok(_) => Ok(()),
             Err(Error::Multi { source, .. }) if matches!(*source, Error::NoNode { .. }) => {
                 self.state.mark_lost();
