@@ -42,6 +42,7 @@ use conn::Shared;
 pub(crate) use conn::{SessionSink, WatchSink};
 pub(crate) use janitor::{Check, Job};
 pub use pipeline::{Pending, Pipeline};
+pub(crate) use proto::Names;
 
 pub use types::{
     Acl, CloseOutcome, CreateMode, Created, EventType, LossReason, Op, OpResult, Perms,
@@ -491,6 +492,17 @@ impl Client {
     /// [`Error::NoNode`], and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn get_children(&self, path: &str) -> Result<(Vec<String>, Stat)> {
         self.one(|p| p.get_children(path))
+    }
+
+    /// [`Client::get_children`] for the queue recipes: the names without a string allocated
+    /// for each, and no stat.
+    pub(crate) fn list(&self, path: &str) -> Result<Names> {
+        self.one(|p| p.list(path))
+    }
+
+    /// [`Client::list`] with the watch [`Client::get_children_w`] leaves.
+    pub(crate) fn list_w(&self, path: &str) -> Result<(Names, Receiver<WatchedEvent>)> {
+        self.one(|p| p.list_w(path))
     }
 
     /// Like [`Client::get_children`], and leaves a watch that fires once when a child is

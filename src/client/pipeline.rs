@@ -10,7 +10,7 @@ use super::conn::{NoReply, Outgoing, RawReply, ReplyMsg, WatchKind, WatchReg, Wa
 use super::types::{Acl, CreateMode, Created, Op, OpResult, Stat, WatchedEvent};
 use super::{path, proto, Client};
 use crate::error::{Error, Result};
-use proto::{create_body, decode_multi, encode_multi, op, version_arg, Reader, Writer};
+use proto::{create_body, decode_multi, encode_multi, op, version_arg, Names, Reader, Writer};
 
 /// Requests collected by [`Client::pipeline`], written together when the closure returns.
 pub struct Pipeline<'a> {
@@ -353,6 +353,32 @@ impl<'a> Pipeline<'a> {
             w.string(sp).bool(watch);
         };
         self.push(req, body, |r| Ok((r.strings()?, r.stat()?)))
+    }
+
+    /// [`Pipeline::get_children`] for the queue recipes: the names without a string
+    /// allocated for each (see [`Names`]), and no stat.
+    pub(crate) fn list(&mut self, path: &str) -> Pending<Names> {
+        self.list_inner(path, false).0
+    }
+
+    /// [`Pipeline::list`] with the child watch [`Pipeline::get_children_w`] leaves.
+    pub(crate) fn list_w(&mut self, path: &str) -> Pending<(Names, Receiver<WatchedEvent>)> {
+        let (p, w) = self.list_inner(path, true);
+        with_watch(p, w, |n, w| (n, w))
+    }
+
+    fn list_inner(&mut self, path: &str, watch: bool) -> Watched<Names> {
+        let req = Req::on("get_children", path, op::GET_CHILDREN2).watch(watch, WatchKind::Child);
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).bool(watch);
+        };
+        let p = path.to_string();
+        self.push_raw(req, body, move |raw| {
+            if raw.err != proto::code::OK {
+                return Err(Error::from_code(raw.err, &p));
+            }
+            Names::check(raw).map_err(|m| malformed("get_children", &p, &m.0))
+        })
     }
 
     /// See [`Client::get_children`].

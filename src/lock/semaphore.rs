@@ -339,10 +339,9 @@ impl Semaphore {
                         return Next::Done(queue::expired(wait, &self.path, client));
                     };
                     let listed = if want_watch {
-                        c.get_children_w(&self.leases)
-                            .map(|(names, _, w)| (names, Some(w)))
+                        c.list_w(&self.leases).map(|(names, w)| (names, Some(w)))
                     } else {
-                        c.get_children(&self.leases).map(|(names, _)| (names, None))
+                        c.list(&self.leases).map(|names| (names, None))
                     };
                     match listed {
                         Ok((names, w)) => {
@@ -361,7 +360,7 @@ impl Semaphore {
                     }
                 }
             };
-            let leases = match names::order(&self.leases, names) {
+            let leases = match names::order(&self.leases, names.iter()) {
                 Ok(q) => q,
                 Err(e) => return Next::Done(Err(e)),
             };

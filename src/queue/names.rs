@@ -28,15 +28,44 @@ pub(crate) struct Contender {
 
 /// Parses and orders a directory listing. Every child must end in the server's 10-digit
 /// sequence number; anything else was not made by a lock recipe and is an error naming it.
-pub(crate) fn order(dir: &str, names: Vec<String>) -> Result<Vec<Contender>> {
-    let mut out = Vec::with_capacity(names.len());
+pub(crate) fn order<S: AsRef<str> + Into<String>>(
+    dir: &str,
+    names: impl IntoIterator<Item = S>,
+) -> Result<Vec<Contender>> {
+    order_where(dir, names, |_| true)
+}
+
+/// [`order`] for the node named `me`, keeping only the contenders up to it (by sequence):
+/// a rule looks only ahead of a node, and at a thousand waiters a listing ordered whole,
+/// a string made for every name, is most of a waiter's own work on the critical path of
+/// a handoff. Every child is still checked. If `me` is not among `names`, neither is it
+/// in the result.
+pub(crate) fn order_upto<'n>(
+    dir: &str,
+    names: impl IntoIterator<Item = &'n str>,
+    me: &str,
+) -> Result<Vec<Contender>> {
+    let mine = sequence(me).unwrap_or(i64::MAX);
+    order_where(dir, names, |seq| seq <= mine)
+}
+
+fn order_where<S: AsRef<str> + Into<String>>(
+    dir: &str,
+    names: impl IntoIterator<Item = S>,
+    keep: impl Fn(i64) -> bool,
+) -> Result<Vec<Contender>> {
+    let mut out = Vec::new();
     for name in names {
-        let Some(seq) = sequence(&name) else {
+        let Some(seq) = sequence(name.as_ref()) else {
             return Err(Error::ForeignNode {
                 path: dir.to_string(),
-                node: name,
+                node: name.into(),
             });
         };
+        if !keep(seq) {
+            continue;
+        }
+        let name: String = name.into();
         let read = name.contains(READ) || name.contains("__rlock__");
         out.push(Contender { name, seq, read });
     }
@@ -126,7 +155,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_foreign_child_is_an_error_naming_it() {
-        let e = order("/locks/a", vec!["config".into(), "x-0000000001".into()]);
+        let e = order("/locks/a", ["config", "x-0000000001"]);
         assert_eq!(
             e,
             Err(Error::ForeignNode {
@@ -141,8 +170,38 @@ pub(crate) mod tests {
         assert_eq!(sequence("a\u{e9}123456789"), None);
         assert_eq!(sequence("\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}"), None);
         assert_eq!(sequence("\u{e9}0000000007"), Some(7));
-        let e = order("/l", vec!["a\u{e9}123456789".into()]);
+        let e = order("/l", ["a\u{e9}123456789"]);
         assert!(matches!(e, Err(Error::ForeignNode { .. })), "{e:?}");
+    }
+
+    #[test]
+    fn ordering_up_to_a_node_keeps_it_and_what_is_ahead_and_still_checks_every_child() {
+        let names = [
+            "_c_b-lock-0000000012",
+            "_c_a-__READ__0000000003",
+            "_c_c-lock-0000000007",
+            "_c_d-lock-0000000009",
+        ];
+        let o = order_upto("/l", names, "_c_c-lock-0000000007").unwrap();
+        let seqs: Vec<i64> = o.iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, vec![3, 7]);
+        assert!(o[0].read && !o[1].read);
+        // A node not listed (ours was deleted) is not in the result.
+        let o = order_upto("/l", names, "_c_x-lock-0000000008").unwrap();
+        assert_eq!(o.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![3, 7]);
+        // A foreign child behind us is still an error naming it.
+        let e = order_upto(
+            "/l",
+            ["_c_c-lock-0000000007", "config"],
+            "_c_c-lock-0000000007",
+        );
+        assert_eq!(
+            e,
+            Err(Error::ForeignNode {
+                path: "/l".into(),
+                node: "config".into()
+            })
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ use super::held::{Acquired, Canceller, Participant};
 use super::names;
 use super::rules::Rule;
 use crate::backoff::Backoff;
-use crate::client::{Check, Client, Job, SessionSink};
+use crate::client::{Check, Client, Job, Names, SessionSink};
 use crate::error::{Error, Result};
 use crate::{CreateMode, EventType, SessionEvent, SessionState, WatchedEvent};
 
@@ -215,7 +215,7 @@ pub(crate) fn bounded(client: &Client, deadline: Option<Instant>) -> Option<Clie
 /// A node in a queue, with the listing its create brought back.
 pub(crate) struct Queued<'a> {
     pub at: Attempt<'a>,
-    pub listing: Option<Vec<String>>,
+    pub listing: Option<Names>,
 }
 
 /// Phase 1 of an attempt: our node, and (usually) a listing of the directory taken right
@@ -244,7 +244,7 @@ pub(crate) fn enqueue<'a>(
     let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
     let mut backoff = retry_backoff();
     let mut parent_tries = 0;
-    let mut listing: Option<Vec<String>> = None;
+    let mut listing: Option<Names> = None;
     while at.node.is_none() {
         if cancel.try_recv().is_ok() {
             return Err(cancelled());
@@ -276,13 +276,13 @@ pub(crate) fn enqueue<'a>(
         let (created, listed) = c.pinned(at.session).pipeline(|p| {
             (
                 p.create(&prefix, spec.data, CreateMode::EphemeralSequential),
-                p.get_children(spec.dir),
+                p.list(spec.dir),
             )
         });
         match created.wait() {
             Ok(cr) => {
                 at.node = Some(Acquired::of(cr.path, &cr.stat));
-                listing = listed.wait().ok().map(|(names, _)| names);
+                listing = listed.wait().ok();
             }
             Err(Error::NoNode { .. }) if parent_tries < 10 => {
                 parent_tries += 1;
@@ -350,10 +350,10 @@ fn attempt(
             None => {
                 let names = match listing.take() {
                     Some(n) => Ok(n),
-                    None => c.get_children(spec.dir).map(|(n, _)| n),
+                    None => c.list(spec.dir),
                 };
                 let q = match names {
-                    Ok(n) => match names::order(spec.dir, n) {
+                    Ok(n) => match names::order_upto(spec.dir, n.iter(), &me) {
                         Ok(q) => q,
                         Err(e) => return Next::Done(Err(e)),
                     },
