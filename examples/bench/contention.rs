@@ -115,6 +115,22 @@ pub(crate) struct Run {
     pub(crate) delete_watch_in_run: Vec<Duration>,
 }
 
+impl Run {
+    /// Adds a later run of the same workload: samples pooled, counts summed, the
+    /// queue-time figures (threads, memory, build time) kept from the first.
+    pub(crate) fn absorb(&mut self, later: Run) {
+        let secs = |r: &Run| r.counted as f64 / r.per_s.max(f64::MIN_POSITIVE);
+        let total_s = secs(self) + secs(&later);
+        self.handoffs.extend(later.handoffs);
+        self.releases.extend(later.releases);
+        self.counted += later.counted;
+        self.capped |= later.capped;
+        self.per_s = self.counted as f64 / total_s.max(f64::MIN_POSITIVE);
+        self.violations += later.violations;
+        self.delete_watch_in_run.extend(later.delete_watch_in_run);
+    }
+}
+
 /// The pause between two in-run delete + watch samples: each sample is two writes, so
 /// this keeps the sampler's load to a small share of the workload's (a handoff is two
 /// writes too, about every millisecond).
