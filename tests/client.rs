@@ -633,6 +633,27 @@ fn pipeline_sends_in_order_and_fails_requests_one_by_one() {
     assert_eq!(kids, vec![me.path.rsplit('/').next().unwrap().to_string()]);
 }
 
+/// A request of a pipeline goes out only when the pipeline's closure returns, so waiting
+/// for its reply inside the closure can never succeed. It must fail at once, not sit out
+/// the whole request timeout (a year for a `Duration::MAX` handle) and then be sent anyway
+/// behind the caller's back.
+#[test]
+fn waiting_for_a_reply_inside_the_pipeline_closure_fails_at_once() {
+    let c = client().with_timeout(Duration::from_secs(5));
+    let p = unique("inside");
+    let started = Instant::now();
+    let r = c.pipeline(|pl| pl.create(&p, b"", CreateMode::Persistent).wait());
+    let took = started.elapsed();
+    assert!(
+        matches!(r, Err(Error::InvalidArgument { .. })),
+        "expected a misuse error, got {r:?}"
+    );
+    assert!(took < Duration::from_secs(2), "waited {took:?}");
+    // And the request the caller was told failed was not sent after all (requests of one
+    // session are applied in order: this read comes after it).
+    assert_eq!(c.exists(&p).unwrap(), None);
+}
+
 #[test]
 fn watches_fire_once_with_the_right_event() {
     let c = client();

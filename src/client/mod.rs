@@ -324,9 +324,11 @@ impl Client {
             client: self,
             deadline: Instant::now() + self.timeout,
             out: Vec::new(),
+            sending: Default::default(),
         };
         let r = build(&mut p);
-        self.shared.submit(p.out, p.deadline, false, self.pin);
+        let out = p.sending.take(p.out);
+        self.shared.submit(out, p.deadline, false, self.pin);
         r
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
+use parking_lot::Mutex;
 
 use super::conn::{NoReply, Outgoing, RawReply, ReplyMsg, WatchKind, WatchReg, WatchSink, WatchTx};
 use super::types::{Acl, CreateMode, Created, Op, OpResult, Stat, WatchedEvent};
@@ -17,6 +18,30 @@ pub struct Pipeline<'a> {
     pub(super) client: &'a Client,
     pub(super) deadline: Instant,
     pub(super) out: Vec<Outgoing>,
+    pub(super) sending: Arc<Sending>,
+}
+
+/// Whether a pipeline's requests were handed over for sending (its closure returned), and
+/// which of them (by index in [`Pipeline::out`]) were waited for before that, inside the
+/// closure: those could only have timed out, so they fail at once and are not sent.
+#[derive(Default)]
+pub(super) struct Sending(Mutex<(bool, Vec<usize>)>);
+
+impl Sending {
+    /// The requests to send: marks the pipeline sent and leaves out the withdrawn ones.
+    pub(super) fn take(&self, out: Vec<Outgoing>) -> Vec<Outgoing> {
+        let mut s = self.0.lock();
+        s.0 = true;
+        if s.1.is_empty() {
+            return out;
+        }
+        let withdrawn = std::mem::take(&mut s.1);
+        out.into_iter()
+            .enumerate()
+            .filter(|(i, _)| !withdrawn.contains(i))
+            .map(|(_, o)| o)
+            .collect()
+    }
 }
 
 impl fmt::Debug for Pipeline<'_> {
@@ -36,17 +61,37 @@ pub struct Pending<T> {
     path: String,
     deadline: Instant,
     timeout: Duration,
+    /// The pipeline's [`Sending`] and this request's index in it.
+    sending: Arc<Sending>,
+    index: usize,
 }
 
 impl<T> Pending<T> {
-    /// Waits for the reply (until the deadline set when the pipeline was sent).
+    /// Waits for the reply, until the deadline: the handle's timeout, counted from the start
+    /// of the [`Client::pipeline`] call.
     ///
     /// # Errors
     ///
     /// The request's own errors, as the [`Client`](crate::Client) method of the same name
     /// lists them; a request refused before sending (a bad path or argument) fails here.
+    /// [`Error::InvalidArgument`] if waited for inside the [`Client::pipeline`] closure that
+    /// made it: its request would go out only when that closure returns, so it is not sent.
     pub fn wait(self) -> Result<T> {
         let rx = self.state?;
+        {
+            let mut s = self.sending.0.lock();
+            if !s.0 {
+                s.1.push(self.index);
+                return Err(Error::InvalidArgument {
+                    name: "pipeline",
+                    reason: format!(
+                        "{} of {} was waited for inside the pipeline closure; requests go \
+                         out only when the closure returns, so it was not sent",
+                        self.op, self.path
+                    ),
+                });
+            }
+        }
         let timeout_err = || Error::Timeout {
             op: self.op,
             path: self.path.clone(),
@@ -176,6 +221,8 @@ impl<'a> Pipeline<'a> {
             path: req.path.to_string(),
             deadline: self.deadline,
             timeout: self.client.timeout,
+            sending: self.sending.clone(),
+            index: self.out.len(),
         };
         if let Err(e) = req.checked {
             pending.state = Err(e);
@@ -433,6 +480,8 @@ impl<T: 'static> Pending<T> {
             path,
             deadline,
             timeout,
+            sending,
+            index,
         } = self;
         Pending {
             state,
@@ -441,6 +490,8 @@ impl<T: 'static> Pending<T> {
             path,
             deadline,
             timeout,
+            sending,
+            index,
         }
     }
 }

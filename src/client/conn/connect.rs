@@ -210,6 +210,10 @@ impl Shared {
         }
         for frame in early {
             if let Err(m) = self.dispatch(frame) {
+                // Published already: callers may have written on it. Take it down the way
+                // a broken live connection is (fail what is in flight, say Suspended), or
+                // it would stay the current one with nobody reading it.
+                self.after_disconnect();
                 return Err(ConnectFailure::Malformed(format!(
                     "frame after it: {}",
                     m.0
