@@ -77,8 +77,10 @@ pub use types::{
 /// - [`Error::SessionExpired`]: the session it belonged to is gone.
 /// - [`Error::Closed`]: the client was closed.
 /// - [`Error::NoAuth`]: the node's ACL does not allow it for this session.
-/// - [`Error::Malformed`]: the server's reply could not be read (the connection is dropped
-///   and made again).
+/// - [`Error::Malformed`]: the body of the server's reply to this request could not be
+///   read; only this request fails, the connection stays. (A frame the connection itself
+///   cannot read, a bad header or watch event, drops the connection instead: requests in
+///   flight then fail with [`Error::ConnectionLoss`], and it is made again.)
 #[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
