@@ -114,15 +114,18 @@ fn every_operation_works_over_tls() {
     let other = tls_client(&cluster);
     other.delete(&format!("{dir}/m"), None).unwrap();
     assert_eq!(next_watch(&w), EventType::NodeDeleted);
-    // Pings over TLS keep an idle session (1 s timeout) through three timeouts: silence
-    // detection would drop a connection whose pings went unanswered.
+    // Pings over TLS keep an idle session (2 s timeout) through three timeouts: silence
+    // detection would drop a connection whose pings went unanswered. (Not 1 s: a ping goes
+    // out after a third of the timeout of silence and must be answered before two thirds,
+    // and a loaded machine needs more than the 333 ms that would leave.)
+    let t = Duration::from_secs(2);
     let idle = builder(&secure(&cluster))
-        .session_timeout(Duration::from_secs(1))
+        .session_timeout(t)
         .tls(ca_only(&cluster))
         .build()
         .unwrap();
     let (id, events) = (idle.session_id(), idle.events());
-    let quiet = events.recv_timeout(Duration::from_secs(3));
+    let quiet = events.recv_timeout(t * 3);
     assert!(quiet.is_err(), "an idle TLS session saw {quiet:?}");
     assert_eq!(idle.state(), SessionState::Connected);
     assert!(idle.exists("/").unwrap().is_some());
