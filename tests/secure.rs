@@ -579,8 +579,9 @@ fn a_sasl_login_to_a_server_without_sasl_is_a_clear_error_not_a_hang() {
     common::init_log();
     let cluster = TestCluster::start(1).expect("start a plain server");
     let started = Instant::now();
+    // The builder's 20 s connect deadline: the bound below (10 s) then tells "at once" from
+    // "at the deadline" with room on both sides (with 5 s and 4 s, a loaded machine had 4 s).
     let r = builder(&cluster.connect_string())
-        .connect_timeout(Duration::from_secs(5))
         .sasl_digest(USER.0, USER.1)
         .build();
     let err = r.expect_err("logged in to a server that has no SASL users");
@@ -595,7 +596,7 @@ fn a_sasl_login_to_a_server_without_sasl_is_a_clear_error_not_a_hang() {
     }
     // A failure retrying cannot cure: reported at once, not at the connect deadline.
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        started.elapsed() < Duration::from_secs(10),
         "took {:?}",
         started.elapsed()
     );
