@@ -125,6 +125,8 @@ fn every_operation_works_over_tls() {
         .build()
         .unwrap();
     let (id, events) = (idle.session_id(), idle.events());
+    // Counted from here: a loaded machine may need a second attempt for the build itself.
+    let attempts = idle.stats().connect_attempts;
     let quiet = events.recv_timeout(t * 3);
     assert!(quiet.is_err(), "an idle TLS session saw {quiet:?}");
     assert_eq!(idle.state(), SessionState::Connected);
@@ -132,8 +134,8 @@ fn every_operation_works_over_tls() {
     assert_eq!(idle.session_id(), id);
     assert_eq!(
         idle.stats().connect_attempts,
-        1,
-        "the idle connection was never dropped"
+        attempts,
+        "the idle connection was dropped"
     );
     idle.close();
     c.delete(&seq.path, None).unwrap();
@@ -507,6 +509,10 @@ fn a_lock_and_an_election_work_over_tls_and_sasl() {
 fn many_threads_writing_and_reading_large_frames_share_one_tls_session() {
     let cluster = tls_cluster(ClientAuth::None);
     let c = tls_client(&cluster);
+    // Counted from here: on a loaded machine the build itself may need a second attempt
+    // (the server logged "Unsuccessful handshake" for the first), which is not what this
+    // test is about.
+    let attempts = c.stats().connect_attempts;
     let dir = unique("tls-threads");
     c.create(&dir, b"", CreateMode::Persistent).unwrap();
     // Callers encrypt and write their own frames while the connection thread decrypts
@@ -536,7 +542,11 @@ fn many_threads_writing_and_reading_large_frames_share_one_tls_session() {
     }
     assert_eq!(c.get_children(&dir).unwrap().0.len(), 8);
     assert_eq!(c.stats().sessions, 1);
-    assert_eq!(c.stats().connect_attempts, 1, "the TLS connection broke");
+    assert_eq!(
+        c.stats().connect_attempts,
+        attempts,
+        "the TLS connection broke"
+    );
     c.close();
 }
 
