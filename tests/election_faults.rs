@@ -1131,7 +1131,10 @@ fn silent_leader_failover(fair: bool) {
     }
     let a_events = a.events();
 
-    // The server hears from the leader now, and then never again.
+    // The server hears from the leader now, and then never again. The server renews the
+    // session when the confirm arrives, after `heard`; `cut` is taken after its reply has
+    // come back, which on a loaded machine may be well after that.
+    let heard = Instant::now();
     la.confirm().unwrap();
     let cut = Instant::now();
     proxy.blackhole();
@@ -1140,12 +1143,12 @@ fn silent_leader_failover(fair: bool) {
     });
     let suspended = cut.elapsed();
     assert!(!la.is_valid(), "valid while suspended");
-    lost.recv_timeout(t * 2).expect("lost never fired");
+    lost.recv_timeout(WITHIN).expect("lost never fired");
     let lost_after = cut.elapsed();
     assert!(!la.is_valid());
     let led = successor
-        .recv_timeout(t * 4)
-        .expect("no successor within 4 session timeouts");
+        .recv_timeout(t + WITHIN)
+        .expect("no successor after the session timeout");
     let lb = led.result.unwrap();
     let failover = led.at - cut;
     log::info!(
@@ -1157,17 +1160,19 @@ fn silent_leader_failover(fair: bool) {
         "the successor was elected {failover:?} after the cut, before the old leader's lost() \
          fired"
     );
-    // The server keeps the silent session for its whole timeout: no sooner (whatever the
-    // load), and not much later.
+    // The server keeps the silent session for its whole timeout from when it last heard
+    // from it: no sooner, whatever the load (counted from before the confirm was sent, as
+    // the server may have heard it well before `cut`). No upper bound: how fast the server
+    // expires a session and the successor reacts is not a promise of ours.
+    let since_heard = led.at - heard;
     assert!(
-        failover + Duration::from_millis(100) >= t,
-        "successor elected {failover:?} after the cut: sooner than the session timeout {t:?}"
+        since_heard + Duration::from_millis(100) >= t,
+        "successor elected {since_heard:?} after the leader's last confirm: sooner than the \
+         session timeout {t:?}"
     );
-    assert!(
-        failover <= t * 3,
-        "successor elected {failover:?} after the cut (session timeout {t:?})"
-    );
-    // The silent leader stopped counting as leader before its session could expire.
+    // The silent leader stopped counting as leader before its session could expire: the
+    // promise is two thirds of the timeout (README); the last third is slack for the
+    // client's thread on a loaded machine. Timing-sensitive by design.
     assert!(suspended < t, "suspended only {suspended:?} after the cut");
     assert!(lb.is_valid());
     lb.confirm().unwrap();
@@ -1196,7 +1201,10 @@ fn unfair_failover_after_the_leader_goes_silent_takes_about_the_session_timeout(
 fn closed_leader_failover(fair: bool) {
     init_log();
     let cluster = TestCluster::start(1).unwrap();
-    let t = Duration::from_secs(6);
+    // A long session: a failover within half of it cannot be the session expiring (that
+    // takes at least two thirds of it after the last ping), and half of it is ample for a
+    // prompt handover on a loaded machine. (With 6 s, "fast" meant within 3 s.)
+    let t = Duration::from_secs(30);
     let a = connect(&cluster.connect_string(), t);
     let path = unique("el-close");
     let ea = election(&a, &path, "a", fair);

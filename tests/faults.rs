@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     connect, expect_reconnected, init_log, next_watch, retry, shared_cluster, unique, wait_event,
+    WITHIN,
 };
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{
@@ -154,7 +155,9 @@ fn a_frozen_server_is_left_for_another_and_the_session_kept() {
     wait_event(&events, t * 2, "suspended", |e| {
         matches!(e, SessionEvent::Suspended { .. })
     });
-    // Silence is noticed after two thirds of the session timeout, not never.
+    // Silence is noticed after two thirds of the session timeout (README), not never: the
+    // bound is that promise (2 s) plus a third of the timeout (1 s) of slack for the
+    // client's thread to wake up on a loaded machine. Timing-sensitive by design.
     assert!(paused_at.elapsed() < t, "{:?}", paused_at.elapsed());
     expect_reconnected(&events, session, Duration::from_secs(20));
     assert_ne!(c.connected_server(), Some(here));
@@ -198,12 +201,19 @@ fn a_partition_is_suspended_at_once_and_lost_within_the_session_timeout() {
             reason: LossReason::Timeout
         }
     );
+    // The promise under test (README, "Lost"): the session timeout less a tenth (at most
+    // 250 ms) after the last request a server answered, which was before the cut. The
+    // slack is for the wake-ups of the client's thread and of this one on a loaded
+    // machine; it is not part of the promise. Timing-sensitive by design.
+    let promised = t - (t / 10).min(Duration::from_millis(250));
+    let slack = Duration::from_secs(1);
     assert!(
-        took <= t + Duration::from_millis(300),
-        "lost reported {took:?} after the cut"
+        took <= promised + slack,
+        "lost reported {took:?} after the cut (promised {promised:?}, slack {slack:?})"
     );
+    // The watches are told by the client's thread right after the event this thread got.
     assert_eq!(
-        w.recv_timeout(Duration::from_secs(1)).unwrap().event_type,
+        w.recv_timeout(WITHIN).unwrap().event_type,
         EventType::SessionLost
     );
     assert_eq!(waiter.join().unwrap().unwrap_err(), Error::SessionExpired);
@@ -470,7 +480,7 @@ fn a_client_that_only_receives_events_keeps_its_session() {
     }
     for (i, w) in watches.iter().enumerate() {
         let ev = w
-            .recv_timeout(Duration::from_secs(5))
+            .recv_timeout(WITHIN)
             .unwrap_or_else(|_| panic!("event {i} missing"));
         assert_eq!(ev.event_type, EventType::NodeDataChanged);
     }
