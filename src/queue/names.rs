@@ -16,10 +16,11 @@ pub(crate) const LEASE: &str = "lease-";
 /// Marker of an election candidate (Curator's `LeaderLatch`).
 pub(crate) const LATCH: &str = "latch-";
 
-/// One contender of a queue, as listed.
+/// One contender of a queue, as listed. Its name is a `String`, or a `&str` borrowed from
+/// the listing's buffer where only a few names are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Contender {
-    pub name: String,
+pub(crate) struct Contender<N = String> {
+    pub name: N,
     pub seq: i64,
     /// A read-lock node (Curator's `__READ__`, kazoo's `__rlock__`): only writers block
     /// readers.
@@ -28,45 +29,48 @@ pub(crate) struct Contender {
 
 /// Parses and orders a directory listing. Every child must end in the server's 10-digit
 /// sequence number; anything else was not made by a lock recipe and is an error naming it.
-pub(crate) fn order<S: AsRef<str> + Into<String>>(
+pub(crate) fn order<S: AsRef<str>>(
     dir: &str,
     names: impl IntoIterator<Item = S>,
-) -> Result<Vec<Contender>> {
+) -> Result<Vec<Contender>>
+where
+    String: From<S>,
+{
     order_where(dir, names, |_| true)
 }
 
-/// [`order`] for the node named `me`, keeping only the contenders up to it (by sequence):
-/// a rule looks only ahead of a node, and at a thousand waiters a listing ordered whole,
-/// a string made for every name, is most of a waiter's own work on the critical path of
-/// a handoff. Every child is still checked. If `me` is not among `names`, neither is it
-/// in the result.
+/// [`order`] for the node named `me`, keeping only the contenders up to it (by sequence),
+/// their names borrowed from the listing: a rule looks only ahead of a node, and at a
+/// thousand waiters a listing ordered whole, a string made for every name, was most of a
+/// waiter's own work on the critical path of a handoff. Every child is still checked. If
+/// `me` is not among `names`, neither is it in the result.
 pub(crate) fn order_upto<'n>(
     dir: &str,
     names: impl IntoIterator<Item = &'n str>,
     me: &str,
-) -> Result<Vec<Contender>> {
+) -> Result<Vec<Contender<&'n str>>> {
     let mine = sequence(me).unwrap_or(i64::MAX);
     order_where(dir, names, |seq| seq <= mine)
 }
 
-fn order_where<S: AsRef<str> + Into<String>>(
+fn order_where<S: AsRef<str>, N: From<S> + AsRef<str> + Ord>(
     dir: &str,
     names: impl IntoIterator<Item = S>,
     keep: impl Fn(i64) -> bool,
-) -> Result<Vec<Contender>> {
+) -> Result<Vec<Contender<N>>> {
     let mut out = Vec::new();
     for name in names {
         let Some(seq) = sequence(name.as_ref()) else {
             return Err(Error::ForeignNode {
                 path: dir.to_string(),
-                node: name.into(),
+                node: name.as_ref().to_string(),
             });
         };
         if !keep(seq) {
             continue;
         }
-        let name: String = name.into();
-        let read = name.contains(READ) || name.contains("__rlock__");
+        let name = N::from(name);
+        let read = name.as_ref().contains(READ) || name.as_ref().contains("__rlock__");
         out.push(Contender { name, seq, read });
     }
     out.sort_by(|a, b| a.seq.cmp(&b.seq).then_with(|| a.name.cmp(&b.name)));

@@ -18,7 +18,7 @@ pub(crate) enum Rule {
 
 impl Rule {
     /// The index of the node `me` waits for, if any.
-    pub(crate) fn blocker(self, queue: &[Contender], me: usize) -> Option<usize> {
+    pub(crate) fn blocker<N>(self, queue: &[Contender<N>], me: usize) -> Option<usize> {
         match self {
             Rule::Exclusive => me.checked_sub(1),
             Rule::Read => queue[..me].iter().rposition(|c| !c.read),

@@ -348,20 +348,22 @@ fn attempt(
         let v = match view.take() {
             Some(known) => known,
             None => {
-                let names = match listing.take() {
-                    Some(n) => Ok(n),
-                    None => c.list(spec.dir),
-                };
-                let q = match names {
-                    Ok(n) => match names::order_upto(spec.dir, n.iter(), &me) {
-                        Ok(q) => q,
+                let listed = match listing.take() {
+                    Some(n) => n,
+                    None => match c.list(spec.dir) {
+                        Ok(n) => n,
+                        Err(e) if e.is_connection_error() => {
+                            pause(events, cancel, deadline, &mut backoff);
+                            continue;
+                        }
+                        Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => {
+                            return Next::Restart
+                        }
                         Err(e) => return Next::Done(Err(e)),
                     },
-                    Err(e) if e.is_connection_error() => {
-                        pause(events, cancel, deadline, &mut backoff);
-                        continue;
-                    }
-                    Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => return Next::Restart,
+                };
+                let q = match names::order_upto(spec.dir, listed.iter(), &me) {
+                    Ok(q) => q,
                     Err(e) => return Next::Done(Err(e)),
                 };
                 let Some(pos) = q.iter().position(|x| x.name == me) else {
@@ -544,16 +546,21 @@ struct View {
 
 impl View {
     /// What a listing `queue` (ordered) says to the node at `me`; `None`: it holds.
-    fn of(dir: &str, rule: Rule, mut queue: Vec<names::Contender>, me: usize) -> Option<View> {
+    fn of<N: AsRef<str>>(
+        dir: &str,
+        rule: Rule,
+        mut queue: Vec<names::Contender<N>>,
+        me: usize,
+    ) -> Option<View> {
         let b = rule.blocker(&queue, me)?;
         let blocker = queue.remove(b).name;
         // The blocker is always ahead of us: without it, we are one place further up.
         let then = rule.blocker(&queue, me - 1);
         let next = then
             .filter(|_| rule.looks_two_ahead())
-            .map(|i| names::child(dir, &queue[i].name));
+            .map(|i| names::child(dir, queue[i].name.as_ref()));
         Some(View {
-            blocker: names::child(dir, &blocker),
+            blocker: names::child(dir, blocker.as_ref()),
             grant_when_gone: then.is_none(),
             next,
         })
