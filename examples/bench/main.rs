@@ -68,7 +68,8 @@
 //!   idle thread of ours costs), and handoff p50 at 1,000 waiters against 8 waiters, both
 //!   measured as in `W2` with threads that queue again after each release; the two runs
 //!   alternate in 4 segments of `BENCH_N / 4` acquisitions each, so both meet the same disk
-//!   (`ratio_by_segment`: each segment's ratio; `ratio`: of the pooled p50s). Each run also
+//!   (`ratio_by_segment`: each segment's ratio; `ratio`: of the pooled p50s), after one
+//!   uncounted segment of each that warms the server's JIT for this workload. Each run also
 //!   samples the delete + watch baseline under its own load, as `W2` does:
 //!   `server_slowdown` is how much slower that baseline is at 1,000 waiters than at 8, and
 //!   `ratio_in_run_1000` / `ratio_in_run_8` each run's handoff against it.
