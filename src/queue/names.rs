@@ -70,10 +70,13 @@ fn order_where<S: AsRef<str>, N: From<S> + AsRef<str> + Ord>(
             continue;
         }
         let name = N::from(name);
-        let read = name.as_ref().contains(READ) || name.as_ref().contains("__rlock__");
+        // The marker sits right before the sequence number (checked above: ten ASCII
+        // digits), so only the name's end is looked at, not the whole name.
+        let head = &name.as_ref()[..name.as_ref().len() - 10];
+        let read = head.ends_with(READ) || head.ends_with("__rlock__");
         out.push(Contender { name, seq, read });
     }
-    out.sort_by(|a, b| a.seq.cmp(&b.seq).then_with(|| a.name.cmp(&b.name)));
+    out.sort_unstable_by(|a, b| a.seq.cmp(&b.seq).then_with(|| a.name.cmp(&b.name)));
     Ok(out)
 }
 
