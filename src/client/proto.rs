@@ -195,14 +195,13 @@ impl<'a> Reader<'a> {
         let bytes = self.buffer()?;
         String::from_utf8(bytes).map_err(|_| Malformed("string is not UTF-8".into()))
     }
-    /// A string, borrowed from the bytes read.
-    pub fn str(&mut self) -> DecodeResult<&'a str> {
+    /// A length-prefixed buffer, borrowed from the bytes read; -1 (null) reads as empty.
+    pub fn slice(&mut self) -> DecodeResult<&'a [u8]> {
         let len = self.int()?;
         if len < 0 {
-            return Ok("");
+            return Ok(&[]);
         }
-        let bytes = self.take(len as usize, "string")?;
-        std::str::from_utf8(bytes).map_err(|_| Malformed("string is not UTF-8".into()))
+        self.take(len as usize, "buffer")
     }
     /// A vector count, checked against the bytes left (each element takes at least `min` bytes).
     fn count(&mut self, min: usize) -> DecodeResult<usize> {
@@ -491,28 +490,55 @@ impl std::fmt::Debug for Names {
 }
 
 impl Names {
-    /// Checks a getChildren2 reply body: every name in bounds and UTF-8.
+    /// Checks a getChildren2 reply body: every name in bounds. (Each is read as UTF-8 once,
+    /// by [`Names::iter`].)
     pub(crate) fn check(raw: RawReply) -> DecodeResult<Names> {
         let mut r = Reader::new(raw.body());
         let n = r.count(4)?;
         for _ in 0..n {
-            r.str()?;
+            r.slice()?;
         }
         Ok(Names { raw })
     }
 
-    /// The names, in the server's order.
+    /// The names, in the server's order. A name that is not UTF-8 (a ZooKeeper server
+    /// never sends one) reads as `"\u{FFFD}"`, which no recipe takes for one of its nodes.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
         let mut r = Reader::new(self.raw.body());
         let n = r.count(4).unwrap_or(0);
-        // Checked when made: every read succeeds.
-        (0..n).map_while(move |_| r.str().ok())
+        // Bounds checked when made: every read succeeds.
+        (0..n).map_while(move |_| {
+            r.slice()
+                .ok()
+                .map(|b| std::str::from_utf8(b).unwrap_or("\u{FFFD}"))
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listing_is_read_in_place_and_checked_for_bounds() {
+        let mut w = Writer::default();
+        w.int(3).string("_c_a-lock-0000000001");
+        w.buffer(&[0xff, 0xfe]);
+        w.string("x-0000000002");
+        let names = Names::check(RawReply::of_body(w.buf.clone())).unwrap();
+        let got: Vec<&str> = names.iter().collect();
+        assert_eq!(
+            got,
+            vec!["_c_a-lock-0000000001", "\u{FFFD}", "x-0000000002"]
+        );
+        // A name that runs past the end, or a count larger than the body: malformed.
+        let mut w = Writer::default();
+        w.int(2).string("ok-0000000001").int(50);
+        assert!(Names::check(RawReply::of_body(w.buf.clone())).is_err());
+        let mut w = Writer::default();
+        w.int(1000).string("ok-0000000001");
+        assert!(Names::check(RawReply::of_body(w.buf.clone())).is_err());
+    }
 
     #[test]
     fn round_trip_primitives() -> DecodeResult<()> {

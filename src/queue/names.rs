@@ -86,10 +86,10 @@ pub(crate) fn sequence(name: &str) -> Option<i64> {
     // multi-byte character.
     let b = name.as_bytes();
     let tail = b.get(b.len().checked_sub(10)?..)?;
-    if !tail.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(tail).ok()?.parse().ok()
+    // Ten digits fit an i64 with room to spare.
+    tail.iter().try_fold(0i64, |n, d| {
+        d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0'))
+    })
 }
 
 /// The prefix of a new node: `<dir>/_c_<uuid>-<marker>`.

@@ -366,7 +366,8 @@ fn attempt(
                     Ok(q) => q,
                     Err(e) => return Next::Done(Err(e)),
                 };
-                let Some(pos) = q.iter().position(|x| x.name == me) else {
+                // Only nodes up to ours were kept: ours is the last, if it is there.
+                let Some(pos) = q.iter().rposition(|x| x.name == me) else {
                     // Our node is gone: deleted by someone, or its session ended.
                     at.node = None;
                     return Next::Restart;

@@ -75,6 +75,16 @@ impl RawReply {
     pub fn body(&self) -> &[u8] {
         &self.frame[self.body_start..]
     }
+
+    /// A reply whose frame is `body` alone, for decoders' unit tests.
+    #[cfg(test)]
+    pub fn of_body(body: Vec<u8>) -> RawReply {
+        RawReply {
+            err: 0,
+            frame: body,
+            body_start: 0,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
