@@ -1089,12 +1089,22 @@ fn established_tcp() -> Vec<(u16, u16, u64)> {
 }
 
 /// Server `i`'s own quorum and election ports, from its `conf` (its own `server.N` line).
+/// A server that is not serving at the moment (still syncing after the elections this
+/// test forces, which a loaded machine stretches) answers `conf` without it: asked again.
 fn own_peer_ports(cluster: &TestCluster, i: usize) -> (u16, u16) {
-    let conf = cluster.four_letter(i, "conf").expect("conf");
-    let line = conf
-        .lines()
-        .find(|l| l.starts_with(&format!("server.{}=", i + 1)))
-        .unwrap_or_else(|| panic!("no server.{} line in:\n{conf}", i + 1));
+    let want = format!("server.{}=", i + 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let line = loop {
+        let conf = cluster.four_letter(i, "conf").unwrap_or_default();
+        if let Some(line) = conf.lines().find(|l| l.starts_with(&want)) {
+            break line.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {want} line in server {i}'s conf within 30 s; last:\n{conf}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    };
     // server.N=127.0.0.1:Q:E:participant;...
     let parts: Vec<&str> = line.split(['=', ':', ';']).collect();
     (
