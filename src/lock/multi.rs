@@ -29,7 +29,10 @@ use crate::queue::{Canceller, Wait};
 /// ended, its node was deleted: someone else may hold it by now), all are released and
 /// the acquire starts over, with the same deadline. The multi-lock's own
 /// [`canceller`](MultiLock::canceller) cancels whichever lock an acquire is waiting for (the
-/// locks' own cancellers do not reach a multi-lock's acquire).
+/// locks' own cancellers do not reach a multi-lock's acquire). An error, a timeout or a
+/// cancel names the path of the lock it happened on. `try_acquire` tries the locks one
+/// after the other, each within the client's request timeout, so with the connection in
+/// trouble it can take up to one request timeout per lock before its `Error::Timeout`.
 ///
 /// A [`ReentrantMutex`](crate::ReentrantMutex) taken by a multi-lock counts as one more
 /// level held by the thread that called the acquire (at once if that thread holds it
