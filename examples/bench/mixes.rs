@@ -120,27 +120,14 @@ pub(crate) fn w6(ctx: &Ctx) -> Res<()> {
         // bench does not reach. Without it, the JVM's compiler threads took a third of the
         // machine's CPU samples during the first counted segments (perf).
         for segment in 0..=SEGMENTS {
+            let n = if segment == 0 { warm_up } else { per_segment };
+            let run = |sessions: &[Client], threads: usize, label: &str| {
+                let path = format!("{}/{label}/lock", ctx.dir);
+                run_contention(ctx, sessions, threads, &path, n, CAP, label, baseline())
+            };
             // 8 waiters: one thread on each of 8 of the sessions.
-            let few = run_contention(
-                ctx,
-                &clients[..FEW],
-                FEW,
-                &format!("{}/w6-few/lock", ctx.dir),
-                if segment == 0 { warm_up } else { per_segment },
-                CAP,
-                "w6-few",
-                baseline(),
-            )?;
-            let many = run_contention(
-                ctx,
-                &clients,
-                WAITERS,
-                &format!("{}/w6-many/lock", ctx.dir),
-                if segment == 0 { warm_up } else { per_segment },
-                CAP,
-                "w6",
-                baseline(),
-            )?;
+            let few = run(&clients[..FEW], FEW, "w6-few")?;
+            let many = run(&clients, WAITERS, "w6-many")?;
             if segment == 0 {
                 // Its queue-time figures (threads, memory, build time) are kept: the first
                 // queue of 1,000 in this process, as before segments.

@@ -198,12 +198,22 @@ impl<'a> Pipeline<'a> {
         body: impl FnOnce(&mut Writer, &str),
         decode: impl FnOnce(&mut Reader<'_>) -> proto::DecodeResult<T> + Send + 'static,
     ) -> Watched<T> {
+        self.push_owned(req, body, move |raw| decode(&mut Reader::new(raw.body())))
+    }
+
+    /// [`Pipeline::push`] with a decoder that takes the reply's buffer (to keep it).
+    fn push_owned<T: 'static>(
+        &mut self,
+        req: Req<'_>,
+        body: impl FnOnce(&mut Writer, &str),
+        decode: impl FnOnce(RawReply) -> proto::DecodeResult<T> + Send + 'static,
+    ) -> Watched<T> {
         let (op_name, p) = (req.op, req.path.to_string());
         self.push_raw(req, body, move |raw| {
             if raw.err != proto::code::OK {
                 return Err(Error::from_code(raw.err, &p));
             }
-            decode(&mut Reader::new(raw.body())).map_err(|m| malformed(op_name, &p, &m.0))
+            decode(raw).map_err(|m| malformed(op_name, &p, &m.0))
         })
     }
 
@@ -419,13 +429,7 @@ impl<'a> Pipeline<'a> {
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).bool(watch);
         };
-        let p = path.to_string();
-        self.push_raw(req, body, move |raw| {
-            if raw.err != proto::code::OK {
-                return Err(Error::from_code(raw.err, &p));
-            }
-            Names::check(raw).map_err(|m| malformed("get_children", &p, &m.0))
-        })
+        self.push_owned(req, body, Names::check)
     }
 
     /// See [`Client::get_children`].

@@ -185,11 +185,7 @@ impl<'a> Reader<'a> {
     }
     /// A length-prefixed buffer; -1 (null) reads as empty.
     pub fn buffer(&mut self) -> DecodeResult<Vec<u8>> {
-        let len = self.int()?;
-        if len < 0 {
-            return Ok(Vec::new());
-        }
-        Ok(self.take(len as usize, "buffer")?.to_vec())
+        Ok(self.slice()?.to_vec())
     }
     pub fn string(&mut self) -> DecodeResult<String> {
         let bytes = self.buffer()?;

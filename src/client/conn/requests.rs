@@ -184,7 +184,6 @@ impl Shared {
         }
     }
 
-    /// Closes the current connection (if any) and fails every request in flight.
     /// Cuts the live connection's socket without waiting for the `io` lock: a caller's
     /// write blocked on it fails at once (and lets `io` go).
     pub(super) fn cut(&self) {
@@ -193,7 +192,10 @@ impl Shared {
         }
     }
 
+    /// Closes the current connection (if any) and fails every request in flight.
     pub(super) fn drop_connection(&self, why: Error) {
+        // The socket first: a caller blocked writing on it holds `io`, which is needed
+        // next; until then neither `Suspended` nor the loss clock could be told.
         self.cut();
         if let Some(s) = self.io.lock().stream.take() {
             s.shutdown();

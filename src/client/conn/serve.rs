@@ -128,9 +128,6 @@ impl Shared {
     }
 
     pub(super) fn after_disconnect(&self) {
-        // The socket first: a caller blocked writing on it holds `io`, which dropping the
-        // connection needs; until then neither `Suspended` nor the loss clock could be told.
-        self.cut();
         let closing = self.is_closing();
         self.drop_connection(if closing {
             Error::Closed
