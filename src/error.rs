@@ -86,10 +86,15 @@ pub enum Error {
         /// The node.
         path: String,
     },
-    /// The session is not allowed to do this by the node's ACL.
+    /// A node's ACL does not allow this session the operation.
     NoAuth {
-        /// The node.
+        /// The node whose ACL refused: for a create or a delete, the *parent* of the node
+        /// created or deleted (ZooKeeper checks CREATE and DELETE on the parent); for other
+        /// operations the node itself.
         path: String,
+        /// The operation refused (`create`, `delete`, `set_data`, `get_data`,
+        /// `get_children`, ...).
+        op: &'static str,
     },
     /// The ACL is invalid (for example `creator_all` on a session without authentication).
     InvalidAcl {
@@ -233,6 +238,26 @@ impl Error {
 
     /// Maps a server error code to an error naming `path`.
     pub(crate) fn from_code(code: i32, path: &str) -> Error {
+        Error::from_reply(code, "", path)
+    }
+
+    /// Maps a server's answer `code` to operation `op` on `path` to an error. A refusal by
+    /// an ACL names the node whose ACL refused: the parent for a create or a delete.
+    pub(crate) fn from_reply(code: i32, op: &'static str, path: &str) -> Error {
+        if code == ErrorCode::NoAuth.as_i32() {
+            let judge = match op {
+                "create" | "delete" => match path.rfind('/') {
+                    Some(0) => "/",
+                    Some(i) => &path[..i],
+                    None => path,
+                },
+                _ => path,
+            };
+            return Error::NoAuth {
+                path: judge.to_string(),
+                op,
+            };
+        }
         let path = path.to_string();
         match ErrorCode::from_i32(code) {
             ErrorCode::ConnectionLoss => Error::ConnectionLoss,
@@ -241,7 +266,7 @@ impl Error {
             ErrorCode::NodeExists => Error::NodeExists { path },
             ErrorCode::NotEmpty => Error::NotEmpty { path },
             ErrorCode::BadVersion => Error::BadVersion { path },
-            ErrorCode::NoAuth => Error::NoAuth { path },
+            ErrorCode::NoAuth => Error::NoAuth { path, op: "" },
             ErrorCode::InvalidAcl => Error::InvalidAcl { path },
             ErrorCode::NoChildrenForEphemerals => Error::NoChildrenForEphemerals { path },
             ErrorCode::AuthFailed => Error::AuthFailed,
@@ -282,6 +307,7 @@ impl PartialEq for Error {
                     after: a,
                 },
             ) => (op, path, after) == (o, p, a),
+            (E::NoAuth { path, op }, E::NoAuth { path: p, op: o }) => (path, op) == (p, o),
             (
                 E::Connect { attempts, after },
                 E::Connect {
@@ -293,7 +319,6 @@ impl PartialEq for Error {
             | (E::NodeExists { path }, E::NodeExists { path: p })
             | (E::NotEmpty { path }, E::NotEmpty { path: p })
             | (E::BadVersion { path }, E::BadVersion { path: p })
-            | (E::NoAuth { path }, E::NoAuth { path: p })
             | (E::InvalidAcl { path }, E::InvalidAcl { path: p })
             | (E::NoChildrenForEphemerals { path }, E::NoChildrenForEphemerals { path: p })
             | (E::Cancelled { path }, E::Cancelled { path: p })
@@ -672,7 +697,18 @@ impl fmt::Display for Error {
             Error::NodeExists { path } => write!(f, "node {path} already exists"),
             Error::NotEmpty { path } => write!(f, "node {path} has children"),
             Error::BadVersion { path } => write!(f, "node {path} has another version"),
-            Error::NoAuth { path } => write!(f, "not authorized for node {path}"),
+            Error::NoAuth { path, op } => {
+                let what = match *op {
+                    "create" => "creating children",
+                    "delete" => "deleting children",
+                    "set_data" => "writing its data",
+                    "get_data" => "reading its data",
+                    "get_children" => "listing its children",
+                    "" => "this operation",
+                    other => other,
+                };
+                write!(f, "not authorized: the ACL of node {path} does not allow {what}")
+            }
             Error::InvalidAcl { path } => write!(f, "invalid ACL for node {path}"),
             Error::NoChildrenForEphemerals { path } => {
                 write!(f, "cannot create {path}: its parent is ephemeral")
@@ -799,7 +835,7 @@ mod tests {
             (ErrorCode::NodeExists, Error::NodeExists { path: p() }),
             (ErrorCode::NotEmpty, Error::NotEmpty { path: p() }),
             (ErrorCode::BadVersion, Error::BadVersion { path: p() }),
-            (ErrorCode::NoAuth, Error::NoAuth { path: p() }),
+            (ErrorCode::NoAuth, Error::NoAuth { path: p(), op: "" }),
             (ErrorCode::InvalidAcl, Error::InvalidAcl { path: p() }),
             (
                 ErrorCode::NoChildrenForEphemerals,
@@ -987,7 +1023,10 @@ mod tests {
             Error::NodeExists { path: p() },
             Error::NotEmpty { path: p() },
             Error::BadVersion { path: p() },
-            Error::NoAuth { path: p() },
+            Error::NoAuth {
+                path: p(),
+                op: "create",
+            },
             Error::InvalidAcl { path: p() },
             Error::NoChildrenForEphemerals { path: p() },
             Error::AuthFailed,

@@ -127,7 +127,7 @@ pub mod testing;
 pub use client::TlsConfig;
 pub use client::{
     Acl, Client, ClientBuilder, ClientStats, CloseOutcome, CreateMode, Created, EventType,
-    LossReason, Op, OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat,
+    LossReason, NodeAcl, Op, OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat,
     WatchedEvent,
 };
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};

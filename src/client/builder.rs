@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::conn::Shared;
-use super::{path, Client, Owner};
+use super::{path, Client, NodeAcl, Owner};
 use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 
 /// Settings fixed at build time.
@@ -21,6 +21,10 @@ pub(crate) struct Config {
     pub tls: Option<super::TlsSetup>,
     /// The SASL DIGEST-MD5 login, on every connection.
     pub sasl: Option<SaslLogin>,
+    /// The ACL of the nodes the recipes create (see [`ClientBuilder::node_acl`]).
+    pub node_acl: NodeAcl,
+    /// Whether the session has an identity a creator ACL can name.
+    pub identity: bool,
 }
 
 /// A SASL DIGEST-MD5 user and password (the password is kept out of `Debug`).
@@ -63,6 +67,7 @@ pub struct ClientBuilder {
     #[cfg(feature = "tls")]
     pub(super) tls: Option<super::TlsConfig>,
     pub(super) sasl: Option<SaslLogin>,
+    pub(super) node_acl: NodeAcl,
 }
 
 impl ClientBuilder {
@@ -108,6 +113,27 @@ impl ClientBuilder {
             user: user.to_string(),
             password: password.to_string(),
         });
+        self
+    }
+
+    /// The ACL of every node the recipes of this client create (lock and election nodes,
+    /// their directories, and the parents and containers made on the way), unless a recipe
+    /// instance sets its own with `with_acl`. The default is [`NodeAcl::open`], everyone
+    /// everything, so processes with different identities can share a lock; see
+    /// [`NodeAcl`] for the presets and what a creator ACL implies. Plain
+    /// [`Client::create`] calls are not affected.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::builder("127.0.0.1:2181")
+    ///     .sasl_digest("alice", "alice-secret")
+    ///     .node_acl(zkguard::NodeAcl::creator_read())
+    ///     .build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn node_acl(mut self, acl: NodeAcl) -> Self {
+        self.node_acl = acl;
         self
     }
 
@@ -164,7 +190,8 @@ impl ClientBuilder {
     ///   ([`ConnectFailure`]), and its [`source`](std::error::Error::source) is the cause
     ///   of the last failed attempt (for a refused TCP connect, the `io::Error`);
     /// - [`Error::AuthFailed`] when the server rejects the credentials;
-    /// - [`Error::InvalidArgument`] for a zero or overlong timeout or an empty auth scheme,
+    /// - [`Error::InvalidArgument`] for a zero or overlong timeout, an empty auth scheme, or
+    ///   a creator [`node_acl`](Self::node_acl) on a client without credentials,
     ///   [`Error::InvalidPath`] for a bad connect string or a missing chroot node;
     /// - [`Error::Spawn`] when the connection thread cannot be started.
     pub fn build(self) -> Result<Client> {
@@ -205,6 +232,15 @@ impl ClientBuilder {
                 });
             }
         }
+        #[cfg(feature = "tls")]
+        let cert = self.tls.as_ref().is_some_and(|t| t.has_client_cert());
+        #[cfg(not(feature = "tls"))]
+        let cert = false;
+        let identity = !self.auth.is_empty() || self.sasl.is_some() || cert;
+        self.node_acl.check_identity(
+            identity,
+            "every recipe of this client (ClientBuilder::node_acl)",
+        )?;
         // Fail at once when no host of the list can be resolved at all.
         let mut resolve_errors = Vec::new();
         for h in &cs.hosts {
@@ -245,6 +281,8 @@ impl ClientBuilder {
             max_request: self.max_request,
             tls,
             sasl: self.sasl,
+            node_acl: self.node_acl,
+            identity,
         }));
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
         let thread_shared = shared.clone();

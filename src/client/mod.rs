@@ -6,6 +6,7 @@
 //! routes replies and watch events, pings, detects a silent server, reconnects with back-off,
 //! re-arms watches and replays credentials.
 
+mod acl;
 mod builder;
 mod conn;
 mod janitor;
@@ -28,6 +29,7 @@ use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
+pub use acl::NodeAcl;
 pub use builder::ClientBuilder;
 /// The TLS settings the connection layer uses (none without the `tls` feature).
 #[cfg(feature = "tls")]
@@ -199,6 +201,7 @@ impl Client {
             #[cfg(feature = "tls")]
             tls: None,
             sasl: None,
+            node_acl: NodeAcl::open(),
         }
     }
 
@@ -230,6 +233,18 @@ impl Client {
             pin: Some(session),
             ..self.clone()
         }
+    }
+
+    /// The ACL the recipes give the nodes they create, unless a recipe instance overrides it
+    /// (see [`ClientBuilder::node_acl`]).
+    pub fn node_acl(&self) -> &NodeAcl {
+        &self.shared.cfg.node_acl
+    }
+
+    /// Whether the session logs in with an identity (digest or other `auth` credentials, a
+    /// SASL login or a TLS client certificate) that a creator ACL could name.
+    pub(crate) fn has_identity(&self) -> bool {
+        self.shared.cfg.identity
     }
 
     /// This handle's default request deadline.

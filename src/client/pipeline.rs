@@ -211,7 +211,7 @@ impl<'a> Pipeline<'a> {
         let (op_name, p) = (req.op, req.path.to_string());
         self.push_raw(req, body, move |raw| {
             if raw.err != proto::code::OK {
-                return Err(Error::from_code(raw.err, &p));
+                return Err(Error::from_reply(raw.err, op_name, &p));
             }
             decode(raw).map_err(|m| malformed(op_name, &p, &m.0))
         })
@@ -459,7 +459,10 @@ impl<'a> Pipeline<'a> {
     pub fn multi(&mut self, ops: &[Op]) -> Pending<Vec<OpResult>> {
         let chroot = self.chroot();
         let label = ops.first().map(|o| o.path()).unwrap_or("");
-        let paths: Vec<String> = ops.iter().map(|o| o.path().to_string()).collect();
+        let paths: Vec<(&'static str, String)> = ops
+            .iter()
+            .map(|o| (o.name(), o.path().to_string()))
+            .collect();
         let req = Req {
             checked: check_multi(ops),
             ..Req::on("multi", label, op::MULTI)

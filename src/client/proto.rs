@@ -422,9 +422,9 @@ pub(crate) fn encode_multi(w: &mut Writer, chroot: &str, ops: &[Op]) {
 pub(crate) fn decode_multi(
     raw: &RawReply,
     chroot: &str,
-    paths: &[String],
+    ops: &[(&'static str, String)],
 ) -> Result<Vec<OpResult>> {
-    let label = paths.first().map(String::as_str).unwrap_or("");
+    let label = ops.first().map(|(_, p)| p.as_str()).unwrap_or("");
     let mut r = Reader::new(raw.body());
     let mut results = Vec::new();
     let mut errors = Vec::new();
@@ -463,10 +463,12 @@ pub(crate) fn decode_multi(
             .find(|&(_, c)| c != code::OK && c != code::RUNTIME_INCONSISTENCY)
             .or_else(|| errors.first().copied())
             .unwrap_or((0, raw.err));
-        let path = paths.get(index).map(String::as_str).unwrap_or(label);
+        let (op, path) = ops
+            .get(index)
+            .map_or(("multi", label), |(o, p)| (*o, p.as_str()));
         return Err(Error::Multi {
             index,
-            source: Box::new(Error::from_code(code, path)),
+            source: Box::new(Error::from_reply(code, op, path)),
         });
     }
     Ok(results)

@@ -113,6 +113,12 @@ impl Core for Term {
             .confirm()
             .map_err(|e| not_leader(e, &self.election))
     }
+    fn holdings(&self) -> Vec<&Holding> {
+        vec![&self.holding]
+    }
+    fn fenced(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpResult>> {
+        crate::queue::fenced(&[&self.holding], ops).map_err(|e| not_leader(e, &self.election))
+    }
     fn release(&self) -> Result<()> {
         self.holding
             .release()

@@ -1,7 +1,7 @@
 //! The unfair single-node lock and its guard.
 
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
-use crate::client::Client;
+use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
 use crate::queue::{self, Canceller, Holding, Wait};
 
@@ -29,6 +29,7 @@ use crate::queue::{self, Canceller, Holding, Wait};
 pub struct UnfairMutex {
     client: Client,
     path: String,
+    acl: NodeAcl,
     canceller: Canceller,
 }
 
@@ -43,8 +44,24 @@ impl UnfairMutex {
         Ok(UnfairMutex {
             client: client.clone(),
             path: path.to_string(),
+            acl: client.node_acl().clone(),
             canceller: Canceller::default(),
         })
+    }
+
+    /// The ACL of the nodes this lock creates (its single node, and the parents it makes on the
+    /// way: the parent directory decides who may delete the node) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
+    /// See [`NodeAcl`] for the presets and what a creator ACL implies (an existing directory
+    /// keeps its own ACL).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
+    /// creator's identities on a client that has none; nothing is created.
+    pub fn with_acl(mut self, acl: NodeAcl) -> Result<UnfairMutex> {
+        acl.check_identity(self.client.has_identity(), &self.path)?;
+        self.acl = acl;
+        Ok(self)
     }
 
     /// The current holder's owner id (the node's data), if the lock is held.
@@ -68,7 +85,14 @@ impl Lock for UnfairMutex {
 
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<UnfairMutexGuard>> {
         let id = uuid::Uuid::new_v4().to_string();
-        let acquired = queue::single(&self.client, &self.path, id.as_bytes(), wait, cancel)?;
+        let acquired = queue::single(
+            &self.client,
+            &self.path,
+            id.as_bytes(),
+            self.acl.entries(),
+            wait,
+            cancel,
+        )?;
         Ok(acquired.map(|a| UnfairMutexGuard {
             holding: Holding::new(&self.client, a, true),
         }))

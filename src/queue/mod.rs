@@ -7,7 +7,7 @@ mod rules;
 mod single;
 mod wait;
 
-pub(crate) use held::{Acquired, Holding};
+pub(crate) use held::{fenced, Acquired, Holding};
 pub use held::{Canceller, Participant};
 pub(crate) use rules::Rule;
 pub(crate) use single::acquire as single;
