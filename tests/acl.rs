@@ -552,5 +552,6 @@ fn an_existing_directory_under_a_parent_others_may_not_create_in_is_used() {
     let guard = lock.acquire().unwrap();
     assert!(guard.is_valid());
     let unfair = UnfairMutex::new(&bob, &format!("{p}/q/u/one")).unwrap();
-    unfair.acquire().unwrap();
+    let held = unfair.acquire().unwrap();
+    assert!(held.is_valid());
 }

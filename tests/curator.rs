@@ -872,3 +872,70 @@ fn curator_and_zkguard_exclude_each_other_on_a_tls_and_sasl_ensemble() {
     assert!(valid);
     z.close();
 }
+
+// ---------------------------------------------------------------------------------------
+// ACLs: a Curator service with an ACLProvider and zkguard with the same identity
+// ---------------------------------------------------------------------------------------
+
+/// Curator with digest credentials and `CREATOR_ALL_ACL` from its `ACLProvider`, and zkguard
+/// logged in as the same digest user with [`NodeAcl::creator`], share one lock (each waits
+/// for the other), while another identity is refused at once, by both's directory.
+#[test]
+fn curator_with_a_creator_acl_and_zkguard_with_the_same_identity_share_a_lock() {
+    let path = format!("{}/lock", unique("cur-acl"));
+    let jvm = ["-Dpeer.digest=alice:alice-pw".to_string()];
+    let mut java = Peer::start_on(
+        &shared_cluster().connect_string(),
+        &jvm,
+        "",
+        &["mutex", &path, "hold"],
+    );
+    java.expect("acquired");
+    let alice = Client::builder(&shared_cluster().connect_string())
+        .auth("digest", b"alice:alice-pw")
+        .node_acl(zkguard::NodeAcl::creator())
+        .build()
+        .unwrap();
+    let lock = Mutex::new(&alice, &path).unwrap();
+    assert!(
+        lock.try_acquire().unwrap().is_none(),
+        "zkguard took a lock Curator holds"
+    );
+    // Another identity cannot even queue in the directory Curator made creator-only.
+    let bob = Client::builder(&shared_cluster().connect_string())
+        .auth("digest", b"bob:bob-pw")
+        .build()
+        .unwrap();
+    match Mutex::new(&bob, &path).unwrap().try_acquire() {
+        Err(zkguard::Error::NoAuth {
+            path: p,
+            op: "create",
+        }) => assert_eq!(p, path),
+        other => panic!("bob in Curator's creator-only directory: {other:?}"),
+    }
+    let waiting = spawn(move || {
+        lock.acquire_timeout(WITHIN)
+            .map(|g| g.map(|g| g.is_valid()))
+    });
+    assert_quiet(&waiting, "zkguard acquired while Curator holds");
+    java.release();
+    assert_eq!(
+        recv(&waiting, WITHIN, "zkguard's acquire").unwrap(),
+        Some(true),
+        "zkguard gets the lock once Curator releases"
+    );
+    // And the other way round: zkguard holds, a Curator peer with the same identity waits.
+    let path2 = format!("{}/lock", unique("cur-acl2"));
+    let held = Mutex::new(&alice, &path2).unwrap().acquire().unwrap();
+    let mut java = Peer::start_on(
+        &shared_cluster().connect_string(),
+        &jvm,
+        "",
+        &["mutex", &path2, "hold"],
+    );
+    java.expect("connected");
+    java.assert_quiet(JAVA_QUIET, "Curator acquired while zkguard holds");
+    drop(held);
+    java.expect("acquired");
+    java.release();
+}

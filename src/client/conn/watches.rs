@@ -309,6 +309,8 @@ mod tests {
             max_request: proto::DEFAULT_MAX_REQUEST,
             tls: None,
             sasl: None,
+            node_acl: crate::NodeAcl::open(),
+            identity: false,
         })
     }
 
