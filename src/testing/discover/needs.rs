@@ -281,8 +281,13 @@ fn apt_get(args: &[&str]) -> io::Result<()> {
         let mut tail = Vec::new();
         for line in BufReader::new(out).lines() {
             let Ok(line) = line else { break };
+            // dpkg redraws "(Reading database ... 5%" with carriage returns: show the end.
+            let line = line
+                .rsplit('\r')
+                .find(|l| !l.is_empty())
+                .unwrap_or_default();
             progress(&format!("apt-get: {line}"));
-            tail.push(line);
+            tail.push(line.to_string());
         }
         tail
     };
