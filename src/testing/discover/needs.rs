@@ -248,8 +248,9 @@ fn progress(line: &str) {
 fn apt_install(packages: &[&str]) -> io::Result<()> {
     let start = Instant::now();
     progress(&format!(
-        "the tests need Debian packages that are not installed: {}; installing them with \
-         apt-get (the first run takes a minute or two; set {ENV_NO_INSTALL}=1 to forbid this)",
+        "installing Debian packages the test harness needs: {} (`apt-get update`, then \
+         `apt-get install -y`; on a fresh machine up to about 250 MB; set {ENV_NO_INSTALL}=1 \
+         to forbid this)",
         packages.join(" ")
     ));
     apt_get(&["update"])?;
