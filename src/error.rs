@@ -522,7 +522,11 @@ impl ConnectAttempt {
 impl fmt::Display for ConnectAttempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.addr {
-            Some(addr) => write!(f, "{} ({addr}: {})", self.host, self.reason),
+            // The address only when it says more than the host.
+            Some(addr) if addr.to_string() != self.host => {
+                write!(f, "{} ({addr}: {})", self.host, self.reason)
+            }
+            Some(_) => write!(f, "{} ({})", self.host, self.reason),
             None => write!(f, "{} ({})", self.host, self.reason),
         }
     }
@@ -661,7 +665,15 @@ impl fmt::Display for Error {
             }
             Error::Closed => write!(f, "the ZooKeeper client is closed"),
             Error::Connect { attempts, after } => {
-                write!(f, "no ZooKeeper session within {after:?}; servers tried: ")?;
+                let unresolved = !attempts.is_empty()
+                    && attempts.iter().all(|a| {
+                        matches!(a.reason, ConnectFailure::Resolve(_) | ConnectFailure::NoAddress)
+                    });
+                if unresolved {
+                    write!(f, "no server of the connect string resolves to an address: ")?;
+                } else {
+                    write!(f, "no ZooKeeper session within {after:?}; servers tried: ")?;
+                }
                 for (i, a) in attempts.iter().enumerate() {
                     let sep = if i == 0 { "" } else { ", " };
                     write!(f, "{sep}{a}")?;
@@ -869,6 +881,40 @@ mod tests {
         let cause = e.source().expect("a cause");
         let io = cause.downcast_ref::<io::Error>().expect("an io::Error");
         assert_eq!(io.kind(), io::ErrorKind::ConnectionRefused);
+
+        // A host that is its address is not repeated; names that resolve nowhere are not
+        // a deadline that passed.
+        let e = Error::Connect {
+            attempts: vec![ConnectAttempt::new(
+                "127.0.0.1:1",
+                Some(addr),
+                ConnectFailure::io("connect", refused()),
+            )],
+            after: Duration::from_secs(15),
+        };
+        assert_eq!(
+            e.to_string(),
+            "no ZooKeeper session within 15s; servers tried: 127.0.0.1:1 (Connection refused)"
+        );
+        let e = Error::Connect {
+            attempts: vec![
+                ConnectAttempt::new(
+                    "nosuch.invalid:2181",
+                    None,
+                    ConnectFailure::Resolve(Arc::new(io::Error::other(
+                        "Name or service not known",
+                    ))),
+                ),
+                ConnectAttempt::new("empty.invalid:2181", None, ConnectFailure::NoAddress),
+            ],
+            after: Duration::ZERO,
+        };
+        assert_eq!(
+            e.to_string(),
+            "no server of the connect string resolves to an address: nosuch.invalid:2181 \
+             (cannot resolve: Name or service not known), empty.invalid:2181 (resolves to no \
+             address)"
+        );
 
         // A last attempt without an I/O cause gives the failure itself.
         let e = Error::Connect {

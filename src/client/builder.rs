@@ -164,8 +164,9 @@ impl ClientBuilder {
     ///   ([`ConnectFailure`]), and its [`source`](std::error::Error::source) is the cause
     ///   of the last failed attempt (for a refused TCP connect, the `io::Error`);
     /// - [`Error::AuthFailed`] when the server rejects the credentials;
-    /// - [`Error::InvalidArgument`] for a zero or overlong timeout or an empty auth scheme,
-    ///   [`Error::InvalidPath`] for a bad connect string or a missing chroot node;
+    /// - [`Error::InvalidArgument`] for a bad connect string (naming what is wrong in it), a
+    ///   zero or overlong timeout or an empty auth scheme; [`Error::InvalidPath`] for a
+    ///   missing chroot node;
     /// - [`Error::Spawn`] when the connection thread cannot be started.
     pub fn build(self) -> Result<Client> {
         let cs = path::parse_connect_string(&self.connect_string)?;

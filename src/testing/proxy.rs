@@ -163,7 +163,7 @@ impl Shared {
 /// let guard = zkguard::Mutex::new(&client, "/doc/proxy")?.acquire()?;
 /// let events = client.events();
 /// proxy.blackhole();
-/// // Suspended once the server has been silent for a third of the session timeout.
+/// // Suspended once the server has been silent for two thirds of the session timeout.
 /// while !matches!(events.recv()?, zkguard::SessionEvent::Suspended { .. }) {}
 /// assert!(!guard.is_valid());
 /// proxy.heal();
