@@ -185,6 +185,35 @@ pub enum Error {
         /// The node involved, if any.
         path: String,
     },
+    /// An I/O error from outside the client, converted with `?` (`From<io::Error>`): the
+    /// `testing` harness's, or a program's own, in a function returning
+    /// [`zkguard::Result`](Result). The client itself never returns it (its I/O errors are
+    /// connection losses, or the causes of [`Error::Connect`] and [`Error::Spawn`]). It
+    /// reads as the I/O error itself, and its [`source`](std::error::Error::source) is
+    /// that error's.
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "testing")]
+    /// fn main() -> zkguard::Result<()> {
+    ///     let cluster = zkguard::testing::TestCluster::start(1)?; // an io::Error converts
+    ///     let client = zkguard::Client::connect(&cluster.connect_string())?;
+    ///     client.ensure_path("/app")?;
+    ///     Ok(())
+    /// }
+    /// # #[cfg(not(feature = "testing"))] fn main() {}
+    /// ```
+    Io {
+        /// The I/O error.
+        source: Arc<io::Error>,
+    },
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io {
+            source: Arc::new(e),
+        }
+    }
 }
 
 /// `Result` with [`Error`] as the default error type.
@@ -341,6 +370,7 @@ impl PartialEq for Error {
                 },
             ) => (path, recorded, requested) == (p, r, q),
             (E::Zk { code, path }, E::Zk { code: c, path: p }) => (code, path) == (c, p),
+            (E::Io { source }, E::Io { source: s }) => same_io(source, s),
             // Different variants. (A new variant needs its arm above: the unit test
             // `every_variant_equals_itself_and_io_causes_compare_by_kind_and_message` lists
             // one of each, and stops compiling until the new one is added there.)
@@ -723,6 +753,7 @@ impl fmt::Display for Error {
             Error::Zk { code, path } => {
                 write!(f, "ZooKeeper error {} ({code}) on {path}", code.as_i32())
             }
+            Error::Io { source } => write!(f, "{source}"),
         }
     }
 }
@@ -732,6 +763,8 @@ impl std::error::Error for Error {
         match self {
             Error::Multi { source, .. } => Some(source.as_ref()),
             Error::Spawn { source, .. } => Some(source.as_ref()),
+            // Transparent: it reads as the I/O error, so the chain goes on with its cause.
+            Error::Io { source } => source.source(),
             // The last attempt's cause: its I/O error if it has one, else the failure itself.
             Error::Connect { attempts, .. } => attempts.last().map(|a| {
                 let reason: &(dyn std::error::Error + 'static) = &a.reason;
@@ -854,6 +887,23 @@ mod tests {
 
     fn refused() -> io::Error {
         io::Error::new(io::ErrorKind::ConnectionRefused, "Connection refused")
+    }
+
+    #[test]
+    fn an_io_error_converts_with_the_question_mark_and_reads_as_itself() {
+        // What `TestCluster::start(1)?` does in a `fn main() -> zkguard::Result<()>`.
+        fn harness() -> io::Result<()> {
+            Err(io::Error::other("no ZooKeeper installation found"))
+        }
+        fn program() -> Result<()> {
+            harness()?;
+            Ok(())
+        }
+        let e = program().unwrap_err();
+        assert!(matches!(&e, Error::Io { source } if source.kind() == io::ErrorKind::Other));
+        assert_eq!(e.to_string(), "no ZooKeeper installation found");
+        assert_eq!(e.code(), None);
+        assert!(!e.is_connection_error());
     }
 
     #[test]
@@ -1071,6 +1121,7 @@ mod tests {
                 code: ErrorCode::SessionMoved,
                 path: p(),
             },
+            Error::from(refused()),
         ];
         // No wildcard: a new variant stops this from compiling until it is listed above (and
         // given its arm in `PartialEq`).
@@ -1099,7 +1150,8 @@ mod tests {
                 | Error::NotLeader { .. }
                 | Error::ForeignNode { .. }
                 | Error::PermitMismatch { .. }
-                | Error::Zk { .. } => {}
+                | Error::Zk { .. }
+                | Error::Io { .. } => {}
             }
         }
         let kinds: std::collections::HashSet<_> = all.iter().map(std::mem::discriminant).collect();
@@ -1120,6 +1172,7 @@ mod tests {
                     | Error::AuthFailed
                     | Error::Spawn { .. }
                     | Error::InvalidArgument { .. }
+                    | Error::Io { .. }
             );
             assert!(pathless || a.to_string().contains("/p"), "{a}");
         }
