@@ -175,10 +175,10 @@ where
 ///
 /// /// Works while the guard holds; stops when the lock is lost or its holder is asked to
 /// /// let go.
-/// fn work_while_held(guard: impl Guard, jobs: crossbeam_channel::Receiver<String>) {
+/// fn work_while_held(guard: impl Guard, jobs: zkguard::channel::Receiver<String>) {
 ///     let (lost, revoked) = (guard.lost(), guard.revocation());
 ///     loop {
-///         crossbeam_channel::select! {
+///         zkguard::channel::select! {
 ///             recv(lost) -> _ => return,             // someone else may hold it soon
 ///             recv(revoked) -> _ => break,           // asked to let go: release below
 ///             recv(jobs) -> job => {
