@@ -82,6 +82,7 @@ pub use types::{
 ///   cannot read, a bad header or watch event, drops the connection instead: requests in
 ///   flight then fail with [`Error::ConnectionLoss`], and it is made again.)
 #[derive(Clone)]
+#[must_use = "the session ends as soon as the last handle on the client is dropped"]
 pub struct Client {
     shared: Arc<Shared>,
     owner: Arc<Owner>,

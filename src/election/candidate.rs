@@ -78,6 +78,18 @@ pub enum LeaderEvent {
 /// }
 /// # Ok(()) }
 /// ```
+///
+/// The candidate must be kept: `election.join()?;` on its own would leave the election
+/// at once, so it is `#[must_use]` (a warning, an error here):
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// fn stand(election: &zkguard::LeaderElection) -> zkguard::Result<()> {
+///     election.join()?; // dropped at once: not a candidate any more
+///     Ok(())
+/// }
+/// ```
+#[must_use = "dropping the candidate leaves the election at once; keep it (let candidate = ...) for as long as this process stands"]
 pub struct Candidate {
     shared: Arc<Shared>,
     events: Receiver<LeaderEvent>,

@@ -170,6 +170,7 @@ impl Shared {
 /// # Ok(())
 /// # }
 /// ```
+#[must_use = "the proxy stops (and cuts its connections) as soon as it is dropped"]
 pub struct FaultProxy {
     shared: Arc<Shared>,
     addrs: Vec<SocketAddr>,

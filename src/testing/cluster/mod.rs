@@ -158,6 +158,7 @@ impl Server {
 /// # Ok(())
 /// # }
 /// ```
+#[must_use = "the servers are stopped as soon as the cluster is dropped"]
 pub struct TestCluster {
     dir: PathBuf,
     dist: Distribution,
