@@ -551,6 +551,27 @@ fn an_unfair_election_is_one_ephemeral_node_at_the_path_holding_the_leaders_id()
     o.delete(&plain, None).unwrap();
 }
 
+#[test]
+fn an_unfair_elections_leader_is_not_a_persistent_node_at_its_path() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("el-unfair-plain");
+    let c = connect(&cs, SESSION);
+    c.create(&path, b"hello", CreateMode::Persistent).unwrap();
+    let election = LeaderElection::unfair(&c, &path, "a").unwrap();
+    let refused = election.try_lead().map(|l| l.is_some());
+    assert_invalid_path(refused.clone(), &path, "try_lead on a persistent node");
+    // leader() and participants() say what lead says, not that "hello" leads.
+    let leader = election.leader();
+    assert_invalid_path(leader.clone(), &path, "leader of a persistent node");
+    assert_eq!(leader.unwrap_err(), refused.clone().unwrap_err());
+    let participants = election.participants();
+    assert_invalid_path(participants.clone(), &path, "participants");
+    assert_eq!(participants.unwrap_err(), refused.unwrap_err());
+    assert_eq!(c.get_data(&path).unwrap().0, b"hello", "the node was touched");
+    c.delete(&path, None).unwrap();
+    assert_eq!(election.leader().unwrap(), None);
+}
+
 /// One round of [`an_unfair_leaders_confirm_says_not_leader_once_its_node_was_replaced`]:
 /// what went wrong.
 fn replaced_unfair_node_round(cs: &str, watch_first: bool) -> Vec<String> {
