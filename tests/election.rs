@@ -15,7 +15,8 @@ use common::{
     assert_invalid_path, assert_quiet, base, children, connect, recv, shared_cluster, spawn,
     unique, wait_until, watches_by_path, WITHIN,
 };
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use zkguard::testing::FaultProxy;
 use zkguard::{Client, CreateMode, Error, LeaderElection, LeaderEvent, Leadership, Participant};
 
 // ---------------------------------------------------------------------------------------
@@ -552,6 +553,73 @@ fn an_unfair_election_is_one_ephemeral_node_at_the_path_holding_the_leaders_id()
 }
 
 #[test]
+fn every_candidate_events_call_is_a_receiver_of_its_own_that_starts_with_the_current_term() {
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    // Long enough that the session outlives the outage below on a loaded machine.
+    let a = connect(&proxy.connect_string(), Duration::from_secs(20));
+    let path = unique("el-events");
+    let ca = LeaderElection::new(&a, &path, "a").unwrap().join().unwrap();
+    let first = ca.events();
+    let token = expect_elected(&first, "first receiver");
+    // Taken after the election: it starts with the term under way.
+    let late = ca.events();
+    assert_eq!(expect_elected(&late, "late receiver"), token);
+
+    // Every receiver gets every later event (a shared queue gave each to one of them).
+    assert!(ca.resign().unwrap());
+    for (rx, who) in [(&first, "first"), (&late, "late")] {
+        assert_eq!(next_event(rx, who), LeaderEvent::Resigned, "{who}");
+    }
+    let token = expect_elected(&first, "first, queued again alone");
+    assert_eq!(expect_elected(&late, "late, queued again alone"), token);
+
+    // Taken while suspended: the term, then the suspension; then what comes to all.
+    proxy.blackhole();
+    proxy.reset();
+    for (rx, who) in [(&first, "first"), (&late, "late")] {
+        assert_eq!(next_event(rx, who), LeaderEvent::Suspended, "{who}");
+    }
+    let suspended = ca.events();
+    assert_eq!(expect_elected(&suspended, "taken while suspended"), token);
+    assert_eq!(next_event(&suspended, "suspended"), LeaderEvent::Suspended);
+    proxy.heal();
+    for (rx, who) in [
+        (&first, "first"),
+        (&late, "late"),
+        (&suspended, "suspended"),
+    ] {
+        assert_eq!(next_event(rx, who), LeaderEvent::Restored, "{who}");
+        assert!(rx.is_empty(), "{who}: more events than the others");
+    }
+
+    // A dropped receiver costs nothing; once the candidate is gone every stream ends, and
+    // a receiver taken after the client closed is closed at once.
+    drop(late);
+    drop(ca);
+    for (rx, who) in [(&first, "first"), (&suspended, "suspended")] {
+        match rx.recv_timeout(WITHIN) {
+            Err(RecvTimeoutError::Disconnected) => {}
+            other => panic!("{who}: expected the end of the stream, got {other:?}"),
+        }
+    }
+    let b = connect(&shared_cluster().connect_string(), SESSION);
+    let cb = LeaderElection::new(&b, &path, "b").unwrap().join().unwrap();
+    let before = cb.events();
+    b.close();
+    loop {
+        match before.recv_timeout(WITHIN) {
+            Ok(LeaderEvent::Elected { .. } | LeaderEvent::Lost) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+            other => panic!("b, closing: {other:?}"),
+        }
+    }
+    match cb.events().try_recv() {
+        Err(TryRecvError::Disconnected) => {}
+        other => panic!("a receiver taken after the end: {other:?}"),
+    }
+}
+
+#[test]
 fn an_unfair_elections_leader_is_not_a_persistent_node_at_its_path() {
     let cs = shared_cluster().connect_string();
     let path = unique("el-unfair-plain");
@@ -567,7 +635,11 @@ fn an_unfair_elections_leader_is_not_a_persistent_node_at_its_path() {
     let participants = election.participants();
     assert_invalid_path(participants.clone(), &path, "participants");
     assert_eq!(participants.unwrap_err(), refused.unwrap_err());
-    assert_eq!(c.get_data(&path).unwrap().0, b"hello", "the node was touched");
+    assert_eq!(
+        c.get_data(&path).unwrap().0,
+        b"hello",
+        "the node was touched"
+    );
     c.delete(&path, None).unwrap();
     assert_eq!(election.leader().unwrap(), None);
 }
