@@ -798,7 +798,11 @@ fn an_unfair_mutexs_holder_is_not_a_persistent_node_at_its_path() {
     let holder = lock.holder();
     assert_invalid_path(holder.clone(), &path, "holder of a persistent node");
     assert_eq!(holder.unwrap_err(), refused.unwrap_err());
-    assert_eq!(c.get_data(&path).unwrap().0, b"hello", "the node was touched");
+    assert_eq!(
+        c.get_data(&path).unwrap().0,
+        b"hello",
+        "the node was touched"
+    );
     c.delete(&path, None).unwrap();
     assert_eq!(lock.holder().unwrap(), None);
 }

@@ -120,7 +120,12 @@ impl ClientBuilder {
     }
 
     /// How long [`ClientBuilder::build`] may take to establish the first session
-    /// (default 15 s).
+    /// (default 15 s, as Curator's and kazoo's). Until then a server that refuses the
+    /// connection or does not answer is tried again (servers that are starting are a
+    /// reason to wait), and a warning is logged once every server has failed once; only a
+    /// failure that retrying cannot cure (a certificate or credentials rejected by every
+    /// server, or no name resolving at all) ends the wait early. A program that would
+    /// rather give up soon on a wrong address sets a shorter timeout.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self

@@ -180,6 +180,12 @@ impl Client {
     /// `connect_string` is `host:port[,host:port...][/chroot]`; a host without a port uses
     /// 2181, IPv6 addresses are written `[addr]:port`.
     ///
+    /// With no server answering (nothing listening: a wrong address, or servers still
+    /// starting) it keeps trying, with back-off, until the connect timeout, and logs a
+    /// warning (with the `log` crate) as soon as every server has
+    /// failed once, naming each failure and saying it goes on trying; see
+    /// [`ClientBuilder::connect_timeout`] to wait less (or longer).
+    ///
     /// # Errors
     ///
     /// As [`ClientBuilder::build`]: [`Error::Connect`] (naming every server and its
