@@ -213,7 +213,9 @@ pub trait Guard: Sealed + std::fmt::Debug {
         self.core().is_valid()
     }
 
-    /// A receiver that gets `()` once the lock is lost (at once if it already is): the
+    /// A receiver of its own (every call makes one, as `events()` does on a
+    /// [`Client`](crate::Client) or [`Candidate`](crate::Candidate)) that gets `()` once
+    /// the lock is lost (at once if it already is): the
     /// session expired (counted by the client itself, so known even with no server
     /// reachable), the client was closed, or the node was deleted by someone else (the
     /// guard keeps a watch on its node from acquire to release, armed again after every
