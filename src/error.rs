@@ -190,6 +190,35 @@ pub enum Error {
         /// The node involved, if any.
         path: String,
     },
+    /// An I/O error from outside the client, converted with `?` (`From<io::Error>`): the
+    /// `testing` harness's, or a program's own, in a function returning
+    /// [`zkguard::Result`](Result). The client itself never returns it (its I/O errors are
+    /// connection losses, or the causes of [`Error::Connect`] and [`Error::Spawn`]). It
+    /// reads as the I/O error itself, and its [`source`](std::error::Error::source) is
+    /// that error's.
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "testing")]
+    /// fn main() -> zkguard::Result<()> {
+    ///     let cluster = zkguard::testing::TestCluster::start(1)?; // an io::Error converts
+    ///     let client = zkguard::Client::connect(&cluster.connect_string())?;
+    ///     client.ensure_path("/app")?;
+    ///     Ok(())
+    /// }
+    /// # #[cfg(not(feature = "testing"))] fn main() {}
+    /// ```
+    Io {
+        /// The I/O error.
+        source: Arc<io::Error>,
+    },
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io {
+            source: Arc::new(e),
+        }
+    }
 }
 
 /// `Result` with [`Error`] as the default error type.
@@ -366,6 +395,7 @@ impl PartialEq for Error {
                 },
             ) => (path, recorded, requested) == (p, r, q),
             (E::Zk { code, path }, E::Zk { code: c, path: p }) => (code, path) == (c, p),
+            (E::Io { source }, E::Io { source: s }) => same_io(source, s),
             // Different variants. (A new variant needs its arm above: the unit test
             // `every_variant_equals_itself_and_io_causes_compare_by_kind_and_message` lists
             // one of each, and stops compiling until the new one is added there.)
@@ -547,7 +577,11 @@ impl ConnectAttempt {
 impl fmt::Display for ConnectAttempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.addr {
-            Some(addr) => write!(f, "{} ({addr}: {})", self.host, self.reason),
+            // The address only when it says more than the host.
+            Some(addr) if addr.to_string() != self.host => {
+                write!(f, "{} ({addr}: {})", self.host, self.reason)
+            }
+            Some(_) => write!(f, "{} ({})", self.host, self.reason),
             None => write!(f, "{} ({})", self.host, self.reason),
         }
     }
@@ -686,7 +720,15 @@ impl fmt::Display for Error {
             }
             Error::Closed => write!(f, "the ZooKeeper client is closed"),
             Error::Connect { attempts, after } => {
-                write!(f, "no ZooKeeper session within {after:?}; servers tried: ")?;
+                let unresolved = !attempts.is_empty()
+                    && attempts.iter().all(|a| {
+                        matches!(a.reason, ConnectFailure::Resolve(_) | ConnectFailure::NoAddress)
+                    });
+                if unresolved {
+                    write!(f, "no server of the connect string resolves to an address: ")?;
+                } else {
+                    write!(f, "no ZooKeeper session within {after:?}; servers tried: ")?;
+                }
                 for (i, a) in attempts.iter().enumerate() {
                     let sep = if i == 0 { "" } else { ", " };
                     write!(f, "{sep}{a}")?;
@@ -747,6 +789,7 @@ impl fmt::Display for Error {
             Error::Zk { code, path } => {
                 write!(f, "ZooKeeper error {} ({code}) on {path}", code.as_i32())
             }
+            Error::Io { source } => write!(f, "{source}"),
         }
     }
 }
@@ -756,6 +799,8 @@ impl std::error::Error for Error {
         match self {
             Error::Multi { source, .. } => Some(source.as_ref()),
             Error::Spawn { source, .. } => Some(source.as_ref()),
+            // Transparent: it reads as the I/O error, so the chain goes on with its cause.
+            Error::Io { source } => source.source(),
             // The last attempt's cause: its I/O error if it has one, else the failure itself.
             Error::Connect { attempts, .. } => attempts.last().map(|a| {
                 let reason: &(dyn std::error::Error + 'static) = &a.reason;
@@ -881,6 +926,23 @@ mod tests {
     }
 
     #[test]
+    fn an_io_error_converts_with_the_question_mark_and_reads_as_itself() {
+        // What `TestCluster::start(1)?` does in a `fn main() -> zkguard::Result<()>`.
+        fn harness() -> io::Result<()> {
+            Err(io::Error::other("no ZooKeeper installation found"))
+        }
+        fn program() -> Result<()> {
+            harness()?;
+            Ok(())
+        }
+        let e = program().unwrap_err();
+        assert!(matches!(&e, Error::Io { source } if source.kind() == io::ErrorKind::Other));
+        assert_eq!(e.to_string(), "no ZooKeeper installation found");
+        assert_eq!(e.code(), None);
+        assert!(!e.is_connection_error());
+    }
+
+    #[test]
     fn connect_error_names_every_server_and_gives_the_last_cause() {
         use std::error::Error as _;
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
@@ -905,6 +967,40 @@ mod tests {
         let cause = e.source().expect("a cause");
         let io = cause.downcast_ref::<io::Error>().expect("an io::Error");
         assert_eq!(io.kind(), io::ErrorKind::ConnectionRefused);
+
+        // A host that is its address is not repeated; names that resolve nowhere are not
+        // a deadline that passed.
+        let e = Error::Connect {
+            attempts: vec![ConnectAttempt::new(
+                "127.0.0.1:1",
+                Some(addr),
+                ConnectFailure::io("connect", refused()),
+            )],
+            after: Duration::from_secs(15),
+        };
+        assert_eq!(
+            e.to_string(),
+            "no ZooKeeper session within 15s; servers tried: 127.0.0.1:1 (Connection refused)"
+        );
+        let e = Error::Connect {
+            attempts: vec![
+                ConnectAttempt::new(
+                    "nosuch.invalid:2181",
+                    None,
+                    ConnectFailure::Resolve(Arc::new(io::Error::other(
+                        "Name or service not known",
+                    ))),
+                ),
+                ConnectAttempt::new("empty.invalid:2181", None, ConnectFailure::NoAddress),
+            ],
+            after: Duration::ZERO,
+        };
+        assert_eq!(
+            e.to_string(),
+            "no server of the connect string resolves to an address: nosuch.invalid:2181 \
+             (cannot resolve: Name or service not known), empty.invalid:2181 (resolves to no \
+             address)"
+        );
 
         // A last attempt without an I/O cause gives the failure itself.
         let e = Error::Connect {
@@ -1064,6 +1160,7 @@ mod tests {
                 code: ErrorCode::SessionMoved,
                 path: p(),
             },
+            Error::from(refused()),
         ];
         // No wildcard: a new variant stops this from compiling until it is listed above (and
         // given its arm in `PartialEq`).
@@ -1092,7 +1189,8 @@ mod tests {
                 | Error::NotLeader { .. }
                 | Error::ForeignNode { .. }
                 | Error::PermitMismatch { .. }
-                | Error::Zk { .. } => {}
+                | Error::Zk { .. }
+                | Error::Io { .. } => {}
             }
         }
         let kinds: std::collections::HashSet<_> = all.iter().map(std::mem::discriminant).collect();
@@ -1113,6 +1211,7 @@ mod tests {
                     | Error::AuthFailed
                     | Error::Spawn { .. }
                     | Error::InvalidArgument { .. }
+                    | Error::Io { .. }
             );
             assert!(pathless || a.to_string().contains("/p"), "{a}");
         }

@@ -146,7 +146,12 @@ impl ClientBuilder {
     }
 
     /// How long [`ClientBuilder::build`] may take to establish the first session
-    /// (default 15 s).
+    /// (default 15 s, as Curator's and kazoo's). Until then a server that refuses the
+    /// connection or does not answer is tried again (servers that are starting are a
+    /// reason to wait), and a warning is logged once every server has failed once; only a
+    /// failure that retrying cannot cure (a certificate or credentials rejected by every
+    /// server, or no name resolving at all) ends the wait early. A program that would
+    /// rather give up soon on a wrong address sets a shorter timeout.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -190,9 +195,10 @@ impl ClientBuilder {
     ///   ([`ConnectFailure`]), and its [`source`](std::error::Error::source) is the cause
     ///   of the last failed attempt (for a refused TCP connect, the `io::Error`);
     /// - [`Error::AuthFailed`] when the server rejects the credentials;
-    /// - [`Error::InvalidArgument`] for a zero or overlong timeout, an empty auth scheme, or
-    ///   a creator [`node_acl`](Self::node_acl) on a client without credentials,
-    ///   [`Error::InvalidPath`] for a bad connect string or a missing chroot node;
+    /// - [`Error::InvalidArgument`] for a bad connect string (naming what is wrong in it), a
+    ///   zero or overlong timeout, an empty auth scheme, or a creator
+    ///   [`node_acl`](Self::node_acl) on a client without credentials; [`Error::InvalidPath`]
+    ///   for a missing chroot node;
     /// - [`Error::Spawn`] when the connection thread cannot be started.
     pub fn build(self) -> Result<Client> {
         let cs = path::parse_connect_string(&self.connect_string)?;

@@ -84,6 +84,7 @@ pub use types::{
 ///   cannot read, a bad header or watch event, drops the connection instead: requests in
 ///   flight then fail with [`Error::ConnectionLoss`], and it is made again.)
 #[derive(Clone)]
+#[must_use = "the session ends as soon as the last handle on the client is dropped"]
 pub struct Client {
     shared: Arc<Shared>,
     owner: Arc<Owner>,
@@ -180,6 +181,12 @@ impl Client {
     ///
     /// `connect_string` is `host:port[,host:port...][/chroot]`; a host without a port uses
     /// 2181, IPv6 addresses are written `[addr]:port`.
+    ///
+    /// With no server answering (nothing listening: a wrong address, or servers still
+    /// starting) it keeps trying, with back-off, until the connect timeout, and logs a
+    /// warning (with the `log` crate) as soon as every server has
+    /// failed once, naming each failure and saying it goes on trying; see
+    /// [`ClientBuilder::connect_timeout`] to wait less (or longer).
     ///
     /// # Errors
     ///

@@ -160,18 +160,17 @@ impl LeaderElection {
     ///
     /// # Errors
     ///
-    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+    /// [`Error::ForeignNode`] if a fair election's directory holds a node no recipe made;
+    /// [`Error::InvalidPath`] if a persistent node is at an unfair election's path (as
+    /// [`lead`](LeaderElection::lead) says); and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn leader(&self) -> Result<Option<Participant>> {
         if !self.fair {
-            return match self.client.get_data(&self.path) {
-                Ok((data, _)) => Ok(Some(Participant {
-                    node: names::base(&self.path).to_string(),
-                    data: unfair_id(&data).to_vec(),
-                    holds: true,
-                })),
-                Err(Error::NoNode { .. }) => Ok(None),
-                Err(e) => Err(e),
-            };
+            let data = queue::single_holder(&self.client, &self.path)?;
+            return Ok(data.map(|data| Participant {
+                node: names::base(&self.path).to_string(),
+                data: unfair_id(&data).to_vec(),
+                holds: true,
+            }));
         }
         // The head of the queue; if it goes while we read it, look again.
         loop {
@@ -202,7 +201,8 @@ impl LeaderElection {
     ///
     /// # Errors
     ///
-    /// [`Error::ForeignNode`] if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+    /// [`Error::ForeignNode`] if the directory holds a node no recipe made, [`Error::InvalidPath`]
+    /// as for [`leader`](LeaderElection::leader), and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn participants(&self) -> Result<Vec<Participant>> {
         if self.fair {
             queue::participants(&self.client, &self.path, Rule::Exclusive)

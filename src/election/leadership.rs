@@ -34,7 +34,7 @@ use crate::queue::Holding;
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
 /// # let client = zkguard::Client::connect("127.0.0.1:2181")?;
-/// use crossbeam_channel::{select, tick};
+/// use zkguard::channel::{select, tick};
 /// let election = zkguard::LeaderElection::new(&client, "/services/compactor", "host-a")?;
 /// let leadership = election.lead()?;
 /// let lost = leadership.lost();

@@ -183,10 +183,10 @@ where
 ///
 /// /// Works while the guard holds; stops when the lock is lost or its holder is asked to
 /// /// let go.
-/// fn work_while_held(guard: impl Guard, jobs: crossbeam_channel::Receiver<String>) {
+/// fn work_while_held(guard: impl Guard, jobs: zkguard::channel::Receiver<String>) {
 ///     let (lost, revoked) = (guard.lost(), guard.revocation());
 ///     loop {
-///         crossbeam_channel::select! {
+///         zkguard::channel::select! {
 ///             recv(lost) -> _ => return,             // someone else may hold it soon
 ///             recv(revoked) -> _ => break,           // asked to let go: release below
 ///             recv(jobs) -> job => {
@@ -221,7 +221,9 @@ pub trait Guard: Sealed + std::fmt::Debug {
         self.core().is_valid()
     }
 
-    /// A receiver that gets `()` once the lock is lost (at once if it already is): the
+    /// A receiver of its own (every call makes one, as `events()` does on a
+    /// [`Client`](crate::Client) or [`Candidate`](crate::Candidate)) that gets `()` once
+    /// the lock is lost (at once if it already is): the
     /// session expired (counted by the client itself, so known even with no server
     /// reachable), the client was closed, or the node was deleted by someone else (the
     /// guard keeps a watch on its node from acquire to release, armed again after every

@@ -2,7 +2,7 @@
 
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::{Client, NodeAcl};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::queue::{self, Canceller, Holding, Wait};
 
 /// The simplest lock: one ephemeral node at `path` whose data is a unique owner id.
@@ -34,7 +34,7 @@ pub struct UnfairMutex {
 }
 
 impl UnfairMutex {
-    /// A lock whose node is `path` itself. A bad path is an [`Error::InvalidPath`].
+    /// A lock whose node is `path` itself. A bad path is an [`Error::InvalidPath`](crate::Error::InvalidPath).
     ///
     /// # Errors
     ///
@@ -68,13 +68,10 @@ impl UnfairMutex {
     ///
     /// # Errors
     ///
-    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) if a persistent node (not a lock's ephemeral one) is at the
+    /// path, as an acquire says; and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn holder(&self) -> Result<Option<Vec<u8>>> {
-        match self.client.get_data(&self.path) {
-            Ok((data, _)) => Ok(Some(data)),
-            Err(Error::NoNode { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        queue::single_holder(&self.client, &self.path)
     }
 }
 

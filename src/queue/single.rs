@@ -102,6 +102,17 @@ pub(crate) fn acquire(
     }
 }
 
+/// The data of the node at `path` when someone holds it, `None` when nobody does; a
+/// persistent node there is nobody's: it is refused as an acquire refuses it.
+pub(crate) fn holder(client: &Client, path: &str) -> Result<Option<Vec<u8>>> {
+    match client.get_data(path) {
+        Ok((_, stat)) if stat.ephemeral_owner == 0 => Err(in_the_way(path)),
+        Ok((data, _)) => Ok(Some(data)),
+        Err(Error::NoNode { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// A persistent node sits where the single ephemeral node belongs.
 fn in_the_way(path: &str) -> Error {
     Error::InvalidPath {

@@ -163,13 +163,14 @@ impl Shared {
 /// let guard = zkguard::Mutex::new(&client, "/doc/proxy")?.acquire()?;
 /// let events = client.events();
 /// proxy.blackhole();
-/// // Suspended once the server has been silent for a third of the session timeout.
+/// // Suspended once the server has been silent for two thirds of the session timeout.
 /// while !matches!(events.recv()?, zkguard::SessionEvent::Suspended { .. }) {}
 /// assert!(!guard.is_valid());
 /// proxy.heal();
 /// # Ok(())
 /// # }
 /// ```
+#[must_use = "the proxy stops (and cuts its connections) as soon as it is dropped"]
 pub struct FaultProxy {
     shared: Arc<Shared>,
     addrs: Vec<SocketAddr>,
