@@ -37,6 +37,11 @@
 //! belongs to the current session before it claims the lock after any reconnect, and every
 //! failed, cancelled or timed-out acquire deletes its node (in the background if need be).
 //!
+//! The nodes a recipe creates get the client's [`NodeAcl`] (open by default; a creator ACL
+//! keeps other identities of a shared ensemble from deleting or writing a held node), and
+//! every guard can make [fenced writes](Guard::fenced_multi): ZooKeeper writes applied only
+//! while the lock is held.
+//!
 //! Every guard owns what it needs (no lifetime), releases on drop, and tells the truth
 //! about the lock: `is_valid()` (false while disconnected or unanswered, read from the
 //! monotonic clock at the call, so a process resumed from a long pause is told at once),

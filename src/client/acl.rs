@@ -94,7 +94,10 @@ impl NodeAcl {
     }
 
     /// Any list of entries (the server judges them; an entry it rejects fails the create with
-    /// [`Error::InvalidAcl`]).
+    /// [`Error::InvalidAcl`]). Every contender needs READ (to list the queue and watch
+    /// nodes), CREATE and DELETE (its own node in the directory); without them its acquire
+    /// fails with [`Error::NoAuth`]. WRITE is needed only to send or receive revocation
+    /// requests.
     ///
     /// # Errors
     ///

@@ -31,6 +31,39 @@
 //! # }
 //! ```
 //!
+//! # Testing locks with ACLs
+//!
+//! Digest identities need no server configuration: give each client of your test its
+//! credentials with [`ClientBuilder::auth`](crate::ClientBuilder::auth) and the recipes a
+//! creator ACL ([`NodeAcl`](crate::NodeAcl)); then attack them from a client with other
+//! credentials, or none. (For SASL identities, start the cluster with
+//! [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users).)
+//!
+//! ```no_run
+//! use zkguard::testing::TestCluster;
+//! use zkguard::{Client, Error, Mutex, NodeAcl};
+//!
+//! # fn main() -> zkguard::Result<()> {
+//! let cluster = TestCluster::start(1)?;
+//! let as_user = |user: &str| {
+//!     Client::builder(&cluster.connect_string())
+//!         .auth("digest", format!("{user}:{user}-password").as_bytes())
+//!         .node_acl(NodeAcl::creator())
+//!         .build()
+//! };
+//! let (app, intruder) = (as_user("app")?, as_user("intruder")?);
+//! let guard = Mutex::new(&app, "/locks/job")?.acquire()?;
+//! // Another identity can neither delete the held node nor queue for the lock.
+//! assert!(matches!(intruder.delete(guard.path(), None), Err(Error::NoAuth { .. })));
+//! assert!(matches!(
+//!     Mutex::new(&intruder, "/locks/job")?.try_acquire(),
+//!     Err(Error::NoAuth { .. })
+//! ));
+//! assert!(guard.is_valid());
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Finding ZooKeeper
 //!
 //! The server class path is taken from, in this order:
