@@ -260,7 +260,7 @@ impl ClientBuilder {
                 Err(e) => resolve_errors.push(ConnectAttempt::new(
                     h,
                     None,
-                    ConnectFailure::Resolve(Arc::new(e)),
+                    ConnectFailure::Resolve(e.into()),
                 )),
             }
         }
