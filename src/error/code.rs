@@ -169,13 +169,4 @@ mod tests {
         // KeeperException.Code has 32 codes (OK included) in ZooKeeper 3.8.
         assert_eq!(ErrorCode::ALL.len(), 32);
     }
-
-    #[test]
-    fn the_protocol_constants_come_from_the_table() {
-        use crate::client::proto::code;
-        assert_eq!(code::OK, 0);
-        assert_eq!(code::RUNTIME_INCONSISTENCY, -2);
-        assert_eq!(code::NO_NODE, -101);
-        assert_eq!(code::SESSION_EXPIRED, -112);
-    }
 }

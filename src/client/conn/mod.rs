@@ -23,7 +23,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use super::builder::Config;
-use super::proto::{code, op};
+use super::proto::{code, op, RawReply};
 use super::types::{CloseOutcome, EventType, SessionEvent};
 use crate::error::Error;
 
@@ -60,30 +60,6 @@ pub(crate) enum NoReply {
 impl From<Error> for NoReply {
     fn from(e: Error) -> NoReply {
         NoReply::Failed(e)
-    }
-}
-
-/// A reply as it came from the server: the whole frame, handed over without a copy.
-pub(crate) struct RawReply {
-    pub err: i32,
-    frame: Vec<u8>,
-    body_start: usize,
-}
-
-impl RawReply {
-    /// The reply's body (after the reply header).
-    pub fn body(&self) -> &[u8] {
-        &self.frame[self.body_start..]
-    }
-
-    /// A reply whose frame is `body` alone, for decoders' unit tests.
-    #[cfg(test)]
-    pub fn of_body(body: Vec<u8>) -> RawReply {
-        RawReply {
-            err: 0,
-            frame: body,
-            body_start: 0,
-        }
     }
 }
 
