@@ -141,7 +141,7 @@ pub use client::{
 /// once, with no dependency of your own to add.
 pub use crossbeam_channel as channel;
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
-pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, Result};
+pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, Result};
 pub use lock::{
     revoke, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit,
     ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex,

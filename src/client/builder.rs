@@ -5,42 +5,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::config::{Config, SaslLogin};
 use super::conn::Shared;
 use super::{path, Client, NodeAcl, Owner};
 use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
-
-/// Settings fixed at build time.
-pub(crate) struct Config {
-    pub hosts: Vec<String>,
-    pub chroot: String,
-    pub session_timeout: Duration,
-    pub auth: Vec<(String, Vec<u8>)>,
-    /// The largest request frame to send (see [`ClientBuilder::max_request_size`]).
-    pub max_request: usize,
-    /// TLS to every server (feature `tls`).
-    pub tls: Option<super::TlsSetup>,
-    /// The SASL DIGEST-MD5 login, on every connection.
-    pub sasl: Option<SaslLogin>,
-    /// The ACL of the nodes the recipes create (see [`ClientBuilder::node_acl`]).
-    pub node_acl: NodeAcl,
-    /// Whether the session has an identity a creator ACL can name.
-    pub identity: bool,
-}
-
-/// A SASL DIGEST-MD5 user and password (the password is kept out of `Debug`).
-#[derive(Clone)]
-pub(crate) struct SaslLogin {
-    pub user: String,
-    pub password: String,
-}
-
-impl std::fmt::Debug for SaslLogin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SaslLogin")
-            .field("user", &self.user)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Builds a [`Client`] with settings other than the defaults.
 ///
@@ -260,7 +228,7 @@ impl ClientBuilder {
                 Err(e) => resolve_errors.push(ConnectAttempt::new(
                     h,
                     None,
-                    ConnectFailure::Resolve(Arc::new(e)),
+                    ConnectFailure::Resolve(e.into()),
                 )),
             }
         }
@@ -303,6 +271,7 @@ impl ClientBuilder {
             shared: shared.clone(),
             thread: Mutex::new(Some(thread)),
             done: done_rx,
+            janitor: Mutex::default(),
         });
         let deadline = Instant::now() + self.connect_timeout;
         // On failure `owner` drops here, which stops the thread.

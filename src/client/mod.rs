@@ -8,6 +8,7 @@
 
 mod acl;
 mod builder;
+mod config;
 mod conn;
 mod janitor;
 pub(crate) mod path;
@@ -98,6 +99,9 @@ struct Owner {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
     done: Receiver<()>,
+    /// Deletes waiting to be retried (see `janitor.rs`). A leaf lock: taken with no other
+    /// lock held, and nothing taken under it.
+    janitor: Mutex<janitor::Janitor>,
 }
 
 impl Owner {

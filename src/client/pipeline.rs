@@ -7,11 +7,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;
 
-use super::conn::{NoReply, Outgoing, RawReply, ReplyMsg, WatchKind, WatchReg, WatchSink, WatchTx};
+use super::conn::{NoReply, Outgoing, ReplyMsg, WatchKind, WatchReg, WatchSink, WatchTx};
 use super::types::{Acl, CreateMode, Created, Op, OpResult, Stat, WatchedEvent};
 use super::{path, proto, Client};
 use crate::error::{Error, Result};
-use proto::{create_body, decode_multi, encode_multi, op, version_arg, Names, Reader, Writer};
+use proto::{
+    create_body, decode_multi, encode_multi, malformed, op, version_arg, Names, RawReply, Reader,
+    Writer,
+};
 
 /// Requests collected by [`Client::pipeline`], written together when the closure returns.
 pub struct Pipeline<'a> {
@@ -509,16 +512,6 @@ fn with_watch<A: 'static, B: 'static>(
     join: impl FnOnce(A, Receiver<WatchedEvent>) -> B + Send + 'static,
 ) -> Pending<B> {
     p.map(move |r| Ok(join(r?, w.ok_or(Error::Closed)?)))
-}
-
-/// The error for a reply to `op` on `path` that could not be decoded.
-pub(super) fn malformed(op: &'static str, path: &str, why: &str) -> Error {
-    log::error!("zkguard: malformed {op} reply for {path}: {why}");
-    Error::Malformed {
-        op,
-        path: path.to_string(),
-        reason: why.to_string(),
-    }
 }
 
 fn check_multi(ops: &[Op]) -> Result<()> {

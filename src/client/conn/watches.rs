@@ -281,7 +281,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::builder::Config;
+    use crate::client::config::Config;
 
     /// The server's tables: getData and exists-on-a-node watches are in the data table,
     /// exists-on-no-node in the exist table, getChildren in the child table.
