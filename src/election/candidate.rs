@@ -10,7 +10,8 @@ use parking_lot::{Condvar, Mutex};
 use crate::backoff::Backoff;
 use crate::client::SessionSink;
 use crate::error::{Error, Result};
-use crate::queue::{Holding, SessionEvents, Wait};
+use crate::lock::Holding;
+use crate::queue::{SessionEvents, Wait};
 use crate::{SessionEvent, SessionState};
 
 use super::elect::LeaderElection;

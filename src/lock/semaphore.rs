@@ -3,12 +3,12 @@
 
 use crossbeam_channel::{select, Receiver};
 
-use super::{guard_api, lock_api, Lock, Sealed};
+use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
 use crate::queue::{
-    self, names, Acquired, Canceller, Holding, News, Next, Participant, Queued, Rule,
-    SessionEvents, Spec, Wait,
+    self, names, Acquired, Canceller, News, Next, Participant, Queued, Rule, SessionEvents, Spec,
+    Wait,
 };
 use crate::{EventType, SessionEvent, WatchedEvent};
 

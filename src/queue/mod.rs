@@ -7,7 +7,7 @@ mod rules;
 mod single;
 mod wait;
 
-pub(crate) use held::{fenced, Acquired, Holding};
+pub(crate) use held::{token_of, Acquired};
 pub use held::{Canceller, Participant};
 pub(crate) use rules::Rule;
 pub(crate) use single::{acquire as single, holder as single_holder};
