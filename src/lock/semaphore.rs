@@ -1,14 +1,14 @@
 //! The counting semaphore and its permit, on Apache Curator's `InterProcessSemaphoreV2`
 //! protocol.
 
-use crossbeam_channel::{select, Receiver};
+use crossbeam_channel::Receiver;
 
 use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
 use crate::queue::{
     self, names, Acquired, Canceller, News, Next, Participant, Queued, Rule, SessionEvents, Spec,
-    Wait,
+    Wait, Wake,
 };
 use crate::{EventType, SessionEvent, WatchedEvent};
 
@@ -421,29 +421,28 @@ impl Semaphore {
             };
             want_watch = false;
             let lost = lock_lost.get_or_insert_with(|| lock.lost());
-            let wake = deadline.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
             loop {
-                select! {
-                    recv(w) -> ev => match ev.map(|e| e.event_type) {
+                match queue::wake(&[&w], Some(lost), events, cancel, deadline, None) {
+                    Wake::Watch(_, ev) => match ev.map(|e| e.event_type) {
                         Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
                         Ok(EventType::SessionLost) => return Next::Restart,
                         _ => break, // a lease came or went: count again
                     },
-                    recv(lost) -> _ => {
+                    Wake::Lost => {
                         log::info!(
                             "zkguard: {}: internal lock lost while waiting for a permit",
                             self.path
                         );
                         return Next::Restart;
                     }
-                    recv(events) -> ev => match News::of(ev, node.owner) {
+                    Wake::Session(ev) => match News::of(ev, node.owner) {
                         News::Wait => continue,
                         News::Relist => break, // count again
                         News::Restart => return Next::Restart,
                         News::Closed => return Next::Done(Err(Error::Closed)),
                     },
-                    recv(cancel) -> _ => return cancelled(),
-                    recv(wake) -> _ => return Next::Done(Ok(None)),
+                    Wake::Cancel => return cancelled(),
+                    Wake::Deadline | Wake::Tick => return Next::Done(Ok(None)),
                 }
             }
         }
