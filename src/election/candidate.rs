@@ -4,13 +4,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use crate::backoff::Backoff;
 use crate::client::SessionSink;
 use crate::error::{Error, Result};
-use crate::queue::{Holding, SessionEvents, Wait};
+use crate::lock::Holding;
+use crate::queue::{self, SessionEvents, Wait, Wake};
 use crate::{SessionEvent, SessionState};
 
 use super::elect::LeaderElection;
@@ -468,10 +469,10 @@ impl Shared {
         let mut retry: Option<Instant> = None;
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
         loop {
-            let again = retry.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
-            let prove = select! {
-                recv(lost) -> _ => break,
-                recv(events.rx) -> ev => match ev {
+            // `wake` (a resign, a drop) in the cancel's place; `retry` as the tick.
+            let prove = match queue::wake(&[], Some(&lost), &events.rx, wake, None, retry) {
+                Wake::Lost => break,
+                Wake::Session(ev) => match ev {
                     // Suspensions are reported by `on_session` as they happen.
                     Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => {
                         false
@@ -479,13 +480,14 @@ impl Shared {
                     Ok(SessionEvent::Reconnected { .. }) => true,
                     Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => break,
                 },
-                recv(again) -> _ => true,
-                recv(wake) -> _ => {
+                Wake::Tick | Wake::Deadline => true,
+                Wake::Cancel => {
                     if !ours(&self.inner.lock()) {
                         return;
                     }
                     false
                 }
+                Wake::Watch(..) => false, // none given
             };
             if !prove {
                 continue;

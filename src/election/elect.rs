@@ -2,8 +2,9 @@
 
 use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
+use crate::lock::Holding;
 use crate::lock::{lock_api, Lock, Sealed};
-use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
+use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
 
 use super::candidate::Candidate;
 use super::leadership::Leadership;

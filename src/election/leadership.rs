@@ -3,8 +3,8 @@
 use crossbeam_channel::Sender;
 
 use crate::error::{Error, Result};
+use crate::lock::Holding;
 use crate::lock::{guard_api, Core, Guard};
-use crate::queue::Holding;
 
 /// Leadership of a [`LeaderElection`](crate::LeaderElection), won by
 /// [`lead`](crate::LeaderElection::lead). Dropping it resigns: the node is deleted and the
@@ -117,7 +117,7 @@ impl Core for Term {
         vec![&self.holding]
     }
     fn fenced(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpResult>> {
-        crate::queue::fenced(&[&self.holding], ops).map_err(|e| not_leader(e, &self.election))
+        crate::lock::fenced(&[&self.holding], ops).map_err(|e| not_leader(e, &self.election))
     }
     fn release(&self) -> Result<()> {
         self.holding

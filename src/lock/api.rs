@@ -17,7 +17,7 @@ mod sealed {
     use crossbeam_channel::Sender;
 
     use crate::error::Result;
-    use crate::queue::Holding;
+    use crate::lock::Holding;
     use crate::{Op, OpResult};
 
     /// Implemented by the crate's locks and guards only.
@@ -50,7 +50,7 @@ mod sealed {
         fn holdings(&self) -> Vec<&Holding>;
         /// `ops` in one transaction with a check of every node held.
         fn fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
-            crate::queue::fenced(&self.holdings(), ops)
+            crate::lock::fenced(&self.holdings(), ops)
         }
     }
 }
@@ -336,32 +336,32 @@ pub trait Guard: Sealed + std::fmt::Debug {
     }
 }
 
-impl Core for crate::queue::Holding {
+impl Core for crate::lock::Holding {
     fn is_valid(&self) -> bool {
-        crate::queue::Holding::is_valid(self)
+        crate::lock::Holding::is_valid(self)
     }
     fn is_gone(&self) -> bool {
-        crate::queue::Holding::is_gone(self)
+        crate::lock::Holding::is_gone(self)
     }
     fn notify_lost(&self, tx: &Sender<()>) {
-        crate::queue::Holding::notify_lost(self, tx.clone());
+        crate::lock::Holding::notify_lost(self, tx.clone());
     }
     fn notify_revoked(&self, tx: &Sender<()>) {
-        crate::queue::Holding::notify_revoked(self, tx.clone());
+        crate::lock::Holding::notify_revoked(self, tx.clone());
     }
     fn token(&self) -> u64 {
-        crate::queue::Holding::token(self)
+        crate::lock::Holding::token(self)
     }
     fn path(&self) -> &str {
-        crate::queue::Holding::path(self)
+        crate::lock::Holding::path(self)
     }
     fn confirm(&self) -> Result<()> {
-        crate::queue::Holding::confirm(self)
+        crate::lock::Holding::confirm(self)
     }
     fn release(&self) -> Result<()> {
-        crate::queue::Holding::release(self)
+        crate::lock::Holding::release(self)
     }
-    fn holdings(&self) -> Vec<&crate::queue::Holding> {
+    fn holdings(&self) -> Vec<&crate::lock::Holding> {
         vec![self]
     }
 }

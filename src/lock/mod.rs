@@ -1,6 +1,7 @@
 //! The lock recipes, one file per lock type with its guard.
 
 mod api;
+mod holding;
 mod multi;
 mod mutex;
 mod reentrant;
@@ -11,6 +12,7 @@ mod unfair;
 
 pub(crate) use api::{boxed, guard_api, lock_api, Core, Part, Sealed};
 pub use api::{ExclusiveLock, Guard, Lock};
+pub(crate) use holding::{fenced, Holding};
 pub use multi::{MultiLock, MultiLockGuard};
 pub use mutex::{Mutex, MutexGuard};
 pub use reentrant::{ReentrantMutex, ReentrantMutexGuard};

@@ -297,7 +297,7 @@ impl Core for Parts {
     fn path(&self) -> &str {
         &self.joined
     }
-    fn holdings(&self) -> Vec<&crate::queue::Holding> {
+    fn holdings(&self) -> Vec<&crate::lock::Holding> {
         self.list.iter().flat_map(|g| g.core().holdings()).collect()
     }
     /// The first lock that is not held, or the first error.

@@ -1,9 +1,10 @@
 //! The fair exclusive lock and its guard.
 
+use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
-use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
+use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
 
 /// A fair, exclusive, non-re-entrant lock shared by every process that uses the same path.
 ///

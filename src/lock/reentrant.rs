@@ -9,10 +9,11 @@ use std::thread::ThreadId;
 use crossbeam_channel::Sender;
 use parking_lot::Mutex as PlMutex;
 
+use super::Holding;
 use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, Part, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::queue::{Canceller, Holding, Participant, Wait};
+use crate::queue::{Canceller, Participant, Wait};
 
 /// Which threads of this process hold the lock, and how many times.
 type Owners = Arc<PlMutex<HashMap<ThreadId, (Arc<Holding>, usize)>>>;

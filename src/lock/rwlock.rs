@@ -1,9 +1,10 @@
 //! The read/write lock and its two guards.
 
+use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
-use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
+use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
 
 /// A fair read/write lock: many readers at once, or one writer.
 ///

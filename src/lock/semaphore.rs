@@ -1,14 +1,14 @@
 //! The counting semaphore and its permit, on Apache Curator's `InterProcessSemaphoreV2`
 //! protocol.
 
-use crossbeam_channel::{select, Receiver};
+use crossbeam_channel::Receiver;
 
-use super::{guard_api, lock_api, Lock, Sealed};
+use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
 use crate::queue::{
-    self, names, Acquired, Canceller, Holding, News, Next, Participant, Queued, Rule,
-    SessionEvents, Spec, Wait,
+    self, names, Acquired, Canceller, News, Next, Participant, Queued, Rule, SessionEvents, Spec,
+    Wait, Wake,
 };
 use crate::{EventType, SessionEvent, WatchedEvent};
 
@@ -281,19 +281,24 @@ impl Semaphore {
         }
     }
 
+    /// What the queue needs to queue us in `dir` (the internal lock's, or the leases').
+    fn spec<'a>(&'a self, dir: &'a str, marker: &'static str, rule: Rule) -> Spec<'a> {
+        Spec {
+            path: &self.path,
+            dir,
+            marker,
+            rule,
+            data: &self.data,
+            dir_data: b"",
+            acl: self.acl.entries(),
+        }
+    }
+
     /// Takes the internal lock. A try that finds it taken says no at once only if no
     /// permit is free (the holder waits for one); else the holder is taking a free permit
     /// and lets go within a round trip or two, so the try waits for it, briefly.
     fn internal_lock(&self, wait: Wait, cancel: &Canceller) -> Result<Option<InternalLock>> {
-        let spec = Spec {
-            path: &self.path,
-            dir: &self.locks,
-            marker: names::LOCK,
-            rule: Rule::Exclusive,
-            data: &self.data,
-            dir_data: b"",
-            acl: self.acl.entries(),
-        };
+        let spec = self.spec(&self.locks, names::LOCK, Rule::Exclusive);
         let got = match wait {
             Wait::Try => match queue::acquire(&self.client, &spec, Wait::Try, cancel) {
                 Ok(None) if self.leases_now()? < self.permits as usize => {
@@ -331,15 +336,7 @@ impl Semaphore {
     ) -> Next {
         let client = &self.client;
         let deadline = wait.deadline(client);
-        let spec = Spec {
-            path: &self.path,
-            dir: &self.leases,
-            marker: names::LEASE,
-            rule: Rule::Semaphore(self.permits),
-            data: &self.data,
-            dir_data: b"",
-            acl: self.acl.entries(),
-        };
+        let spec = self.spec(&self.leases, names::LEASE, Rule::Semaphore(self.permits));
         let Queued {
             mut at,
             mut listing,
@@ -421,31 +418,48 @@ impl Semaphore {
             };
             want_watch = false;
             let lost = lock_lost.get_or_insert_with(|| lock.lost());
-            let wake = deadline.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
-            loop {
-                select! {
-                    recv(w) -> ev => match ev.map(|e| e.event_type) {
-                        Ok(EventType::Closed) => return Next::Done(Err(Error::Closed)),
-                        Ok(EventType::SessionLost) => return Next::Restart,
-                        _ => break, // a lease came or went: count again
-                    },
-                    recv(lost) -> _ => {
-                        log::info!(
-                            "zkguard: {}: internal lock lost while waiting for a permit",
-                            self.path
-                        );
-                        return Next::Restart;
-                    }
-                    recv(events) -> ev => match News::of(ev, node.owner) {
-                        News::Wait => continue,
-                        News::Relist => break, // count again
-                        News::Restart => return Next::Restart,
-                        News::Closed => return Next::Done(Err(Error::Closed)),
-                    },
-                    recv(cancel) -> _ => return cancelled(),
-                    recv(wake) -> _ => return Next::Done(Ok(None)),
-                }
+            let waited = self.await_leases(&w, lost, node.owner, (cancel, events), deadline);
+            if let Some(end) = waited {
+                return end;
             }
+        }
+    }
+
+    /// Waits, holding the internal lock, until a lease comes or goes or the connection
+    /// comes back (`None`: count again), or the attempt ends.
+    fn await_leases(
+        &self,
+        watch: &Receiver<WatchedEvent>,
+        lost: &Receiver<()>,
+        owner: i64,
+        (cancel, events): (&Receiver<()>, &Receiver<SessionEvent>),
+        deadline: Option<std::time::Instant>,
+    ) -> Option<Next> {
+        loop {
+            return match queue::wake(&[watch], Some(lost), events, cancel, deadline, None) {
+                Wake::Watch(_, ev) => match ev.map(|e| e.event_type) {
+                    Ok(EventType::Closed) => Some(Next::Done(Err(Error::Closed))),
+                    Ok(EventType::SessionLost) => Some(Next::Restart),
+                    _ => None, // a lease came or went: count again
+                },
+                Wake::Lost => {
+                    log::info!(
+                        "zkguard: {}: internal lock lost while waiting for a permit",
+                        self.path
+                    );
+                    Some(Next::Restart)
+                }
+                Wake::Session(ev) => match News::of(ev, owner) {
+                    News::Wait => continue,
+                    News::Relist => None, // count again
+                    News::Restart => Some(Next::Restart),
+                    News::Closed => Some(Next::Done(Err(Error::Closed))),
+                },
+                Wake::Cancel => Some(Next::Done(Err(Error::Cancelled {
+                    path: self.path.clone(),
+                }))),
+                Wake::Deadline | Wake::Tick => Some(Next::Done(Ok(None))),
+            };
         }
     }
 }

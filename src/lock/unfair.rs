@@ -1,9 +1,10 @@
 //! The unfair single-node lock and its guard.
 
+use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
-use crate::queue::{self, Canceller, Holding, Wait};
+use crate::queue::{self, Canceller, Wait};
 
 /// The simplest lock: one ephemeral node at `path` whose data is a unique owner id.
 ///

@@ -1,20 +1,25 @@
 //! The ordered queue of contenders: one algorithm under every sequential recipe. A recipe
 //! picks node names (a marker) and a blocker rule; the rest is here.
 
+mod enqueue;
 mod held;
 pub(crate) mod names;
 mod rules;
 mod single;
 mod wait;
+mod waiter;
+mod wake;
 
-pub(crate) use held::{fenced, Acquired, Holding};
+pub(crate) use enqueue::{create_dir, enqueue, Queued};
+pub(crate) use held::{token_of, Acquired};
 pub use held::{Canceller, Participant};
 pub(crate) use rules::Rule;
 pub(crate) use single::{acquire as single, holder as single_holder};
 pub(crate) use wait::{
-    acquire, bounded, create_dir, enqueue, expired, participants, pause, retry_backoff, News, Next,
-    Queued, SessionEvents, Spec, Wait,
+    acquire, bounded, expired, participants, pause, retry_backoff, News, Next, SessionEvents, Spec,
+    Wait,
 };
+pub(crate) use wake::{wake, Wake};
 
 use crate::error::{Error, Result};
 

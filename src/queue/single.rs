@@ -8,10 +8,10 @@
 
 use std::time::Instant;
 
-use crossbeam_channel::select;
-
+use super::enqueue::create_dir;
 use super::held::{Acquired, Canceller};
-use super::wait::{bounded, create_dir, expired, pause, retry_backoff, SessionEvents, Wait};
+use super::wait::{bounded, expired, pause, retry_backoff, SessionEvents, Wait};
+use super::wake::{wake, Wake};
 use crate::client::{Check, Client, Job};
 use crate::error::{Error, Result};
 use crate::{Acl, CreateMode, EventType, SessionEvent};
@@ -82,22 +82,18 @@ pub(crate) fn acquire(
             Err(e) if e.is_connection_error() || e == Error::SessionExpired => continue,
             Err(e) => return Err(e),
         };
-        let until = deadline.unwrap_or_else(|| Instant::now() + client.session_timeout());
-        select! {
-            recv(watch) -> ev => {
-                if let Ok(ev) = ev {
-                    if ev.event_type == EventType::Closed {
-                        return Err(Error::Closed);
-                    }
-                }
+        // Without a deadline, a slow re-check every session timeout.
+        let tick = deadline
+            .is_none()
+            .then(|| Instant::now() + client.session_timeout());
+        match wake(&[&watch], None, events, &cancel.rx, deadline, tick) {
+            Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::Closed => {
+                return Err(Error::Closed)
             }
-            recv(events) -> ev => {
-                if matches!(ev, Ok(SessionEvent::Closed) | Err(_)) {
-                    return Err(Error::Closed);
-                }
-            }
-            recv(cancel.rx) -> _ => return Err(cancelled()),
-            recv(crossbeam_channel::at(until)) -> _ => {}
+            Wake::Session(Ok(SessionEvent::Closed) | Err(_)) => return Err(Error::Closed),
+            Wake::Cancel => return Err(cancelled()),
+            // Race again (a deadline passed is noticed at the top).
+            _ => {}
         }
     }
 }

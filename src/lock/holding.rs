@@ -1,0 +1,391 @@
+//! The core of every guard, beside the lock traits that wrap it (locks and elections
+//! build it from the node the queue acquired): the node it holds, its validity, the lost
+//! and revocation signals, and the delete on release.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+
+use super::REVOKE_MESSAGE;
+use crate::client::{Check, Client, Job, SessionSink, WatchSink};
+use crate::error::{Error, Result};
+use crate::queue::{token_of, Acquired};
+use crate::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
+
+/// A one-shot signal: fires once, and every receiver handed out before or after gets `()`.
+#[derive(Default)]
+struct Signal {
+    fired: AtomicBool,
+    txs: Mutex<Vec<Sender<()>>>,
+}
+
+impl Signal {
+    /// Fires; false if it had fired already.
+    fn fire(&self) -> bool {
+        let mut txs = self.txs.lock();
+        if self.fired.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        for tx in txs.drain(..) {
+            let _ = tx.send(());
+        }
+        true
+    }
+
+    fn is_fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    /// `tx` gets `()` when the signal fires (at once if it has).
+    fn notify(&self, tx: Sender<()>) {
+        let mut txs = self.txs.lock();
+        if self.is_fired() {
+            let _ = tx.send(());
+        } else {
+            txs.push(tx);
+        }
+    }
+}
+
+/// The live part of a guard; the connection thread reaches it through the sink traits.
+pub(crate) struct State {
+    path: String,
+    owner: i64,
+    /// The node's creation zxid: tells our node from a later one at the same path.
+    token: u64,
+    lost: Signal,
+    revoked: Signal,
+    released: AtomicBool,
+}
+
+impl State {
+    fn mark_lost(&self) {
+        if !self.released.load(Ordering::SeqCst) && self.lost.fire() {
+            log::warn!("zkguard: lock node {} lost", self.path);
+        }
+    }
+}
+
+impl SessionSink for State {
+    fn on_session(&self, ev: &SessionEvent) {
+        match *ev {
+            SessionEvent::Lost { session_id, .. } if session_id == self.owner => self.mark_lost(),
+            SessionEvent::Connected { session_id } if session_id != self.owner => self.mark_lost(),
+            SessionEvent::Closed => self.mark_lost(),
+            _ => {}
+        }
+    }
+}
+
+/// The guard's watch on its own node, armed from the moment it holds until it is released:
+/// the connection thread arms it again after every data change and after every reconnect
+/// (see [`WatchSink::keep`]), so a deletion by anyone is a loss within one notification.
+impl WatchSink for State {
+    fn on_watch(&self, ev: &WatchedEvent) {
+        match ev.event_type {
+            // The connection thread re-arms the watch; the reply's data tells whether it
+            // was a revocation request (`on_data`), and its stat whether the node is still
+            // ours (a node deleted and re-created at the shared path during an outage is
+            // reported as a data change after the reconnect).
+            EventType::NodeDataChanged
+            | EventType::NodeCreated
+            | EventType::NodeChildrenChanged => {}
+            EventType::NodeDeleted | EventType::SessionLost | EventType::Closed => self.mark_lost(),
+        }
+    }
+
+    fn keep(&self) -> Option<i64> {
+        let live = !self.released.load(Ordering::SeqCst) && !self.lost.is_fired();
+        live.then_some(self.owner)
+    }
+
+    fn on_data(&self, data: &[u8], stat: &Stat) {
+        // The watch went on whatever node is at the path now: if that is not ours (the
+        // unfair recipes' shared path, re-created by someone else), ours is gone.
+        if token_of(stat) != self.token || stat.ephemeral_owner != self.owner {
+            self.mark_lost();
+            return;
+        }
+        // Only Curator's exact revocation request counts (as in Curator); other writes to
+        // the node are not requests.
+        if data == REVOKE_MESSAGE {
+            self.revoked.fire();
+        }
+    }
+}
+
+/// The core of every guard.
+pub struct Holding {
+    client: Client,
+    acquired: Acquired,
+    state: Arc<State>,
+    /// Delete only if the node is still the one we created (the unfair lock's single node).
+    check_owner: bool,
+}
+
+impl Holding {
+    /// Starts watching the session on behalf of a freshly acquired node.
+    pub(crate) fn new(client: &Client, acquired: Acquired, check_owner: bool) -> Holding {
+        let state = Arc::new(State {
+            path: acquired.path.clone(),
+            owner: acquired.owner,
+            token: acquired.token,
+            lost: Signal::default(),
+            revoked: Signal::default(),
+            released: AtomicBool::new(false),
+        });
+        let sink: Arc<dyn SessionSink> = state.clone();
+        let (session, st) = client.subscribe_sink(Arc::downgrade(&sink));
+        // Keep the sink alive as long as the state (the list holds it weakly).
+        drop(sink);
+        if session != acquired.owner || matches!(st, SessionState::Lost | SessionState::Closed) {
+            state.mark_lost();
+        } else {
+            // Sent, not waited for: the acquire costs no extra round trip, and a deletion
+            // before the watch is set is answered NoNode, which is a loss all the same.
+            let sink: Arc<dyn WatchSink> = state.clone();
+            client.keep_sink_watch(&acquired.path, sink, acquired.owner);
+        }
+        Holding {
+            client: client.clone(),
+            acquired,
+            state,
+            check_owner,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        &self.acquired.path
+    }
+
+    pub(crate) fn token(&self) -> u64 {
+        self.acquired.token
+    }
+
+    /// Whether the node is known to be ours no more: lost, released, or its session over
+    /// (a suspended connection is not enough: the node may still be ours).
+    pub(crate) fn is_gone(&self) -> bool {
+        self.state.lost.is_fired()
+            || self.state.released.load(Ordering::SeqCst)
+            || self.client.session_id() != self.acquired.owner
+            || matches!(
+                self.client.state(),
+                SessionState::Lost | SessionState::Closed
+            )
+    }
+
+    /// The session that owns the node.
+    pub(crate) fn owner(&self) -> i64 {
+        self.acquired.owner
+    }
+
+    pub(crate) fn is_valid(&self) -> bool {
+        !self.state.lost.is_fired()
+            && !self.state.released.load(Ordering::SeqCst)
+            && self.client.state() == SessionState::Connected
+            && self.client.session_id() == self.acquired.owner
+    }
+
+    pub(crate) fn lost(&self) -> Receiver<()> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.notify_lost(tx);
+        rx
+    }
+
+    /// `tx` gets `()` once the node is lost.
+    pub(crate) fn notify_lost(&self, tx: Sender<()>) {
+        self.state.lost.notify(tx);
+    }
+
+    /// `tx` gets `()` once someone asks the holder to let go.
+    pub(crate) fn notify_revoked(&self, tx: Sender<()>) {
+        self.state.revoked.notify(tx);
+    }
+
+    /// Proves that the node is still ours at this instant. One round trip: a read of our
+    /// node that also arms our watch on it (its stat must show our creation zxid and
+    /// session: the unfair recipes share one path, so the path alone proves nothing), then,
+    /// in the same write, a quorum write that changes nothing: a `multi` that only checks
+    /// the node exists (it fires no watch, so the contender watching our node sleeps on).
+    /// The server answers in order, and delivers a deletion of our node between the two
+    /// before the check's reply. Both are sent on the node's session only. `LockLost` if
+    /// the node is gone or not ours or its session ended; a connection error or timeout if
+    /// the check could not be made (never a yes).
+    pub(crate) fn confirm(&self) -> Result<()> {
+        let lock_lost = || Error::LockLost {
+            path: self.acquired.path.clone(),
+        };
+        if self.is_gone() {
+            return Err(lock_lost());
+        }
+        let sink: Arc<dyn WatchSink> = self.state.clone();
+        let check = Op::Check {
+            path: self.acquired.path.clone(),
+            version: None,
+        };
+        let (read, checked) = self.client.pinned(self.acquired.owner).pipeline(|p| {
+            (
+                p.get_data_sink(&self.acquired.path, sink),
+                p.multi(&[check]),
+            )
+        });
+        match read.wait() {
+            Ok((_, stat)) if self.acquired.is(&stat) => {}
+            Ok(_) | Err(Error::NoNode { .. }) => {
+                self.state.mark_lost();
+                return Err(lock_lost());
+            }
+            Err(Error::SessionExpired) => return Err(lock_lost()),
+            Err(e) => return Err(e),
+        }
+        match checked.wait() {
+            Ok(_) if self.is_gone() => Err(lock_lost()),
+            Ok(_) => Ok(()),
+            Err(Error::Multi { source, .. }) if matches!(*source, Error::NoNode { .. }) => {
+                self.state.mark_lost();
+                Err(lock_lost())
+            }
+            Err(Error::SessionExpired) => Err(lock_lost()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The error a fenced write gives when the node is gone, noting the loss if the server
+    /// says the node is no more.
+    fn fence_lost(&self, gone: bool) -> Error {
+        if gone {
+            self.state.mark_lost();
+        }
+        Error::LockLost {
+            path: self.acquired.path.clone(),
+        }
+    }
+
+    /// Deletes the node and reports how it went. A delete that fails for connection reasons
+    /// is retried in the background.
+    pub(crate) fn release(&self) -> Result<()> {
+        self.delete(self.client.timeout())
+    }
+
+    fn delete(&self, timeout: Duration) -> Result<()> {
+        if self.state.released.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let was_lost = self.state.lost.is_fired();
+        let check = if self.check_owner {
+            Check::Czxid(self.acquired.token)
+        } else {
+            Check::None
+        };
+        let lock_lost = || Error::LockLost {
+            path: self.acquired.path.clone(),
+        };
+        let deleted =
+            self.client
+                .delete_owned(&self.acquired.path, check, self.acquired.owner, timeout);
+        match deleted {
+            Ok(true) if !was_lost => Ok(()),
+            // Not there (or not ours any more), or its session is gone: it was lost.
+            Ok(_) | Err(Error::SessionExpired) => Err(lock_lost()),
+            // Retried in the background; the caller learns what matters more.
+            Err(e) if e.is_connection_error() && was_lost => Err(lock_lost()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Holding {
+    /// Gives the node up without waiting: the delete is sent at once (pinned to the node's
+    /// session) and the background sees it answered; the caller goes on at once.
+    pub(crate) fn release_in_background(&self) {
+        if self.state.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.check_owner {
+            self.client.delete_in_background(Job::Path {
+                path: self.acquired.path.clone(),
+                check: Check::Czxid(self.acquired.token),
+                session: self.acquired.owner,
+            });
+        } else {
+            self.client
+                .delete_unwaited(&self.acquired.path, self.acquired.owner);
+        }
+    }
+
+    /// Deletes the node without reporting, waiting one short request at most (then the
+    /// background takes over): what drop does.
+    pub(crate) fn release_quietly(&self) {
+        let timeout = self.client.timeout().min(Duration::from_secs(1));
+        let _ = self.delete(timeout);
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        self.release_quietly();
+    }
+}
+
+/// `ops` in one `multi` after a check that each of `nodes` still exists, sent only on
+/// their session: applied only while every node is held (see `Guard::fenced_multi`).
+pub(crate) fn fenced(nodes: &[&Holding], ops: &[Op]) -> Result<Vec<OpResult>> {
+    let Some(first) = nodes.first() else {
+        return Err(Error::InvalidArgument {
+            name: "fenced write",
+            reason: "no lock node to check".into(),
+        });
+    };
+    for n in nodes {
+        if n.check_owner {
+            return Err(Error::InvalidArgument {
+                name: "fenced write",
+                reason: format!(
+                    "{} is an unfair lock's or election's node: the next holder creates an \
+                     identical node at that path, which ZooKeeper's check cannot tell from \
+                     ours; use a fair Mutex or LeaderElection for fenced writes",
+                    n.path()
+                ),
+            });
+        }
+        if n.acquired.owner != first.acquired.owner {
+            return Err(Error::InvalidArgument {
+                name: "fenced write",
+                reason: format!(
+                    "{} and {} are held by different clients; one multi runs on one session",
+                    first.path(),
+                    n.path()
+                ),
+            });
+        }
+        if n.is_gone() {
+            return Err(n.fence_lost(false));
+        }
+    }
+    let mut all: Vec<Op> = nodes
+        .iter()
+        .map(|n| Op::Check {
+            path: n.path().to_string(),
+            version: None,
+        })
+        .collect();
+    all.extend_from_slice(ops);
+    match first.client.pinned(first.acquired.owner).multi(&all) {
+        Ok(mut results) => {
+            results.drain(..nodes.len());
+            Ok(results)
+        }
+        Err(Error::Multi { index, source }) if index < nodes.len() => {
+            Err(nodes[index].fence_lost(matches!(*source, Error::NoNode { .. })))
+        }
+        Err(Error::Multi { index, source }) => Err(Error::Multi {
+            index: index - nodes.len(),
+            source,
+        }),
+        Err(Error::SessionExpired) => Err(first.fence_lost(false)),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,208 @@
+//! Phase 1 of an attempt (step 1 of the algorithm in `wait.rs`): our node in the queue,
+//! made once even when a create's reply is lost, and deleted on every way out that is not
+//! success.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use super::held::Acquired;
+use super::names;
+use super::wait::{bounded, expired, pause, retry_backoff, Next, Spec, Wait};
+use crate::client::{Check, Client, Job, Names};
+use crate::error::{Error, Result};
+use crate::{Acl, CreateMode, SessionEvent, SessionState};
+
+/// Our node during one attempt; deletes it on drop unless it was handed to a guard.
+pub(crate) struct Attempt<'a> {
+    client: &'a Client,
+    dir: &'a str,
+    uuid: String,
+    /// The session the attempt started in.
+    session: i64,
+    pub node: Option<Acquired>,
+    /// A create whose reply never came may have made a node.
+    maybe_created: bool,
+}
+
+impl Attempt<'_> {
+    pub(crate) fn take(&mut self) -> Option<Acquired> {
+        self.maybe_created = false;
+        self.node.take()
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if let Some(node) = self.node.take() {
+            // Bounded: one short request at most, then the background takes over.
+            let timeout = self.client.timeout().min(Duration::from_secs(1));
+            match self
+                .client
+                .delete_owned(&node.path, Check::None, node.owner, timeout)
+            {
+                Err(e) if !e.is_connection_error() && e != Error::SessionExpired => {
+                    log::warn!("zkguard: cannot delete abandoned node {}: {e}", node.path);
+                }
+                _ => {}
+            }
+        } else if self.maybe_created && self.client.state() != SessionState::Closed {
+            self.client.delete_in_background(Job::Uuid {
+                dir: self.dir.to_string(),
+                uuid: self.uuid.clone(),
+                session: self.session,
+            });
+        }
+    }
+}
+
+/// A node in a queue, with the listing its create brought back.
+pub(crate) struct Queued<'a> {
+    pub at: Attempt<'a>,
+    pub listing: Option<Names>,
+}
+
+/// Phase 1 of an attempt: our node, and (usually) a listing of the directory taken right
+/// after it, in the same write. `Err` says how the attempt ends instead.
+pub(crate) fn enqueue<'a>(
+    client: &'a Client,
+    spec: &Spec<'a>,
+    wait: Wait,
+    deadline: Option<Instant>,
+    cancel: &Receiver<()>,
+    events: &Receiver<SessionEvent>,
+) -> std::result::Result<Queued<'a>, Next> {
+    let cancelled = || {
+        Next::Done(Err(Error::Cancelled {
+            path: spec.path.to_string(),
+        }))
+    };
+    let mut at = Attempt {
+        client,
+        dir: spec.dir,
+        uuid: uuid::Uuid::new_v4().to_string(),
+        session: client.session_id(),
+        node: None,
+        maybe_created: false,
+    };
+    let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
+    let mut backoff = retry_backoff();
+    let mut parent_tries = 0;
+    let mut listing: Option<Names> = None;
+    while at.node.is_none() {
+        if cancel.try_recv().is_ok() {
+            return Err(cancelled());
+        }
+        let Some(c) = bounded(client, deadline) else {
+            return Err(Next::Done(expired(wait, spec.path, client)));
+        };
+        if at.maybe_created {
+            match find_by_uuid(&c, spec.dir, &at.uuid) {
+                Ok(found) => {
+                    at.maybe_created = false;
+                    at.node = found;
+                    continue;
+                }
+                Err(e) if e.is_connection_error() => {
+                    pause(events, cancel, deadline, &mut backoff);
+                    continue;
+                }
+                Err(Error::SessionExpired) => {
+                    at.maybe_created = false;
+                    continue;
+                }
+                Err(e) => return Err(Next::Done(Err(e))),
+            }
+        }
+        at.session = client.session_id();
+        // Pinned: a create that may have happened (a lost reply) happened in `at.session`,
+        // the session its clean-up is pinned to.
+        let (created, listed) = c.pinned(at.session).pipeline(|p| {
+            (
+                p.create_with_acl(
+                    &prefix,
+                    spec.data,
+                    CreateMode::EphemeralSequential,
+                    spec.acl,
+                ),
+                p.list(spec.dir),
+            )
+        });
+        match created.wait() {
+            Ok(cr) => {
+                at.node = Some(Acquired::of(cr.path, &cr.stat));
+                listing = listed.wait().ok();
+            }
+            Err(Error::NoNode { .. }) if parent_tries < 10 => {
+                parent_tries += 1;
+                match create_dir(&c, spec.dir, spec.dir_data, spec.acl) {
+                    Ok(()) => {}
+                    Err(e) if e.is_connection_error() || e == Error::SessionExpired => {}
+                    Err(e) => return Err(Next::Done(Err(e))),
+                }
+            }
+            Err(e) if e.is_connection_error() => {
+                at.maybe_created = true;
+                pause(events, cancel, deadline, &mut backoff);
+            }
+            Err(Error::SessionExpired) => {}
+            Err(e) => return Err(Next::Done(Err(e))),
+        }
+    }
+    Ok(Queued { at, listing })
+}
+
+/// After a create whose reply was lost: our node, if the server made it in this session.
+/// A node of ours left by an earlier session is deleted.
+fn find_by_uuid(c: &Client, dir: &str, uuid: &str) -> Result<Option<Acquired>> {
+    let names = match c.get_children(dir) {
+        Ok((names, _)) => names,
+        Err(Error::NoNode { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut found = None;
+    for n in names.into_iter().filter(|n| n.contains(uuid)) {
+        let path = names::child(dir, &n);
+        match c.exists(&path)? {
+            Some(stat) if found.is_none() && stat.ephemeral_owner == c.session_id() => {
+                found = Some(Acquired::of(path, &stat));
+            }
+            Some(_) => {
+                let _ = c.delete(&path, None);
+            }
+            None => {}
+        }
+    }
+    Ok(found)
+}
+
+/// Creates every missing ancestor of `dir` as a container node, and `dir` itself as a
+/// container, or, when it has data to keep (a semaphore's permit count, which must outlive
+/// idle periods), as a persistent node. Each created node gets `acl`; an existing one is
+/// left as it is.
+pub(crate) fn create_dir(c: &Client, dir: &str, dir_data: &[u8], acl: &[Acl]) -> Result<()> {
+    let mut path = String::new();
+    let parts: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        path.push('/');
+        path.push_str(part);
+        let last = i + 1 == parts.len();
+        let (data, mode) = if last && !dir_data.is_empty() {
+            (dir_data, CreateMode::Persistent)
+        } else {
+            (&b""[..], CreateMode::Container)
+        };
+        match c.create_with_acl(&path, data, mode, acl) {
+            Ok(_) | Err(Error::NodeExists { .. }) => {}
+            // The server checks the parent's ACL before whether the node exists: a node
+            // that exists under a parent we may not create in is no obstacle.
+            Err(e @ Error::NoAuth { .. }) => {
+                if c.exists(&path)?.is_none() {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
