@@ -13,38 +13,18 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-use parking_lot::Mutex as PlMutex;
-
+use common::partition::{partition, server_of, wait_server_of};
 use common::{
     children, connect, expect_reconnected, init_log, unique, wait_event, wait_until, WITHIN,
 };
-use zkguard::testing::{FaultProxy, TestCluster};
+use crossbeam_channel::Receiver;
+use parking_lot::Mutex as PlMutex;
+use zkguard::testing::TestCluster;
 use zkguard::{Client, Error, EventType, Mutex, MutexGuard, SessionEvent, SessionState};
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-/// The index of the server `c` is connected to right now, if any.
-fn server_of(cluster: &TestCluster, c: &Client) -> Option<usize> {
-    let addr = c.connected_server()?;
-    (0..cluster.len()).find(|&i| cluster.client_addr(i) == addr)
-}
-
-/// Waits until `c` is connected and returns the index of its server.
-fn wait_server_of(cluster: &TestCluster, c: &Client) -> usize {
-    let mut found = None;
-    wait_until(
-        Duration::from_secs(30),
-        "client connected to a server",
-        || {
-            found = server_of(cluster, c);
-            found.is_some()
-        },
-    );
-    found.unwrap_or_default()
-}
 
 /// What a background acquire reports.
 struct Acquired {
@@ -345,9 +325,7 @@ fn mutual_exclusion_holds_while_connected_servers_are_killed_and_restarted() {
 
 #[test]
 fn a_partitioned_holder_loses_before_anyone_else_acquires_and_reacquires_after_heal() {
-    init_log();
-    let cluster = TestCluster::start(3).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(3);
     let tp = Duration::from_secs(3);
     let p_client = connect(&proxy.connect_string(), tp);
     let path = unique("mx-partition");
@@ -561,9 +539,7 @@ fn a_waiter_whose_server_is_killed_still_acquires_after_failing_over() {
 
 #[test]
 fn a_partitioned_holder_whose_session_expires_loses_the_lock_to_a_waiter() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&proxy.connect_string(), Duration::from_secs(2));
     let w = connect(&cluster.connect_string(), Duration::from_secs(4));
     let path = unique("mx-expire");
@@ -614,9 +590,7 @@ fn a_partitioned_holder_whose_session_expires_loses_the_lock_to_a_waiter() {
 
 #[test]
 fn a_waiter_whose_session_is_lost_requeues_after_heal_and_acquires() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&cluster.connect_string(), Duration::from_secs(4));
     let w = connect(&proxy.connect_string(), Duration::from_secs(2));
     let path = unique("mx-waiter-lost");
@@ -700,9 +674,7 @@ fn closing_a_holding_client_reports_lost_and_hands_the_lock_over_promptly() {
 
 #[test]
 fn try_acquire_during_a_partition_returns_in_bounded_time_and_leaves_nothing() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&cluster.connect_string(), Duration::from_secs(4));
     let c = connect(&proxy.connect_string(), Duration::from_secs(3));
     let path = unique("mx-try");
@@ -754,9 +726,7 @@ fn try_acquire_during_a_partition_returns_in_bounded_time_and_leaves_nothing() {
 
 #[test]
 fn acquire_timeout_during_a_partition_returns_in_bounded_time_and_its_nodes_are_removed() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&cluster.connect_string(), Duration::from_secs(4));
     // Long enough that the session survives the whole partition: what is removed below is
     // removed by the library, not by the session expiring.
@@ -846,9 +816,7 @@ fn acquire_timeout_during_a_partition_returns_in_bounded_time_and_its_nodes_are_
 
 #[test]
 fn unfair_try_acquire_during_a_partition_fails_in_bounded_time() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&cluster.connect_string(), Duration::from_secs(4));
     let c = connect(&proxy.connect_string(), Duration::from_secs(3));
     let path = unique("unfair-try");
