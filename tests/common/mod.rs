@@ -3,6 +3,7 @@
 
 pub mod churn;
 pub mod partition;
+pub mod raw;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
