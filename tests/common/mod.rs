@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod churn;
+pub mod election;
 pub mod partition;
 pub mod raw;
 
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use zkguard::testing::TestCluster;
-use zkguard::{Client, LeaderElection, Participant, SessionEvent};
+use zkguard::{Client, ConnectAttempt, Error, LeaderElection, Participant, SessionEvent};
 
 pub fn init_log() {
     let _ = env_logger::builder().is_test(true).try_init();
@@ -232,5 +233,18 @@ pub fn queue(observer: &LeaderElection) -> Vec<(String, String)> {
             log::info!("participants: {e}");
             Vec::new()
         }
+    }
+}
+
+/// A client of the shared server (10 s session timeout).
+pub fn client() -> Client {
+    connect(&shared_cluster().connect_string(), Duration::from_secs(10))
+}
+
+/// The per-server attempts of a connect error.
+pub fn attempts(err: &Error) -> &[ConnectAttempt] {
+    match err {
+        Error::Connect { attempts, .. } => attempts,
+        e => panic!("expected a connect error, got {e:?}"),
     }
 }
