@@ -1,8 +1,17 @@
 //! Shared helpers for the integration tests (real ZooKeeper servers via the harness).
+//!
+//! Every test binary compiles all of it (`mod common;`), so `dead_code` is allowed here and
+//! in the modules below, each used by a few binaries only:
+//! - `partition`: servers behind a fault proxy, and which server a client is on;
+//! - `churn`: the churn checker of the election (referee, recorder, monitor);
+//! - `exclusion`: the mutual-exclusion detector and contending workers of the lock faults;
+//! - `election`: helpers of the election and candidate tests;
+//! - `raw`: raw sockets, processes and hand-written frames for the harness's own tests.
 #![allow(dead_code)]
 
 pub mod churn;
 pub mod election;
+pub mod exclusion;
 pub mod partition;
 pub mod raw;
 
