@@ -1,6 +1,7 @@
 //! The `Lock` and `Guard` traits against a real ZooKeeper server: generic code over any
 //! lock, a `MultiLock` over mixed exclusive locks, the multi-lock's token and revocation,
-//! and `Leadership::revocation`.
+//! no deadlock over the same paths in opposite orders, all or nothing when it cannot get
+//! every lock, and `Leadership::revocation`.
 
 mod common;
 

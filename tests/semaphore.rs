@@ -1,8 +1,9 @@
 //! The semaphore on Curator's `InterProcessSemaphoreV2` protocol, against a real ZooKeeper
-//! server: no permit left idle whatever the release order, a bounded number of
+//! server: never more holders than permits, the permit count recorded and another count
+//! refused, no permit left idle whatever the release order, a bounded number of
 //! notifications per release, what happens when the internal lock is lost or a waiter gives
 //! up, and paths that hold another recipe's nodes. (Mixed with the real Curator:
-//! tests/curator.rs.)
+//! `tests/curator.rs`.)
 
 mod common;
 
