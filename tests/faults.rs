@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
+use common::partition::partition;
 use common::{
     connect, expect_reconnected, init_log, next_watch, retry, shared_cluster, unique, wait_event,
     WITHIN,
@@ -167,9 +168,7 @@ fn a_frozen_server_is_left_for_another_and_the_session_kept() {
 
 #[test]
 fn a_partition_is_suspended_at_once_and_lost_within_the_session_timeout() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let t = Duration::from_secs(2);
     let c = connect(&proxy.connect_string(), t);
     let observer = connect(&cluster.connect_string(), Duration::from_secs(10));
@@ -402,9 +401,7 @@ fn a_server_saying_expired_is_reported_as_lost_and_a_new_session_follows() {
 
 #[test]
 fn a_busy_client_survives_a_one_second_blip_with_the_same_session() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (_cluster, proxy) = partition(1);
     let c = connect(&proxy.connect_string(), Duration::from_secs(4));
     let p = unique("blip");
     c.create(&p, b"", CreateMode::Ephemeral).unwrap();
@@ -497,9 +494,7 @@ fn a_client_that_only_receives_events_keeps_its_session() {
 
 #[test]
 fn digest_auth_is_replayed_after_a_reconnect() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let c = Client::builder(&proxy.connect_string())
         .session_timeout(Duration::from_secs(8))
         .auth("digest", b"bob:pw")
@@ -528,9 +523,7 @@ fn digest_auth_is_replayed_after_a_reconnect() {
 
 #[test]
 fn a_request_on_a_partitioned_connection_times_out_naming_op_and_path() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (_cluster, proxy) = partition(1);
     let c = connect(&proxy.connect_string(), Duration::from_secs(6));
     proxy.blackhole();
     let started = Instant::now();
@@ -554,9 +547,7 @@ fn a_request_on_a_partitioned_connection_times_out_naming_op_and_path() {
 
 #[test]
 fn a_handle_dropped_during_an_outage_leaves_no_zombie_session() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let t = Duration::from_secs(2);
     let c = connect(&proxy.connect_string(), t);
     let observer = connect(&cluster.connect_string(), Duration::from_secs(10));
@@ -744,9 +735,7 @@ fn a_write_blocked_on_a_frozen_server_does_not_delay_suspended_or_lost() {
 /// The blocked write fails, and so does a request made meanwhile, at its own deadline.
 #[test]
 fn close_is_bounded_while_another_callers_write_is_blocked() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (_cluster, proxy) = partition(1);
     let c = Client::builder(&proxy.connect_string())
         .session_timeout(Duration::from_secs(30))
         .max_request_size(i32::MAX as usize)

@@ -1,12 +1,19 @@
 //! The `Lock` and `Guard` traits against a real ZooKeeper server: generic code over any
 //! lock, a `MultiLock` over mixed exclusive locks, the multi-lock's token and revocation,
-//! and `Leadership::revocation`.
+//! no deadlock over the same paths in opposite orders, all or nothing when it cannot get
+//! every lock, and `Leadership::revocation`.
 
 mod common;
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{children, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN};
+use common::partition::partition;
+use common::{
+    base, children, connect, expect_children, recv, shared_cluster, spawn, unique, wait_children,
+    wait_until, WITHIN,
+};
 use zkguard::{
     Client, Error, Guard, LeaderElection, Lock, MultiLock, Mutex, ReentrantMutex, RwLock,
     Semaphore, UnfairMutex,
@@ -589,9 +596,7 @@ fn a_multilock_whose_first_lock_is_deleted_while_it_waits_for_the_next_starts_ov
 /// multi-lock must not return until it holds `a` again in its new session.
 #[test]
 fn a_multilock_whose_session_expires_while_it_waits_for_the_next_lock_starts_over() {
-    common::init_log();
-    let cluster = zkguard::testing::TestCluster::start(1).unwrap();
-    let proxy = zkguard::testing::FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&cluster.connect_string(), SESSION);
     let w = connect(&proxy.connect_string(), Duration::from_secs(2));
     let c = connect(&cluster.connect_string(), SESSION);
@@ -623,4 +628,109 @@ fn a_multilock_whose_session_expires_while_it_waits_for_the_next_lock_starts_ove
     let (valid, parts) = recv(&got, WITHIN, "the multi-lock").unwrap();
     assert!(valid && parts == [true, true], "{valid} {parts:?}");
     let_go.send(()).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. MultiLock
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn multilocks_over_the_same_paths_in_opposite_orders_do_not_deadlock() {
+    let cs = shared_cluster().connect_string();
+    let root = unique("multi");
+    let (pa, pb) = (format!("{root}/a"), format!("{root}/b"));
+    let holders = Arc::new(AtomicI64::new(0));
+    let workers: Vec<_> = [[pa.clone(), pb.clone()], [pb.clone(), pa.clone()]]
+        .into_iter()
+        .map(|paths| {
+            let (cs, holders) = (cs.clone(), holders.clone());
+            spawn(move || {
+                let client = connect(&cs, SESSION);
+                let lock = MultiLock::new(&client, &[&paths[0], &paths[1]]).unwrap();
+                let mut sorted = paths.clone();
+                sorted.sort();
+                assert_eq!(lock.paths(), vec![&sorted[0], &sorted[1]]);
+                for _ in 0..30 {
+                    let g = lock.acquire().unwrap();
+                    assert_eq!(holders.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    assert!(g.is_valid());
+                    assert_eq!(g.tokens().len(), 2);
+                    assert_eq!(g.guards().len(), 2);
+                    assert!(g.paths()[0].starts_with(&format!("{}/", sorted[0])));
+                    assert!(g.paths()[1].starts_with(&format!("{}/", sorted[1])));
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    g.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in &workers {
+        recv(
+            w,
+            Duration::from_secs(45),
+            "multi-lock worker done (deadlock?)",
+        );
+    }
+    let client = connect(&cs, SESSION);
+    wait_children(&client, &pa, &[]);
+    wait_children(&client, &pb, &[]);
+}
+
+#[test]
+fn multilock_that_cannot_get_every_lock_holds_none() {
+    let cs = shared_cluster().connect_string();
+    let root = unique("multi");
+    let (pa, pb) = (format!("{root}/a"), format!("{root}/b"));
+    let x = connect(&cs, SESSION);
+    let y = connect(&cs, SESSION);
+    // Hold the second lock in canonical order, so the first is taken and must be given back.
+    let held = Mutex::new(&x, &pb).unwrap().acquire().unwrap();
+    let held_node = vec![base(held.path())];
+    let multi = MultiLock::new(&y, &[&pb, &pa]).unwrap();
+    assert_eq!(multi.paths(), vec![pa.as_str(), pb.as_str()]);
+    let dup = MultiLock::new(&y, &[&pa, &pa]).unwrap();
+    assert_eq!(dup.paths(), vec![pa.as_str()], "duplicates are taken once");
+
+    assert!(multi.try_acquire().unwrap().is_none());
+    expect_children(&x, &pa, &[], &format!("try left a node in {pa}"));
+    expect_children(&x, &pb, &held_node, &format!("try left a node in {pb}"));
+
+    let t0 = Instant::now();
+    let r = multi.acquire_timeout(Duration::from_millis(700)).unwrap();
+    assert!(r.is_none(), "acquired while {pb} is held");
+    assert!(t0.elapsed() >= Duration::from_millis(700), "gave up early");
+    expect_children(&x, &pa, &[], &format!("timeout left a node in {pa}"));
+    expect_children(&x, &pb, &held_node, &format!("timeout left a node in {pb}"));
+    // The first lock was given back: a plain Mutex gets it at once.
+    let a_free = Mutex::new(&x, &pa).unwrap().try_acquire().unwrap();
+    assert!(a_free.is_some(), "{pa} still taken");
+    drop(a_free);
+
+    // Cancel while blocked on the second lock: nothing held, nothing left.
+    let blocked = {
+        let multi = multi.clone();
+        spawn(move || multi.acquire().map(|g| g.tokens()))
+    };
+    let mutex_b = Mutex::new(&x, &pb).unwrap();
+    wait_until(WITHIN, "the multi-lock queued on the second lock", || {
+        mutex_b.participants().unwrap().len() == 2
+    });
+    multi.canceller().cancel();
+    match recv(&blocked, WITHIN, "cancelled multi-lock") {
+        Err(Error::Cancelled { .. }) => {}
+        other => panic!("expected Cancelled, got {other:?}"),
+    }
+    expect_children(&x, &pa, &[], &format!("cancel left a node in {pa}"));
+    expect_children(&x, &pb, &held_node, &format!("cancel left a node in {pb}"));
+
+    // Once the holder lets go, the multi-lock gets both.
+    drop(held);
+    let g = multi
+        .acquire_timeout(WITHIN)
+        .unwrap()
+        .expect("both locks free");
+    assert!(g.is_valid());
+    g.release().unwrap();
+    wait_children(&x, &pa, &[]);
+    wait_children(&x, &pb, &[]);
 }

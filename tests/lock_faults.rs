@@ -4,47 +4,27 @@
 //!
 //! Every test starts its own cluster. Assertions are about orderings (who acquired before
 //! whom, what fired before what), with generous deadlines only to turn a hang into a
-//! failure.
+//! failure. The overlap detector and its contending workers: `tests/common/exclusion.rs`.
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
-use parking_lot::Mutex as PlMutex;
-
+use common::exclusion::{hold_briefly, wait_holds, worker, Arena, WorkerStats};
+use common::partition::{partition, server_of, wait_server_of};
 use common::{
     children, connect, expect_reconnected, init_log, unique, wait_event, wait_until, WITHIN,
 };
-use zkguard::testing::{FaultProxy, TestCluster};
+use crossbeam_channel::Receiver;
+use zkguard::testing::TestCluster;
 use zkguard::{Client, Error, EventType, Mutex, MutexGuard, SessionEvent, SessionState};
 
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-/// The index of the server `c` is connected to right now, if any.
-fn server_of(cluster: &TestCluster, c: &Client) -> Option<usize> {
-    let addr = c.connected_server()?;
-    (0..cluster.len()).find(|&i| cluster.client_addr(i) == addr)
-}
-
-/// Waits until `c` is connected and returns the index of its server.
-fn wait_server_of(cluster: &TestCluster, c: &Client) -> usize {
-    let mut found = None;
-    wait_until(
-        Duration::from_secs(30),
-        "client connected to a server",
-        || {
-            found = server_of(cluster, c);
-            found.is_some()
-        },
-    );
-    found.unwrap_or_default()
-}
 
 /// What a background acquire reports.
 struct Acquired {
@@ -112,179 +92,6 @@ fn wait_contenders(lock: &Mutex, n: usize, what: &str) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The overlap detector and the contending workers
-// ---------------------------------------------------------------------------------------
-
-/// An in-process referee: nobody may count as holder unless its guard is valid, no two
-/// valid holders at once, and every new holder's token is above the previous holder's.
-#[derive(Default)]
-struct Detector {
-    state: PlMutex<DetectorState>,
-}
-
-#[derive(Default)]
-struct DetectorState {
-    holders: Vec<(usize, Arc<MutexGuard>)>,
-    last_token: u64,
-    violations: Vec<String>,
-}
-
-impl Detector {
-    /// Registers `g` as holder `id` if it is valid right now; false (nothing registered)
-    /// if it is not.
-    fn enter(&self, id: usize, g: &Arc<MutexGuard>) -> bool {
-        let mut s = self.state.lock();
-        if !g.is_valid() {
-            return false;
-        }
-        let overlaps: Vec<String> = s
-            .holders
-            .iter()
-            .filter(|(_, og)| og.is_valid())
-            .map(|(other, og)| {
-                format!("two valid holders: {id} {g:?} entered while {other} {og:?}")
-            })
-            .collect();
-        s.violations.extend(overlaps);
-        if g.token() <= s.last_token {
-            let v = format!(
-                "token did not rise: {id} holds {} after {}",
-                g.token(),
-                s.last_token
-            );
-            s.violations.push(v);
-        }
-        s.last_token = s.last_token.max(g.token());
-        s.holders.push((id, g.clone()));
-        true
-    }
-
-    /// While `id` holds validly, nobody else may.
-    fn check(&self, id: usize, g: &MutexGuard) {
-        let mut s = self.state.lock();
-        if !g.is_valid() {
-            return;
-        }
-        let overlaps: Vec<String> = s
-            .holders
-            .iter()
-            .filter(|(other, og)| *other != id && og.is_valid())
-            .map(|(other, og)| format!("{id} {g:?} and {other} {og:?} both valid"))
-            .collect();
-        s.violations.extend(overlaps);
-    }
-
-    fn leave(&self, id: usize) {
-        self.state.lock().holders.retain(|(other, _)| *other != id);
-    }
-
-    fn violations(&self) -> Vec<String> {
-        self.state.lock().violations.clone()
-    }
-}
-
-/// What the contending threads share.
-#[derive(Default)]
-struct Arena {
-    detector: Detector,
-    /// Completed valid holds, all threads together.
-    holds: AtomicU64,
-    stop: AtomicBool,
-    /// A `lost()` receiver of the holder the workers queue behind, if any.
-    previous_lost: PlMutex<Option<Receiver<()>>>,
-    /// When a worker first returned from an acquire with a guard, and whether the previous
-    /// holder's `lost()` had fired by then.
-    first_acquired: PlMutex<Option<(Instant, Option<bool>)>>,
-}
-
-#[derive(Debug, Default)]
-struct WorkerStats {
-    holds: u64,
-    /// Acquires that returned a guard that was already not valid.
-    invalid: u64,
-    errors: u64,
-    timeouts: u64,
-}
-
-/// Holds `g` (already registered) for a few milliseconds, checking for overlap, and stops
-/// early if the lock is lost.
-fn hold_briefly(arena: &Arena, id: usize, g: &MutexGuard) {
-    let lost = g.lost();
-    for _ in 0..3 {
-        // The work done under the lock: a few milliseconds, cut short by a loss.
-        if lost.recv_timeout(Duration::from_millis(3)).is_ok() {
-            break;
-        }
-        arena.detector.check(id, g);
-    }
-}
-
-/// Acquires, holds briefly and releases, `cycles` times (or until `arena.stop` when
-/// `None`). Errors are retried; only valid holds count.
-fn worker(id: usize, lock: Mutex, arena: Arc<Arena>, cycles: Option<u64>) -> WorkerStats {
-    let mut st = WorkerStats::default();
-    let give_up = Instant::now() + Duration::from_secs(150);
-    loop {
-        let more = match cycles {
-            Some(n) => st.holds < n,
-            None => !arena.stop.load(Ordering::SeqCst),
-        };
-        if !more {
-            return st;
-        }
-        assert!(
-            Instant::now() < give_up,
-            "worker {id} stuck: {st:?} after 150 s"
-        );
-        let g = match lock.acquire_timeout(Duration::from_secs(10)) {
-            Ok(Some(g)) => g,
-            Ok(None) => {
-                st.timeouts += 1;
-                continue;
-            }
-            Err(e) => {
-                log::info!("worker {id}: acquire failed ({e}); retrying");
-                st.errors += 1;
-                thread::sleep(Duration::from_millis(50)); // back off before retrying
-                continue;
-            }
-        };
-        {
-            let now = Instant::now();
-            let mut first = arena.first_acquired.lock();
-            if first.is_none() {
-                let knew = arena
-                    .previous_lost
-                    .lock()
-                    .as_ref()
-                    .map(|l| l.try_recv().is_ok());
-                *first = Some((now, knew));
-            }
-        }
-        let g = Arc::new(g);
-        if arena.detector.enter(id, &g) {
-            hold_briefly(&arena, id, &g);
-            arena.detector.leave(id);
-            st.holds += 1;
-            arena.holds.fetch_add(1, Ordering::SeqCst);
-        } else {
-            st.invalid += 1;
-        }
-        let g = Arc::try_unwrap(g).expect("the detector let go of the guard");
-        if let Err(e) = g.release() {
-            log::info!("worker {id}: release: {e}");
-        }
-    }
-}
-
-/// Waits until the arena counted at least `n` valid holds.
-fn wait_holds(arena: &Arena, n: u64, what: &str) {
-    wait_until(Duration::from_secs(90), what, || {
-        arena.holds.load(Ordering::SeqCst) >= n
-    });
-}
-
-// ---------------------------------------------------------------------------------------
 // 1. Mutual exclusion while servers are killed
 // ---------------------------------------------------------------------------------------
 
@@ -345,9 +152,7 @@ fn mutual_exclusion_holds_while_connected_servers_are_killed_and_restarted() {
 
 #[test]
 fn a_partitioned_holder_loses_before_anyone_else_acquires_and_reacquires_after_heal() {
-    init_log();
-    let cluster = TestCluster::start(3).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(3);
     let tp = Duration::from_secs(3);
     let p_client = connect(&proxy.connect_string(), tp);
     let path = unique("mx-partition");
@@ -561,9 +366,7 @@ fn a_waiter_whose_server_is_killed_still_acquires_after_failing_over() {
 
 #[test]
 fn a_partitioned_holder_whose_session_expires_loses_the_lock_to_a_waiter() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&proxy.connect_string(), Duration::from_secs(2));
     let w = connect(&cluster.connect_string(), Duration::from_secs(4));
     let path = unique("mx-expire");
@@ -614,9 +417,7 @@ fn a_partitioned_holder_whose_session_expires_loses_the_lock_to_a_waiter() {
 
 #[test]
 fn a_waiter_whose_session_is_lost_requeues_after_heal_and_acquires() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&cluster.connect_string(), Duration::from_secs(4));
     let w = connect(&proxy.connect_string(), Duration::from_secs(2));
     let path = unique("mx-waiter-lost");
@@ -700,9 +501,7 @@ fn closing_a_holding_client_reports_lost_and_hands_the_lock_over_promptly() {
 
 #[test]
 fn try_acquire_during_a_partition_returns_in_bounded_time_and_leaves_nothing() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&cluster.connect_string(), Duration::from_secs(4));
     let c = connect(&proxy.connect_string(), Duration::from_secs(3));
     let path = unique("mx-try");
@@ -754,9 +553,7 @@ fn try_acquire_during_a_partition_returns_in_bounded_time_and_leaves_nothing() {
 
 #[test]
 fn acquire_timeout_during_a_partition_returns_in_bounded_time_and_its_nodes_are_removed() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&cluster.connect_string(), Duration::from_secs(4));
     // Long enough that the session survives the whole partition: what is removed below is
     // removed by the library, not by the session expiring.
@@ -846,9 +643,7 @@ fn acquire_timeout_during_a_partition_returns_in_bounded_time_and_its_nodes_are_
 
 #[test]
 fn unfair_try_acquire_during_a_partition_fails_in_bounded_time() {
-    init_log();
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let h = connect(&cluster.connect_string(), Duration::from_secs(4));
     let c = connect(&proxy.connect_string(), Duration::from_secs(3));
     let path = unique("unfair-try");

@@ -1,16 +1,20 @@
 //! The semaphore on Curator's `InterProcessSemaphoreV2` protocol, against a real ZooKeeper
-//! server: no permit left idle whatever the release order, a bounded number of
+//! server: never more holders than permits, the permit count recorded and another count
+//! refused, no permit left idle whatever the release order, a bounded number of
 //! notifications per release, what happens when the internal lock is lost or a waiter gives
 //! up, and paths that hold another recipe's nodes. (Mixed with the real Curator:
-//! tests/curator.rs.)
+//! `tests/curator.rs`.)
 
 mod common;
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use common::partition::partition;
 use common::{
-    assert_quiet, base, children, connect, recv, shared_cluster, spawn, unique, wait_event,
-    wait_until, WITHIN,
+    assert_quiet, base, children, connect, expect_children, recv, shared_cluster, spawn, unique,
+    wait_children, wait_event, wait_until, WITHIN,
 };
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{Client, CreateMode, Error, Mutex, Permit, Semaphore, SessionEvent};
@@ -397,8 +401,7 @@ fn participants_list_leases_then_the_internal_lock_queue() {
 /// permit goes H → X → W → Y, in that order.
 #[test]
 fn late_news_of_an_earlier_session_does_not_send_a_waiter_to_the_back() {
-    let cluster = TestCluster::start(1).unwrap();
-    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let (cluster, proxy) = partition(1);
     let cs = cluster.connect_string();
     let path = unique("sem-late-news");
     let c = connect(&cs, SESSION);
@@ -519,5 +522,161 @@ fn a_try_without_zookeeper_times_out_naming_the_semaphore() {
             assert_eq!(after, c.timeout());
         }
         other => panic!("expected a timeout naming {path}, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Semaphore
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn semaphore_never_lets_more_than_its_permits_in() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem");
+    let client = connect(&cs, SESSION);
+    let sem = Semaphore::new(&client, &path, 3).unwrap();
+    assert_eq!(sem.permits(), 3);
+    // The count is recorded: another count on the same path is refused.
+    match Semaphore::new(&client, &path, 5) {
+        Err(Error::PermitMismatch {
+            path: p,
+            recorded: 3,
+            requested: 5,
+        }) => assert_eq!(p, path),
+        other => panic!("expected PermitMismatch, got {other:?}"),
+    }
+    assert!(Semaphore::new(&client, &path, 3).is_ok());
+    match Semaphore::new(&client, &path, 0) {
+        Err(Error::InvalidArgument { name, reason }) => {
+            assert_eq!(name, "permits");
+            assert!(reason.contains(&path), "{reason}");
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+
+    let inside = Arc::new(AtomicI64::new(0));
+    let most = Arc::new(AtomicI64::new(0));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (cs, path) = (cs.clone(), path.clone());
+            let (inside, most) = (inside.clone(), most.clone());
+            spawn(move || {
+                let client = connect(&cs, SESSION);
+                let sem = Semaphore::new(&client, &path, 3).unwrap();
+                for _ in 0..20 {
+                    let permit = sem.acquire().unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    assert!(now <= 3, "{now} holders of 3 permits");
+                    // A little work while holding, so that holders overlap.
+                    std::thread::sleep(Duration::from_millis(2));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    permit.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    let deadline = Duration::from_secs(45);
+    for t in &threads {
+        recv(t, deadline, "semaphore worker done");
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!((1..=3).contains(&most), "most holders at once: {most}");
+    if most == 1 {
+        eprintln!("note: the semaphore's holders never overlapped in this run");
+    }
+    wait_children(&client, &path, &[]);
+}
+
+#[test]
+fn semaphore_refuses_another_count_while_permits_are_held() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("semc");
+    let a = connect(&cs, SESSION);
+    let b = connect(&cs, SESSION);
+    let sem = Semaphore::new(&a, &path, 2).unwrap();
+    let p1 = sem.acquire().unwrap();
+    let p2 = sem.try_acquire().unwrap().expect("second permit");
+    match Semaphore::new(&b, &path, 1) {
+        Err(Error::PermitMismatch {
+            recorded: 2,
+            requested: 1,
+            ..
+        }) => {}
+        other => panic!("expected PermitMismatch, got {other:?}"),
+    }
+    let sem_b = Semaphore::new(&b, &path, 2).unwrap();
+    assert!(
+        sem_b.try_acquire().unwrap().is_none(),
+        "a third holder of 2"
+    );
+    assert!(sem_b
+        .acquire_timeout(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    let mut got: Vec<String> = sem
+        .participants()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.node)
+        .collect();
+    got.sort();
+    let mut want = vec![base(p1.path()), base(p2.path())];
+    want.sort();
+    assert_eq!(got, want, "participants");
+    // Curator's layout: the leases under <path>/leases, the internal lock at <path>/locks.
+    expect_children(
+        &a,
+        &format!("{path}/leases"),
+        &want,
+        "a refused try left a node",
+    );
+    expect_children(
+        &a,
+        &format!("{path}/locks"),
+        &[],
+        "a try kept the internal lock",
+    );
+    drop(p1);
+    let p3 = sem_b
+        .acquire_timeout(WITHIN)
+        .unwrap()
+        .expect("a freed permit");
+    drop(p2);
+    drop(p3);
+    wait_children(&a, &path, &[]);
+}
+
+#[test]
+fn semaphore_permit_count_stays_recorded_while_a_user_is_alive() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("semrec");
+    let a = connect(&cs, SESSION);
+    let b = connect(&cs, SESSION);
+    let sem3 = Semaphore::new(&a, &path, 3).unwrap();
+    drop(sem3.acquire().unwrap());
+    wait_children(&a, &path, &[]);
+    // The semaphore is idle for a while: long enough for the server's container cleanup
+    // (every 100 ms on the test server, every minute by default) to remove the semaphore's
+    // node if it is a container. A correct implementation may keep it: then this only waits.
+    let idle = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < idle && a.exists(&path).unwrap().is_some() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // sem3 is still alive and in use with 3 permits: another count must still be refused,
+    // or the two users would apply different limits to one queue.
+    let r = Semaphore::new(&b, &path, 5);
+    let still_used = sem3.try_acquire().unwrap().is_some();
+    match r {
+        Err(Error::PermitMismatch {
+            recorded: 3,
+            requested: 5,
+            ..
+        }) => {}
+        Ok(_) => panic!(
+            "a 5-permit semaphore was accepted on {path} while a 3-permit one is in use \
+             (the 3-permit user can still acquire: {still_used})"
+        ),
+        Err(e) => panic!("expected PermitMismatch, got {e}"),
     }
 }

@@ -1,5 +1,19 @@
 //! Shared helpers for the integration tests (real ZooKeeper servers via the harness).
+//!
+//! Every test binary compiles all of it (`mod common;`), so `dead_code` is allowed here and
+//! in the modules below, each used by a few binaries only:
+//! - `partition`: servers behind a fault proxy, and which server a client is on;
+//! - `churn`: the churn checker of the election (referee, recorder, monitor);
+//! - `exclusion`: the mutual-exclusion detector and contending workers of the lock faults;
+//! - `election`: helpers of the election and candidate tests;
+//! - `raw`: raw sockets, processes and hand-written frames for the harness's own tests.
 #![allow(dead_code)]
+
+pub mod churn;
+pub mod election;
+pub mod exclusion;
+pub mod partition;
+pub mod raw;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -7,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use zkguard::testing::TestCluster;
-use zkguard::{Client, SessionEvent};
+use zkguard::{Client, ConnectAttempt, Error, LeaderElection, Participant, SessionEvent};
 
 pub fn init_log() {
     let _ = env_logger::builder().is_test(true).try_init();
@@ -191,5 +205,55 @@ pub fn assert_invalid_path<T: std::fmt::Debug>(r: zkguard::Result<T>, path: &str
             assert!(e.to_string().contains(path), "{what}: message {e}");
         }
         other => panic!("{what} with {path:?}: expected InvalidPath, got {other:?}"),
+    }
+}
+
+/// Waits until `dir` holds exactly `want` (sorted names).
+pub fn wait_children(client: &Client, dir: &str, want: &[String]) {
+    expect_children(client, dir, want, "");
+}
+
+/// Waits until `dir` holds exactly `want` (a node a failed acquire leaves may be deleted in
+/// the background); `what` says what would have left a node.
+pub fn expect_children(client: &Client, dir: &str, want: &[String], what: &str) {
+    let mut want = want.to_vec();
+    want.sort();
+    let deadline = Instant::now() + WITHIN;
+    let seen = loop {
+        let seen = children(client, dir);
+        if seen == want || Instant::now() >= deadline {
+            break seen;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(seen, want, "children of {dir} {what}");
+}
+
+/// The data of every participant, in queue order.
+pub fn datas(p: &[Participant]) -> Vec<Vec<u8>> {
+    p.iter().map(|x| x.data.clone()).collect()
+}
+
+/// The participant ids of an election in queue order, with node names.
+pub fn queue(observer: &LeaderElection) -> Vec<(String, String)> {
+    match observer.participants() {
+        Ok(ps) => ps.into_iter().map(|p| (p.id(), p.node)).collect(),
+        Err(e) => {
+            log::info!("participants: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// A client of the shared server (10 s session timeout).
+pub fn client() -> Client {
+    connect(&shared_cluster().connect_string(), Duration::from_secs(10))
+}
+
+/// The per-server attempts of a connect error.
+pub fn attempts(err: &Error) -> &[ConnectAttempt] {
+    match err {
+        Error::Connect { attempts, .. } => attempts,
+        e => panic!("expected a connect error, got {e:?}"),
     }
 }

@@ -1,0 +1,46 @@
+//! The partition set-up several files repeat: servers and a fault proxy in front of them
+//! (clients connected through the proxy can be cut off, those connected directly cannot), and
+//! which server a client is on.
+
+use std::time::Duration;
+
+use zkguard::testing::{FaultProxy, TestCluster};
+use zkguard::Client;
+
+use super::{init_log, wait_until};
+
+/// `servers` fresh servers (with logging set up) and a fault proxy in front of them:
+/// clients connected to `proxy.connect_string()` can be partitioned, clients connected to
+/// `cluster.connect_string()` cannot.
+pub fn partition(servers: usize) -> (TestCluster, FaultProxy) {
+    init_log();
+    let cluster = TestCluster::start(servers).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    (cluster, proxy)
+}
+
+/// The index of the server `c` is connected to right now, if any.
+pub fn server_of(cluster: &TestCluster, c: &Client) -> Option<usize> {
+    let addr = c.connected_server()?;
+    (0..cluster.len()).find(|&i| cluster.client_addr(i) == addr)
+}
+
+/// Waits until `c` is connected and returns the index of its server.
+pub fn wait_server_of(cluster: &TestCluster, c: &Client) -> usize {
+    let mut found = None;
+    wait_until(
+        Duration::from_secs(30),
+        "client connected to a server",
+        || {
+            found = server_of(cluster, c);
+            found.is_some()
+        },
+    );
+    found.unwrap_or_default()
+}
+
+/// The index of the server `client` talks to through `proxy`, if connected.
+pub fn proxied_server(proxy: &FaultProxy, client: &Client) -> Option<usize> {
+    let addr = client.connected_server()?;
+    proxy.local_addrs().iter().position(|a| *a == addr)
+}
