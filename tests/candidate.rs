@@ -48,7 +48,7 @@ fn every_candidate_events_call_is_a_receiver_of_its_own_that_starts_with_the_cur
     assert_eq!(expect_elected(&late, "late receiver"), token);
 
     // Every receiver gets every later event (a shared queue gave each to one of them).
-    assert!(ca.resign().unwrap());
+    ca.resign().unwrap();
     for (rx, who) in [(&first, "first"), (&late, "late")] {
         assert_eq!(next_event(rx, who), LeaderEvent::Resigned, "{who}");
     }
@@ -117,7 +117,7 @@ fn candidates_report_their_terms_in_order_and_requeue_after_resigning() {
     let t1 = expect_elected(&ev_a, "a");
     assert_eq!(ca.token(), Some(t1));
     assert!(ca.is_leader());
-    assert_eq!(ca.wait_for_leadership(short), Ok(true));
+    assert_eq!(ca.wait_for_leadership(short), Ok(Some(t1)));
     ca.confirm().unwrap();
     assert_eq!(ca.election().id(), "a");
 
@@ -127,32 +127,32 @@ fn candidates_report_their_terms_in_order_and_requeue_after_resigning() {
     assert!(!cb.is_leader());
     assert_eq!(cb.token(), None);
     let t0 = Instant::now();
-    assert_eq!(cb.wait_for_leadership(short), Ok(false));
+    assert_eq!(cb.wait_for_leadership(short), Ok(None));
     assert!(t0.elapsed() >= short, "wait_for_leadership gave up early");
     assert_not_leader(cb.confirm(), &path, "confirm of a follower");
-    assert_eq!(cb.resign(), Ok(false), "a follower resigned");
+    assert_not_leader(cb.resign(), &path, "a follower resigned");
     assert_quiet(&ev_b, "an event for a follower");
     assert_quiet(&ev_a, "an event for a leader nobody disturbed");
 
     // A resigns: B leads, A queues again at the back.
-    assert_eq!(ca.resign(), Ok(true));
+    assert_eq!(ca.resign(), Ok(()));
     assert!(!ca.is_leader());
     assert_eq!(next_event(&ev_a, "a"), LeaderEvent::Resigned);
     let t2 = expect_elected(&ev_b, "b");
     assert!(t2 > t1, "token {t2} after {t1}");
     assert_eq!(cb.token(), Some(t2));
     assert!(cb.is_leader());
-    assert_eq!(cb.wait_for_leadership(short), Ok(true));
+    assert_eq!(cb.wait_for_leadership(short), Ok(Some(t2)));
     cb.confirm().unwrap();
     wait_ids(&observer, &["b", "a"]);
     let p = observer.participants().unwrap();
     assert_eq!(p.iter().map(|x| x.holds).collect::<Vec<_>>(), [true, false]);
     assert!(!ca.is_leader());
     assert_not_leader(ca.confirm(), &path, "confirm after resigning");
-    assert_eq!(ca.wait_for_leadership(short), Ok(false));
+    assert_eq!(ca.wait_for_leadership(short), Ok(None));
 
     // B resigns: A's turn again.
-    assert_eq!(cb.resign(), Ok(true));
+    assert_eq!(cb.resign(), Ok(()));
     assert_eq!(next_event(&ev_b, "b"), LeaderEvent::Resigned);
     let t3 = expect_elected(&ev_a, "a");
     assert!(t3 > t2, "token {t3} after {t2}");

@@ -291,10 +291,9 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
         let started = Instant::now();
         let (ni, ntoken) = match kind {
             Kind::Resign => {
-                assert!(
-                    churn.slots[li].cand.resign().unwrap(),
-                    "{what}: the leader was not leading when asked to resign"
-                );
+                if let Err(e) = churn.slots[li].cand.resign() {
+                    panic!("{what}: the leader was not leading when asked to resign: {e}");
+                }
                 churn.settled(Some(old.0), &what)
             }
             Kind::Close => {

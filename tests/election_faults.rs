@@ -397,7 +397,7 @@ fn candidates_survive_their_sessions_expiry_and_are_elected_again() {
     assert!(queued_events(&c_events).is_empty());
 
     // b resigns: a leads again, with a larger token; then a resigns: c leads.
-    assert!(cb.resign().unwrap());
+    assert_eq!(cb.resign(), Ok(()));
     assert_eq!(
         next_event(&b_events, Duration::from_secs(10), "b"),
         LeaderEvent::Resigned
@@ -409,7 +409,7 @@ fn candidates_survive_their_sessions_expiry_and_are_elected_again() {
     assert!(a_token2 > b_token && a_token2 > a_token);
     assert_eq!(ca.token(), Some(a_token2));
     ca.confirm().unwrap();
-    assert!(ca.resign().unwrap());
+    assert_eq!(ca.resign(), Ok(()));
     let c_token = match next_event(&c_events, Duration::from_secs(20), "c") {
         LeaderEvent::Elected { token } => token,
         ev => panic!("c: {ev:?}"),
@@ -509,7 +509,10 @@ fn a_partitioned_leaders_confirm_never_says_yes() {
     let (p1, p2) = (unique("el-confirm-guard"), unique("el-confirm-cand"));
     let la = LeaderElection::new(&a, &p1, "a").unwrap().lead().unwrap();
     let ca = LeaderElection::new(&a, &p2, "a").unwrap().join().unwrap();
-    assert!(ca.wait_for_leadership(Duration::from_secs(20)).unwrap());
+    assert!(ca
+        .wait_for_leadership(Duration::from_secs(20))
+        .unwrap()
+        .is_some());
     let cb1 = LeaderElection::new(&b, &p1, "b").unwrap().join().unwrap();
     let cb2 = LeaderElection::new(&b, &p2, "b").unwrap().join().unwrap();
     wait_queue(

@@ -321,7 +321,12 @@ fn unfair_mutex_excludes_hands_over_and_names_its_holder() {
     let ga = lock_a.try_acquire().unwrap().expect("free lock");
     assert_eq!(ga.path(), path);
     assert!(ga.is_valid());
-    let id_a = lock_b.holder().unwrap().expect("a holder");
+    let holder_a = lock_b.holder().unwrap().expect("a holder");
+    assert!(
+        holder_a.holds && path.ends_with(&format!("/{}", holder_a.node)),
+        "{holder_a:?}"
+    );
+    let id_a = holder_a.data;
     let (data, stat) = b.get_data(&path).unwrap();
     assert_eq!(id_a, data);
     assert_eq!(stat.ephemeral_owner, a.session_id());
@@ -339,7 +344,7 @@ fn unfair_mutex_excludes_hands_over_and_names_its_holder() {
         .unwrap()
         .is_none());
     assert_eq!(
-        lock_b.holder().unwrap(),
+        lock_b.holder().unwrap().map(|p| p.data),
         Some(id_a.clone()),
         "holder changed"
     );
@@ -351,7 +356,7 @@ fn unfair_mutex_excludes_hands_over_and_names_its_holder() {
         let lock_b = lock_b.clone();
         spawn(move || {
             let g = lock_b.acquire().unwrap();
-            in_tx.send(lock_b.holder().unwrap().unwrap()).unwrap();
+            in_tx.send(lock_b.holder().unwrap().unwrap().data).unwrap();
             go_rx.recv().unwrap();
             g.release().unwrap();
         })
@@ -360,7 +365,7 @@ fn unfair_mutex_excludes_hands_over_and_names_its_holder() {
     drop(ga);
     let id_b = recv(&in_rx, WITHIN, "B acquired");
     assert_ne!(id_b, id_a);
-    assert_eq!(lock_a.holder().unwrap(), Some(id_b));
+    assert_eq!(lock_a.holder().unwrap().map(|p| p.data), Some(id_b));
     assert_eq!(
         a.exists(&path).unwrap().unwrap().ephemeral_owner,
         b.session_id()
@@ -411,7 +416,7 @@ fn unfair_mutex_release_only_deletes_its_own_node() {
         .acquire_timeout(WITHIN)
         .unwrap()
         .expect("free after the delete");
-    let id_c = lock_c.holder().unwrap().expect("C holds");
+    let id_c = lock_c.holder().unwrap().expect("C holds").data;
     // A's release must not touch C's node.
     match ga.release() {
         Err(Error::LockLost { path: p }) => assert_eq!(p, path),

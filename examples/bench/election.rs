@@ -541,14 +541,12 @@ pub(crate) fn w4_candidates(
             }
             let t0 = Instant::now();
             let (took, r) = if closing {
-                timed(|| slots[li].client.close().into_result().map(|()| true))
+                timed(|| slots[li].client.close().into_result())
             } else {
                 timed(|| slots[li].candidate.resign())
             };
-            if !r? {
-                return Err(
-                    format!("W4: c{leader_now} was not leading when asked to resign").into(),
-                );
+            if let Err(e) = r {
+                return Err(format!("W4: c{leader_now} was not let go as asked: {e}").into());
             }
             // Until someone says it is elected.
             let won = loop {

@@ -267,18 +267,19 @@ impl Candidate {
         rx
     }
 
-    /// Blocks until this candidate leads (`Ok(true)`) or `timeout` passes (`Ok(false)`).
-    /// [`Error::Closed`] if the candidate has stopped for good (its client was closed).
+    /// Blocks until this candidate leads, and returns the term's fencing token
+    /// (`Ok(Some(token))`), or `Ok(None)` once `timeout` passes, as the locks'
+    /// `acquire_timeout` and [`LeaderElection::lead_timeout`] do.
     ///
     /// # Errors
     ///
     /// [`Error::Closed`] once the candidate has stopped for good (its client was closed).
-    pub fn wait_for_leadership(&self, timeout: Duration) -> Result<bool> {
+    pub fn wait_for_leadership(&self, timeout: Duration) -> Result<Option<u64>> {
         let deadline = Instant::now().checked_add(timeout);
         let mut inner = self.shared.inner.lock();
         loop {
-            if inner.leading().is_some() {
-                return Ok(true);
+            if let Some(h) = inner.leading() {
+                return Ok(Some(h.token()));
             }
             if inner.ended {
                 return Err(Error::Closed);
@@ -286,7 +287,7 @@ impl Candidate {
             match deadline {
                 Some(d) => {
                     if self.shared.changed.wait_until(&mut inner, d).timed_out() {
-                        return Ok(inner.leading().is_some());
+                        return Ok(inner.leading().map(|h| h.token()));
                     }
                 }
                 None => self.shared.changed.wait(&mut inner),
@@ -326,16 +327,18 @@ impl Candidate {
         }
     }
 
-    /// Steps down if leading and queues again at the back ([`LeaderEvent::Resigned`]);
-    /// `Ok(false)` if it was not leading (or had just lost leadership). When it returns,
-    /// this candidate no longer leads and its node is deleted (or, on connection trouble,
-    /// its deletion is under way in the background).
+    /// Steps down if leading and queues again at the back ([`LeaderEvent::Resigned`]). When
+    /// it returns, this candidate no longer leads and its node is deleted (or, on connection
+    /// trouble, its deletion is under way in the background). As
+    /// [`Leadership::resign`](crate::Leadership::resign): `Ok(())` if it led,
+    /// [`Error::NotLeader`] if it did not (or had just lost leadership).
     ///
     /// # Errors
     ///
-    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)), from the delete of its node (retried in the background on connection
-    /// trouble).
-    pub fn resign(&self) -> Result<bool> {
+    /// [`Error::NotLeader`] if it was not leading; the errors every request can return (see
+    /// [`Client`](crate::Client#errors-every-request-can-return)) from the delete of its
+    /// node, other than connection errors (the delete is retried in the background then).
+    pub fn resign(&self) -> Result<()> {
         let (term, was_lost) = {
             let mut inner = self.shared.inner.lock();
             let was_lost = inner.lost;
@@ -344,17 +347,20 @@ impl Candidate {
             }
             (inner.end_term(), was_lost)
         };
+        let not_leader = || Error::NotLeader {
+            path: self.shared.election.path().to_string(),
+        };
         let Some(h) = term else {
-            return Ok(false);
+            return Err(not_leader());
         };
         let released = h.release();
         // Queue again only now, so the new node's create does not race the delete that
         // lets the successor in.
         let _ = self.shared.wake.send(());
         match released {
-            _ if was_lost => Ok(false),
-            Ok(()) | Err(Error::LockLost { .. }) => Ok(true),
-            Err(e) if e.is_connection_error() => Ok(true),
+            _ if was_lost => Err(not_leader()),
+            Ok(()) | Err(Error::LockLost { .. }) => Ok(()),
+            Err(e) if e.is_connection_error() => Ok(()),
             Err(e) => Err(e),
         }
     }

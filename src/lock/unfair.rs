@@ -4,7 +4,7 @@ use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
-use crate::queue::{self, Canceller, Wait};
+use crate::queue::{self, names, Canceller, Participant, Wait};
 
 /// The simplest lock: one ephemeral node at `path` whose data is a unique owner id.
 ///
@@ -65,14 +65,21 @@ impl UnfairMutex {
         Ok(self)
     }
 
-    /// The current holder's owner id (the node's data), if the lock is held.
+    /// The current holder, if the lock is held: a [`Participant`] (as
+    /// [`LeaderElection::leader`](crate::LeaderElection::leader) returns) whose `node` is the
+    /// path's last component, `data` the holder's owner id (the node's data) and `holds` true.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) if a persistent node (not a lock's ephemeral one) is at the
     /// path, as an acquire says; and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
-    pub fn holder(&self) -> Result<Option<Vec<u8>>> {
-        queue::single_holder(&self.client, &self.path)
+    pub fn holder(&self) -> Result<Option<Participant>> {
+        let data = queue::single_holder(&self.client, &self.path)?;
+        Ok(data.map(|data| Participant {
+            node: names::base(&self.path).to_string(),
+            data,
+            holds: true,
+        }))
     }
 }
 
