@@ -6,6 +6,7 @@ mod hold;
 mod run;
 mod server;
 mod show;
+mod tty;
 
 use std::ffi::OsString;
 use std::fmt;

@@ -9,6 +9,7 @@ use zkguard::{Client, Error, LeaderElection, Mutex, RwLock, Semaphore, SessionSt
 
 use crate::child::{self, signal_group, signal_name, status_code, Child};
 use crate::hold::{self, Held, Outcome, Target, Wait};
+use crate::tty::Terminal;
 use crate::{
     check_path, Connection, ElectArgs, Fail, LockArgs, OnSuspend, Say, Supervise, Waiting,
     EXIT_LOST,
@@ -151,11 +152,17 @@ fn session(
             env.push(("ZKGUARD_ID", e.id().to_string()));
         }
         let started = Instant::now();
-        let child = child::spawn(&sup.command, &env)?;
+        let child = child::spawn(&sup.command, &env, Terminal::stdin())?;
         let label = format!("the {what} {path}");
         let (end, signalled) = watch(client, &held, &child, sup, &signals, say, &label);
         // The command has exited: only now let the lock go.
         drop(held);
+        child.take_terminal_back();
+        // Ctrl-C typed to a command with the terminal reached it, not zkguard: as a shell
+        // does, take the command's death by SIGINT as the user's wish to stop (--loop).
+        let interrupted = child.has_terminal()
+            && matches!(end, End::Exited(code) if code == 128 + libc::SIGINT);
+        let signalled = signalled || interrupted;
         match end {
             End::Exited(code) if !repeat || signalled => return Ok(code),
             End::Lost if !repeat || signalled => return Ok(EXIT_LOST),
@@ -219,6 +226,11 @@ fn watch(
                 say.say(format!("forwarding {} to the command{note}", signal_name(sig)));
                 signal_group(child.pid, sig);
             }
+            recv(child.stopped) -> sig => {
+                if let Ok(sig) = sig {
+                    on_stopped(child, sig, suspended, say);
+                }
+            }
             recv(events) -> _ => {}
             recv(tick) -> _ => {}
             recv(confirm_rx) -> r => {
@@ -226,6 +238,7 @@ fn watch(
                 match r {
                     Ok(Ok(())) => {
                         say.say(format!("{label} is proven again; continuing the command (SIGCONT)"));
+                        child.give_terminal();
                         signal_group(child.pid, libc::SIGCONT);
                         suspended = false;
                     }
@@ -253,6 +266,7 @@ fn watch(
                 OnSuspend::Stop => {
                     say.say(format!("disconnected from ZooKeeper: stopping the command (SIGSTOP) until {label} is proven again"));
                     signal_group(child.pid, libc::SIGSTOP);
+                    child.take_terminal_back();
                     suspended = true;
                 }
                 OnSuspend::Kill => {
@@ -274,6 +288,34 @@ fn watch(
             confirming = Some(rx);
         }
     }
+}
+
+/// The command itself was stopped by `sig`. Ctrl-Z (SIGTSTP, sent by the terminal to the
+/// command, its foreground job) stops zkguard too, so the shell sees the job stopped; a
+/// command stopped for wanting the terminal (SIGTTIN, SIGTTOU) gets it and goes on, or, if
+/// zkguard cannot give it (in the background, or stdin is no terminal), zkguard stops too
+/// until `fg`. Once zkguard is continued the command is, after the lock is proven again.
+/// Our own SIGSTOP (suspension) needs nothing.
+fn on_stopped(child: &Child, sig: i32, suspended: bool, say: Say) {
+    let wants_terminal = sig == libc::SIGTTIN || sig == libc::SIGTTOU;
+    if sig == libc::SIGSTOP || suspended {
+        return;
+    }
+    if wants_terminal && child.give_terminal() {
+        signal_group(child.pid, libc::SIGCONT);
+        return;
+    }
+    let why = if wants_terminal {
+        "wants the terminal, which zkguard does not have to give"
+    } else {
+        "was stopped"
+    };
+    say.say(format!(
+        "the command {why} ({}): stopping zkguard too; fg continues both",
+        signal_name(sig)
+    ));
+    child.take_terminal_back();
+    child::stop_self();
 }
 
 /// SIGTERM to the command's group at once (and SIGCONT, should it be stopped), SIGKILL

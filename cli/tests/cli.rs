@@ -1,6 +1,8 @@
 //! The `zkguard` binary against real ZooKeeper servers (the library's `testing` harness).
 
 mod common;
+#[path = "cli/terminal.rs"]
+mod terminal;
 
 use std::io::BufRead;
 use std::process::Stdio;

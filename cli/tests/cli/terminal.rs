@@ -1,0 +1,135 @@
+//! A command that reads the terminal: zkguard runs on a pseudo-terminal (as the session
+//! leader, like a login shell's job) and its command gets the terminal while it runs.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::FromRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+
+use crate::common::*;
+use crate::setup;
+
+/// A pseudo-terminal: the master (the test types into it) and the slave's path.
+struct Pty {
+    master: File,
+    slave: std::path::PathBuf,
+}
+
+impl Pty {
+    fn open() -> Pty {
+        // SAFETY: plain calls on a descriptor we own; the name buffer is NUL-terminated by
+        // ptsname_r on success.
+        unsafe {
+            let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+            assert_eq!(libc::grantpt(fd), 0, "grantpt");
+            assert_eq!(libc::unlockpt(fd), 0, "unlockpt");
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0);
+            let slave = std::ffi::CStr::from_ptr(name.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            Pty {
+                master: File::from_raw_fd(fd),
+                slave: slave.into(),
+            }
+        }
+    }
+
+    /// Types `text` (a line, or a control character such as Ctrl-Z).
+    fn type_in(&mut self, text: &[u8]) {
+        self.master.write_all(text).unwrap();
+        self.master.flush().unwrap();
+    }
+
+    /// `zkguard ARGS -- sh -c SCRIPT` with the terminal as its stdin and controlling
+    /// terminal, in a session of its own (so its group is the terminal's foreground group).
+    fn start(&self, cs: &str, s: &Scratch, args: &[&str], script: &str) -> Running {
+        let slave = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&self.slave)
+                .unwrap()
+        };
+        let mut c = zkguard(cs);
+        c.args(args).args(["--", "sh", "-c", script]);
+        c.stdin(Stdio::from(slave()));
+        // SAFETY: setsid and ioctl are async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Running::start(c, s, "zkguard")
+    }
+}
+
+/// The terminal's foreground process group, as /proc shows it for `pid` (its 8th field).
+fn foreground(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(5)?.parse().ok()
+}
+
+/// The command reads a line typed on the terminal (it is the foreground job, not stopped
+/// by SIGTTIN), exits, and the lock is released; zkguard takes the terminal back from the
+/// background without being stopped (SIGTTOU).
+#[test]
+fn a_command_reads_a_line_from_the_terminal() {
+    let (cs, s, path) = setup("tty-read");
+    let mut pty = Pty::open();
+    let script = format!(
+        "IFS= read -r line && echo \"$line\" > '{}'",
+        s.path("got").display()
+    );
+    let mut z = pty.start(&cs, &s, &["lock", &path], &script);
+    z.wait_stderr("running the command");
+    pty.type_in(b"hello from the terminal\n");
+    assert_eq!(z.wait(PATIENCE), 0, "{}", z.stderr());
+    assert_eq!(s.lines("got"), ["hello from the terminal"]);
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-n", "--", "true"]));
+    assert_eq!(code, 0, "the lock was not released: {err}");
+}
+
+/// With the terminal, Ctrl-Z stops the command and zkguard (which takes the terminal
+/// back), and after zkguard is continued the command is the foreground job again and
+/// reads its line; Ctrl-C reaches the command, and its death by SIGINT ends `--loop`.
+#[test]
+fn ctrl_z_and_ctrl_c_with_the_terminal() {
+    let (cs, s, path) = setup("tty-keys");
+    let mut pty = Pty::open();
+    let script = format!(
+        "echo $$ >> '{pid}'; IFS= read -r line && echo \"$line\" >> '{got}'",
+        pid = s.path("pid").display(),
+        got = s.path("got").display()
+    );
+    let mut z = pty.start(&cs, &s, &["elect", &path, "--loop"], &script);
+    let zk = z.pid();
+    s.wait_lines("pid", "the first term", |l| l.len() == 1);
+    let cmd: i32 = s.lines("pid")[0].parse().unwrap();
+    let fg = || format!("foreground {:?}: {}", foreground(zk), z.stderr());
+    wait_until(fg, || foreground(zk) == Some(cmd));
+
+    pty.type_in(b"\x1a");
+    wait_until(
+        || format!("not both stopped: {}", fg()),
+        || (proc_state(cmd), proc_state(zk)) == (Some('T'), Some('T')),
+    );
+    assert_eq!(foreground(zk), Some(zk), "not taken back: {}", fg());
+    // As a shell's `fg` would.
+    z.signal(libc::SIGCONT);
+    wait_until(fg, || foreground(zk) == Some(cmd));
+    pty.type_in(b"one\n");
+    s.wait_lines("got", "the line read after Ctrl-Z", |l| l == ["one"]);
+
+    s.wait_lines("pid", "the second term", |l| l.len() == 2);
+    let cmd: i32 = s.lines("pid")[1].parse().unwrap();
+    wait_until(fg, || foreground(zk) == Some(cmd));
+    pty.type_in(b"\x03");
+    assert_eq!(z.wait(PATIENCE), 130, "{}", z.stderr());
+    assert_eq!(s.lines("got"), ["one"]);
+}
