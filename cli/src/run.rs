@@ -16,10 +16,9 @@ use crate::{
 };
 
 /// `zkguard lock PATH -- CMD`.
-pub fn lock(conn: &Connection, args: &LockArgs) -> Result<i32, Fail> {
+pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
-    let say = Say { quiet: conn.quiet };
-    let client = conn.connect()?;
+    let client = conn.connect(say)?;
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
     let data = args.data.clone();
     let target = if let Some(n) = args.permits {
@@ -52,10 +51,9 @@ pub fn lock(conn: &Connection, args: &LockArgs) -> Result<i32, Fail> {
 }
 
 /// `zkguard elect PATH --id ID [--loop] -- CMD`.
-pub fn elect(conn: &Connection, args: &ElectArgs) -> Result<i32, Fail> {
+pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
-    let say = Say { quiet: conn.quiet };
-    let client = conn.connect()?;
+    let client = conn.connect(say)?;
     let id = args.id.clone().unwrap_or_else(default_id);
     let election = LeaderElection::new(&client, &args.path, id)
         .map_err(|e| Fail::zk(format_args!("election {}", args.path), e))?;
@@ -160,8 +158,8 @@ fn session(
         child.take_terminal_back();
         // Ctrl-C typed to a command with the terminal reached it, not zkguard: as a shell
         // does, take the command's death by SIGINT as the user's wish to stop (--loop).
-        let interrupted = child.has_terminal()
-            && matches!(end, End::Exited(code) if code == 128 + libc::SIGINT);
+        let interrupted =
+            child.has_terminal() && matches!(end, End::Exited(code) if code == 128 + libc::SIGINT);
         let signalled = signalled || interrupted;
         match end {
             End::Exited(code) if !repeat || signalled => return Ok(code),

@@ -4,7 +4,7 @@ use serde_json::json;
 use zkguard::{Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore};
 
 use crate::hold::{age, seconds};
-use crate::{check_path, Connection, Fail, ShowArgs};
+use crate::{check_path, Connection, Fail, Say, ShowArgs};
 
 /// The kind of queue at a path, read from what is there (nothing is written).
 fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Kind), Fail> {
@@ -55,9 +55,9 @@ fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec
 }
 
 /// `zkguard holders PATH` (or `leader PATH` with `election`).
-pub fn holders(conn: &Connection, args: &ShowArgs, election: bool) -> Result<i32, Fail> {
+pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
-    let client = conn.connect()?;
+    let client = conn.connect(say)?;
     let path = args.path.as_str();
     let (name, kind) = kind(&client, path, election)?;
     let list = participants(&client, path, &kind)

@@ -3,6 +3,8 @@
 mod common;
 #[path = "cli/terminal.rs"]
 mod terminal;
+#[path = "cli/usage.rs"]
+mod usage;
 
 use std::io::BufRead;
 use std::process::Stdio;
@@ -180,7 +182,7 @@ fn bad_input_is_one_line_and_a_documented_status() {
         (vec!["lock", "cli/x", "--", "true"], 2, "invalid path"),
         (vec!["lock", "/cli//x", "--", "true"], 2, "invalid path"),
         (
-            vec!["lock", "/cli/x", "--timeout", "3", "--", "true"],
+            vec!["lock", "/cli/x", "--timeout", "3x", "--", "true"],
             2,
             "--timeout",
         ),

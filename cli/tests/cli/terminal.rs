@@ -72,7 +72,12 @@ impl Pty {
 /// The terminal's foreground process group, as /proc shows it for `pid` (its 8th field).
 fn foreground(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.split_whitespace().nth(5)?.parse().ok()
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(5)?
+        .parse()
+        .ok()
 }
 
 /// The command reads a line typed on the terminal (it is the foreground job, not stopped
