@@ -1,9 +1,11 @@
 //! `holders` and `leader`: who holds (or leads) and who waits, as a table or JSON.
 
-use serde_json::json;
-use zkguard::{Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::hold::{age, seconds};
+use serde_json::json;
+use zkguard::{Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore, Stat};
+
+use crate::hold::seconds;
 use crate::{check_path, Connection, Fail, Say, ShowArgs};
 
 /// The kind of queue at a path, read from what is there (nothing is written).
@@ -54,6 +56,67 @@ fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec
     }
 }
 
+/// A contender as `holders` shows it: once, whatever nodes it has.
+pub struct Contender {
+    pub p: Participant,
+    /// Of a semaphore: waits for the next free permit with the internal lock held (its
+    /// node there is `internal`).
+    pub next: bool,
+    /// Its internal-lock node, when it is listed under its lease (`next`).
+    pub internal: Option<String>,
+    /// How long its node has existed (None if it is gone or cannot be read).
+    pub age: Option<Duration>,
+}
+
+/// The recipe's participants at `dir`, each contender once. A semaphore lists its leases,
+/// then the queue on its internal lock; the first of that queue, which holds the internal
+/// lock, also has the lease that waits for a permit (Curator's `InterProcessSemaphoreV2`
+/// protocol): those two nodes (same session, same data) are one contender, shown by its
+/// lease as `next`.
+pub fn contenders(client: &Client, dir: &str, list: Vec<Participant>) -> Vec<Contender> {
+    // A semaphore's nodes are one level down, in its `leases` and `locks` directories.
+    let found: Vec<(Participant, Option<(&str, Stat)>)> = list
+        .into_iter()
+        .map(|p| {
+            let at = ["", "/leases", "/locks"].into_iter().find_map(|sub| {
+                let stat = client.exists(&format!("{dir}{sub}/{}", p.node)).ok()??;
+                Some((sub, stat))
+            });
+            (p, at)
+        })
+        .collect();
+    let owner = |i: usize| {
+        found[i]
+            .1
+            .map(|(_, st)| (st.ephemeral_owner, &found[i].0.data))
+    };
+    let first_queued = found
+        .iter()
+        .position(|(_, at)| matches!(at, Some(("/locks", _))));
+    let waiting_lease = first_queued.and_then(|q| {
+        (0..found.len()).find(|&i| {
+            matches!(found[i].1, Some(("/leases", _))) && !found[i].0.holds && owner(i) == owner(q)
+        })
+    });
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok();
+    let mut out: Vec<Contender> = Vec::with_capacity(found.len());
+    for (i, (p, at)) in found.iter().enumerate() {
+        if waiting_lease.is_some() && Some(i) == first_queued {
+            continue;
+        }
+        let next = Some(i) == waiting_lease;
+        out.push(Contender {
+            p: p.clone(),
+            next,
+            internal: next.then(|| found[first_queued.expect("paired")].0.node.clone()),
+            age: at.and_then(|(_, st)| {
+                Some(now?.saturating_sub(Duration::from_millis(st.ctime.max(0) as u64)))
+            }),
+        });
+    }
+    out
+}
+
 /// `zkguard holders PATH` (or `leader PATH` with `election`).
 pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
@@ -68,33 +131,41 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> 
     } else {
         ("holder", "waiter")
     };
-    let rows: Vec<_> = list
-        .iter()
-        .map(|p| {
-            let role = if p.holds { holder } else { waiter };
-            (role, p, age(&client, path, p))
+    let rows: Vec<_> = contenders(&client, path, list)
+        .into_iter()
+        .map(|c| {
+            let role = match (c.p.holds, c.next) {
+                (true, _) => holder,
+                (false, true) => "next",
+                (false, false) => waiter,
+            };
+            (role, c)
         })
         .collect();
     client.close();
     if args.json {
         let participants: Vec<_> = rows
             .iter()
-            .map(|(role, p, age)| {
-                json!({
+            .map(|(role, c)| {
+                let mut row = json!({
                     "role": role,
-                    "holds": p.holds,
-                    "node": p.node,
-                    "data": p.id(),
-                    "age_ms": age.map(|a| a.as_millis() as u64),
-                })
+                    "holds": c.p.holds,
+                    "node": c.p.node,
+                    "data": c.p.id(),
+                    "age_ms": c.age.map(|a| a.as_millis() as u64),
+                });
+                if let Some(internal) = &c.internal {
+                    row["internal_lock_node"] = json!(internal);
+                }
+                row
             })
             .collect();
         let mut out = json!({ "path": path, "kind": name, "participants": participants });
         if election {
             out["leader"] = rows
                 .iter()
-                .find(|(_, p, _)| p.holds)
-                .map_or(serde_json::Value::Null, |(_, p, _)| json!(p.id()));
+                .find(|(_, c)| c.p.holds)
+                .map_or(serde_json::Value::Null, |(_, c)| json!(c.p.id()));
         }
         println!("{out}");
         return Ok(0);
@@ -103,11 +174,14 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> 
         println!("{path}: nobody holds or waits");
         return Ok(0);
     }
-    let width = rows.iter().map(|(_, p, _)| p.node.len()).max().unwrap_or(4);
+    let width = rows.iter().map(|(_, c)| c.p.node.len()).max().unwrap_or(4);
     println!("{:<9}  {:<10}  {:<width$}  DATA", "ROLE", "FOR", "NODE");
-    for (role, p, age) in &rows {
-        let age = age.map(seconds).unwrap_or_else(|| "-".into());
-        println!("{role:<9}  {age:<10}  {:<width$}  {}", p.node, p.id());
+    for (role, c) in &rows {
+        let age = c.age.map(seconds).unwrap_or_else(|| "-".into());
+        println!("{role:<9}  {age:<10}  {:<width$}  {}", c.p.node, c.p.id());
+    }
+    if rows.iter().any(|(_, c)| c.next) {
+        println!("(next: holds the semaphore's internal lock and takes the next free permit)");
     }
     Ok(0)
 }

@@ -1,6 +1,8 @@
 //! The `zkguard` binary against real ZooKeeper servers (the library's `testing` harness).
 
 mod common;
+#[path = "cli/show.rs"]
+mod show;
 #[path = "cli/terminal.rs"]
 mod terminal;
 #[path = "cli/usage.rs"]
