@@ -69,9 +69,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Acquire a lock at PATH, run CMD, release when it exits; exit with CMD's status
+    /// (without CMD: hold it until signalled)
     #[command(after_help = EXIT_CODES)]
     Lock(LockArgs),
-    /// Run CMD only while this process leads the election at PATH
+    /// Run CMD only while this process leads the election at PATH (without CMD: lead
+    /// until signalled)
     #[command(after_help = EXIT_CODES)]
     Elect(ElectArgs),
     /// Show who holds the lock at PATH and who waits
@@ -109,8 +111,9 @@ pub struct Supervise {
     /// What to do with CMD while disconnected (the lock may or may not still be held)
     #[arg(long, value_enum, default_value_t = OnSuspend::Stop)]
     pub on_suspend: OnSuspend,
-    /// The command and its arguments, after `--`
-    #[arg(last = true, required = true, value_name = "CMD", help_heading = None)]
+    /// The command and its arguments, after `--`; without one, hold until SIGINT, SIGTERM
+    /// or SIGHUP (exit 0) or until lost (exit 75)
+    #[arg(last = true, value_name = "CMD", help_heading = None)]
     pub command: Vec<OsString>,
 }
 
@@ -330,9 +333,6 @@ fn usage_error(e: &clap::Error) -> String {
                 .nth(1)
                 .map_or("PATH", |p| p.as_str());
             format!(" (the command goes after --: zkguard {sub} {path} -- {stray} ...)")
-        }
-        (Some(sub), ErrorKind::MissingRequiredArgument, _) if one_line(e).contains("<CMD>") => {
-            format!(" (the command goes after --: zkguard {sub} PATH -- CMD [ARGS]...)")
         }
         _ => " (see zkguard --help)".into(),
     };

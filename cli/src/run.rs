@@ -137,30 +137,38 @@ fn session(
                 return Ok(128 + sig);
             }
         };
-        say.say(format!(
-            "got the {what} {path} (token {}); running the command",
-            held.token()
-        ));
-        let mut env = vec![
-            ("ZKGUARD_TOKEN", held.token().to_string()),
-            ("ZKGUARD_PATH", path.clone()),
-            ("ZKGUARD_NODE", held.node().to_string()),
-        ];
-        if let Target::Elect(e) = &*target {
-            env.push(("ZKGUARD_ID", e.id().to_string()));
-        }
         let started = Instant::now();
-        let child = child::spawn(&sup.command, &env, Terminal::stdin())?;
         let label = format!("the {what} {path}");
-        let (end, signalled) = watch(client, &held, &child, sup, &signals, say, &label);
+        let (end, signalled) = if sup.command.is_empty() {
+            say.say(format!(
+                "got the {what} {path} (token {}); holding it until signalled",
+                held.token()
+            ));
+            hold_until_signalled(&held, &signals, say, &label)
+        } else {
+            say.say(format!(
+                "got the {what} {path} (token {}); running the command",
+                held.token()
+            ));
+            let mut env = vec![
+                ("ZKGUARD_TOKEN", held.token().to_string()),
+                ("ZKGUARD_PATH", path.clone()),
+                ("ZKGUARD_NODE", held.node().to_string()),
+            ];
+            if let Target::Elect(e) = &*target {
+                env.push(("ZKGUARD_ID", e.id().to_string()));
+            }
+            let child = child::spawn(&sup.command, &env, Terminal::stdin())?;
+            let (end, signalled) = watch(client, &held, &child, sup, &signals, say, &label);
+            child.take_terminal_back();
+            // Ctrl-C typed to a command with the terminal reached it, not zkguard: as a
+            // shell does, take the command's death by SIGINT as the wish to stop (--loop).
+            let interrupted = child.has_terminal()
+                && matches!(end, End::Exited(code) if code == 128 + libc::SIGINT);
+            (end, signalled || interrupted)
+        };
         // The command has exited: only now let the lock go.
         drop(held);
-        child.take_terminal_back();
-        // Ctrl-C typed to a command with the terminal reached it, not zkguard: as a shell
-        // does, take the command's death by SIGINT as the user's wish to stop (--loop).
-        let interrupted =
-            child.has_terminal() && matches!(end, End::Exited(code) if code == 128 + libc::SIGINT);
-        let signalled = signalled || interrupted;
         match end {
             End::Exited(code) if !repeat || signalled => return Ok(code),
             End::Lost if !repeat || signalled => return Ok(EXIT_LOST),
@@ -284,6 +292,32 @@ fn watch(
                 let _ = tx.send(h.confirm());
             });
             confirming = Some(rx);
+        }
+    }
+}
+
+/// Without a command (as `etcdctl lock`): holds until SIGINT, SIGTERM or SIGHUP (then
+/// ends as a command exiting with 0 would) or until lost.
+fn hold_until_signalled(
+    held: &Arc<dyn Held>,
+    signals: &Receiver<i32>,
+    say: Say,
+    label: &str,
+) -> (End, bool) {
+    let lost = held.lost();
+    loop {
+        select! {
+            recv(lost) -> _ => {
+                say.say(format!("{label} was lost (session expired or node deleted)"));
+                return (End::Lost, false);
+            }
+            recv(signals) -> sig => {
+                let sig = sig.expect("the signal thread never ends");
+                if sig != child::RESUMED {
+                    say.say(format!("{}: letting {label} go", signal_name(sig)));
+                    return (End::Exited(0), true);
+                }
+            }
         }
     }
 }

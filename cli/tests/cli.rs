@@ -180,7 +180,7 @@ fn exit_status_passes_through_with_the_environment() {
 fn bad_input_is_one_line_and_a_documented_status() {
     let cs = cluster().connect_string();
     let cases: Vec<(Vec<&str>, i32, &str)> = vec![
-        (vec!["lock", "/cli/x"], 2, "<CMD>"),
+        (vec!["lock", "/cli/x", "echo"], 2, "-- echo"),
         (vec!["lock", "cli/x", "--", "true"], 2, "invalid path"),
         (vec!["lock", "/cli//x", "--", "true"], 2, "invalid path"),
         (

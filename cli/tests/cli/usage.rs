@@ -86,8 +86,8 @@ fn flock_habits_work_or_get_a_hint() {
             format!("zkguard lock {path} -- cat"),
         ),
         (
-            vec!["elect", &path],
-            "zkguard elect PATH -- CMD".to_string(),
+            vec!["elect", &path, "-w", "2", "./x"],
+            format!("zkguard elect {path} -- ./x"),
         ),
     ] {
         let (code, _, err) = output(zkguard(&cs).args(&args));
@@ -203,4 +203,33 @@ fn server_port_is_the_one_asked_for() {
         assert!(Instant::now() < deadline, "server did not stop on SIGINT");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Without a command (as `etcdctl lock` and `etcdctl elect`), `lock` holds and `elect`
+/// leads until signalled, then lets go and exits with 0.
+#[test]
+fn without_a_command_it_holds_until_signalled() {
+    let (cs, s, path) = setup("no-command");
+    let start = |args: &[&str], name: &str| {
+        let mut c = zkguard(&cs);
+        c.args(args);
+        Running::start(c, &s, name)
+    };
+    let mut holder = start(&["lock", &path], "holder");
+    holder.wait_stderr("holding it until signalled");
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-n", "--", "true"]));
+    assert_eq!(code, 1, "the lock was free: {err}");
+    holder.signal(libc::SIGTERM);
+    assert_eq!(holder.wait(PATIENCE), 0, "{}", holder.stderr());
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-n", "--", "true"]));
+    assert_eq!(code, 0, "not released: {err}");
+
+    let election = unique("no-command-elect");
+    let mut leader = start(&["elect", &election, "--id", "solo"], "leader");
+    leader.wait_stderr("holding it until signalled");
+    let (code, out, err) = output(zkguard(&cs).args(["leader", &election, "--json"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"leader\":\"solo\""), "{out}");
+    leader.signal(libc::SIGINT);
+    assert_eq!(leader.wait(PATIENCE), 0, "{}", leader.stderr());
 }
