@@ -174,6 +174,10 @@ pub struct ShowArgs {
     /// One JSON object on stdout, for scripts
     #[arg(long)]
     pub json: bool,
+    /// Keep watching: print again at each change (`leader`: each new leader's id, as
+    /// etcdctl elect -l; with --json one object per line), until Ctrl-C
+    #[arg(long, short)]
+    pub watch: bool,
 }
 
 #[derive(Args)]

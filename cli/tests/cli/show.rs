@@ -82,3 +82,60 @@ fn holders_lists_a_semaphore_waiter_once() {
         assert_eq!(p.wait(PATIENCE), 0, "{}", p.stderr());
     }
 }
+
+/// `leader --watch` prints each change of leader (as `etcdctl elect -l`): none, `a`, then
+/// `b` once `a`'s command ends (not again when `b` queues), none once `b`'s ends; it stops
+/// on SIGINT with 0.
+#[test]
+fn leader_watch_prints_each_change_of_leader() {
+    let (cs, s, path) = setup("leader-watch");
+    let out = std::fs::File::create(s.path("watch")).unwrap();
+    let err = std::fs::File::create(s.path("watch.stderr")).unwrap();
+    let mut watcher = zkguard(&cs)
+        .args(["leader", &path, "--watch"])
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let watched = |want: &[&str]| {
+        s.wait_lines("watch", &format!("the leaders {want:?}"), |l| l == want);
+    };
+    watched(&["(no leader)"]);
+    let candidate = |id: &str| {
+        let args = ["elect", &path, "--id", id];
+        start_sh(
+            &cs,
+            &s,
+            id,
+            &args,
+            &until_file(&s.path(&format!("go-{id}"))),
+        )
+    };
+    let mut a = candidate("a");
+    watched(&["(no leader)", "a"]);
+    let mut b = candidate("b");
+    wait_contenders(&client(&cs), &path, 2);
+    s.touch("go-a");
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+    watched(&["(no leader)", "a", "b"]);
+    s.touch("go-b");
+    assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
+    watched(&["(no leader)", "a", "b", "(no leader)"]);
+
+    // SAFETY: a plain kill(2) of our own child.
+    unsafe {
+        libc::kill(watcher.id() as i32, libc::SIGINT);
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(st) = watcher.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the watcher did not stop on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(exit_code(status), 0, "{:?}", s.lines("watch.stderr"));
+}
