@@ -138,3 +138,40 @@ fn ctrl_z_and_ctrl_c_with_the_terminal() {
     assert_eq!(z.wait(PATIENCE), 130, "{}", z.stderr());
     assert_eq!(s.lines("got"), ["one"]);
 }
+
+/// `--on-suspend stop` with the terminal: while the holder is cut off its command is
+/// stopped and zkguard has the terminal (so Ctrl-C would reach zkguard); after the heal
+/// the command is the foreground job again, continued, and reads its line.
+#[test]
+fn a_suspended_command_gives_the_terminal_back_until_resumed() {
+    let (_, s, path) = setup("tty-suspend");
+    let proxy = zkguard::testing::FaultProxy::for_cluster(cluster()).unwrap();
+    let mut pty = Pty::open();
+    let script = format!(
+        "echo $$ > '{pid}'; IFS= read -r line && echo \"$line\" > '{got}'",
+        pid = s.path("pid").display(),
+        got = s.path("got").display()
+    );
+    let args = ["--session-timeout", "20s", "lock", &path];
+    let mut z = pty.start(&proxy.connect_string(), &s, &args, &script);
+    let zk = z.pid();
+    s.wait_lines("pid", "the command", |l| l.len() == 1);
+    let cmd: i32 = s.lines("pid")[0].parse().unwrap();
+    let fg = || format!("foreground {:?}: {}", foreground(zk), z.stderr());
+    wait_until(fg, || foreground(zk) == Some(cmd));
+
+    proxy.blackhole();
+    proxy.reset();
+    wait_until(
+        || format!("not stopped with zkguard in the foreground: {}", fg()),
+        || proc_state(cmd) == Some('T') && foreground(zk) == Some(zk),
+    );
+    proxy.heal();
+    wait_until(
+        || format!("not continued in the foreground: {}", fg()),
+        || proc_state(cmd) != Some('T') && foreground(zk) == Some(cmd),
+    );
+    pty.type_in(b"after the heal\n");
+    assert_eq!(z.wait(PATIENCE), 0, "{}", z.stderr());
+    assert_eq!(s.lines("got"), ["after the heal"]);
+}
