@@ -321,7 +321,10 @@ fn check_server_args(matches: &clap::ArgMatches) -> Result<(), Fail> {
 /// A usage error as one line, with a hint where flock's habits lead astray: the command
 /// goes after `--`.
 fn usage_error(e: &clap::Error) -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let before_dashes = args.iter().take_while(|a| *a != "--");
     let sub = before_dashes
         .clone()
@@ -334,7 +337,8 @@ fn usage_error(e: &clap::Error) -> String {
         (Some(sub), ErrorKind::UnknownArgument, Some(stray)) => {
             let path = before_dashes
                 .skip_while(|a| *a != sub)
-                .nth(1)
+                .skip(1)
+                .find(|p| p.starts_with('/'))
                 .map_or("PATH", |p| p.as_str());
             format!(" (the command goes after --: zkguard {sub} {path} -- {stray} ...)")
         }
