@@ -46,17 +46,18 @@ impl Child {
 }
 
 /// Starts `cmd` with `env` added, as the leader of a new process group (so a signal for
-/// the command reaches its children too, and the terminal's Ctrl-C reaches only zkguard,
-/// which forwards it). On Linux the command is killed if zkguard dies (`PR_SET_PDEATHSIG`):
+/// the command reaches its children too, and zkguard can stop and continue the group
+/// without stopping itself). On Linux the command is killed if zkguard dies (`PR_SET_PDEATHSIG`):
 /// a crashed zkguard releases the lock, so its command must not run on. With `terminal`,
 /// the new group becomes the terminal's foreground group before the command runs (if
-/// zkguard's group had it).
+/// zkguard's group had it): the terminal's Ctrl-C and Ctrl-Z then reach the command
+/// directly. Without, they reach zkguard, which forwards Ctrl-C and stops both on Ctrl-Z.
 pub fn spawn(
     cmd: &[OsString],
     env: &[(&str, String)],
     terminal: Option<Terminal>,
 ) -> Result<Child, Fail> {
-    let (program, args) = cmd.split_first().expect("clap requires a command");
+    let (program, args) = cmd.split_first().expect("spawn is called with a command");
     let mut c = Command::new(program);
     c.args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
