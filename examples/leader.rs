@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, tick, Receiver, Sender};
 use parking_lot::Mutex;
+use zkguard::channel::{select, tick, Receiver, Sender};
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{Client, LeaderElection, LeaderEvent};
 
@@ -147,7 +147,7 @@ fn main() -> BoxResult<()> {
         let client = Client::builder(&proxy.connect_string())
             .session_timeout(session_timeout)
             .build()?;
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (tx, rx) = zkguard::channel::unbounded();
         let handle = daemon(name, client, path.clone(), rx, journal.clone());
         if name == "a" {
             journal.wait_for("a", |e| matches!(e, LeaderEvent::Elected { .. }));

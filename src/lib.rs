@@ -37,6 +37,11 @@
 //! belongs to the current session before it claims the lock after any reconnect, and every
 //! failed, cancelled or timed-out acquire deletes its node (in the background if need be).
 //!
+//! The nodes a recipe creates get the client's [`NodeAcl`] (open by default; a creator ACL
+//! keeps other identities of a shared ensemble from deleting or writing a held node), and
+//! every guard can make [fenced writes](Guard::fenced_multi): ZooKeeper writes applied only
+//! while the lock is held.
+//!
 //! Every guard owns what it needs (no lifetime), releases on drop, and tells the truth
 //! about the lock: `is_valid()` (false while disconnected or unanswered, read from the
 //! monotonic clock at the call, so a process resumed from a long pause is told at once),
@@ -87,7 +92,7 @@
 //! let events = client.events();
 //! let me = client.create("/workers/w-", b"host-a", CreateMode::EphemeralSequential)?;
 //! let (_, _, watch) = client.get_children_w("/workers")?;
-//! crossbeam_channel::select! {
+//! zkguard::channel::select! {
 //!     recv(watch) -> ev => println!("membership changed: {ev:?}"),
 //!     recv(events) -> ev => if let Ok(SessionEvent::Lost { .. }) = ev {
 //!         println!("session lost: {} is gone", me.path);
@@ -127,11 +132,16 @@ pub mod testing;
 pub use client::TlsConfig;
 pub use client::{
     Acl, Client, ClientBuilder, ClientStats, CloseOutcome, CreateMode, Created, EventType,
-    LossReason, Op, OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat,
+    LossReason, NodeAcl, Op, OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat,
     WatchedEvent,
 };
+/// The [crossbeam-channel](https://docs.rs/crossbeam-channel/0.5) crate (0.5), re-exported:
+/// every receiver zkguard hands out (session events, watches, `lost()`, `revocation()`,
+/// leader events) is a [`channel::Receiver`], and [`channel::select!`] waits on several at
+/// once, with no dependency of your own to add.
+pub use crossbeam_channel as channel;
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
-pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, Result};
+pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, Result};
 pub use lock::{
     revoke, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit,
     ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex,
@@ -139,7 +149,9 @@ pub use lock::{
 };
 pub use queue::{Canceller, Participant};
 
-/// The README's examples, compiled as doctests so they cannot rot.
-#[cfg(all(doctest, feature = "testing", feature = "tls"))]
+/// The README's examples, compiled as doctests so they cannot rot: with any set of features
+/// (a block that needs `testing` or `tls` is a `fn main` under that feature's cfg, with an
+/// empty one beside it), so `cargo test --doc` checks every block it can build.
+#[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -416,7 +416,10 @@ fn acls_open_read_only_creator_all_and_custom() {
     assert_eq!(c.get_data(&p).unwrap().0, b"ro");
     assert_eq!(
         c.set_data(&p, b"x", None).unwrap_err(),
-        Error::NoAuth { path: p.clone() }
+        Error::NoAuth {
+            path: p.clone(),
+            op: "set_data"
+        }
     );
 
     // creator_all needs an authenticated identity.
@@ -436,7 +439,10 @@ fn acls_open_read_only_creator_all_and_custom() {
     assert_eq!(authed.get_data(&q).unwrap().0, b"mine");
     assert_eq!(
         c.get_data(&q).unwrap_err(),
-        Error::NoAuth { path: q.clone() }
+        Error::NoAuth {
+            path: q.clone(),
+            op: "get_data"
+        }
     );
 
     // A custom ACL: world may read and create children, nothing else.
@@ -450,11 +456,48 @@ fn acls_open_read_only_creator_all_and_custom() {
     .unwrap();
     c.create(&format!("{r}/kid"), b"", CreateMode::Persistent)
         .unwrap();
+    // A refused delete (and create) names the parent, whose ACL said no, and the operation.
+    let refused = c.delete(&format!("{r}/kid"), None).unwrap_err();
     assert_eq!(
-        c.delete(&format!("{r}/kid"), None).unwrap_err(),
+        refused,
         Error::NoAuth {
-            path: format!("{r}/kid")
+            path: r.clone(),
+            op: "delete"
         }
+    );
+    assert!(
+        refused.to_string().contains(&format!("ACL of node {r} "))
+            && refused.to_string().contains("deleting children"),
+        "{refused}"
+    );
+    let ro = unique("acl-ro-dir");
+    c.create_with_acl(&ro, b"", CreateMode::Persistent, &Acl::read_unsafe())
+        .unwrap();
+    let refused = c
+        .create(&format!("{ro}/kid-"), b"", CreateMode::EphemeralSequential)
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        Error::NoAuth {
+            path: ro.clone(),
+            op: "create"
+        }
+    );
+    assert!(
+        refused.to_string().contains("creating children"),
+        "{refused}"
+    );
+    // Inside a multi too.
+    let refused = c
+        .multi(&[Op::Create {
+            path: format!("{ro}/m"),
+            data: vec![],
+            mode: CreateMode::Persistent,
+        }])
+        .unwrap_err();
+    assert!(
+        matches!(&refused, Error::Multi { index: 0, source } if **source == Error::NoAuth { path: ro.clone(), op: "create" }),
+        "{refused:?}"
     );
     assert!(matches!(
         c.create_with_acl(&unique("acl-empty"), b"", CreateMode::Persistent, &[])

@@ -4,9 +4,10 @@
 //! by marker files both sides create while holding (see [`Marker`]), and one test shows the
 //! check sees an overlap when the two sides use different paths.
 //!
-//! Without `javac` or Curator's jars every test fails saying what to install; set
-//! `ZKGUARD_CURATOR_CLASSPATH` to a complete class path for Curator's recipes to use other
-//! jars than `/usr/share/java`'s.
+//! Curator's jars and `javac` are found, or installed (as root on Debian, like ZooKeeper), by
+//! the harness: [`CuratorJava::find`]. Where it may not install, every test fails saying what
+//! to install; set `ZKGUARD_CURATOR_CLASSPATH` to a complete class path for Curator's recipes
+//! to use other jars than `/usr/share/java`'s.
 
 mod common;
 
@@ -20,69 +21,59 @@ use common::{
     assert_quiet, children, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN,
 };
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use zkguard::testing::CuratorJava;
 use zkguard::{Client, LeaderElection, Mutex, RwLock, Semaphore};
 
 // ---------------------------------------------------------------------------------------
 // The Curator peer: finding Curator, compiling the helper, running it
 // ---------------------------------------------------------------------------------------
 
-const INSTALL: &str = "install Curator and a JDK (Debian/Ubuntu: `apt-get install \
-libcurator-recipes-java default-jdk-headless`), or set ZKGUARD_CURATOR_CLASSPATH to a complete \
-Java class path for Curator's recipes";
-
-/// Curator's class path: `ZKGUARD_CURATOR_CLASSPATH` as given, else Debian's jars (their
-/// manifests name their dependencies) and slf4j-nop to keep the peers' output to events.
-fn curator_classpath() -> Result<String, String> {
-    if let Ok(cp) = std::env::var("ZKGUARD_CURATOR_CLASSPATH") {
-        return Ok(cp);
-    }
-    let recipes = Path::new("/usr/share/java/curator-recipes.jar");
-    if !recipes.is_file() {
-        return Err(format!("{} not found: {INSTALL}", recipes.display()));
-    }
-    let mut cp = recipes.display().to_string();
-    let nop = Path::new("/usr/share/java/slf4j-nop.jar");
-    if nop.is_file() {
-        cp = format!("{cp}:{}", nop.display());
-    }
-    Ok(cp)
+/// The compiled peer: the `java` to run it with and its class path.
+struct Compiled {
+    java: PathBuf,
+    classpath: String,
 }
 
-/// The class path to run `CuratorPeer` with: compiled once per test binary into a fresh
-/// directory under cargo's temporary directory. Every test fails with the reason if it
-/// cannot be built.
-fn peer_classpath() -> &'static str {
-    static CP: OnceLock<Result<String, String>> = OnceLock::new();
-    match CP.get_or_init(compile_peer) {
-        Ok(cp) => cp,
+/// `CuratorPeer` compiled once per test binary into a fresh directory under cargo's
+/// temporary directory, against Curator found (or installed) by the harness
+/// ([`CuratorJava::find`]). Every test fails with the reason if it cannot be built.
+fn peer() -> &'static Compiled {
+    static PEER: OnceLock<Result<Compiled, String>> = OnceLock::new();
+    match PEER.get_or_init(compile_peer) {
+        Ok(peer) => peer,
         Err(e) => panic!("Curator interop tests cannot run: {e}"),
     }
 }
 
-fn compile_peer() -> Result<String, String> {
-    let curator = curator_classpath()?;
+fn compile_peer() -> Result<Compiled, String> {
+    let kit = CuratorJava::find().map_err(|e| e.to_string())?;
+    let curator = kit.classpath.to_string_lossy().into_owned();
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/curator/CuratorPeer.java");
     let out =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("curator-peer-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(&out).map_err(|e| format!("create {}: {e}", out.display()))?;
-    let javac = Command::new("javac")
+    let javac = Command::new(&kit.javac)
         .args(["-Xlint:all,-path", "-d"])
         .arg(&out)
         .arg("-cp")
         .arg(&curator)
         .arg(&source)
         .output()
-        .map_err(|e| format!("cannot run javac ({e}): {INSTALL}"))?;
+        .map_err(|e| format!("cannot run {} ({e})", kit.javac.display()))?;
     if !javac.status.success() {
         return Err(format!(
-            "javac {} against {curator} failed ({}): {}\n{INSTALL}",
+            "{} {} against {curator} failed ({}): {}",
+            kit.javac.display(),
             source.display(),
             javac.status,
             String::from_utf8_lossy(&javac.stderr)
         ));
     }
-    Ok(format!("{}:{curator}", out.display()))
+    Ok(Compiled {
+        java: kit.java,
+        classpath: format!("{}:{curator}", out.display()),
+    })
 }
 
 /// A running `CuratorPeer`: its stdout lines arrive on a channel; killed on drop.
@@ -106,9 +97,10 @@ impl Peer {
     /// Starts `CuratorPeer <connect> <args...>` with extra JVM options and class path
     /// entries (a secured ensemble's client settings).
     fn start_on(connect: &str, jvm: &[String], extra_cp: &str, args: &[&str]) -> Peer {
-        let cp = format!("{}{extra_cp}", peer_classpath());
+        let peer = peer();
+        let cp = format!("{}{extra_cp}", peer.classpath);
         let name = args.join(" ");
-        let mut child = Command::new("java")
+        let mut child = Command::new(&peer.java)
             .args(["-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
             .args(jvm)
             .arg("-cp")
@@ -120,7 +112,7 @@ impl Peer {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot run java ({e}): {INSTALL}"));
+            .unwrap_or_else(|e| panic!("cannot run {} ({e})", peer.java.display()));
         let (tx, lines) = crossbeam_channel::unbounded();
         let stdout = child.stdout.take().unwrap();
         std::thread::spawn(move || {
@@ -871,4 +863,71 @@ fn curator_and_zkguard_exclude_each_other_on_a_tls_and_sasl_ensemble() {
         .expect("zkguard gets the lock once Curator releases");
     assert!(valid);
     z.close();
+}
+
+// ---------------------------------------------------------------------------------------
+// ACLs: a Curator service with an ACLProvider and zkguard with the same identity
+// ---------------------------------------------------------------------------------------
+
+/// Curator with digest credentials and `CREATOR_ALL_ACL` from its `ACLProvider`, and zkguard
+/// logged in as the same digest user with [`NodeAcl::creator`], share one lock (each waits
+/// for the other), while another identity is refused at once, by both's directory.
+#[test]
+fn curator_with_a_creator_acl_and_zkguard_with_the_same_identity_share_a_lock() {
+    let path = format!("{}/lock", unique("cur-acl"));
+    let jvm = ["-Dpeer.digest=alice:alice-pw".to_string()];
+    let mut java = Peer::start_on(
+        &shared_cluster().connect_string(),
+        &jvm,
+        "",
+        &["mutex", &path, "hold"],
+    );
+    java.expect("acquired");
+    let alice = Client::builder(&shared_cluster().connect_string())
+        .auth("digest", b"alice:alice-pw")
+        .node_acl(zkguard::NodeAcl::creator())
+        .build()
+        .unwrap();
+    let lock = Mutex::new(&alice, &path).unwrap();
+    assert!(
+        lock.try_acquire().unwrap().is_none(),
+        "zkguard took a lock Curator holds"
+    );
+    // Another identity cannot even queue in the directory Curator made creator-only.
+    let bob = Client::builder(&shared_cluster().connect_string())
+        .auth("digest", b"bob:bob-pw")
+        .build()
+        .unwrap();
+    match Mutex::new(&bob, &path).unwrap().try_acquire() {
+        Err(zkguard::Error::NoAuth {
+            path: p,
+            op: "create",
+        }) => assert_eq!(p, path),
+        other => panic!("bob in Curator's creator-only directory: {other:?}"),
+    }
+    let waiting = spawn(move || {
+        lock.acquire_timeout(WITHIN)
+            .map(|g| g.map(|g| g.is_valid()))
+    });
+    assert_quiet(&waiting, "zkguard acquired while Curator holds");
+    java.release();
+    assert_eq!(
+        recv(&waiting, WITHIN, "zkguard's acquire").unwrap(),
+        Some(true),
+        "zkguard gets the lock once Curator releases"
+    );
+    // And the other way round: zkguard holds, a Curator peer with the same identity waits.
+    let path2 = format!("{}/lock", unique("cur-acl2"));
+    let held = Mutex::new(&alice, &path2).unwrap().acquire().unwrap();
+    let mut java = Peer::start_on(
+        &shared_cluster().connect_string(),
+        &jvm,
+        "",
+        &["mutex", &path2, "hold"],
+    );
+    java.expect("connected");
+    java.assert_quiet(JAVA_QUIET, "Curator acquired while zkguard holds");
+    drop(held);
+    java.expect("acquired");
+    java.release();
 }

@@ -15,7 +15,8 @@ use common::{
     assert_invalid_path, assert_quiet, base, children, connect, recv, shared_cluster, spawn,
     unique, wait_until, watches_by_path, WITHIN,
 };
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use zkguard::testing::FaultProxy;
 use zkguard::{Client, CreateMode, Error, LeaderElection, LeaderEvent, Leadership, Participant};
 
 // ---------------------------------------------------------------------------------------
@@ -549,6 +550,98 @@ fn an_unfair_election_is_one_ephemeral_node_at_the_path_holding_the_leaders_id()
     assert_invalid_path(on_plain.lead(), &plain, "unfair lead on a persistent node");
     assert_eq!(o.get_data(&plain).unwrap().0, b"config");
     o.delete(&plain, None).unwrap();
+}
+
+#[test]
+fn every_candidate_events_call_is_a_receiver_of_its_own_that_starts_with_the_current_term() {
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    // Long enough that the session outlives the outage below on a loaded machine.
+    let a = connect(&proxy.connect_string(), Duration::from_secs(20));
+    let path = unique("el-events");
+    let ca = LeaderElection::new(&a, &path, "a").unwrap().join().unwrap();
+    let first = ca.events();
+    let token = expect_elected(&first, "first receiver");
+    // Taken after the election: it starts with the term under way.
+    let late = ca.events();
+    assert_eq!(expect_elected(&late, "late receiver"), token);
+
+    // Every receiver gets every later event (a shared queue gave each to one of them).
+    assert!(ca.resign().unwrap());
+    for (rx, who) in [(&first, "first"), (&late, "late")] {
+        assert_eq!(next_event(rx, who), LeaderEvent::Resigned, "{who}");
+    }
+    let token = expect_elected(&first, "first, queued again alone");
+    assert_eq!(expect_elected(&late, "late, queued again alone"), token);
+
+    // Taken while suspended: the term, then the suspension; then what comes to all.
+    proxy.blackhole();
+    proxy.reset();
+    for (rx, who) in [(&first, "first"), (&late, "late")] {
+        assert_eq!(next_event(rx, who), LeaderEvent::Suspended, "{who}");
+    }
+    let suspended = ca.events();
+    assert_eq!(expect_elected(&suspended, "taken while suspended"), token);
+    assert_eq!(next_event(&suspended, "suspended"), LeaderEvent::Suspended);
+    proxy.heal();
+    for (rx, who) in [
+        (&first, "first"),
+        (&late, "late"),
+        (&suspended, "suspended"),
+    ] {
+        assert_eq!(next_event(rx, who), LeaderEvent::Restored, "{who}");
+        assert!(rx.is_empty(), "{who}: more events than the others");
+    }
+
+    // A dropped receiver costs nothing; once the candidate is gone every stream ends, and
+    // a receiver taken after the client closed is closed at once.
+    drop(late);
+    drop(ca);
+    for (rx, who) in [(&first, "first"), (&suspended, "suspended")] {
+        match rx.recv_timeout(WITHIN) {
+            Err(RecvTimeoutError::Disconnected) => {}
+            other => panic!("{who}: expected the end of the stream, got {other:?}"),
+        }
+    }
+    let b = connect(&shared_cluster().connect_string(), SESSION);
+    let cb = LeaderElection::new(&b, &path, "b").unwrap().join().unwrap();
+    let before = cb.events();
+    b.close();
+    loop {
+        match before.recv_timeout(WITHIN) {
+            Ok(LeaderEvent::Elected { .. } | LeaderEvent::Lost) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+            other => panic!("b, closing: {other:?}"),
+        }
+    }
+    match cb.events().try_recv() {
+        Err(TryRecvError::Disconnected) => {}
+        other => panic!("a receiver taken after the end: {other:?}"),
+    }
+}
+
+#[test]
+fn an_unfair_elections_leader_is_not_a_persistent_node_at_its_path() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("el-unfair-plain");
+    let c = connect(&cs, SESSION);
+    c.create(&path, b"hello", CreateMode::Persistent).unwrap();
+    let election = LeaderElection::unfair(&c, &path, "a").unwrap();
+    let refused = election.try_lead().map(|l| l.is_some());
+    assert_invalid_path(refused.clone(), &path, "try_lead on a persistent node");
+    // leader() and participants() say what lead says, not that "hello" leads.
+    let leader = election.leader();
+    assert_invalid_path(leader.clone(), &path, "leader of a persistent node");
+    assert_eq!(leader.unwrap_err(), refused.clone().unwrap_err());
+    let participants = election.participants();
+    assert_invalid_path(participants.clone(), &path, "participants");
+    assert_eq!(participants.unwrap_err(), refused.unwrap_err());
+    assert_eq!(
+        c.get_data(&path).unwrap().0,
+        b"hello",
+        "the node was touched"
+    );
+    c.delete(&path, None).unwrap();
+    assert_eq!(election.leader().unwrap(), None);
 }
 
 /// One round of [`an_unfair_leaders_confirm_says_not_leader_once_its_node_was_replaced`]:

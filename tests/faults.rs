@@ -519,7 +519,10 @@ fn digest_auth_is_replayed_after_a_reconnect() {
     let stranger = connect(&cluster.connect_string(), Duration::from_secs(8));
     assert_eq!(
         stranger.get_data(&p).unwrap_err(),
-        Error::NoAuth { path: p.clone() }
+        Error::NoAuth {
+            path: p.clone(),
+            op: "get_data"
+        }
     );
 }
 

@@ -786,6 +786,28 @@ fn unfair_mutex_excludes_hands_over_and_names_its_holder() {
 }
 
 #[test]
+fn an_unfair_mutexs_holder_is_not_a_persistent_node_at_its_path() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("unfair-plain");
+    let c = connect(&cs, SESSION);
+    c.create(&path, b"hello", CreateMode::Persistent).unwrap();
+    let lock = UnfairMutex::new(&c, &path).unwrap();
+    let refused = lock.try_acquire().map(|g| g.is_some());
+    assert_invalid_path(refused.clone(), &path, "try_acquire on a persistent node");
+    // holder() says what the acquire says, not that "hello" holds the lock.
+    let holder = lock.holder();
+    assert_invalid_path(holder.clone(), &path, "holder of a persistent node");
+    assert_eq!(holder.unwrap_err(), refused.unwrap_err());
+    assert_eq!(
+        c.get_data(&path).unwrap().0,
+        b"hello",
+        "the node was touched"
+    );
+    c.delete(&path, None).unwrap();
+    assert_eq!(lock.holder().unwrap(), None);
+}
+
+#[test]
 fn unfair_mutex_release_only_deletes_its_own_node() {
     let cs = shared_cluster().connect_string();
     let path = unique("unfair");

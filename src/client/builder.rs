@@ -5,38 +5,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::config::{Config, SaslLogin};
 use super::conn::Shared;
-use super::{path, Client, Owner};
+use super::{path, Client, NodeAcl, Owner};
 use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
-
-/// Settings fixed at build time.
-pub(crate) struct Config {
-    pub hosts: Vec<String>,
-    pub chroot: String,
-    pub session_timeout: Duration,
-    pub auth: Vec<(String, Vec<u8>)>,
-    /// The largest request frame to send (see [`ClientBuilder::max_request_size`]).
-    pub max_request: usize,
-    /// TLS to every server (feature `tls`).
-    pub tls: Option<super::TlsSetup>,
-    /// The SASL DIGEST-MD5 login, on every connection.
-    pub sasl: Option<SaslLogin>,
-}
-
-/// A SASL DIGEST-MD5 user and password (the password is kept out of `Debug`).
-#[derive(Clone)]
-pub(crate) struct SaslLogin {
-    pub user: String,
-    pub password: String,
-}
-
-impl std::fmt::Debug for SaslLogin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SaslLogin")
-            .field("user", &self.user)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Builds a [`Client`] with settings other than the defaults.
 ///
@@ -63,6 +35,7 @@ pub struct ClientBuilder {
     #[cfg(feature = "tls")]
     pub(super) tls: Option<super::TlsConfig>,
     pub(super) sasl: Option<SaslLogin>,
+    pub(super) node_acl: NodeAcl,
 }
 
 impl ClientBuilder {
@@ -111,6 +84,27 @@ impl ClientBuilder {
         self
     }
 
+    /// The ACL of every node the recipes of this client create (lock and election nodes,
+    /// their directories, and the parents and containers made on the way), unless a recipe
+    /// instance sets its own with `with_acl`. The default is [`NodeAcl::open`], everyone
+    /// everything, so processes with different identities can share a lock; see
+    /// [`NodeAcl`] for the presets and what a creator ACL implies. Plain
+    /// [`Client::create`] calls are not affected.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::builder("127.0.0.1:2181")
+    ///     .sasl_digest("alice", "alice-secret")
+    ///     .node_acl(zkguard::NodeAcl::creator_read())
+    ///     .build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn node_acl(mut self, acl: NodeAcl) -> Self {
+        self.node_acl = acl;
+        self
+    }
+
     /// The session timeout to ask for (default 10 s). The server clamps it to its
     /// `[minSessionTimeout, maxSessionTimeout]` range; [`Client::session_timeout`] tells the
     /// negotiated value.
@@ -120,7 +114,12 @@ impl ClientBuilder {
     }
 
     /// How long [`ClientBuilder::build`] may take to establish the first session
-    /// (default 15 s).
+    /// (default 15 s, as Curator's and kazoo's). Until then a server that refuses the
+    /// connection or does not answer is tried again (servers that are starting are a
+    /// reason to wait), and a warning is logged once every server has failed once; only a
+    /// failure that retrying cannot cure (a certificate or credentials rejected by every
+    /// server, or no name resolving at all) ends the wait early. A program that would
+    /// rather give up soon on a wrong address sets a shorter timeout.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -164,8 +163,10 @@ impl ClientBuilder {
     ///   ([`ConnectFailure`]), and its [`source`](std::error::Error::source) is the cause
     ///   of the last failed attempt (for a refused TCP connect, the `io::Error`);
     /// - [`Error::AuthFailed`] when the server rejects the credentials;
-    /// - [`Error::InvalidArgument`] for a zero or overlong timeout or an empty auth scheme,
-    ///   [`Error::InvalidPath`] for a bad connect string or a missing chroot node;
+    /// - [`Error::InvalidArgument`] for a bad connect string (naming what is wrong in it), a
+    ///   zero or overlong timeout, an empty auth scheme, or a creator
+    ///   [`node_acl`](Self::node_acl) on a client without credentials; [`Error::InvalidPath`]
+    ///   for a missing chroot node;
     /// - [`Error::Spawn`] when the connection thread cannot be started.
     pub fn build(self) -> Result<Client> {
         let cs = path::parse_connect_string(&self.connect_string)?;
@@ -205,6 +206,15 @@ impl ClientBuilder {
                 });
             }
         }
+        #[cfg(feature = "tls")]
+        let cert = self.tls.as_ref().is_some_and(|t| t.has_client_cert());
+        #[cfg(not(feature = "tls"))]
+        let cert = false;
+        let identity = !self.auth.is_empty() || self.sasl.is_some() || cert;
+        self.node_acl.check_identity(
+            identity,
+            "every recipe of this client (ClientBuilder::node_acl)",
+        )?;
         // Fail at once when no host of the list can be resolved at all.
         let mut resolve_errors = Vec::new();
         for h in &cs.hosts {
@@ -218,7 +228,7 @@ impl ClientBuilder {
                 Err(e) => resolve_errors.push(ConnectAttempt::new(
                     h,
                     None,
-                    ConnectFailure::Resolve(Arc::new(e)),
+                    ConnectFailure::Resolve(e.into()),
                 )),
             }
         }
@@ -245,6 +255,8 @@ impl ClientBuilder {
             max_request: self.max_request,
             tls,
             sasl: self.sasl,
+            node_acl: self.node_acl,
+            identity,
         }));
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
         let thread_shared = shared.clone();
@@ -259,6 +271,7 @@ impl ClientBuilder {
             shared: shared.clone(),
             thread: Mutex::new(Some(thread)),
             done: done_rx,
+            janitor: Mutex::default(),
         });
         let deadline = Instant::now() + self.connect_timeout;
         // On failure `owner` drops here, which stops the thread.

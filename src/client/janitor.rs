@@ -55,14 +55,15 @@ impl Job {
     }
 }
 
-/// What must be true of a node before the janitor deletes it.
+/// What must be true of a node before the janitor deletes it: a condition the recipe that
+/// hands the node over states as data (the janitor knows no recipe).
 #[derive(Debug, Clone)]
 pub(crate) enum Check {
-    /// Nothing: the path is ours (a queue node with our uuid).
+    /// Nothing: the path is the caller's alone (its name carries the caller's uuid).
     None,
     /// It is still the node created at this zxid.
     Czxid(u64),
-    /// Its data is this owner id (the unfair lock's node).
+    /// Its data is exactly these bytes (a node that holds its owner's id).
     Data(Vec<u8>),
 }
 
@@ -136,7 +137,7 @@ impl Client {
     pub(crate) fn delete_in_background(&self, job: Job) {
         log::debug!("zkguard: background delete {job:?}");
         let start = {
-            let mut j = self.shared.janitor.lock();
+            let mut j = self.owner.janitor.lock();
             j.jobs.push(job);
             !std::mem::replace(&mut j.running, true)
         };
@@ -149,7 +150,7 @@ impl Client {
                 .spawn(move || run(owner, shared.negotiated_timeout().min(STEP), events));
             if let Err(e) = spawned {
                 log::error!("zkguard: cannot start the background delete thread: {e}");
-                self.shared.janitor.lock().running = false;
+                self.owner.janitor.lock().running = false;
             }
         }
     }
@@ -168,7 +169,7 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
             timeout,
             pin: None,
         };
-        let jobs = std::mem::take(&mut client.shared.janitor.lock().jobs);
+        let jobs = std::mem::take(&mut client.owner.janitor.lock().jobs);
         let mut left = Vec::new();
         for job in jobs {
             // A delete sent by its caller: done once answered, else retried like any other.
@@ -210,7 +211,7 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
             }
         }
         let (idle, fresh) = {
-            let mut j = client.shared.janitor.lock();
+            let mut j = client.owner.janitor.lock();
             // Jobs handed over during this pass go out at once; only retries wait.
             let fresh = !j.jobs.is_empty();
             j.jobs.extend(left);
@@ -238,7 +239,7 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
 }
 
 fn stop(client: &Client) {
-    let mut j = client.shared.janitor.lock();
+    let mut j = client.owner.janitor.lock();
     j.jobs.clear();
     j.running = false;
 }

@@ -6,7 +6,9 @@
 //! routes replies and watch events, pings, detects a silent server, reconnects with back-off,
 //! re-arms watches and replays credentials.
 
+mod acl;
 mod builder;
+mod config;
 mod conn;
 mod janitor;
 pub(crate) mod path;
@@ -28,6 +30,7 @@ use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
+pub use acl::NodeAcl;
 pub use builder::ClientBuilder;
 /// The TLS settings the connection layer uses (none without the `tls` feature).
 #[cfg(feature = "tls")]
@@ -82,6 +85,7 @@ pub use types::{
 ///   cannot read, a bad header or watch event, drops the connection instead: requests in
 ///   flight then fail with [`Error::ConnectionLoss`], and it is made again.)
 #[derive(Clone)]
+#[must_use = "the session ends as soon as the last handle on the client is dropped"]
 pub struct Client {
     shared: Arc<Shared>,
     owner: Arc<Owner>,
@@ -95,6 +99,9 @@ struct Owner {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
     done: Receiver<()>,
+    /// Deletes waiting to be retried (see `janitor.rs`). A leaf lock: taken with no other
+    /// lock held, and nothing taken under it.
+    janitor: Mutex<janitor::Janitor>,
 }
 
 impl Owner {
@@ -179,6 +186,12 @@ impl Client {
     /// `connect_string` is `host:port[,host:port...][/chroot]`; a host without a port uses
     /// 2181, IPv6 addresses are written `[addr]:port`.
     ///
+    /// With no server answering (nothing listening: a wrong address, or servers still
+    /// starting) it keeps trying, with back-off, until the connect timeout, and logs a
+    /// warning (with the `log` crate) as soon as every server has
+    /// failed once, naming each failure and saying it goes on trying; see
+    /// [`ClientBuilder::connect_timeout`] to wait less (or longer).
+    ///
     /// # Errors
     ///
     /// As [`ClientBuilder::build`]: [`Error::Connect`] (naming every server and its
@@ -199,6 +212,7 @@ impl Client {
             #[cfg(feature = "tls")]
             tls: None,
             sasl: None,
+            node_acl: NodeAcl::open(),
         }
     }
 
@@ -230,6 +244,18 @@ impl Client {
             pin: Some(session),
             ..self.clone()
         }
+    }
+
+    /// The ACL the recipes give the nodes they create, unless a recipe instance overrides it
+    /// (see [`ClientBuilder::node_acl`]).
+    pub fn node_acl(&self) -> &NodeAcl {
+        &self.shared.cfg.node_acl
+    }
+
+    /// Whether the session logs in with an identity (digest or other `auth` credentials, a
+    /// SASL login or a TLS client certificate) that a creator ACL could name.
+    pub(crate) fn has_identity(&self) -> bool {
+        self.shared.cfg.identity
     }
 
     /// This handle's default request deadline.

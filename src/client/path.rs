@@ -17,6 +17,30 @@ pub(crate) fn parse_connect_string(s: &str) -> Result<ConnectString> {
         name: "connect string",
         reason: format!("{reason} in {s:?}"),
     };
+    // `zk://host:2181` (a URL, as some tools write it) would otherwise read as host "zk:"
+    // with the chroot "//host:2181".
+    if let Some((scheme, _)) = s.split_once("://") {
+        if !scheme.is_empty() && !scheme.contains([',', '/']) {
+            return Err(Error::InvalidArgument {
+                name: "connect string",
+                reason: format!(
+                    "{s:?} starts with the URL scheme \"{scheme}://\"; a connect string is \
+                     host:port[,host:port...][/chroot], with no scheme"
+                ),
+            });
+        }
+    }
+    // A fault in one host entry names the entry, and the whole string only if it has more.
+    let bad_entry = |entry: &str, reason: String| {
+        if entry == s {
+            bad(reason)
+        } else {
+            Error::InvalidArgument {
+                name: "connect string",
+                reason: format!("{reason} in host {entry:?} of {s:?}"),
+            }
+        }
+    };
     let (hosts_part, chroot) = match s.find('/') {
         Some(i) => (&s[..i], &s[i..]),
         None => (s, ""),
@@ -35,28 +59,29 @@ pub(crate) fn parse_connect_string(s: &str) -> Result<ConnectString> {
             // [v6]:port or [v6]
             let close = rest
                 .find(']')
-                .ok_or_else(|| bad(format!("unclosed '[' in {entry:?}")))?;
+                .ok_or_else(|| bad_entry(entry, "unclosed '['".into()))?;
             let after = &rest[close + 1..];
             if after.is_empty() {
                 format!("{entry}:2181")
             } else if let Some(port) = after.strip_prefix(':') {
-                check_port(port).map_err(|r| bad(format!("{r} in {entry:?}")))?;
+                check_port(port).map_err(|r| bad_entry(entry, r))?;
                 entry.to_string()
             } else {
-                return Err(bad(format!("unexpected text after ']' in {entry:?}")));
+                return Err(bad_entry(entry, "unexpected text after ']'".into()));
             }
         } else {
             match entry.rsplit_once(':') {
                 Some((host, port)) => {
                     if host.is_empty() {
-                        return Err(bad(format!("missing host in {entry:?}")));
+                        return Err(bad_entry(entry, "missing host".into()));
                     }
                     if host.contains(':') {
-                        return Err(bad(format!(
-                            "IPv6 address {entry:?} must be written as [addr]:port"
-                        )));
+                        return Err(bad_entry(
+                            entry,
+                            "an IPv6 address must be written as [addr]:port".into(),
+                        ));
                     }
-                    check_port(port).map_err(|r| bad(format!("{r} in {entry:?}")))?;
+                    check_port(port).map_err(|r| bad_entry(entry, r))?;
                     entry.to_string()
                 }
                 None => format!("{entry}:2181"),
@@ -184,6 +209,38 @@ mod tests {
             assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
         }
         Ok(())
+    }
+
+    #[test]
+    fn connect_string_errors_say_what_is_wrong_once() {
+        let text = |s: &str| parse_connect_string(s).expect_err(s).to_string();
+        assert_eq!(
+            text("127.0.0.1:99999"),
+            r#"invalid connect string: bad port "99999" in "127.0.0.1:99999""#
+        );
+        assert_eq!(
+            text("a:1,b:0/app"),
+            r#"invalid connect string: bad port "0" in host "b:0" of "a:1,b:0/app""#
+        );
+        assert_eq!(
+            text("::1:5"),
+            r#"invalid connect string: an IPv6 address must be written as [addr]:port in "::1:5""#
+        );
+        for url in ["zk://127.0.0.1:2181", "zk://127.0.0.1:2181/app"] {
+            assert_eq!(
+                text(url),
+                format!(
+                    "invalid connect string: {url:?} starts with the URL scheme \"zk://\"; a \
+                     connect string is host:port[,host:port...][/chroot], with no scheme"
+                )
+            );
+        }
+        // A chroot that merely contains "://" further on is a chroot problem.
+        assert!(
+            text("h:1/a://b").contains("bad chroot"),
+            "{}",
+            text("h:1/a://b")
+        );
     }
 
     #[test]

@@ -7,11 +7,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;
 
-use super::conn::{NoReply, Outgoing, RawReply, ReplyMsg, WatchKind, WatchReg, WatchSink, WatchTx};
+use super::conn::{NoReply, Outgoing, ReplyMsg, WatchKind, WatchReg, WatchSink, WatchTx};
 use super::types::{Acl, CreateMode, Created, Op, OpResult, Stat, WatchedEvent};
 use super::{path, proto, Client};
 use crate::error::{Error, Result};
-use proto::{create_body, decode_multi, encode_multi, op, version_arg, Names, Reader, Writer};
+use proto::{
+    create_body, decode_multi, encode_multi, malformed, op, version_arg, Names, RawReply, Reader,
+    Writer,
+};
 
 /// Requests collected by [`Client::pipeline`], written together when the closure returns.
 pub struct Pipeline<'a> {
@@ -211,7 +214,7 @@ impl<'a> Pipeline<'a> {
         let (op_name, p) = (req.op, req.path.to_string());
         self.push_raw(req, body, move |raw| {
             if raw.err != proto::code::OK {
-                return Err(Error::from_code(raw.err, &p));
+                return Err(Error::from_reply(raw.err, op_name, &p));
             }
             decode(raw).map_err(|m| malformed(op_name, &p, &m.0))
         })
@@ -459,7 +462,10 @@ impl<'a> Pipeline<'a> {
     pub fn multi(&mut self, ops: &[Op]) -> Pending<Vec<OpResult>> {
         let chroot = self.chroot();
         let label = ops.first().map(|o| o.path()).unwrap_or("");
-        let paths: Vec<String> = ops.iter().map(|o| o.path().to_string()).collect();
+        let paths: Vec<(&'static str, String)> = ops
+            .iter()
+            .map(|o| (o.name(), o.path().to_string()))
+            .collect();
         let req = Req {
             checked: check_multi(ops),
             ..Req::on("multi", label, op::MULTI)
@@ -506,16 +512,6 @@ fn with_watch<A: 'static, B: 'static>(
     join: impl FnOnce(A, Receiver<WatchedEvent>) -> B + Send + 'static,
 ) -> Pending<B> {
     p.map(move |r| Ok(join(r?, w.ok_or(Error::Closed)?)))
-}
-
-/// The error for a reply to `op` on `path` that could not be decoded.
-pub(super) fn malformed(op: &'static str, path: &str, why: &str) -> Error {
-    log::error!("zkguard: malformed {op} reply for {path}: {why}");
-    Error::Malformed {
-        op,
-        path: path.to_string(),
-        reason: why.to_string(),
-    }
 }
 
 fn check_multi(ops: &[Op]) -> Result<()> {

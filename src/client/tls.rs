@@ -232,6 +232,11 @@ impl TlsConfig {
     }
 
     /// The rustls configuration, built once per client.
+    /// Whether a client certificate is presented (mutual TLS).
+    pub(crate) fn has_client_cert(&self) -> bool {
+        self.client.is_some()
+    }
+
     pub(crate) fn build(&self) -> Result<Tls> {
         let builder = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()

@@ -353,6 +353,16 @@ pub enum Op {
 }
 
 impl Op {
+    /// The operation's name, as errors name it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Op::Check { .. } => "check",
+            Op::Create { .. } => "create",
+            Op::Delete { .. } => "delete",
+            Op::SetData { .. } => "set_data",
+        }
+    }
+
     /// The path the operation acts on.
     pub fn path(&self) -> &str {
         match self {

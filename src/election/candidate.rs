@@ -78,9 +78,20 @@ pub enum LeaderEvent {
 /// }
 /// # Ok(()) }
 /// ```
+///
+/// The candidate must be kept: `election.join()?;` on its own would leave the election
+/// at once, so it is `#[must_use]` (a warning, an error here):
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// fn stand(election: &zkguard::LeaderElection) -> zkguard::Result<()> {
+///     election.join()?; // dropped at once: not a candidate any more
+///     Ok(())
+/// }
+/// ```
+#[must_use = "dropping the candidate leaves the election at once; keep it (let candidate = ...) for as long as this process stands"]
 pub struct Candidate {
     shared: Arc<Shared>,
-    events: Receiver<LeaderEvent>,
 }
 
 struct Shared {
@@ -108,16 +119,15 @@ struct Inner {
     suspended: bool,
     /// The term is lost (reported); the thread cleans up.
     lost: bool,
-    /// Dropped when the candidate ends, so receivers see the stream end.
-    events: Option<Sender<LeaderEvent>>,
+    /// One per [`Candidate::events`] receiver still open (a closed one goes at the next
+    /// event). Dropped when the candidate ends, so receivers see the stream end.
+    listeners: Vec<Sender<LeaderEvent>>,
     ended: bool,
 }
 
 impl Inner {
-    fn emit(&self, ev: LeaderEvent) {
-        if let Some(tx) = &self.events {
-            let _ = tx.send(ev);
-        }
+    fn emit(&mut self, ev: LeaderEvent) {
+        self.listeners.retain(|tx| tx.send(ev.clone()).is_ok());
     }
 
     /// The current term, if it is neither suspended nor lost.
@@ -187,7 +197,6 @@ impl SessionSink for Shared {
 
 impl Candidate {
     pub(crate) fn start(election: LeaderElection) -> Result<Candidate> {
-        let (tx, events) = crossbeam_channel::unbounded();
         let (wake, wake_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared {
             election,
@@ -195,7 +204,7 @@ impl Candidate {
                 holding: None,
                 suspended: false,
                 lost: false,
-                events: Some(tx),
+                listeners: Vec::new(),
                 ended: false,
             }),
             changed: Condvar::new(),
@@ -214,7 +223,7 @@ impl Candidate {
             .name("zkguard-candidate".into())
             .spawn(move || run.run(&wake_rx))
             .map_err(|e| Error::spawn("candidate thread", e))?;
-        Ok(Candidate { shared, events })
+        Ok(Candidate { shared })
     }
 
     /// Whether this candidate leads right now: elected, and its session connected with
@@ -225,13 +234,36 @@ impl Candidate {
         term.is_some_and(|h| h.is_valid())
     }
 
-    /// The candidate's events, in order, from the moment it joined. Every call returns a
-    /// handle on the same queue: each event is received once, by one of them. Events wait
-    /// in the queue until read. The stream ends (receivers see a disconnect) once the
-    /// candidate has stopped for good: dropped, or its client closed.
-    #[must_use = "the receiver is the only way to hear the signal"]
+    /// A new receiver of the candidate's events from now on, in order. As with
+    /// [`Client::events`](crate::Client::events) and a guard's `lost()`, every call returns
+    /// a receiver of its own that gets every later event (several threads can each follow
+    /// the candidate). So that one taken after [`join`](LeaderElection::join) misses
+    /// nothing it needs, a receiver taken while the candidate leads starts with that term's
+    /// [`LeaderEvent::Elected`] (and [`LeaderEvent::Suspended`] if it is suspended now).
+    /// Events wait in the receiver until read (an unread receiver grows; drop it when
+    /// done). The stream ends (receivers see a disconnect) once the candidate has stopped
+    /// for good: dropped, or its client closed; a receiver taken after that is already
+    /// disconnected.
+    ///
+    /// Changed since 0.1.0: every call used to return a handle on one shared queue of every
+    /// event since the join, each event received by one of the handles (see the
+    /// changelog).
+    #[must_use = "the receiver is the only way to hear the events"]
     pub fn events(&self) -> Receiver<LeaderEvent> {
-        self.events.clone()
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut inner = self.shared.inner.lock();
+        if inner.ended {
+            return rx; // `tx` dropped: disconnected
+        }
+        // Under the lock the thread emits with, so nothing falls between the two.
+        if let Some(h) = inner.holding.as_ref().filter(|_| !inner.lost) {
+            let _ = tx.send(LeaderEvent::Elected { token: h.token() });
+            if inner.suspended {
+                let _ = tx.send(LeaderEvent::Suspended);
+            }
+        }
+        inner.listeners.push(tx);
+        rx
     }
 
     /// Blocks until this candidate leads (`Ok(true)`) or `timeout` passes (`Ok(false)`).
@@ -394,7 +426,7 @@ impl Shared {
             let mut inner = self.inner.lock();
             inner.report_lost();
             let term = inner.end_term();
-            inner.events = None;
+            inner.listeners.clear();
             inner.ended = true;
             self.changed.notify_all();
             term

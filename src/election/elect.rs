@@ -1,6 +1,6 @@
 //! The election itself: who may run, and how to find out who leads.
 
-use crate::client::Client;
+use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
 use crate::lock::{lock_api, Lock, Sealed};
 use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
@@ -62,6 +62,7 @@ pub struct LeaderElection {
     path: String,
     id: String,
     fair: bool,
+    acl: NodeAcl,
     canceller: Canceller,
 }
 
@@ -107,8 +108,24 @@ impl LeaderElection {
             path: path.to_string(),
             id,
             fair,
+            acl: client.node_acl().clone(),
             canceller: Canceller::default(),
         })
+    }
+
+    /// The ACL of the nodes this election creates (its candidate nodes, its directory (fair) or single node (unfair), and the parents it makes on the
+    /// way) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
+    /// See [`NodeAcl`] for the presets and what a creator ACL implies (an existing directory
+    /// keeps its own ACL).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
+    /// creator's identities on a client that has none; nothing is created.
+    pub fn with_acl(mut self, acl: NodeAcl) -> Result<LeaderElection> {
+        acl.check_identity(self.client.has_identity(), &self.path)?;
+        self.acl = acl;
+        Ok(self)
     }
 
     /// This participant's id.
@@ -143,18 +160,17 @@ impl LeaderElection {
     ///
     /// # Errors
     ///
-    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+    /// [`Error::ForeignNode`] if a fair election's directory holds a node no recipe made;
+    /// [`Error::InvalidPath`] if a persistent node is at an unfair election's path (as
+    /// [`lead`](LeaderElection::lead) says); and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn leader(&self) -> Result<Option<Participant>> {
         if !self.fair {
-            return match self.client.get_data(&self.path) {
-                Ok((data, _)) => Ok(Some(Participant {
-                    node: names::base(&self.path).to_string(),
-                    data: unfair_id(&data).to_vec(),
-                    holds: true,
-                })),
-                Err(Error::NoNode { .. }) => Ok(None),
-                Err(e) => Err(e),
-            };
+            let data = queue::single_holder(&self.client, &self.path)?;
+            return Ok(data.map(|data| Participant {
+                node: names::base(&self.path).to_string(),
+                data: unfair_id(&data).to_vec(),
+                holds: true,
+            }));
         }
         // The head of the queue; if it goes while we read it, look again.
         loop {
@@ -185,7 +201,8 @@ impl LeaderElection {
     ///
     /// # Errors
     ///
-    /// [`Error::ForeignNode`] if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+    /// [`Error::ForeignNode`] if the directory holds a node no recipe made, [`Error::InvalidPath`]
+    /// as for [`leader`](LeaderElection::leader), and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn participants(&self) -> Result<Vec<Participant>> {
         if self.fair {
             queue::participants(&self.client, &self.path, Rule::Exclusive)
@@ -204,6 +221,7 @@ impl LeaderElection {
                 rule: Rule::Exclusive,
                 data: self.id.as_bytes(),
                 dir_data: b"",
+                acl: self.acl.entries(),
             };
             Ok(queue::acquire(&self.client, &spec, wait, canceller)?
                 .map(|a| Holding::new(&self.client, a, false)))
@@ -211,10 +229,15 @@ impl LeaderElection {
             // The node's data is the id and a value unique to this call, which tells our
             // node from another's after a lost create reply.
             let data = format!("{}\n{}", self.id, uuid::Uuid::new_v4());
-            Ok(
-                queue::single(&self.client, &self.path, data.as_bytes(), wait, canceller)?
-                    .map(|a| Holding::new(&self.client, a, true)),
-            )
+            Ok(queue::single(
+                &self.client,
+                &self.path,
+                data.as_bytes(),
+                self.acl.entries(),
+                wait,
+                canceller,
+            )?
+            .map(|a| Holding::new(&self.client, a, true)))
         }
     }
 }

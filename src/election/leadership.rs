@@ -34,7 +34,7 @@ use crate::queue::Holding;
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
 /// # let client = zkguard::Client::connect("127.0.0.1:2181")?;
-/// use crossbeam_channel::{select, tick};
+/// use zkguard::channel::{select, tick};
 /// let election = zkguard::LeaderElection::new(&client, "/services/compactor", "host-a")?;
 /// let leadership = election.lead()?;
 /// let lost = leadership.lost();
@@ -112,6 +112,12 @@ impl Core for Term {
         self.holding
             .confirm()
             .map_err(|e| not_leader(e, &self.election))
+    }
+    fn holdings(&self) -> Vec<&Holding> {
+        vec![&self.holding]
+    }
+    fn fenced(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpResult>> {
+        crate::queue::fenced(&[&self.holding], ops).map_err(|e| not_leader(e, &self.election))
     }
     fn release(&self) -> Result<()> {
         self.holding

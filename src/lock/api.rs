@@ -17,6 +17,8 @@ mod sealed {
     use crossbeam_channel::Sender;
 
     use crate::error::Result;
+    use crate::queue::Holding;
+    use crate::{Op, OpResult};
 
     /// Implemented by the crate's locks and guards only.
     pub trait Sealed {}
@@ -44,6 +46,12 @@ mod sealed {
         fn confirm(&self) -> Result<()>;
         /// Lets go and reports how it went; dropping the guard afterwards does nothing more.
         fn release(&self) -> Result<()>;
+        /// The nodes held, each of which a fenced write checks.
+        fn holdings(&self) -> Vec<&Holding>;
+        /// `ops` in one transaction with a check of every node held.
+        fn fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+            crate::queue::fenced(&self.holdings(), ops)
+        }
     }
 }
 
@@ -175,10 +183,10 @@ where
 ///
 /// /// Works while the guard holds; stops when the lock is lost or its holder is asked to
 /// /// let go.
-/// fn work_while_held(guard: impl Guard, jobs: crossbeam_channel::Receiver<String>) {
+/// fn work_while_held(guard: impl Guard, jobs: zkguard::channel::Receiver<String>) {
 ///     let (lost, revoked) = (guard.lost(), guard.revocation());
 ///     loop {
-///         crossbeam_channel::select! {
+///         zkguard::channel::select! {
 ///             recv(lost) -> _ => return,             // someone else may hold it soon
 ///             recv(revoked) -> _ => break,           // asked to let go: release below
 ///             recv(jobs) -> job => {
@@ -213,7 +221,9 @@ pub trait Guard: Sealed + std::fmt::Debug {
         self.core().is_valid()
     }
 
-    /// A receiver that gets `()` once the lock is lost (at once if it already is): the
+    /// A receiver of its own (every call makes one, as `events()` does on a
+    /// [`Client`](crate::Client) or [`Candidate`](crate::Candidate)) that gets `()` once
+    /// the lock is lost (at once if it already is): the
     /// session expired (counted by the client itself, so known even with no server
     /// reachable), the client was closed, or the node was deleted by someone else (the
     /// guard keeps a watch on its node from acquire to release, armed again after every
@@ -285,6 +295,45 @@ pub trait Guard: Sealed + std::fmt::Debug {
     {
         self.core().release()
     }
+
+    /// Applies `ops` to ZooKeeper only if the lock is still held when they apply: one
+    /// [`Client::multi`](crate::Client::multi) that first checks that the guard's node still
+    /// exists (for a [`MultiLockGuard`](crate::MultiLockGuard), every node), sent only on the
+    /// session that holds it. All or nothing: if the node is gone (deleted, or its session
+    /// expired, so someone else may hold the lock now) nothing of `ops` is applied. This
+    /// closes the paused-holder window inside ZooKeeper itself: a leader that writes its
+    /// decisions to ZooKeeper this way cannot overwrite its successor's, however long it was
+    /// stopped. (For other resources, send [`token`](Guard::token) instead.)
+    ///
+    /// Returns the results of `ops` alone (the checks left out). Nodes that `ops` create get
+    /// the open ACL, as in any multi.
+    ///
+    /// ```no_run
+    /// use zkguard::{Guard, Op};
+    /// # fn f(election: &zkguard::LeaderElection) -> zkguard::Result<()> {
+    /// let leadership = election.lead()?;
+    /// // Applied only while this process still leads.
+    /// leadership.fenced_multi(&[Op::SetData {
+    ///     path: "/app/assignment".into(),
+    ///     data: b"shard-7=host-a".to_vec(),
+    ///     version: None,
+    /// }])?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::LockLost`] ([`Error::NotLeader`] for a [`Leadership`](crate::Leadership))
+    ///   when the lock is known lost or a node check fails: nothing was applied;
+    /// - [`Error::Multi`] when one of `ops` fails, with its index in `ops`: nothing was
+    ///   applied;
+    /// - [`Error::InvalidArgument`] for an unfair lock or election (its node sits at a
+    ///   shared path where the next holder creates an identical one, which a check cannot
+    ///   tell apart), or a multi-lock whose parts are held by different clients;
+    /// - a connection error or timeout: as for any write, it may or may not have applied.
+    fn fenced_multi(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpResult>> {
+        self.core().fenced(ops)
+    }
 }
 
 impl Core for crate::queue::Holding {
@@ -311,6 +360,9 @@ impl Core for crate::queue::Holding {
     }
     fn release(&self) -> Result<()> {
         crate::queue::Holding::release(self)
+    }
+    fn holdings(&self) -> Vec<&crate::queue::Holding> {
+        vec![self]
     }
 }
 

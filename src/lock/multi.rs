@@ -297,6 +297,9 @@ impl Core for Parts {
     fn path(&self) -> &str {
         &self.joined
     }
+    fn holdings(&self) -> Vec<&crate::queue::Holding> {
+        self.list.iter().flat_map(|g| g.core().holdings()).collect()
+    }
     /// The first lock that is not held, or the first error.
     fn confirm(&self) -> Result<()> {
         self.list.iter().try_for_each(|g| g.confirm())

@@ -1,7 +1,7 @@
 //! The fair exclusive lock and its guard.
 
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
-use crate::client::Client;
+use crate::client::{Client, NodeAcl};
 use crate::error::Result;
 use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
 
@@ -36,6 +36,7 @@ pub struct Mutex {
     client: Client,
     path: String,
     data: Vec<u8>,
+    acl: NodeAcl,
     canceller: Canceller,
 }
 
@@ -55,8 +56,32 @@ impl Mutex {
             client: client.clone(),
             path: path.to_string(),
             data: names::default_data(),
+            acl: client.node_acl().clone(),
             canceller: Canceller::default(),
         })
+    }
+
+    /// The ACL of the nodes this lock creates (its queue nodes, its directory, and the parents it makes on the
+    /// way) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
+    /// See [`NodeAcl`] for the presets and what a creator ACL implies (an existing directory
+    /// keeps its own ACL).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
+    /// creator's identities on a client that has none; nothing is created.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::builder("127.0.0.1:2181").auth("digest", b"app:secret").build()?;
+    /// let lock = zkguard::Mutex::new(&client, "/locks/invoices")?
+    ///     .with_acl(zkguard::NodeAcl::creator_read())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_acl(mut self, acl: NodeAcl) -> Result<Mutex> {
+        acl.check_identity(self.client.has_identity(), &self.path)?;
+        self.acl = acl;
+        Ok(self)
     }
 
     /// Sets the data stored in this contender's node (by default the host name and process
@@ -85,6 +110,7 @@ impl Mutex {
             rule: Rule::Exclusive,
             data: &self.data,
             dir_data: b"",
+            acl: self.acl.entries(),
         };
         Ok(queue::acquire(&self.client, &spec, wait, cancel)?
             .map(|a| Holding::new(&self.client, a, false)))

@@ -59,6 +59,22 @@ impl ReentrantMutex {
         })
     }
 
+    /// The ACL of the nodes this lock creates (its queue nodes, its directory, and the parents it makes on the
+    /// way) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
+    /// See [`NodeAcl`](crate::NodeAcl) for the presets and what a creator ACL implies (an existing directory
+    /// keeps its own ACL).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
+    /// creator's identities on a client that has none; nothing is created.
+    pub fn with_acl(self, acl: crate::NodeAcl) -> Result<ReentrantMutex> {
+        Ok(ReentrantMutex {
+            inner: self.inner.with_acl(acl)?,
+            owners: self.owners,
+        })
+    }
+
     /// Sets the data stored in this contender's node (default: host name and process id).
     #[must_use = "with_data returns the changed lock; the original is consumed"]
     pub fn with_data(self, data: impl Into<Vec<u8>>) -> ReentrantMutex {
@@ -239,6 +255,9 @@ impl Core for Level {
     }
     fn confirm(&self) -> Result<()> {
         self.holding.confirm()
+    }
+    fn holdings(&self) -> Vec<&Holding> {
+        vec![&self.holding]
     }
     /// Gives up this level; for the outermost one this releases the lock and reports how
     /// the delete went.

@@ -1,7 +1,7 @@
 //! The read/write lock and its two guards.
 
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
-use crate::client::Client;
+use crate::client::{Client, NodeAcl};
 use crate::error::Result;
 use crate::queue::{self, names, Canceller, Holding, Participant, Rule, Spec, Wait};
 
@@ -47,6 +47,7 @@ struct Side {
     client: Client,
     path: String,
     data: Vec<u8>,
+    acl: NodeAcl,
     canceller: Canceller,
 }
 
@@ -59,6 +60,7 @@ impl Side {
             rule: if read { Rule::Read } else { Rule::Exclusive },
             data: &self.data,
             dir_data: b"",
+            acl: self.acl.entries(),
         };
         Ok(queue::acquire(&self.client, &spec, wait, cancel)?
             .map(|a| Holding::new(&self.client, a, false)))
@@ -78,12 +80,29 @@ impl RwLock {
             client: client.clone(),
             path: path.to_string(),
             data: names::default_data(),
+            acl: client.node_acl().clone(),
             canceller: Canceller::default(),
         };
         Ok(RwLock {
             read: ReadLock { side: side.clone() },
             write: WriteLock { side },
         })
+    }
+
+    /// The ACL of the nodes both sides of this lock creates (its queue nodes, its directory, and the parents it makes on the
+    /// way) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
+    /// See [`NodeAcl`] for the presets and what a creator ACL implies (an existing directory
+    /// keeps its own ACL).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
+    /// creator's identities on a client that has none; nothing is created.
+    pub fn with_acl(mut self, acl: NodeAcl) -> Result<RwLock> {
+        acl.check_identity(self.write.side.client.has_identity(), &self.write.side.path)?;
+        self.read.side.acl = acl.clone();
+        self.write.side.acl = acl;
+        Ok(self)
     }
 
     /// Sets the data stored in this contender's nodes (default: host name and process id).

@@ -4,7 +4,7 @@
 use crossbeam_channel::{select, Receiver};
 
 use super::{guard_api, lock_api, Lock, Sealed};
-use crate::client::Client;
+use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
 use crate::queue::{
     self, names, Acquired, Canceller, Holding, News, Next, Participant, Queued, Rule,
@@ -76,6 +76,7 @@ pub struct Semaphore {
     leases: String,
     permits: u32,
     data: Vec<u8>,
+    acl: NodeAcl,
     canceller: Canceller,
 }
 
@@ -94,7 +95,35 @@ impl Semaphore {
     /// [`Error::InvalidArgument`] for zero permits or data at `path` that is not a count,
     /// [`Error::InvalidPath`] for a bad path, and connection errors.
     pub fn new(client: &Client, path: &str, permits: u32) -> Result<Semaphore> {
+        Semaphore::new_with_acl(client, path, permits, client.node_acl().clone())
+    }
+
+    /// As [`Semaphore::new`], with the ACL of every node this semaphore creates (the count
+    /// node at `path`, its `locks` and `leases` directories, their nodes, and the parents
+    /// made on the way) instead of the client's
+    /// [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl). A constructor rather than
+    /// a `with_acl` because `new` already records the count. See [`NodeAcl`] for the presets
+    /// and what a creator ACL implies (an existing count node keeps its own ACL).
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::builder("127.0.0.1:2181").auth("digest", b"app:secret").build()?;
+    /// let pool = zkguard::Semaphore::new_with_acl(&client, "/pools/db", 3, zkguard::NodeAcl::creator())?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::new`], and [`Error::InvalidArgument`] for an ACL that names the
+    /// creator's identities on a client that has none (nothing is created).
+    pub fn new_with_acl(
+        client: &Client,
+        path: &str,
+        permits: u32,
+        acl: NodeAcl,
+    ) -> Result<Semaphore> {
         queue::check_lock_path(path)?;
+        acl.check_identity(client.has_identity(), path)?;
         if permits == 0 {
             return Err(Error::InvalidArgument {
                 name: "permits",
@@ -108,6 +137,7 @@ impl Semaphore {
             leases: names::child(path, LEASES),
             permits,
             data: names::default_data(),
+            acl,
             canceller: Canceller::default(),
         };
         s.check_layout()?;
@@ -167,7 +197,12 @@ impl Semaphore {
                     return Ok(());
                 }
                 Err(Error::NoNode { .. }) => {
-                    match queue::create_dir(&self.client, &self.path, want.as_bytes()) {
+                    match queue::create_dir(
+                        &self.client,
+                        &self.path,
+                        want.as_bytes(),
+                        self.acl.entries(),
+                    ) {
                         Ok(()) => continue,
                         Err(e) => return Err(e),
                     }
@@ -257,6 +292,7 @@ impl Semaphore {
             rule: Rule::Exclusive,
             data: &self.data,
             dir_data: b"",
+            acl: self.acl.entries(),
         };
         let got = match wait {
             Wait::Try => match queue::acquire(&self.client, &spec, Wait::Try, cancel) {
@@ -302,6 +338,7 @@ impl Semaphore {
             rule: Rule::Semaphore(self.permits),
             data: &self.data,
             dir_data: b"",
+            acl: self.acl.entries(),
         };
         let Queued {
             mut at,

@@ -1,8 +1,8 @@
 //! The unfair single-node lock and its guard.
 
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
-use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::client::{Client, NodeAcl};
+use crate::error::Result;
 use crate::queue::{self, Canceller, Holding, Wait};
 
 /// The simplest lock: one ephemeral node at `path` whose data is a unique owner id.
@@ -29,11 +29,12 @@ use crate::queue::{self, Canceller, Holding, Wait};
 pub struct UnfairMutex {
     client: Client,
     path: String,
+    acl: NodeAcl,
     canceller: Canceller,
 }
 
 impl UnfairMutex {
-    /// A lock whose node is `path` itself. A bad path is an [`Error::InvalidPath`].
+    /// A lock whose node is `path` itself. A bad path is an [`Error::InvalidPath`](crate::Error::InvalidPath).
     ///
     /// # Errors
     ///
@@ -43,21 +44,34 @@ impl UnfairMutex {
         Ok(UnfairMutex {
             client: client.clone(),
             path: path.to_string(),
+            acl: client.node_acl().clone(),
             canceller: Canceller::default(),
         })
+    }
+
+    /// The ACL of the nodes this lock creates (its single node, and the parents it makes on the
+    /// way: the parent directory decides who may delete the node) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
+    /// See [`NodeAcl`] for the presets and what a creator ACL implies (an existing directory
+    /// keeps its own ACL).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
+    /// creator's identities on a client that has none; nothing is created.
+    pub fn with_acl(mut self, acl: NodeAcl) -> Result<UnfairMutex> {
+        acl.check_identity(self.client.has_identity(), &self.path)?;
+        self.acl = acl;
+        Ok(self)
     }
 
     /// The current holder's owner id (the node's data), if the lock is held.
     ///
     /// # Errors
     ///
-    /// the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) if a persistent node (not a lock's ephemeral one) is at the
+    /// path, as an acquire says; and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn holder(&self) -> Result<Option<Vec<u8>>> {
-        match self.client.get_data(&self.path) {
-            Ok((data, _)) => Ok(Some(data)),
-            Err(Error::NoNode { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        queue::single_holder(&self.client, &self.path)
     }
 }
 
@@ -68,7 +82,14 @@ impl Lock for UnfairMutex {
 
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<UnfairMutexGuard>> {
         let id = uuid::Uuid::new_v4().to_string();
-        let acquired = queue::single(&self.client, &self.path, id.as_bytes(), wait, cancel)?;
+        let acquired = queue::single(
+            &self.client,
+            &self.path,
+            id.as_bytes(),
+            self.acl.entries(),
+            wait,
+            cancel,
+        )?;
         Ok(acquired.map(|a| UnfairMutexGuard {
             holding: Holding::new(&self.client, a, true),
         }))

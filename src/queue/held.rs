@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use crate::client::{Check, Client, Job, SessionSink, WatchSink};
 use crate::error::{Error, Result};
-use crate::{EventType, Op, SessionEvent, SessionState, Stat, WatchedEvent};
+use crate::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
 
 /// A node that was acquired: the queue's answer to a recipe.
 #[derive(Debug, Clone)]
@@ -146,7 +146,7 @@ impl WatchSink for State {
 }
 
 /// The core of every guard.
-pub(crate) struct Holding {
+pub struct Holding {
     client: Client,
     acquired: Acquired,
     state: Arc<State>,
@@ -281,6 +281,17 @@ impl Holding {
         }
     }
 
+    /// The error a fenced write gives when the node is gone, noting the loss if the server
+    /// says the node is no more.
+    fn fence_lost(&self, gone: bool) -> Error {
+        if gone {
+            self.state.mark_lost();
+        }
+        Error::LockLost {
+            path: self.acquired.path.clone(),
+        }
+    }
+
     /// Deletes the node and reports how it went. A delete that fails for connection reasons
     /// is retried in the background.
     pub(crate) fn release(&self) -> Result<()> {
@@ -347,6 +358,65 @@ impl Drop for Holding {
     }
 }
 
+/// `ops` in one `multi` after a check that each of `nodes` still exists, sent only on
+/// their session: applied only while every node is held (see `Guard::fenced_multi`).
+pub(crate) fn fenced(nodes: &[&Holding], ops: &[Op]) -> Result<Vec<OpResult>> {
+    let Some(first) = nodes.first() else {
+        return Err(Error::InvalidArgument {
+            name: "fenced write",
+            reason: "no lock node to check".into(),
+        });
+    };
+    for n in nodes {
+        if n.check_owner {
+            return Err(Error::InvalidArgument {
+                name: "fenced write",
+                reason: format!(
+                    "{} is an unfair lock's or election's node: the next holder creates an \
+                     identical node at that path, which ZooKeeper's check cannot tell from \
+                     ours; use a fair Mutex or LeaderElection for fenced writes",
+                    n.path()
+                ),
+            });
+        }
+        if n.acquired.owner != first.acquired.owner {
+            return Err(Error::InvalidArgument {
+                name: "fenced write",
+                reason: format!(
+                    "{} and {} are held by different clients; one multi runs on one session",
+                    first.path(),
+                    n.path()
+                ),
+            });
+        }
+        if n.is_gone() {
+            return Err(n.fence_lost(false));
+        }
+    }
+    let mut all: Vec<Op> = nodes
+        .iter()
+        .map(|n| Op::Check {
+            path: n.path().to_string(),
+            version: None,
+        })
+        .collect();
+    all.extend_from_slice(ops);
+    match first.client.pinned(first.acquired.owner).multi(&all) {
+        Ok(mut results) => {
+            results.drain(..nodes.len());
+            Ok(results)
+        }
+        Err(Error::Multi { index, source }) if index < nodes.len() => {
+            Err(nodes[index].fence_lost(matches!(*source, Error::NoNode { .. })))
+        }
+        Err(Error::Multi { index, source }) => Err(Error::Multi {
+            index: index - nodes.len(),
+            source,
+        }),
+        Err(Error::SessionExpired) => Err(first.fence_lost(false)),
+        Err(e) => Err(e),
+    }
+}
 /// Cancels blocked acquires of one lock object from another thread.
 ///
 /// Every acquire that is blocked on the lock object when [`cancel`](Canceller::cancel) is

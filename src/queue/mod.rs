@@ -7,10 +7,10 @@ mod rules;
 mod single;
 mod wait;
 
-pub(crate) use held::{Acquired, Holding};
+pub(crate) use held::{fenced, Acquired, Holding};
 pub use held::{Canceller, Participant};
 pub(crate) use rules::Rule;
-pub(crate) use single::acquire as single;
+pub(crate) use single::{acquire as single, holder as single_holder};
 pub(crate) use wait::{
     acquire, bounded, create_dir, enqueue, expired, participants, pause, retry_backoff, News, Next,
     Queued, SessionEvents, Spec, Wait,

@@ -14,14 +14,16 @@ use super::held::{Acquired, Canceller};
 use super::wait::{bounded, create_dir, expired, pause, retry_backoff, SessionEvents, Wait};
 use crate::client::{Check, Client, Job};
 use crate::error::{Error, Result};
-use crate::{CreateMode, EventType, SessionEvent};
+use crate::{Acl, CreateMode, EventType, SessionEvent};
 
-/// Takes the single node at `path`, writing `data` (unique to this call) into it.
-/// `Ok(None)`: not acquired within `wait`, nothing left behind.
+/// Takes the single node at `path`, writing `data` (unique to this call) into it; the node
+/// and any parent this call creates get `acl`. `Ok(None)`: not acquired within `wait`,
+/// nothing left behind.
 pub(crate) fn acquire(
     client: &Client,
     path: &str,
     data: &[u8],
+    acl: &[Acl],
     wait: Wait,
     canceller: &Canceller,
 ) -> Result<Option<Acquired>> {
@@ -56,7 +58,7 @@ pub(crate) fn acquire(
             return expired(wait, path, client);
         };
         session = client.session_id();
-        let tried = try_once(&c.pinned(session), path, data);
+        let tried = try_once(&c.pinned(session), path, data, acl);
         unsure = matches!(&tried, Err(e) if e.is_connection_error() || *e == Error::SessionExpired);
         match tried {
             Ok(Some(a)) => return Ok(Some(a)),
@@ -100,6 +102,17 @@ pub(crate) fn acquire(
     }
 }
 
+/// The data of the node at `path` when someone holds it, `None` when nobody does; a
+/// persistent node there is nobody's: it is refused as an acquire refuses it.
+pub(crate) fn holder(client: &Client, path: &str) -> Result<Option<Vec<u8>>> {
+    match client.get_data(path) {
+        Ok((_, stat)) if stat.ephemeral_owner == 0 => Err(in_the_way(path)),
+        Ok((data, _)) => Ok(Some(data)),
+        Err(Error::NoNode { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// A persistent node sits where the single ephemeral node belongs.
 fn in_the_way(path: &str) -> Error {
     Error::InvalidPath {
@@ -111,10 +124,10 @@ fn in_the_way(path: &str) -> Error {
 }
 
 /// One create; a lost reply is resolved by reading the node back.
-fn try_once(c: &Client, path: &str, data: &[u8]) -> Result<Option<Acquired>> {
+fn try_once(c: &Client, path: &str, data: &[u8], acl: &[Acl]) -> Result<Option<Acquired>> {
     let mut parents_made = false;
     loop {
-        match c.create(path, data, CreateMode::Ephemeral) {
+        match c.create_with_acl(path, data, CreateMode::Ephemeral, acl) {
             Ok(cr) => return Ok(Some(Acquired::of(cr.path, &cr.stat))),
             Err(Error::NodeExists { .. }) => return ours(c, path, data),
             Err(Error::NoNode { .. }) if !parents_made => {
@@ -123,7 +136,7 @@ fn try_once(c: &Client, path: &str, data: &[u8]) -> Result<Option<Acquired>> {
                     Some(0) | None => continue,
                     Some(i) => &path[..i],
                 };
-                create_dir(c, parent, b"")?;
+                create_dir(c, parent, b"", acl)?;
             }
             // Did the create happen? Read the node back; if that fails too, the caller
             // retries with the same data, and a node of ours found by a later create

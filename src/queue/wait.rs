@@ -34,7 +34,7 @@ use super::rules::Rule;
 use crate::backoff::Backoff;
 use crate::client::{Check, Client, Job, Names, SessionSink};
 use crate::error::{Error, Result};
-use crate::{CreateMode, EventType, SessionEvent, SessionState, WatchedEvent};
+use crate::{Acl, CreateMode, EventType, SessionEvent, SessionState, WatchedEvent};
 
 /// What a recipe asks the queue for.
 pub(crate) struct Spec<'a> {
@@ -50,6 +50,8 @@ pub(crate) struct Spec<'a> {
     pub data: &'a [u8],
     /// Data of the directory node if this call has to create it (the semaphore's permits).
     pub dir_data: &'a [u8],
+    /// The ACL of every node this call creates: ours, the directory and its parents.
+    pub acl: &'a [Acl],
 }
 
 /// How long an acquire may wait. (`pub` only to appear in `Lock`'s hidden method; the
@@ -275,7 +277,12 @@ pub(crate) fn enqueue<'a>(
         // the session its clean-up is pinned to.
         let (created, listed) = c.pinned(at.session).pipeline(|p| {
             (
-                p.create(&prefix, spec.data, CreateMode::EphemeralSequential),
+                p.create_with_acl(
+                    &prefix,
+                    spec.data,
+                    CreateMode::EphemeralSequential,
+                    spec.acl,
+                ),
                 p.list(spec.dir),
             )
         });
@@ -286,7 +293,7 @@ pub(crate) fn enqueue<'a>(
             }
             Err(Error::NoNode { .. }) if parent_tries < 10 => {
                 parent_tries += 1;
-                match create_dir(&c, spec.dir, spec.dir_data) {
+                match create_dir(&c, spec.dir, spec.dir_data, spec.acl) {
                     Ok(()) => {}
                     Err(e) if e.is_connection_error() || e == Error::SessionExpired => {}
                     Err(e) => return Err(Next::Done(Err(e))),
@@ -710,8 +717,9 @@ fn find_by_uuid(c: &Client, dir: &str, uuid: &str) -> Result<Option<Acquired>> {
 
 /// Creates every missing ancestor of `dir` as a container node, and `dir` itself as a
 /// container, or, when it has data to keep (a semaphore's permit count, which must outlive
-/// idle periods), as a persistent node.
-pub(crate) fn create_dir(c: &Client, dir: &str, dir_data: &[u8]) -> Result<()> {
+/// idle periods), as a persistent node. Each created node gets `acl`; an existing one is
+/// left as it is.
+pub(crate) fn create_dir(c: &Client, dir: &str, dir_data: &[u8], acl: &[Acl]) -> Result<()> {
     let mut path = String::new();
     let parts: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
     for (i, part) in parts.iter().enumerate() {
@@ -723,8 +731,15 @@ pub(crate) fn create_dir(c: &Client, dir: &str, dir_data: &[u8]) -> Result<()> {
         } else {
             (&b""[..], CreateMode::Container)
         };
-        match c.create(&path, data, mode) {
+        match c.create_with_acl(&path, data, mode, acl) {
             Ok(_) | Err(Error::NodeExists { .. }) => {}
+            // The server checks the parent's ACL before whether the node exists: a node
+            // that exists under a parent we may not create in is no obstacle.
+            Err(e @ Error::NoAuth { .. }) => {
+                if c.exists(&path)?.is_none() {
+                    return Err(e);
+                }
+            }
             Err(e) => return Err(e),
         }
     }

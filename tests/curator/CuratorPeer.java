@@ -23,16 +23,19 @@
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.api.ACLProvider;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -40,6 +43,8 @@ import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.data.ACL;
 
 public final class CuratorPeer {
     /** Something held; release() gives it back. */
@@ -143,8 +148,30 @@ public final class CuratorPeer {
         String recipe = a[1];
         String path = a[2];
         int i = 3;
-        CuratorFramework client =
-                CuratorFrameworkFactory.newClient(a[0], 5000, 20000, new ExponentialBackoffRetry(100, 10));
+        CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder()
+                .connectString(a[0])
+                .sessionTimeoutMs(5000)
+                .connectionTimeoutMs(20000)
+                .retryPolicy(new ExponentialBackoffRetry(100, 10));
+        // -Dpeer.digest=user:password: log in with that digest identity and create every
+        // node CREATOR_ALL_ACL (a Java service securing its locks with an ACLProvider).
+        String digest = System.getProperty("peer.digest");
+        if (digest != null) {
+            builder = builder
+                    .authorization("digest", digest.getBytes(StandardCharsets.UTF_8))
+                    .aclProvider(new ACLProvider() {
+                        @Override
+                        public List<ACL> getDefaultAcl() {
+                            return ZooDefs.Ids.CREATOR_ALL_ACL;
+                        }
+
+                        @Override
+                        public List<ACL> getAclForPath(String p) {
+                            return ZooDefs.Ids.CREATOR_ALL_ACL;
+                        }
+                    });
+        }
+        CuratorFramework client = builder.build();
         client.start();
         if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
             throw new IllegalStateException("not connected to " + a[0] + " within 30 s");

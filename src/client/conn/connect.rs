@@ -115,7 +115,7 @@ impl Shared {
         let deadline = Instant::now() + budget;
         let addrs: Vec<SocketAddr> = host
             .to_socket_addrs()
-            .map_err(|e| (None, ConnectFailure::Resolve(Arc::new(e))))?
+            .map_err(|e| (None, ConnectFailure::Resolve(e.into())))?
             .collect();
         if addrs.is_empty() {
             return Err((None, ConnectFailure::NoAddress));

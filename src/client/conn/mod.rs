@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use super::builder::Config;
-use super::proto::{code, op};
+use super::config::Config;
+use super::proto::{code, op, RawReply};
 use super::types::{CloseOutcome, EventType, SessionEvent};
 use crate::error::Error;
 
@@ -63,30 +63,6 @@ impl From<Error> for NoReply {
     }
 }
 
-/// A reply as it came from the server: the whole frame, handed over without a copy.
-pub(crate) struct RawReply {
-    pub err: i32,
-    frame: Vec<u8>,
-    body_start: usize,
-}
-
-impl RawReply {
-    /// The reply's body (after the reply header).
-    pub fn body(&self) -> &[u8] {
-        &self.frame[self.body_start..]
-    }
-
-    /// A reply whose frame is `body` alone, for decoders' unit tests.
-    #[cfg(test)]
-    pub fn of_body(body: Vec<u8>) -> RawReply {
-        RawReply {
-            err: 0,
-            frame: body,
-            body_start: 0,
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub watch_events: AtomicU64,
@@ -114,8 +90,9 @@ pub(crate) struct Counters {
 /// 5. `rearm` — kept watches to arm again. Under `io` when they are flushed, or when a
 ///    failed write hands a kept watch back (`pending` released first).
 ///
-/// `watches` (the watch registry) and `janitor` (background deletes) are leaves: taken
-/// with no other of these locks held, and nothing taken under them. `link` (the live
+/// `watches` (the watch registry) is a leaf: taken with no other of these locks held, and
+/// nothing taken under it (so is the janitor's list of background deletes, which the
+/// client's `Owner` keeps, outside this struct). `link` (the live
 /// socket, for cutting it) is a leaf too, taken under any of them and never held across
 /// anything but a `shutdown`. Nobody waits for `io` without a deadline but to drop a
 /// connection, and that cuts the socket first, which ends a blocked write at once.
@@ -144,8 +121,6 @@ pub(crate) struct Shared {
     last_zxid: AtomicI64,
     wake: (Sender<()>, Receiver<()>),
     pub counters: Counters,
-    /// Deletes waiting to be retried (see `janitor.rs`).
-    pub janitor: Mutex<super::janitor::Janitor>,
     /// Kept watches to arm again (see [`WatchSink::keep`]): server path and sink. Written
     /// by the connection thread itself, on the session the sink names. Last in the lock
     /// order (see above).
@@ -193,7 +168,6 @@ impl Shared {
             last_zxid: AtomicI64::new(0),
             wake: crossbeam_channel::unbounded(),
             counters: Counters::default(),
-            janitor: Mutex::new(Default::default()),
             rearm: Mutex::new(Vec::new()),
             link: Mutex::new(None),
         }

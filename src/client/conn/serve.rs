@@ -7,9 +7,9 @@ use super::frame::{is_timeout, FrameReader};
 use super::link::Link;
 use super::session::Phase;
 use super::watches::{WatchKind, WatchTx};
-use super::{RawReply, Shared};
+use super::Shared;
 use crate::client::path;
-use crate::client::proto::{self, code, op, xid, Malformed, Reader, ReplyHeader};
+use crate::client::proto::{self, code, op, xid, Malformed, RawReply, Reader, ReplyHeader};
 use crate::client::types::{EventType, SessionEvent, WatchedEvent};
 use crate::error::Error;
 
@@ -216,11 +216,7 @@ impl Shared {
                     }
                 }
                 let body_start = r.position();
-                let _ = f.tx.send(Ok(RawReply {
-                    err: h.err,
-                    frame,
-                    body_start,
-                }));
+                let _ = f.tx.send(Ok(RawReply::new(h.err, frame, body_start)));
                 Ok(())
             }
         }

@@ -178,9 +178,12 @@ impl Shared {
         (s.session_id, st)
     }
 
-    /// Blocks until the first session exists, or fails naming every server tried.
+    /// Blocks until the first session exists, or fails naming every server tried. Once
+    /// every server has failed once (nothing listening, say), it warns that it keeps trying
+    /// until the deadline: a server that is starting is a reason to wait, silence is not.
     pub fn wait_first_session(&self, deadline: Instant, connect_timeout: Duration) -> Result<()> {
         let mut s = self.session.lock();
+        let mut warned = false;
         loop {
             match s.phase {
                 Phase::Connected => return Ok(()),
@@ -193,6 +196,20 @@ impl Shared {
                 .failures
                 .iter()
                 .all(|f| matches!(f, Some((_, _, why)) if why.is_permanent()));
+            if !warned && !hopeless && s.failures.iter().all(Option::is_some) {
+                warned = true;
+                let failed: Vec<ConnectAttempt> = (self.cfg.hosts.iter().zip(&s.failures))
+                    .filter_map(|(h, f)| {
+                        let (_, addr, why) = f.as_ref()?;
+                        Some(ConnectAttempt::new(h, *addr, why.clone()))
+                    })
+                    .collect();
+                let left = deadline.saturating_duration_since(Instant::now());
+                parking_lot::MutexGuard::unlocked(&mut s, || {
+                    log::warn!("{}", still_trying(&failed, left));
+                });
+                continue;
+            }
             if hopeless
                 || (self.changed.wait_until(&mut s, deadline).timed_out()
                     && s.phase != Phase::Connected)
@@ -275,5 +292,43 @@ impl Shared {
             return true;
         }
         false
+    }
+}
+
+/// The warning of a first connect at which every server has failed once, while it keeps
+/// trying until its deadline.
+fn still_trying(failed: &[ConnectAttempt], left: Duration) -> String {
+    let failed: Vec<String> = failed.iter().map(ToString::to_string).collect();
+    format!(
+        "zkguard: no ZooKeeper session yet, every server failed: {}; trying again until the \
+         connect timeout ({:.1} s from now), in case a server is starting",
+        failed.join(", "),
+        left.as_secs_f64()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_still_trying_warning_names_every_server_and_the_time_left() {
+        let refused = || {
+            ConnectFailure::io(
+                "connect",
+                std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused"),
+            )
+        };
+        let addr: SocketAddr = "127.0.0.1:2181".parse().unwrap();
+        let failed = [
+            ConnectAttempt::new("127.0.0.1:2181", Some(addr), refused()),
+            ConnectAttempt::new("zk2:2181", None, ConnectFailure::NoAddress),
+        ];
+        assert_eq!(
+            still_trying(&failed, Duration::from_millis(14_960)),
+            "zkguard: no ZooKeeper session yet, every server failed: 127.0.0.1:2181 \
+             (Connection refused), zk2:2181 (resolves to no address); trying again until the \
+             connect timeout (15.0 s from now), in case a server is starting"
+        );
     }
 }

@@ -281,7 +281,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::builder::Config;
+    use crate::client::config::Config;
 
     /// The server's tables: getData and exists-on-a-node watches are in the data table,
     /// exists-on-no-node in the exist table, getChildren in the child table.
@@ -309,6 +309,8 @@ mod tests {
             max_request: proto::DEFAULT_MAX_REQUEST,
             tls: None,
             sasl: None,
+            node_acl: crate::NodeAcl::open(),
+            identity: false,
         })
     }
 

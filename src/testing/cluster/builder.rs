@@ -323,10 +323,7 @@ impl TestClusterBuilder {
     /// its last lines), no ZooKeeper installation found, or no free ports after three tries.
     pub fn start(self) -> io::Result<TestCluster> {
         self.settings.validate()?;
-        let mut dist = discover::discover()?;
-        if self.settings.tls.is_some() {
-            dist = discover::with_netty(&discover::RealProbe, &dist)?;
-        }
+        let dist = discover::discover(self.settings.tls.is_some())?;
         let mut attempt = 1;
         loop {
             match TestCluster::try_start(&self.settings, &dist) {

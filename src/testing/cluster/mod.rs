@@ -151,13 +151,17 @@ impl Server {
 /// let serving = (0..cluster.len())
 ///     .find(|&i| client.connected_server() == Some(cluster.client_addr(i)))
 ///     .expect("connected to one of them");
+/// let events = client.events();
 /// cluster.kill(serving)?; // the client moves to another server, same session
+/// // (A request sent before it noticed the kill fails with ConnectionLoss: wait.)
+/// while !matches!(events.recv()?, zkguard::SessionEvent::Reconnected { .. }) {}
 /// guard.confirm()?; // still ours, proven with the quorum
 /// cluster.start_server(serving)?;
 /// drop(guard);
 /// # Ok(())
 /// # }
 /// ```
+#[must_use = "the servers are stopped as soon as the cluster is dropped"]
 pub struct TestCluster {
     dir: PathBuf,
     dist: Distribution,

@@ -2,12 +2,16 @@
 //!
 //! Written from the public record definitions (`zookeeper.jute`) and op codes. Every
 //! decoder works on untrusted bytes and returns an error instead of panicking.
+//!
+//! A leaf of the client: it uses the paths (`path.rs`), the public records (`types.rs`)
+//! and the error type, and nothing of the connection or pipeline layers, which use it.
+//! `ops.rs` holds the request bodies of the node operations and the multi codec.
 
-use super::conn::RawReply;
-use super::path;
-use super::pipeline::malformed;
-use super::types::{Acl, CreateMode, Op, OpResult, Stat};
-use crate::error::{Error, Result};
+use super::types::{Acl, Stat};
+use crate::error::Error;
+
+mod ops;
+pub(crate) use ops::{create_body, decode_multi, encode_multi, version_arg};
 
 /// Op codes (`ZooDefs.OpCode`).
 pub(crate) mod op {
@@ -367,109 +371,47 @@ pub(crate) fn set_watches_frames(
     frames
 }
 
-// ---------------------------------------------------------------- request bodies and the multi codec
-
-pub(crate) fn version_arg(v: Option<i32>) -> i32 {
-    v.unwrap_or(-1)
+/// A reply as it came from the server: the whole frame, handed over without a copy.
+pub(crate) struct RawReply {
+    pub err: i32,
+    frame: Vec<u8>,
+    body_start: usize,
 }
 
-pub(crate) fn create_body(
-    w: &mut Writer,
-    server_path: &str,
-    data: &[u8],
-    mode: CreateMode,
-    acl: &[Acl],
-) {
-    w.string(server_path)
-        .buffer(data)
-        .acls(acl)
-        .int(mode.flag());
-    if let Some(ttl) = mode.ttl() {
-        w.long(ttl.as_millis() as i64);
+impl RawReply {
+    /// The reply in `frame`, whose body starts at `body_start`; `err` is its header's code.
+    pub fn new(err: i32, frame: Vec<u8>, body_start: usize) -> RawReply {
+        RawReply {
+            err,
+            frame,
+            body_start,
+        }
+    }
+
+    /// The reply's body (after the reply header).
+    pub fn body(&self) -> &[u8] {
+        &self.frame[self.body_start..]
+    }
+
+    /// A reply whose frame is `body` alone, for decoders' unit tests.
+    #[cfg(test)]
+    pub fn of_body(body: Vec<u8>) -> RawReply {
+        RawReply {
+            err: 0,
+            frame: body,
+            body_start: 0,
+        }
     }
 }
 
-pub(crate) fn encode_multi(w: &mut Writer, chroot: &str, ops: &[Op]) {
-    for o in ops {
-        let sp = path::to_server(chroot, o.path());
-        match o {
-            Op::Check { version, .. } => {
-                w.int(op::CHECK).bool(false).int(-1);
-                w.string(&sp).int(version_arg(*version));
-            }
-            Op::Create { data, mode, .. } => {
-                let code = if *mode == CreateMode::Container {
-                    op::CREATE_CONTAINER
-                } else {
-                    op::CREATE
-                };
-                w.int(code).bool(false).int(-1);
-                create_body(w, &sp, data, *mode, &Acl::open_unsafe());
-            }
-            Op::Delete { version, .. } => {
-                w.int(op::DELETE).bool(false).int(-1);
-                w.string(&sp).int(version_arg(*version));
-            }
-            Op::SetData { data, version, .. } => {
-                w.int(op::SET_DATA).bool(false).int(-1);
-                w.string(&sp).buffer(data).int(version_arg(*version));
-            }
-        }
+/// The error for a reply to `op` on `path` that could not be decoded.
+pub(crate) fn malformed(op: &'static str, path: &str, why: &str) -> Error {
+    log::error!("zkguard: malformed {op} reply for {path}: {why}");
+    Error::Malformed {
+        op,
+        path: path.to_string(),
+        reason: why.to_string(),
     }
-    w.int(-1).bool(true).int(-1);
-}
-
-pub(crate) fn decode_multi(
-    raw: &RawReply,
-    chroot: &str,
-    paths: &[String],
-) -> Result<Vec<OpResult>> {
-    let label = paths.first().map(String::as_str).unwrap_or("");
-    let mut r = Reader::new(raw.body());
-    let mut results = Vec::new();
-    let mut errors = Vec::new();
-    let bad = |m: Malformed| malformed("multi", label, &m.0);
-    loop {
-        let kind = r.int().map_err(bad)?;
-        let done = r.bool().map_err(bad)?;
-        let _err = r.int().map_err(bad)?;
-        if done {
-            break;
-        }
-        match kind {
-            op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => {
-                let p = r.string().map_err(bad)?;
-                if kind != op::CREATE {
-                    r.stat().map_err(bad)?;
-                }
-                results.push(OpResult::Create {
-                    path: path::from_server(chroot, &p),
-                });
-            }
-            op::DELETE => results.push(OpResult::Delete),
-            op::CHECK => results.push(OpResult::Check),
-            op::SET_DATA => results.push(OpResult::SetData {
-                stat: r.stat().map_err(bad)?,
-            }),
-            op::ERROR => errors.push((results.len() + errors.len(), r.int().map_err(bad)?)),
-            other => return Err(malformed("multi", label, &format!("result type {other}"))),
-        }
-    }
-    if raw.err != code::OK || !errors.is_empty() {
-        // The failing op carries its own code; the others OK or runtime-inconsistency.
-        let (index, code) = errors
-            .iter()
-            .copied()
-            .find(|&(_, c)| c != code::OK && c != code::RUNTIME_INCONSISTENCY)
-            .or_else(|| errors.first().copied())
-            .unwrap_or((0, raw.err));
-        let path = paths.get(index).map(String::as_str).unwrap_or(label);
-        return Err(Error::Multi {
-            index,
-            source: Box::new(Error::from_code(code, path)),
-        });
-    }
-    Ok(results)
 }
 
 /// A node's children as the server sent them, kept in the reply's own buffer: the queue
@@ -514,6 +456,15 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_protocol_constants_come_from_the_table() {
+        use crate::client::proto::code;
+        assert_eq!(code::OK, 0);
+        assert_eq!(code::RUNTIME_INCONSISTENCY, -2);
+        assert_eq!(code::NO_NODE, -101);
+        assert_eq!(code::SESSION_EXPIRED, -112);
+    }
 
     #[test]
     fn a_listing_is_read_in_place_and_checked_for_bounds() {

@@ -1,0 +1,254 @@
+//! The ACL every node a recipe creates gets: [`NodeAcl`], its named presets, and the check
+//! that a session can create nodes with it.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use super::types::{Acl, Perms};
+use crate::error::{Error, Result};
+
+/// The ACL of every node a recipe creates: its queue or single node, the lock directory, and
+/// every parent or container it makes on the way.
+///
+/// Set a default for every recipe of a client with
+/// [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl), and override it per recipe
+/// instance with `with_acl` (for example [`Mutex::with_acl`](crate::Mutex::with_acl)). The
+/// presets:
+///
+/// | preset | name | who may do what |
+/// |---|---|---|
+/// | [`NodeAcl::open`] (the default) | `open` | everyone everything (`world:anyone` ALL): processes with different identities share the lock, and anyone can also break it |
+/// | [`NodeAcl::creator`] | `creator` | only the identities of the creating session (the `auth` scheme); nobody else may even read |
+/// | [`NodeAcl::creator_read`] | `creator-read` | the creator's identities everything, everyone else read: others see holders, participants and the leader, and change nothing |
+/// | [`NodeAcl::custom`] | — | any list of [`Acl`] entries |
+///
+/// ```no_run
+/// use zkguard::{Client, Mutex, NodeAcl};
+/// # fn main() -> zkguard::Result<()> {
+/// // Every lock of this client: only sessions logged in as `app` may touch its nodes.
+/// let client = Client::builder("127.0.0.1:2181")
+///     .auth("digest", b"app:secret")
+///     .node_acl(NodeAcl::creator())
+///     .build()?;
+/// // This one lock: others may see who holds it.
+/// let lock = Mutex::new(&client, "/locks/invoices")?.with_acl(NodeAcl::creator_read())?;
+/// let _guard = lock.acquire()?;
+/// # Ok(()) }
+/// ```
+///
+/// # What follows from a creator ACL
+///
+/// - **Identity.** The `auth` scheme means "every identity this session authenticated as":
+///   a digest user given with [`ClientBuilder::auth`](crate::ClientBuilder::auth), a SASL
+///   user ([`ClientBuilder::sasl_digest`](crate::ClientBuilder::sasl_digest)), or (if the
+///   servers map certificates to identities) a TLS client certificate. Asking for it on a
+///   client with none of these fails at once with [`Error::InvalidArgument`], before
+///   anything is created. Contenders share a creator-ACL'd lock only if they log in as the
+///   same identity (several processes with the same user and password do; a real Curator
+///   client with the same digest credentials and `CREATOR_ALL_ACL` does too).
+/// - **Another identity** cannot create its node in the lock directory: its acquire fails
+///   at once with [`Error::NoAuth`] naming the directory and the operation; it never waits.
+///   Under [`creator`](NodeAcl::creator) it cannot list the directory either, so
+///   `participants()`, `holder()`, `leader()` and `zkguard holders` fail with
+///   [`Error::NoAuth`] too; under [`creator_read`](NodeAcl::creator_read) they work.
+/// - **Deleting a node needs DELETE on its parent.** A held node is safe from deletion
+///   because the lock directory carries the ACL. An existing directory (one you or another
+///   client created before) is used as it is, with its own ACL, and its ACL decides who may
+///   create and delete in it: a lock directory made `world:anyone` earlier stays open to
+///   everyone even if this instance asks for `creator`. For an unfair lock or election the
+///   directory is the parent of its path: create that parent with the ACL you want (or let
+///   the recipe create it).
+/// - **Parents are shared.** Parents the recipe creates (for `/locks/a`, the container
+///   `/locks`) get the same ACL, so a second identity cannot create `/locks/b` under a
+///   `/locks` that the first made `creator`. Create shared parents yourself, with the ACL
+///   they need, when several identities use locks below them.
+/// - Writing to a held node needs WRITE on the node itself: under both creator presets only
+///   the creator's identities may (revocation requests included).
+#[derive(Clone, PartialEq, Eq)]
+pub struct NodeAcl {
+    name: &'static str,
+    entries: Arc<[Acl]>,
+}
+
+impl NodeAcl {
+    /// Everyone may do everything (`world:anyone` ALL): today's default, and what Curator and
+    /// kazoo create without an ACL provider. Anyone who reaches the ensemble can delete a
+    /// held lock node.
+    pub fn open() -> NodeAcl {
+        NodeAcl::named("open", Acl::open_unsafe())
+    }
+
+    /// Only the identities of the creating session may do anything (ZooKeeper's
+    /// `CREATOR_ALL_ACL`, `auth` scheme); nobody else may read, create, write or delete.
+    pub fn creator() -> NodeAcl {
+        NodeAcl::named("creator", Acl::creator_all())
+    }
+
+    /// The creating session's identities may do everything, everyone may read: others can
+    /// list holders, participants and the leader but change nothing.
+    pub fn creator_read() -> NodeAcl {
+        let mut acl = Acl::creator_all();
+        acl.extend(Acl::read_unsafe());
+        NodeAcl::named("creator-read", acl)
+    }
+
+    /// Any list of entries (the server judges them; an entry it rejects fails the create with
+    /// [`Error::InvalidAcl`]). Every contender needs READ (to list the queue and watch
+    /// nodes), CREATE and DELETE (its own node in the directory); without them its acquire
+    /// fails with [`Error::NoAuth`]. WRITE is needed only to send or receive revocation
+    /// requests.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] (`node_acl`) for an empty list, or an entry with an empty
+    /// scheme or no permission bits.
+    pub fn custom(entries: Vec<Acl>) -> Result<NodeAcl> {
+        let bad = |reason: String| Error::InvalidArgument {
+            name: "node_acl",
+            reason,
+        };
+        if entries.is_empty() {
+            return Err(bad("an empty ACL list: nobody could use the nodes".into()));
+        }
+        for a in &entries {
+            if a.scheme.is_empty() {
+                return Err(bad(format!("entry with an empty scheme (id {:?})", a.id)));
+            }
+            if a.perms.bits() & Perms::ALL.bits() == 0 {
+                return Err(bad(format!(
+                    "entry {}:{} grants no permission",
+                    a.scheme, a.id
+                )));
+            }
+        }
+        Ok(NodeAcl::named("custom", entries))
+    }
+
+    fn named(name: &'static str, entries: Vec<Acl>) -> NodeAcl {
+        NodeAcl {
+            name,
+            entries: entries.into(),
+        }
+    }
+
+    /// The entries every created node gets.
+    pub fn entries(&self) -> &[Acl] {
+        &self.entries
+    }
+
+    /// The preset's name (`open`, `creator`, `creator-read`), or `custom`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether the entries name the creating session's identities (the `auth` scheme), which
+    /// a session without credentials cannot do.
+    pub fn needs_identity(&self) -> bool {
+        self.entries.iter().any(|a| a.scheme == "auth")
+    }
+
+    /// The error for a session without credentials asking for this ACL; `Ok` otherwise.
+    pub(crate) fn check_identity(&self, has_identity: bool, path: &str) -> Result<()> {
+        if self.needs_identity() && !has_identity {
+            return Err(Error::InvalidArgument {
+                name: "node_acl",
+                reason: format!(
+                    "the {} ACL for {path} gives the nodes to the creating session's \
+                     identities, and this client has none: log in with \
+                     ClientBuilder::auth (e.g. digest) or sasl_digest, or use NodeAcl::open(); \
+                     nothing was created",
+                    self.name
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Default for NodeAcl {
+    fn default() -> NodeAcl {
+        NodeAcl::open()
+    }
+}
+
+impl fmt::Debug for NodeAcl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeAcl")
+            .field("name", &self.name)
+            .field("entries", &self.entries)
+            .finish()
+    }
+}
+
+impl fmt::Display for NodeAcl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Parses a preset's name: `open`, `creator` or `creator-read` (as the command line's `--acl`
+/// takes them).
+impl FromStr for NodeAcl {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<NodeAcl> {
+        match s {
+            "open" => Ok(NodeAcl::open()),
+            "creator" => Ok(NodeAcl::creator()),
+            "creator-read" => Ok(NodeAcl::creator_read()),
+            other => Err(Error::InvalidArgument {
+                name: "node_acl",
+                reason: format!("unknown ACL preset {other:?}: use open, creator or creator-read"),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_parse_by_name_and_say_what_they_need() {
+        for (name, identity) in [("open", false), ("creator", true), ("creator-read", true)] {
+            let acl: NodeAcl = name.parse().unwrap();
+            assert_eq!(acl.name(), name);
+            assert_eq!(acl.to_string(), name);
+            assert_eq!(acl.needs_identity(), identity, "{name}");
+        }
+        assert_eq!(NodeAcl::default(), NodeAcl::open());
+        let read = NodeAcl::creator_read();
+        assert!(read
+            .entries()
+            .iter()
+            .any(|a| a.scheme == "world" && a.perms == Perms::READ));
+        let e = "creator_read".parse::<NodeAcl>().unwrap_err().to_string();
+        assert!(
+            e.contains("creator_read") && e.contains("creator-read"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_custom_list_is_checked() {
+        assert!(NodeAcl::custom(vec![]).is_err());
+        assert!(NodeAcl::custom(vec![Acl::new(Perms::ALL, "", "x")]).is_err());
+        let none = NodeAcl::custom(vec![Acl::new(Perms::from_bits(0), "digest", "a:b")]);
+        assert!(none.unwrap_err().to_string().contains("digest:a:b"));
+        let ok = NodeAcl::custom(vec![Acl::new(Perms::ALL, "digest", "a:b")]).unwrap();
+        assert!(!ok.needs_identity());
+        assert_eq!(ok.name(), "custom");
+    }
+
+    #[test]
+    fn a_creator_acl_without_identity_is_refused_naming_the_path() {
+        let e = NodeAcl::creator()
+            .check_identity(false, "/locks/a")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/locks/a") && e.contains("creator"), "{e}");
+        assert!(NodeAcl::creator().check_identity(true, "/x").is_ok());
+        assert!(NodeAcl::open().check_identity(false, "/x").is_ok());
+    }
+}

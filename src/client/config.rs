@@ -1,0 +1,39 @@
+//! The settings a client is built with ([`Config`]): made by the builder, read by the
+//! connection. Its own module so that neither has to import the other's.
+
+use std::time::Duration;
+
+use super::NodeAcl;
+
+/// Settings fixed at build time.
+pub(crate) struct Config {
+    pub hosts: Vec<String>,
+    pub chroot: String,
+    pub session_timeout: Duration,
+    pub auth: Vec<(String, Vec<u8>)>,
+    /// The largest request frame to send (see [`ClientBuilder::max_request_size`](super::ClientBuilder::max_request_size)).
+    pub max_request: usize,
+    /// TLS to every server (feature `tls`).
+    pub tls: Option<super::TlsSetup>,
+    /// The SASL DIGEST-MD5 login, on every connection.
+    pub sasl: Option<SaslLogin>,
+    /// The ACL of the nodes the recipes create (see [`ClientBuilder::node_acl`](super::ClientBuilder::node_acl)).
+    pub node_acl: NodeAcl,
+    /// Whether the session has an identity a creator ACL can name.
+    pub identity: bool,
+}
+
+/// A SASL DIGEST-MD5 user and password (the password is kept out of `Debug`).
+#[derive(Clone)]
+pub(crate) struct SaslLogin {
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslLogin")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,513 @@
+//! What the tests need from the machine, and installing it: the one place that runs
+//! `apt-get`.
+//!
+//! Each [`Need`] is checked by a pure function over a [`Probe`]; [`plan`] decides from the
+//! checks and the [`Machine`] whether everything is there, what to install, or what to tell
+//! the user, so the rules have plain unit tests. [`ensure`] carries the plan out: one
+//! `apt-get install` of every missing package at a time (parallel tests wait for it), each
+//! package at most once per process, with apt's output shown as it runs.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use super::{
+    distribution, find_classpath, find_curator, find_jdk_tool, netty_entries, Probe, RealProbe,
+    ENV_CURATOR_CLASSPATH, NETTY_OTHERWISE, ZOOKEEPER_PLACES,
+};
+
+/// Environment variable that forbids the automatic `apt-get install`.
+pub(crate) const ENV_NO_INSTALL: &str = "ZKGUARD_NO_INSTALL";
+
+/// Something a test needs from the machine, with the Debian/Ubuntu package that provides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// A ZooKeeper server distribution (`zookeeper`).
+    ZooKeeper,
+    /// `java`, to run servers and Java peers (`default-jre-headless`).
+    Java,
+    /// Netty beside the ZooKeeper distribution, for TLS servers (`libnetty-java`).
+    Netty,
+    /// Apache Curator's recipes, for interop tests (`libcurator-recipes-java`).
+    Curator,
+    /// A JDK's `javac`, to compile Java peers (`default-jdk-headless`).
+    Javac,
+}
+
+/// What a [`Need::check`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// It is there.
+    Found,
+    /// It is missing (what was looked for); its package would provide it.
+    Missing(String),
+    /// Something is wrong that installing cannot fix (the message says what to do).
+    Broken(String),
+}
+
+impl Need {
+    /// The Debian/Ubuntu package that provides it.
+    pub(crate) fn package(self) -> &'static str {
+        match self {
+            Need::ZooKeeper => "zookeeper",
+            Need::Java => "default-jre-headless",
+            Need::Netty => "libnetty-java",
+            Need::Curator => "libcurator-recipes-java",
+            Need::Javac => "default-jdk-headless",
+        }
+    }
+
+    /// What a user can do instead of installing the package.
+    fn otherwise(self) -> &'static str {
+        match self {
+            Need::ZooKeeper => {
+                "set ZOOKEEPER_HOME to an unpacked Apache ZooKeeper 3.5+ binary release, or \
+                 ZKGUARD_ZOOKEEPER_CLASSPATH to a complete Java class path for the ZooKeeper \
+                 server"
+            }
+            Need::Java => "set JAVA_HOME to a Java runtime",
+            Need::Netty => NETTY_OTHERWISE,
+            Need::Curator => {
+                "set ZKGUARD_CURATOR_CLASSPATH to a complete Java class path for Curator's \
+                 recipes"
+            }
+            Need::Javac => "set JAVA_HOME to a JDK",
+        }
+    }
+
+    /// Whether it is there now.
+    pub(crate) fn check(self, probe: &dyn Probe) -> Check {
+        let tool = |tool: &str| match find_jdk_tool(probe, tool) {
+            Some(_) => Check::Found,
+            None => Check::Missing(format!(
+                "found no `{tool}` (looked at $JAVA_HOME/bin/{tool} and every PATH entry)"
+            )),
+        };
+        match self {
+            Need::ZooKeeper => match find_classpath(probe) {
+                Ok(Some(_)) => Check::Found,
+                Ok(None) => Check::Missing(format!(
+                    "found no ZooKeeper distribution (looked at {ZOOKEEPER_PLACES})"
+                )),
+                Err(msg) => Check::Broken(msg),
+            },
+            Need::Java => tool("java"),
+            Need::Javac => tool("javac"),
+            Need::Curator => match find_curator(probe) {
+                Some(_) => Check::Found,
+                None => Check::Missing(format!(
+                    "found no Apache Curator (looked at {ENV_CURATOR_CLASSPATH} and \
+                     {})",
+                    super::DEBIAN_CURATOR
+                )),
+            },
+            // Without a distribution there is nothing to add Netty to yet; Debian's
+            // `zookeeper` pulls in `libnetty-java` anyway.
+            Need::Netty => match distribution(probe) {
+                Err(_) => Check::Missing("found no ZooKeeper distribution with Netty".into()),
+                Ok(dist) => match netty_entries(probe, &dist) {
+                    Ok(_) => Check::Found,
+                    Err(e) if e.debian => Check::Missing(e.what),
+                    Err(e) => Check::Broken(e.message()),
+                },
+            },
+        }
+    }
+}
+
+/// Facts about the machine that decide whether an automatic install is allowed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Machine<'a> {
+    /// `/etc/debian_version` exists.
+    pub(crate) debian: bool,
+    /// The process runs as root.
+    pub(crate) root: bool,
+    /// Packages whose install was already attempted in this process.
+    pub(crate) attempted: &'a [&'static str],
+}
+
+/// Everything [`ensure`] decided, before any side effect.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Everything is there.
+    Ready,
+    /// Install these packages (one `apt-get install`), then check again.
+    Install(Vec<&'static str>),
+    /// Give up with this message.
+    Fail(String),
+}
+
+/// The command that installs `packages`, as a user should type it.
+pub(crate) fn install_command(packages: &[&str], root: bool) -> String {
+    let sudo = if root { "" } else { "sudo " };
+    format!("{sudo}apt-get install -y {}", packages.join(" "))
+}
+
+/// Pure decision: are `needs` met, what to install, or what to tell the user.
+///
+/// It installs only on a Debian-family machine, as root, when `ZKGUARD_NO_INSTALL` is unset
+/// and no missing package was tried before in this process; otherwise the message names
+/// what is missing, the exact `apt-get` command, why it did not run, and the alternatives.
+pub(crate) fn plan(probe: &dyn Probe, needs: &[Need], machine: Machine) -> Plan {
+    let mut missing = Vec::new();
+    for &need in needs {
+        match need.check(probe) {
+            Check::Found => {}
+            Check::Missing(what) => missing.push((need, what)),
+            Check::Broken(msg) => return Plan::Fail(msg),
+        }
+    }
+    if missing.is_empty() {
+        return Plan::Ready;
+    }
+    let packages: Vec<&'static str> = missing.iter().map(|(need, _)| need.package()).collect();
+    let tried: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|p| machine.attempted.contains(p))
+        .collect();
+    let refusal = if !machine.debian {
+        Some("this is not a Debian-family machine".to_string())
+    } else if !machine.root {
+        Some("the tests do not run as root".to_string())
+    } else if probe.var(ENV_NO_INSTALL).is_some() {
+        Some(format!("{ENV_NO_INSTALL} is set"))
+    } else if !tried.is_empty() {
+        Some(format!(
+            "`apt-get install -y {}` already ran in this process and did not provide it",
+            tried.join(" ")
+        ))
+    } else {
+        None
+    };
+    let Some(refusal) = refusal else {
+        return Plan::Install(packages);
+    };
+    let what: Vec<&str> = missing.iter().map(|(_, what)| what.as_str()).collect();
+    let otherwise: Vec<&str> = missing.iter().map(|(need, _)| need.otherwise()).collect();
+    Plan::Fail(format!(
+        "the tests are missing what they need: {}; to fix: run `{}` (Debian/Ubuntu; the \
+         tests run it themselves as root on a Debian-family machine unless {ENV_NO_INSTALL} \
+         is set, but not here: {refusal}); or else {}",
+        what.join("; "),
+        install_command(&packages, machine.root),
+        otherwise.join("; and ")
+    ))
+}
+
+#[cfg(unix)]
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(meta) = std::fs::metadata("/proc/self") {
+        return meta.uid() == 0;
+    }
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+#[cfg(not(unix))]
+fn running_as_root() -> bool {
+    false
+}
+
+/// Packages whose install was attempted in this process. Held for a whole [`ensure`], so
+/// parallel tests check and install one at a time.
+static ATTEMPTED: parking_lot::Mutex<Vec<&'static str>> = parking_lot::const_mutex(Vec::new());
+
+/// Makes sure `needs` are met: installs the missing packages with one `apt-get install`
+/// when [`plan`] allows it, else fails saying what to install or set.
+pub(crate) fn ensure(needs: &[Need]) -> io::Result<()> {
+    let mut attempted = ATTEMPTED.lock();
+    loop {
+        let machine = Machine {
+            debian: Path::new("/etc/debian_version").exists(),
+            root: running_as_root(),
+            attempted: &attempted,
+        };
+        match plan(&RealProbe, needs, machine) {
+            Plan::Ready => return Ok(()),
+            Plan::Fail(msg) => return Err(io::Error::new(io::ErrorKind::NotFound, msg)),
+            Plan::Install(packages) => {
+                attempted.extend(&packages);
+                apt_install(&packages)?;
+            }
+        }
+    }
+}
+
+/// A line on the process's real standard error. Not `eprintln!`: the test harness
+/// captures that for passing tests, and an install must show while it runs.
+fn progress(line: &str) {
+    let _ = writeln!(io::stderr().lock(), "zkguard: {line}");
+}
+
+fn apt_install(packages: &[&str]) -> io::Result<()> {
+    let start = Instant::now();
+    progress(&format!(
+        "installing Debian packages the test harness needs: {} (`apt-get update`, then \
+         `apt-get install -y`; on a fresh machine up to about 250 MB; set {ENV_NO_INSTALL}=1 \
+         to forbid this)",
+        packages.join(" ")
+    ));
+    apt_get(&["update"])?;
+    // Wait for another apt (a second test process, an upgrade) rather than fail at once.
+    let mut install = vec!["-o", "DPkg::Lock::Timeout=600", "install", "-y"];
+    install.extend(packages);
+    apt_get(&install)?;
+    progress(&format!(
+        "installed {} in {} s",
+        packages.join(" "),
+        start.elapsed().as_secs()
+    ));
+    Ok(())
+}
+
+/// Runs `apt-get <args>` non-interactively, showing each line of its output as it comes
+/// ([`progress`]) and quoting its last lines when it fails.
+fn apt_get(args: &[&str]) -> io::Result<()> {
+    let shown = format!("apt-get {}", args.join(" "));
+    let mut child = Command::new("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| io::Error::other(format!("could not run `{shown}`: {e}")))?;
+    let show = |out: Box<dyn Read + Send>| {
+        let mut tail = Vec::new();
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            // dpkg redraws "(Reading database ... 5%" with carriage returns: show the end.
+            let line = line
+                .rsplit('\r')
+                .find(|l| !l.is_empty())
+                .unwrap_or_default();
+            progress(&format!("apt-get: {line}"));
+            tail.push(line.to_string());
+        }
+        tail
+    };
+    let stdout: Box<dyn Read + Send> = Box::new(child.stdout.take().expect("piped"));
+    let stderr: Box<dyn Read + Send> = Box::new(child.stderr.take().expect("piped"));
+    let (mut tail, errors) = std::thread::scope(|s| {
+        let errors = s.spawn(|| show(stderr));
+        let tail = show(stdout);
+        (tail, errors.join().unwrap_or_default())
+    });
+    let status = child.wait()?;
+    if status.success() {
+        return Ok(());
+    }
+    tail.extend(errors);
+    let keep = tail.len().saturating_sub(10);
+    Err(io::Error::other(format!(
+        "`{shown}` failed ({status}): {}",
+        tail[keep..].join("\n")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::discover::tests::{debian, with_java, FakeProbe};
+
+    const ROOT: Machine = Machine {
+        debian: true,
+        root: true,
+        attempted: &[],
+    };
+    const ALL: &[Need] = &[
+        Need::ZooKeeper,
+        Need::Java,
+        Need::Netty,
+        Need::Curator,
+        Need::Javac,
+    ];
+
+    fn netty(mut p: FakeProbe) -> FakeProbe {
+        for j in [
+            "netty-buffer",
+            "netty-codec",
+            "netty-common",
+            "netty-handler",
+            "netty-transport",
+        ] {
+            p = p.file(&format!("/usr/share/java/{j}.jar"));
+        }
+        p
+    }
+
+    /// A machine with Debian's ZooKeeper, Netty and a JRE, as the `zookeeper` package
+    /// leaves it.
+    fn zookeeper_only() -> FakeProbe {
+        netty(with_java(debian()))
+    }
+
+    fn fail(plan: Plan) -> String {
+        match plan {
+            Plan::Fail(msg) => msg,
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fresh_machine_installs_every_missing_package_in_one_go() {
+        let fresh = FakeProbe::default().var("PATH", "/usr/bin");
+        assert_eq!(
+            plan(&fresh, ALL, ROOT),
+            Plan::Install(vec![
+                "zookeeper",
+                "default-jre-headless",
+                "libnetty-java",
+                "libcurator-recipes-java",
+                "default-jdk-headless",
+            ])
+        );
+        assert_eq!(
+            plan(&zookeeper_only(), ALL, ROOT),
+            Plan::Install(vec!["libcurator-recipes-java", "default-jdk-headless"])
+        );
+        assert_eq!(
+            plan(&zookeeper_only(), &[Need::ZooKeeper, Need::Java], ROOT),
+            Plan::Ready
+        );
+        let complete = zookeeper_only()
+            .file("/usr/share/java/curator-recipes.jar")
+            .file("/usr/bin/javac");
+        assert_eq!(plan(&complete, ALL, ROOT), Plan::Ready);
+    }
+
+    #[test]
+    fn curator_and_javac_come_from_the_environment_when_set() {
+        let p = zookeeper_only()
+            .var(ENV_CURATOR_CLASSPATH, "/curator/*")
+            .var("JAVA_HOME", "/jdk")
+            .file("/jdk/bin/javac");
+        assert_eq!(plan(&p, ALL, ROOT), Plan::Ready);
+        // An empty variable counts as unset.
+        let p = zookeeper_only()
+            .var(ENV_CURATOR_CLASSPATH, "")
+            .file("/usr/bin/javac");
+        assert_eq!(
+            plan(&p, &[Need::Curator], ROOT),
+            Plan::Install(vec!["libcurator-recipes-java"])
+        );
+    }
+
+    #[test]
+    fn without_root_debian_or_permission_it_prints_the_exact_command_and_why() {
+        let p = zookeeper_only();
+        let needs = [Need::Curator, Need::Javac];
+        let cases = [
+            (
+                Machine {
+                    root: false,
+                    ..ROOT
+                },
+                "run `sudo apt-get install -y libcurator-recipes-java default-jdk-headless`",
+                "not run as root",
+            ),
+            (
+                Machine {
+                    debian: false,
+                    ..ROOT
+                },
+                "run `apt-get install -y libcurator-recipes-java default-jdk-headless`",
+                "not a Debian-family machine",
+            ),
+            (
+                Machine {
+                    attempted: &["libcurator-recipes-java"],
+                    ..ROOT
+                },
+                "run `apt-get install -y libcurator-recipes-java default-jdk-headless`",
+                "`apt-get install -y libcurator-recipes-java` already ran",
+            ),
+        ];
+        for (machine, command, why) in cases {
+            let msg = fail(plan(&p, &needs, machine));
+            assert!(msg.contains(command), "{msg}");
+            assert!(msg.contains(why), "{msg}");
+            assert!(msg.contains("found no Apache Curator"), "{msg}");
+            assert!(msg.contains("found no `javac`"), "{msg}");
+            assert!(msg.contains(ENV_CURATOR_CLASSPATH), "{msg}");
+            assert!(msg.contains("JAVA_HOME to a JDK"), "{msg}");
+        }
+        let msg = fail(plan(&p.var(ENV_NO_INSTALL, "1"), &needs, ROOT));
+        assert!(msg.contains("ZKGUARD_NO_INSTALL is set"), "{msg}");
+        // A package tried before does not stop the install of another one.
+        let other = Machine {
+            attempted: &["zookeeper"],
+            ..ROOT
+        };
+        assert_eq!(
+            plan(&zookeeper_only(), &[Need::Javac], other),
+            Plan::Install(vec!["default-jdk-headless"])
+        );
+    }
+
+    #[test]
+    fn zookeeper_and_java_install_only_as_root_on_debian_once_and_when_allowed() {
+        let nothing = with_java(FakeProbe::default());
+        let needs = [Need::ZooKeeper, Need::Java];
+        assert_eq!(
+            plan(&nothing, &needs, ROOT),
+            Plan::Install(vec!["zookeeper"])
+        );
+        assert_eq!(
+            plan(&debian(), &needs, ROOT),
+            Plan::Install(vec!["default-jre-headless"])
+        );
+        let msg = fail(plan(
+            &nothing,
+            &needs,
+            Machine {
+                attempted: &["zookeeper"],
+                ..ROOT
+            },
+        ));
+        assert!(msg.contains("apt-get install -y zookeeper`"), "{msg}");
+        assert!(msg.contains("ZOOKEEPER_HOME"), "{msg}");
+        assert!(msg.contains("ZKGUARD_ZOOKEEPER_CLASSPATH"), "{msg}");
+        assert!(msg.contains("/opt/apache-zookeeper*-bin"), "{msg}");
+        let msg = fail(plan(
+            &debian(),
+            &needs,
+            Machine {
+                root: false,
+                ..ROOT
+            },
+        ));
+        assert!(msg.contains("found no `java`"), "{msg}");
+        assert!(
+            msg.contains("sudo apt-get install -y default-jre-headless`"),
+            "{msg}"
+        );
+        assert!(!msg.contains("zookeeper`"), "{msg}");
+    }
+
+    #[test]
+    fn what_installing_cannot_fix_fails_even_as_root() {
+        let p = with_java(debian()).var("ZOOKEEPER_HOME", "/nowhere");
+        let msg = fail(plan(&p, &[Need::ZooKeeper], ROOT));
+        assert!(msg.contains("/nowhere"), "{msg}");
+        // An Apache release without Netty: Debian's libnetty-java would not be used.
+        let p = with_java(FakeProbe::default())
+            .file("/zk/lib/zookeeper-3.8.4.jar")
+            .var("ZOOKEEPER_HOME", "/zk");
+        assert_eq!(plan(&p, &[Need::ZooKeeper, Need::Java], ROOT), Plan::Ready);
+        let msg = fail(plan(&p, &[Need::Netty], ROOT));
+        assert!(msg.contains("netty-codec*.jar"), "{msg}");
+        assert!(!msg.contains("apt-get"), "{msg}");
+        // Debian's ZooKeeper without Netty: the package fixes it.
+        assert_eq!(
+            plan(&with_java(debian()), &[Need::Netty], ROOT),
+            Plan::Install(vec!["libnetty-java"])
+        );
+    }
+}

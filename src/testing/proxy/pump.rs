@@ -1,0 +1,458 @@
+//! The proxy's inside: its shared state, the accept loop, and the pumps that forward each
+//! connection's bytes in the current mode.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+/// How long the proxy waits for an upstream server to accept a connection.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How often a pump that is waiting to deliver delayed bytes after EOF looks for a close.
+const DRAIN_STEP: Duration = Duration::from_millis(20);
+const BUF_SIZE: usize = 32 * 1024;
+/// How often a pump held back by a stall looks for a close it was not woken for.
+const STALL_CHECK: Duration = Duration::from_millis(100);
+/// How long the proxy waits for the first message of a ZooKeeper election connection.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// ZooKeeper's election protocol versions whose first message carries an address.
+const ELECTION_PROTOCOL_V1: i64 = -65536;
+const ELECTION_PROTOCOL_V2: i64 = -65535;
+/// ZooKeeper's limit on the address in an election connection's first message.
+const ELECTION_HELLO_MAX_ADDR: usize = 2048;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Mode {
+    Normal,
+    Blackhole,
+    Delay(Duration),
+    /// Client-to-server bytes are held back; server-to-client bytes flow.
+    StallUpstream,
+    /// Server-to-client bytes are held back; client-to-server bytes flow.
+    StallDownstream,
+    /// A connection is closed right after the server's first bytes reach the client.
+    Flap,
+}
+
+/// Which way a pump forwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dir {
+    /// From the accepted (client) socket to the upstream server.
+    Up,
+    /// From the upstream server back to the client.
+    Down,
+}
+
+/// One proxied connection: the accepted client socket and, once connected, its upstream.
+pub(super) struct Conn {
+    client: TcpStream,
+    upstream: Mutex<Option<TcpStream>>,
+    /// Bytes (or an EOF) were swallowed by a black hole: the streams are no longer intact.
+    pub(super) lost: AtomicBool,
+    closed: AtomicBool,
+}
+
+impl Conn {
+    /// Shuts both sockets down in both directions; the pumps see EOF or an error and end.
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let _ = self.client.shutdown(Shutdown::Both);
+        if let Some(up) = self.upstream.lock().as_ref() {
+            let _ = up.shutdown(Shutdown::Both);
+        }
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
+pub(super) struct Shared {
+    pub(super) mode: Mutex<Mode>,
+    /// Signalled (with `mode` locked) when the mode changes, a connection is closed, or
+    /// the proxy shuts down; connections hanging in a black hole wait on it.
+    pub(super) changed: Condvar,
+    pub(super) shutdown: AtomicBool,
+    pub(super) conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(super) next_id: AtomicU64,
+    /// Connections accepted so far, on every listener.
+    pub(super) accepted: AtomicU64,
+    /// Connections closed by [`FaultProxy::flap`](super::FaultProxy::flap) so far.
+    pub(super) flapped: AtomicU64,
+    /// Listener index -> the address to put into the first message of every ZooKeeper
+    /// election connection accepted there (see `rewrite_election_hello`).
+    pub(super) hello_rewrites: Mutex<HashMap<usize, String>>,
+}
+
+impl Shared {
+    /// A proxy's state before its first connection: plain forwarding.
+    pub(super) fn new() -> Shared {
+        Shared {
+            mode: Mutex::new(Mode::Normal),
+            changed: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            conns: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+            flapped: AtomicU64::new(0),
+            hello_rewrites: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(super) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn notify(&self) {
+        let _guard = self.mode.lock();
+        self.changed.notify_all();
+    }
+
+    /// The current mode for a chunk going `dir`; in a black hole, also marks `conn` as
+    /// having lost bytes (under the mode lock, so `heal` cannot miss it).
+    ///
+    /// While client-to-server traffic is stalled, an `Up` caller waits here (holding its
+    /// chunk) until the stall ends or the connection or proxy closes; it gets
+    /// `StallUpstream` back only in the latter case.
+    fn mode_for_chunk(&self, conn: &Conn, dir: Dir) -> Mode {
+        let mut mode = self.mode.lock();
+        let stalled = |m: Mode| match dir {
+            Dir::Up => m == Mode::StallUpstream,
+            Dir::Down => m == Mode::StallDownstream,
+        };
+        while stalled(*mode) && !conn.is_closed() && !self.is_shutdown() {
+            // Timed: a pump closing the connection does not signal the condvar.
+            self.changed.wait_for(&mut mode, STALL_CHECK);
+        }
+        if *mode == Mode::Blackhole {
+            conn.lost.store(true, Ordering::SeqCst);
+        }
+        *mode
+    }
+}
+
+pub(super) fn accept_loop(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    upstream: SocketAddr,
+    index: usize,
+) {
+    for incoming in listener.incoming() {
+        if shared.is_shutdown() {
+            return;
+        }
+        match incoming {
+            Ok(client) => {
+                shared.accepted.fetch_add(1, Ordering::SeqCst);
+                handle_accepted(&shared, client, upstream, index);
+            }
+            Err(e) => {
+                log::warn!("zkguard FaultProxy: accept failed (upstream {upstream}): {e}");
+                // E.g. out of file descriptors: do not spin.
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+fn handle_accepted(shared: &Arc<Shared>, client: TcpStream, upstream: SocketAddr, index: usize) {
+    let _ = client.set_nodelay(true);
+    let handle = match client.try_clone() {
+        Ok(h) => h,
+        Err(e) => {
+            log::warn!("zkguard FaultProxy: cannot clone an accepted socket: {e}");
+            return;
+        }
+    };
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let conn = Arc::new(Conn {
+        client: handle,
+        upstream: Mutex::new(None),
+        lost: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
+    });
+    {
+        let mut conns = shared.conns.lock();
+        if shared.is_shutdown() {
+            return;
+        }
+        conns.insert(id, Arc::clone(&conn));
+    }
+    let shared2 = Arc::clone(shared);
+    let conn2 = Arc::clone(&conn);
+    let spawned = thread::Builder::new()
+        .name(format!("zkguard-proxy-conn-{id}"))
+        .spawn(move || {
+            run_conn(&shared2, &conn2, client, upstream, index);
+            conn2.close();
+            shared2.conns.lock().remove(&id);
+        });
+    match spawned {
+        Ok(h) => {
+            let mut threads = shared.threads.lock();
+            threads.retain(|t| !t.is_finished());
+            threads.push(h);
+        }
+        Err(e) => {
+            log::warn!("zkguard FaultProxy: cannot spawn a connection thread: {e}");
+            conn.close();
+            shared.conns.lock().remove(&id);
+        }
+    }
+}
+
+fn run_conn(
+    shared: &Shared,
+    conn: &Conn,
+    client: TcpStream,
+    upstream_addr: SocketAddr,
+    index: usize,
+) {
+    // A connection accepted inside a black hole hangs until the partition ends.
+    {
+        let mut mode = shared.mode.lock();
+        while *mode == Mode::Blackhole && !conn.is_closed() && !shared.is_shutdown() {
+            shared.changed.wait(&mut mode);
+        }
+    }
+    if conn.is_closed() || shared.is_shutdown() {
+        return;
+    }
+    let upstream = match TcpStream::connect_timeout(&upstream_addr, UPSTREAM_CONNECT_TIMEOUT) {
+        Ok(u) => u,
+        Err(e) => {
+            log::info!("zkguard FaultProxy: cannot connect to {upstream_addr}: {e}; closing the client connection");
+            return;
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    match upstream.try_clone() {
+        Ok(handle) => *conn.upstream.lock() = Some(handle),
+        Err(e) => {
+            log::warn!("zkguard FaultProxy: cannot clone an upstream socket: {e}");
+            return;
+        }
+    }
+    // `close` may have run before the upstream was registered.
+    if conn.is_closed() || shared.is_shutdown() {
+        return;
+    }
+    let rewrite = shared.hello_rewrites.lock().get(&index).cloned();
+    if let Some(advertise) = rewrite {
+        if let Err(e) = forward_election_hello(shared, conn, &client, &upstream, &advertise) {
+            log::info!(
+                "zkguard FaultProxy: election connection to {upstream_addr}: {e}; closing it"
+            );
+            return;
+        }
+    }
+    thread::scope(|scope| {
+        let back = thread::Builder::new()
+            .name("zkguard-proxy-pump".to_string())
+            .spawn_scoped(scope, || pump(shared, conn, Dir::Down, &upstream, &client));
+        match back {
+            Ok(_) => pump(shared, conn, Dir::Up, &client, &upstream),
+            Err(e) => log::warn!("zkguard FaultProxy: cannot spawn a pump thread: {e}"),
+        }
+        // The scope joins the other pump; the caller then closes both sockets.
+    });
+}
+
+enum Action {
+    Discard,
+    Now,
+    At(Instant),
+}
+
+/// Reads the first message of a ZooKeeper election connection from `client`, puts
+/// `advertise` in place of the address it carries, and writes it to `upstream` (unless a
+/// black hole swallows it). A message of another shape is passed on unchanged.
+fn forward_election_hello(
+    shared: &Shared,
+    conn: &Conn,
+    mut client: &TcpStream,
+    mut upstream: &TcpStream,
+    advertise: &str,
+) -> io::Result<()> {
+    let named = |what: &str, e: io::Error| {
+        io::Error::new(
+            e.kind(),
+            format!("reading the first message ({what}) failed: {e}"),
+        )
+    };
+    client.set_read_timeout(Some(HELLO_TIMEOUT))?;
+    let mut version = [0u8; 8];
+    client
+        .read_exact(&mut version)
+        .map_err(|e| named("protocol version", e))?;
+    let mut out = version.to_vec();
+    let v = i64::from_be_bytes(version);
+    if v == ELECTION_PROTOCOL_V1 || v == ELECTION_PROTOCOL_V2 {
+        let mut sid_len = [0u8; 12];
+        client
+            .read_exact(&mut sid_len)
+            .map_err(|e| named("server id", e))?;
+        let len = i32::from_be_bytes([sid_len[8], sid_len[9], sid_len[10], sid_len[11]]);
+        out.extend_from_slice(&sid_len[..8]);
+        match usize::try_from(len) {
+            Ok(n) if (1..=ELECTION_HELLO_MAX_ADDR).contains(&n) => {
+                let mut addr = vec![0u8; n];
+                client
+                    .read_exact(&mut addr)
+                    .map_err(|e| named("address", e))?;
+                let new = advertise.as_bytes();
+                // `advertise` is a socket address: far below ZooKeeper's 2048-byte limit.
+                out.extend_from_slice(&(new.len() as i32).to_be_bytes());
+                out.extend_from_slice(new);
+            }
+            // Not a valid message: pass it on and let the server refuse it.
+            _ => out.extend_from_slice(&sid_len[8..]),
+        }
+    }
+    client.set_read_timeout(None)?;
+    if shared.mode_for_chunk(conn, Dir::Up) == Mode::Blackhole {
+        return Ok(());
+    }
+    upstream
+        .write_all(&out)
+        .map_err(|e| io::Error::new(e.kind(), format!("forwarding the first message: {e}")))
+}
+
+/// Forwards `src` to `dst` (direction `dir`) until EOF, an error, or a close; obeys the
+/// mode per chunk.
+fn pump(shared: &Shared, conn: &Conn, dir: Dir, mut src: &TcpStream, mut dst: &TcpStream) {
+    let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    let mut buf = vec![0u8; BUF_SIZE];
+    let mut read_timeout: Option<Duration> = None;
+    let mut first_chunk = true;
+    loop {
+        if conn.is_closed() || shared.is_shutdown() {
+            return;
+        }
+        if !queue.is_empty() {
+            if shared.mode_for_chunk(conn, dir) == Mode::Blackhole {
+                queue.clear();
+            }
+            let now = Instant::now();
+            while queue.front().is_some_and(|(due, _)| *due <= now) {
+                if let Some((_, bytes)) = queue.pop_front() {
+                    if dst.write_all(&bytes).is_err() {
+                        conn.close();
+                        return;
+                    }
+                }
+            }
+        }
+        // Block until data arrives, or until the next delayed chunk is due.
+        let want = queue.front().map(|(due, _)| {
+            due.saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1))
+        });
+        if want != read_timeout {
+            if src.set_read_timeout(want).is_err() {
+                conn.close();
+                return;
+            }
+            read_timeout = want;
+        }
+        match src.read(&mut buf) {
+            Ok(0) => {
+                finish_at_eof(shared, conn, dir, queue, dst);
+                return;
+            }
+            Ok(n) => {
+                let mode = shared.mode_for_chunk(conn, dir);
+                let flap = dir == Dir::Down && first_chunk && mode == Mode::Flap;
+                first_chunk = false;
+                if flap && queue.is_empty() {
+                    let _ = dst.write_all(&buf[..n]);
+                    conn.close();
+                    shared.flapped.fetch_add(1, Ordering::SeqCst);
+                    log::info!(
+                        "zkguard FaultProxy: flap: closed a connection after the server's \
+                         first {n} bytes"
+                    );
+                    return;
+                }
+                let action = match mode {
+                    Mode::Blackhole => Action::Discard,
+                    Mode::Normal | Mode::Flap => Action::Now,
+                    Mode::Delay(d) => Action::At(Instant::now() + d),
+                    // Down: the stall does not apply. Up: only when the connection or
+                    // the proxy closed while the chunk was held.
+                    Mode::StallUpstream if dir == Dir::Down => Action::Now,
+                    Mode::StallUpstream => Action::Discard,
+                    Mode::StallDownstream if dir == Dir::Up => Action::Now,
+                    Mode::StallDownstream => Action::Discard,
+                };
+                match action {
+                    Action::Discard => {}
+                    Action::Now if queue.is_empty() => {
+                        if dst.write_all(&buf[..n]).is_err() {
+                            conn.close();
+                            return;
+                        }
+                    }
+                    // Behind bytes still delayed: keep the order.
+                    Action::Now => queue.push_back((Instant::now(), buf[..n].to_vec())),
+                    Action::At(due) => queue.push_back((due, buf[..n].to_vec())),
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => {
+                // In a black hole the peer must not learn about the error either.
+                if shared.mode_for_chunk(conn, dir) != Mode::Blackhole {
+                    conn.close();
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// The source sent EOF: deliver what is still delayed, then pass the EOF on (a
+/// half-close), unless a black hole swallows it.
+fn finish_at_eof(
+    shared: &Shared,
+    conn: &Conn,
+    dir: Dir,
+    mut queue: VecDeque<(Instant, Vec<u8>)>,
+    mut dst: &TcpStream,
+) {
+    while let Some((due, bytes)) = queue.pop_front() {
+        loop {
+            if conn.is_closed() || shared.is_shutdown() {
+                return;
+            }
+            let now = Instant::now();
+            if due <= now {
+                break;
+            }
+            thread::sleep((due - now).min(DRAIN_STEP));
+        }
+        if shared.mode_for_chunk(conn, dir) == Mode::Blackhole {
+            return;
+        }
+        if dst.write_all(&bytes).is_err() {
+            conn.close();
+            return;
+        }
+    }
+    if shared.mode_for_chunk(conn, dir) == Mode::Blackhole || conn.is_closed() {
+        return;
+    }
+    let _ = dst.shutdown(Shutdown::Write);
+}
