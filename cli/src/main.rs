@@ -23,6 +23,7 @@ pub use conn::Connection;
 const EXIT_CODES: &str = "\
 Exit status:
   CMD's status  CMD ran and exited with it (128+N if signal N killed it)
+  0             without CMD (or with --watch): ended by SIGINT, SIGTERM or SIGHUP
   1             the lock or leadership was not obtained (--nonblock, --timeout);
                 --conflict-exit-code changes it
   2             bad input: usage, a bad path, duration, option or credentials
