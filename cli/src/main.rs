@@ -116,6 +116,24 @@ pub struct Supervise {
     /// or SIGHUP (exit 0) or until lost (exit 75)
     #[arg(last = true, value_name = "CMD", help_heading = None)]
     pub command: Vec<OsString>,
+    /// Run this shell command line with sh -c (as flock -c) instead of CMD after --
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "COMMAND LINE",
+        conflicts_with = "command"
+    )]
+    pub shell: Option<OsString>,
+}
+
+impl Supervise {
+    /// The command to run (empty: none, hold until signalled).
+    pub fn argv(&self) -> Vec<OsString> {
+        match &self.shell {
+            Some(line) => vec!["sh".into(), "-c".into(), line.clone()],
+            None => self.command.clone(),
+        }
+    }
 }
 
 /// The `--on-suspend` policies.

@@ -122,6 +122,7 @@ fn session(
     let wait = Wait::from(job.waiting());
     let signals = child::signals()?;
     let (what, path) = (target.what(), target.path().to_string());
+    let argv = sup.argv();
     loop {
         let held = match hold::obtain(client, &target, wait, &signals, say)? {
             Outcome::Held(h) => h,
@@ -139,7 +140,7 @@ fn session(
         };
         let started = Instant::now();
         let label = format!("the {what} {path}");
-        let (end, signalled) = if sup.command.is_empty() {
+        let (end, signalled) = if argv.is_empty() {
             say.say(format!(
                 "got the {what} {path} (token {}); holding it until signalled",
                 held.token()
@@ -158,7 +159,7 @@ fn session(
             if let Target::Elect(e) = &*target {
                 env.push(("ZKGUARD_ID", e.id().to_string()));
             }
-            let child = child::spawn(&sup.command, &env, Terminal::stdin())?;
+            let child = child::spawn(&argv, &env, Terminal::stdin())?;
             let (end, signalled) = watch(client, &held, &child, sup, &signals, say, &label);
             child.take_terminal_back();
             // Ctrl-C typed to a command with the terminal reached it, not zkguard: as a

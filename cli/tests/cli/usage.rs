@@ -76,7 +76,8 @@ fn help_is_grouped_and_server_shows_only_its_options() {
 }
 
 /// flock's habits: a command without `--` is answered with where it goes; `-w SECONDS`,
-/// bare seconds for `--timeout` (units still work) and `-w 0` as `--nonblock`.
+/// bare seconds for `--timeout` (units still work), `-w 0` as `--nonblock`, and `-c`
+/// with a shell command line.
 #[test]
 fn flock_habits_work_or_get_a_hint() {
     let (cs, s, path) = setup("flock-habits");
@@ -127,6 +128,15 @@ fn flock_habits_work_or_get_a_hint() {
     assert!(!ran.exists(), "a command ran without the lock");
     s.touch("go");
     assert_eq!(holder.wait(PATIENCE), 0, "{}", holder.stderr());
+
+    // -c: a shell command line, as flock -c.
+    let line = format!(
+        "echo \"$ZKGUARD_PATH\" > '{}'; exit 3",
+        s.path("c").display()
+    );
+    let (code, _, err) = output(zkguard(&cs).args(["lock", &path, "-c", &line]));
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(s.lines("c"), [path.as_str()]);
 }
 
 /// With nothing listening at the connect string, zkguard says so while it keeps trying
