@@ -180,6 +180,15 @@ pub struct ElectArgs {
     /// Queue again after CMD exits or leadership is lost, until signalled
     #[arg(long = "loop")]
     pub repeat: bool,
+    /// Do not stand: print each new leader's id until Ctrl-C (as etcdctl elect -l; the
+    /// same as `zkguard leader PATH --watch`)
+    #[arg(
+        long,
+        short = 'l',
+        visible_alias = "listen",
+        conflicts_with_all = ["id", "repeat", "command", "shell"]
+    )]
+    pub watch: bool,
     #[command(flatten)]
     pub waiting: Waiting,
     #[command(flatten)]
@@ -391,6 +400,14 @@ fn main() {
     let say = Say { quiet: cli.quiet };
     let result = check_server_args(&matches).and_then(|()| match &cli.command {
         Command::Lock(args) => run::lock(&cli.conn, args, say),
+        Command::Elect(args) if args.watch => {
+            let show = ShowArgs {
+                path: args.path.clone(),
+                json: false,
+                watch: true,
+            };
+            show::holders(&cli.conn, &show, true, say)
+        }
         Command::Elect(args) => run::elect(&cli.conn, args, say),
         Command::Holders(args) => show::holders(&cli.conn, args, false, say),
         Command::Leader(args) => show::holders(&cli.conn, args, true, say),

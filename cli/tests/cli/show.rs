@@ -83,22 +83,34 @@ fn holders_lists_a_semaphore_waiter_once() {
     }
 }
 
-/// `leader --watch` prints each change of leader (as `etcdctl elect -l`): none, `a`, then
-/// `b` once `a`'s command ends (not again when `b` queues), none once `b`'s ends; it stops
-/// on SIGINT with 0.
+/// `leader --watch` and `elect -l` print each change of leader (as `etcdctl elect -l`):
+/// none, `a`, then `b` once `a`'s command ends (not again when `b` queues), none once
+/// `b`'s ends; they stop on SIGINT with 0.
 #[test]
 fn leader_watch_prints_each_change_of_leader() {
     let (cs, s, path) = setup("leader-watch");
-    let out = std::fs::File::create(s.path("watch")).unwrap();
-    let err = std::fs::File::create(s.path("watch.stderr")).unwrap();
-    let mut watcher = zkguard(&cs)
-        .args(["leader", &path, "--watch"])
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap();
+    // `leader --watch`, and `elect -l` as etcdctl users know it.
+    let mut watchers: Vec<_> = [["leader", &path, "--watch"], ["elect", &path, "-l"]]
+        .iter()
+        .enumerate()
+        .map(|(i, args)| {
+            let out = std::fs::File::create(s.path(&format!("watch{i}"))).unwrap();
+            let err = std::fs::File::create(s.path(&format!("watch{i}.stderr"))).unwrap();
+            zkguard(&cs)
+                .args(args)
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
     let watched = |want: &[&str]| {
-        s.wait_lines("watch", &format!("the leaders {want:?}"), |l| l == want);
+        for i in 0..2 {
+            let name = format!("watch{i}");
+            s.wait_lines(&name, &format!("{name}: the leaders {want:?}"), |l| {
+                l == want
+            });
+        }
     };
     watched(&["(no leader)"]);
     let candidate = |id: &str| {
@@ -122,20 +134,23 @@ fn leader_watch_prints_each_change_of_leader() {
     assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
     watched(&["(no leader)", "a", "b", "(no leader)"]);
 
-    // SAFETY: a plain kill(2) of our own child.
-    unsafe {
-        libc::kill(watcher.id() as i32, libc::SIGINT);
-    }
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(st) = watcher.try_wait().unwrap() {
-            break st;
+    for (i, watcher) in watchers.iter_mut().enumerate() {
+        // SAFETY: a plain kill(2) of our own child.
+        unsafe {
+            libc::kill(watcher.id() as i32, libc::SIGINT);
         }
-        assert!(
-            Instant::now() < deadline,
-            "the watcher did not stop on SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(exit_code(status), 0, "{:?}", s.lines("watch.stderr"));
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(st) = watcher.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "watcher {i} did not stop on SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let err = s.lines(&format!("watch{i}.stderr"));
+        assert_eq!(exit_code(status), 0, "{err:?}");
+    }
 }
