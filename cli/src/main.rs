@@ -59,7 +59,7 @@ pub const EXIT_NOPERM: i32 = 77;
 )]
 struct Cli {
     /// No messages on stderr but errors
-    #[arg(long, short, global = true)]
+    #[arg(long, short, global = true, display_order = 900)]
     quiet: bool,
     #[command(flatten)]
     conn: Connection,
@@ -204,7 +204,7 @@ pub struct ShowArgs {
     pub json: bool,
     /// Keep watching: print again at each change (`leader`: each new leader's id, as
     /// etcdctl elect -l; with --json one object per line), until Ctrl-C
-    #[arg(long, short)]
+    #[arg(long)]
     pub watch: bool,
 }
 
