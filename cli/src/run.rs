@@ -323,28 +323,34 @@ fn hold_until_signalled(
     }
 }
 
-/// The command itself was stopped by `sig`. Ctrl-Z (SIGTSTP, sent by the terminal to the
-/// command, its foreground job) stops zkguard too, so the shell sees the job stopped; a
-/// command stopped for wanting the terminal (SIGTTIN, SIGTTOU) gets it and goes on, or, if
-/// zkguard cannot give it (in the background, or stdin is no terminal), zkguard stops too
-/// until `fg`. Once zkguard is continued the command is, after the lock is proven again.
-/// Our own SIGSTOP (suspension) needs nothing.
+/// The command itself was stopped by `sig`. With the terminal (zkguard's stdin):
+/// Ctrl-Z (SIGTSTP, which the terminal sends to the command, its foreground job) stops
+/// zkguard too, so the shell sees the job stopped; a command stopped for wanting the
+/// terminal (SIGTTIN, SIGTTOU) gets it and goes on, or, if zkguard is in the background,
+/// zkguard stops too until `fg`. Once zkguard is continued, the command is continued after
+/// the lock is proven again. Without a terminal a stop is someone else's to undo (one for
+/// the terminal is said once); our own SIGSTOP (suspension) needs nothing.
 fn on_stopped(child: &Child, sig: i32, suspended: bool, say: Say) {
     let wants_terminal = sig == libc::SIGTTIN || sig == libc::SIGTTOU;
-    if sig == libc::SIGSTOP || suspended {
+    if suspended || !(wants_terminal || sig == libc::SIGTSTP) {
+        return;
+    }
+    if !child.has_terminal() {
+        if wants_terminal {
+            say.say(format!(
+                "the command is stopped ({}): it wants the terminal, and zkguard has none to \
+                 give (its stdin is not a terminal)",
+                signal_name(sig)
+            ));
+        }
         return;
     }
     if wants_terminal && child.give_terminal() {
         signal_group(child.pid, libc::SIGCONT);
         return;
     }
-    let why = if wants_terminal {
-        "wants the terminal, which zkguard does not have to give"
-    } else {
-        "was stopped"
-    };
     say.say(format!(
-        "the command {why} ({}): stopping zkguard too; fg continues both",
+        "the command was stopped ({}): stopping zkguard too; fg continues both",
         signal_name(sig)
     ));
     child.take_terminal_back();

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 
@@ -43,23 +43,36 @@ impl Pty {
         self.master.flush().unwrap();
     }
 
-    /// `zkguard ARGS -- sh -c SCRIPT` with the terminal as its stdin and controlling
-    /// terminal, in a session of its own (so its group is the terminal's foreground group).
+    /// `zkguard ARGS -- sh -c SCRIPT` with the terminal as its controlling terminal, in a
+    /// session of its own (so its group is the terminal's foreground group), and as its
+    /// stdin if `stdin`.
     fn start(&self, cs: &str, s: &Scratch, args: &[&str], script: &str) -> Running {
-        let slave = || {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&self.slave)
-                .unwrap()
-        };
+        self.start_with(cs, s, args, script, true)
+    }
+
+    fn start_with(
+        &self,
+        cs: &str,
+        s: &Scratch,
+        args: &[&str],
+        script: &str,
+        stdin: bool,
+    ) -> Running {
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.slave)
+            .unwrap();
+        let tty = slave.as_raw_fd();
         let mut c = zkguard(cs);
         c.args(args).args(["--", "sh", "-c", script]);
-        c.stdin(Stdio::from(slave()));
-        // SAFETY: setsid and ioctl are async-signal-safe.
+        if stdin {
+            c.stdin(Stdio::from(slave.try_clone().unwrap()));
+        }
+        // SAFETY: setsid and ioctl are async-signal-safe; `slave` outlives the spawn.
         unsafe {
-            c.pre_exec(|| {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+            c.pre_exec(move || {
+                if libc::setsid() < 0 || libc::ioctl(tty, libc::TIOCSCTTY, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -174,4 +187,23 @@ fn a_suspended_command_gives_the_terminal_back_until_resumed() {
     pty.type_in(b"after the heal\n");
     assert_eq!(z.wait(PATIENCE), 0, "{}", z.stderr());
     assert_eq!(s.lines("got"), ["after the heal"]);
+}
+
+/// With a controlling terminal but stdin elsewhere, zkguard keeps the terminal; a command
+/// that reads it anyway (`/dev/tty`) is stopped (SIGTTIN), and zkguard says why instead of
+/// waiting silently.
+#[test]
+fn a_command_wanting_a_terminal_zkguard_cannot_give_is_named() {
+    let (cs, s, path) = setup("tty-none");
+    let pty = Pty::open();
+    let script = format!(
+        "echo $$ > '{}'; read line < /dev/tty",
+        s.path("pid").display()
+    );
+    let z = pty.start_with(&cs, &s, &["lock", &path], &script, false);
+    s.wait_lines("pid", "the command", |l| l.len() == 1);
+    let cmd: i32 = s.lines("pid")[0].parse().unwrap();
+    z.wait_stderr("it wants the terminal, and zkguard has none to give");
+    assert_eq!(proc_state(cmd), Some('T'));
+    assert_eq!(foreground(z.pid()), Some(z.pid()));
 }
