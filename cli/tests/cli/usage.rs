@@ -174,10 +174,24 @@ fn nothing_listening_is_said_while_still_trying() {
     assert!(z.child.try_wait().unwrap().is_none(), "gave up: {err}");
 }
 
+/// A listener on a free loopback port below the kernel's ephemeral range, so that once it
+/// is closed no outgoing connection takes the port as its source port meanwhile.
+fn below_ephemeral_range() -> std::net::TcpListener {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let span = u128::from(low.saturating_sub(10_000).max(1));
+    (0..500)
+        .map(|_| 10_000 + (uuid::Uuid::new_v4().as_u128() % span) as u16)
+        .find_map(|port| std::net::TcpListener::bind(("127.0.0.1", port)).ok())
+        .unwrap_or_else(|| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+}
+
 /// `server --port P` serves at 127.0.0.1:P; a taken port is one line and status 69.
 #[test]
 fn server_port_is_the_one_asked_for() {
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = below_ephemeral_range();
     let port = taken.local_addr().unwrap().port().to_string();
     let (code, _, err) = output(bare().args(["server", "--port", &port]));
     assert_eq!(code, 69, "{err}");
