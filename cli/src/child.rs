@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 
+use crate::tty::Terminal;
 use crate::{Fail, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SOFTWARE};
 
 /// A running command.
@@ -18,18 +19,60 @@ pub struct Child {
     pub pid: i32,
     /// Gets its exit status once (the waiting thread reaps it).
     pub exited: Receiver<io::Result<ExitStatus>>,
+    /// The signal, each time the command itself is stopped (SIGSTOP, SIGTSTP, SIGTTIN …).
+    pub stopped: Receiver<i32>,
+    /// zkguard's terminal, which the command has while it runs in the foreground.
+    terminal: Option<Terminal>,
+}
+
+impl Child {
+    /// Gives the command the terminal (if zkguard has it); true if the command has it now.
+    pub fn give_terminal(&self) -> bool {
+        self.terminal.is_some_and(|t| t.give(self.pid))
+    }
+
+    /// Takes the terminal back from the command (if it has it), so that Ctrl-C and Ctrl-Z
+    /// reach zkguard while the command is stopped or after it has exited.
+    pub fn take_terminal_back(&self) {
+        if let Some(t) = self.terminal {
+            t.take_back(self.pid);
+        }
+    }
+
+    /// Whether the command runs with zkguard's terminal (zkguard's stdin is one).
+    pub fn has_terminal(&self) -> bool {
+        self.terminal.is_some()
+    }
 }
 
 /// Starts `cmd` with `env` added, as the leader of a new process group (so a signal for
-/// the command reaches its children too, and the terminal's Ctrl-C reaches only zkguard,
-/// which forwards it). On Linux the command is killed if zkguard dies (`PR_SET_PDEATHSIG`):
-/// a crashed zkguard releases the lock, so its command must not run on.
-pub fn spawn(cmd: &[OsString], env: &[(&str, String)]) -> Result<Child, Fail> {
-    let (program, args) = cmd.split_first().expect("clap requires a command");
+/// the command reaches its children too, and zkguard can stop and continue the group
+/// without stopping itself). On Linux the command is killed if zkguard dies (`PR_SET_PDEATHSIG`):
+/// a crashed zkguard releases the lock, so its command must not run on. With `terminal`,
+/// the new group becomes the terminal's foreground group before the command runs (if
+/// zkguard's group had it): the terminal's Ctrl-C and Ctrl-Z then reach the command
+/// directly. Without, they reach zkguard, which forwards Ctrl-C and stops both on Ctrl-Z.
+pub fn spawn(
+    cmd: &[OsString],
+    env: &[(&str, String)],
+    terminal: Option<Terminal>,
+) -> Result<Child, Fail> {
+    let (program, args) = cmd.split_first().expect("spawn is called with a command");
     let mut c = Command::new(program);
     c.args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .process_group(0);
+    if let Some(t) = terminal {
+        // SAFETY: a plain query of this process.
+        let parent_group = unsafe { libc::getpgrp() };
+        // SAFETY: claim_in_child makes only async-signal-safe calls.
+        unsafe {
+            c.pre_exec(move || {
+                t.claim_in_child(parent_group);
+                Ok(())
+            });
+        }
+    }
     #[cfg(target_os = "linux")]
     {
         let parent = std::process::id();
@@ -46,7 +89,7 @@ pub fn spawn(cmd: &[OsString], env: &[(&str, String)]) -> Result<Child, Fail> {
             });
         }
     }
-    let mut child = c.spawn().map_err(|e| {
+    let child = c.spawn().map_err(|e| {
         let name = program.to_string_lossy();
         match e.kind() {
             io::ErrorKind::NotFound => {
@@ -57,13 +100,54 @@ pub fn spawn(cmd: &[OsString], env: &[(&str, String)]) -> Result<Child, Fail> {
     })?;
     let pid = child.id() as i32;
     GROUP.store(pid, Ordering::SeqCst);
+    // Reaped by waitpid below, not by `child` (which has no Drop that waits or kills).
+    drop(child);
     let (tx, exited) = crossbeam_channel::bounded(1);
+    let (stop_tx, stopped) = crossbeam_channel::unbounded();
     std::thread::spawn(move || {
-        let status = child.wait();
+        let status = loop {
+            match wait(pid) {
+                Ok(Waited::Stopped(sig)) => {
+                    let _ = stop_tx.send(sig);
+                }
+                Ok(Waited::Exited(st)) => break Ok(st),
+                Err(e) => break Err(e),
+            }
+        };
         GROUP.store(0, Ordering::SeqCst);
         let _ = tx.send(status);
     });
-    Ok(Child { pid, exited })
+    Ok(Child {
+        pid,
+        exited,
+        stopped,
+        terminal,
+    })
+}
+
+enum Waited {
+    Stopped(i32),
+    Exited(ExitStatus),
+}
+
+/// The command's next change: stopped (it can be continued) or exited (reaped).
+fn wait(pid: i32) -> io::Result<Waited> {
+    let mut status = 0;
+    loop {
+        // SAFETY: status is a valid out-pointer; pid is our unreaped child.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) } == pid {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(if libc::WIFSTOPPED(status) {
+        Waited::Stopped(libc::WSTOPSIG(status))
+    } else {
+        Waited::Exited(ExitStatus::from_raw(status))
+    })
 }
 
 /// Sends `sig` to the command's process group.
@@ -88,6 +172,10 @@ pub fn signal_name(sig: i32) -> String {
         libc::SIGINT => "SIGINT".into(),
         libc::SIGTERM => "SIGTERM".into(),
         libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGQUIT => "SIGQUIT".into(),
+        libc::SIGTSTP => "SIGTSTP".into(),
+        libc::SIGTTIN => "SIGTTIN".into(),
+        libc::SIGTTOU => "SIGTTOU".into(),
         n => format!("signal {n}"),
     }
 }
@@ -137,6 +225,15 @@ pub fn signals() -> Result<Receiver<i32>, Fail> {
         }
     });
     Ok(rx)
+}
+
+/// Stops zkguard as Ctrl-Z does (through the SIGTSTP handling of [`signals`]: the
+/// command's group is stopped too, and [`RESUMED`] comes once zkguard is continued).
+pub fn stop_self() {
+    // SAFETY: kill has no memory effects.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGTSTP);
+    }
 }
 
 /// The next signal that asks zkguard to end, by `deadline` (None: none came).

@@ -2,7 +2,7 @@
 //! locks, and the wait for them (cancellable by a signal, reporting who holds).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 use zkguard::{
@@ -10,6 +10,7 @@ use zkguard::{
     Semaphore, WriteGuard,
 };
 
+use crate::show::contenders;
 use crate::{Fail, Say, Waiting};
 
 /// A held lock or leadership, whatever its kind.
@@ -202,20 +203,20 @@ pub fn obtain(
 pub fn holders_line(client: &Client, target: &Target, queued: bool) -> String {
     let path = target.path();
     let list = match target.participants() {
-        Ok(list) => list,
+        Ok(list) => contenders(client, path, list),
         Err(e) => return format!("{path} (cannot list its holders: {e})"),
     };
     let holders: Vec<String> = list
         .iter()
-        .filter(|p| p.holds)
-        .map(|p| match age(client, path, p) {
-            Some(a) => format!("{} for {}", p.id(), seconds(a)),
-            None => p.id(),
+        .filter(|c| c.p.holds)
+        .map(|c| match c.age {
+            Some(a) => format!("{} for {}", c.p.id(), seconds(a)),
+            None => c.p.id(),
         })
         .collect();
     let waiting = list
         .iter()
-        .filter(|p| !p.holds)
+        .filter(|c| !c.p.holds)
         .count()
         .saturating_sub(usize::from(queued));
     let verb = if matches!(target, Target::Elect(_)) {
@@ -241,17 +242,6 @@ fn others(n: usize) -> &'static str {
     } else {
         "others"
     }
-}
-
-/// How long a participant's node has existed (None if it is gone or cannot be read). A
-/// semaphore's nodes are one level down, in its `leases` and `locks` directories (Curator's
-/// `InterProcessSemaphoreV2` layout).
-pub fn age(client: &Client, dir: &str, p: &Participant) -> Option<Duration> {
-    let stat = ["", "/leases", "/locks"]
-        .iter()
-        .find_map(|sub| client.exists(&format!("{dir}{sub}/{}", p.node)).ok()?)?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
-    Some(now.saturating_sub(Duration::from_millis(stat.ctime.max(0) as u64)))
 }
 
 /// "12 s", "3 min 4 s".

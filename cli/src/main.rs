@@ -2,23 +2,28 @@
 //! election; show who holds a lock or leads; start throwaway ZooKeeper servers.
 
 mod child;
+mod conn;
 mod hold;
 mod run;
 mod server;
 mod show;
+mod tty;
 
 use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
 
-use clap::error::ErrorKind;
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use zkguard::Client;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+pub use conn::Connection;
 
 /// The exit status table, shown by `--help` (and in the README).
 const EXIT_CODES: &str = "\
 Exit status:
   CMD's status  CMD ran and exited with it (128+N if signal N killed it)
+  0             without CMD (or with --watch): ended by SIGINT, SIGTERM or SIGHUP
   1             the lock or leadership was not obtained (--nonblock, --timeout);
                 --conflict-exit-code changes it
   2             bad input: usage, a bad path, duration, option or credentials
@@ -53,82 +58,23 @@ pub const EXIT_NOPERM: i32 = 77;
     after_help = EXIT_CODES
 )]
 struct Cli {
+    /// No messages on stderr but errors
+    #[arg(long, short, global = true, display_order = 900)]
+    quiet: bool,
     #[command(flatten)]
     conn: Connection,
     #[command(subcommand)]
     command: Command,
 }
 
-/// How to reach ZooKeeper (every subcommand but `server`).
-#[derive(Args)]
-pub struct Connection {
-    /// ZooKeeper connect string: host:port[,host:port...][/chroot]
-    #[arg(
-        long,
-        env = "ZK_CONNECT",
-        default_value = "127.0.0.1:2181",
-        global = true
-    )]
-    pub connect: String,
-    /// Session timeout to ask for (the server may clamp it)
-    #[arg(long, value_parser = duration, value_name = "DURATION", default_value = "10s", global = true)]
-    pub session_timeout: Duration,
-    /// How long to try to establish the first session
-    #[arg(long, value_parser = duration, value_name = "DURATION", default_value = "15s", global = true)]
-    pub connect_timeout: Duration,
-    /// Digest credentials user:password (shown by ps: prefer --auth-file or ZKGUARD_AUTH)
-    #[arg(
-        long,
-        value_name = "USER:PASSWORD",
-        env = "ZKGUARD_AUTH",
-        hide_env_values = true,
-        global = true
-    )]
-    pub auth: Option<String>,
-    /// Read the digest credentials user:password from this file
-    #[arg(long, value_name = "FILE", conflicts_with = "auth", global = true)]
-    pub auth_file: Option<std::path::PathBuf>,
-    /// Connect with TLS (ZooKeeper's secureClientPort), trusting the CA certificates of
-    /// this PEM file
-    #[arg(long, value_name = "FILE", env = "ZKGUARD_TLS_CA", global = true)]
-    pub tls_ca: Option<std::path::PathBuf>,
-    /// Connect with TLS, trusting the system's certificate authorities
-    #[arg(long, conflicts_with = "tls_ca", global = true)]
-    pub tls_platform_roots: bool,
-    /// Client certificate chain (PEM) for mutual TLS; needs --tls-key
-    #[arg(long, value_name = "FILE", env = "ZKGUARD_TLS_CERT", global = true)]
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// Private key (PEM) of --tls-cert
-    #[arg(long, value_name = "FILE", env = "ZKGUARD_TLS_KEY", global = true)]
-    pub tls_key: Option<std::path::PathBuf>,
-    /// Name to verify in the servers' certificates (default: each host of --connect)
-    #[arg(long, value_name = "NAME", global = true)]
-    pub tls_server_name: Option<String>,
-    // Plain help text (not a doc comment): the variable's name is not code markup in --help.
-    #[arg(
-        long,
-        value_name = "USER",
-        env = "ZKGUARD_SASL_USER",
-        global = true,
-        help = "Log in with SASL DIGEST-MD5 as USER; the password comes from \
-                ZKGUARD_SASL_PASSWORD or --sasl-password-file, not both (never from the command \
-                line, which ps shows)"
-    )]
-    pub sasl_user: Option<String>,
-    /// Read the SASL password from this file
-    #[arg(long, value_name = "FILE", global = true)]
-    pub sasl_password_file: Option<std::path::PathBuf>,
-    /// No messages on stderr but errors
-    #[arg(long, short, global = true)]
-    pub quiet: bool,
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Acquire a lock at PATH, run CMD, release when it exits; exit with CMD's status
+    /// (without CMD: hold it until signalled)
     #[command(after_help = EXIT_CODES)]
     Lock(LockArgs),
-    /// Run CMD only while this process leads the election at PATH
+    /// Run CMD only while this process leads the election at PATH (without CMD: lead
+    /// until signalled)
     #[command(after_help = EXIT_CODES)]
     Elect(ElectArgs),
     /// Show who holds the lock at PATH and who waits
@@ -142,9 +88,11 @@ enum Command {
 
 /// How long to wait for the lock or leadership.
 #[derive(Args, Clone, Copy)]
+#[command(next_help_heading = "Waiting")]
 pub struct Waiting {
-    /// Give up after this long (humantime: 500ms, 30s, 5m)
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    /// Give up after this long: seconds (as flock -w: 5, 0.5) or with a unit (500ms, 5m);
+    /// 0 is --nonblock
+    #[arg(long, short = 'w', visible_alias = "wait", value_parser = timeout, value_name = "DURATION")]
     pub timeout: Option<Duration>,
     /// Do not wait: take it only if free (a try-acquire)
     #[arg(long, short = 'n', conflicts_with = "timeout")]
@@ -156,6 +104,7 @@ pub struct Waiting {
 
 /// What happens while CMD runs.
 #[derive(Args)]
+#[command(next_help_heading = "While CMD runs")]
 pub struct Supervise {
     /// After SIGTERM (on loss), wait this long for CMD to exit, then SIGKILL its group
     #[arg(long, value_parser = duration, value_name = "DURATION", default_value = "10s")]
@@ -163,9 +112,28 @@ pub struct Supervise {
     /// What to do with CMD while disconnected (the lock may or may not still be held)
     #[arg(long, value_enum, default_value_t = OnSuspend::Stop)]
     pub on_suspend: OnSuspend,
-    /// The command and its arguments, after `--`
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The command and its arguments, after `--`; without one, hold until SIGINT, SIGTERM
+    /// or SIGHUP (exit 0) or until lost (exit 75)
+    #[arg(last = true, value_name = "CMD", help_heading = None)]
     pub command: Vec<OsString>,
+    /// Run this shell command line with sh -c (as flock -c) instead of CMD after --
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "COMMAND LINE",
+        conflicts_with = "command"
+    )]
+    pub shell: Option<OsString>,
+}
+
+impl Supervise {
+    /// The command to run (empty: none, hold until signalled).
+    pub fn argv(&self) -> Vec<OsString> {
+        match &self.shell {
+            Some(line) => vec!["sh".into(), "-c".into(), line.clone()],
+            None => self.command.clone(),
+        }
+    }
 }
 
 /// The `--on-suspend` policies.
@@ -212,6 +180,15 @@ pub struct ElectArgs {
     /// Queue again after CMD exits or leadership is lost, until signalled
     #[arg(long = "loop")]
     pub repeat: bool,
+    /// Do not stand: print each new leader's id until Ctrl-C (as etcdctl elect -l; the
+    /// same as `zkguard leader PATH --watch`)
+    #[arg(
+        long,
+        short = 'l',
+        visible_alias = "listen",
+        conflicts_with_all = ["id", "repeat", "command", "shell"]
+    )]
+    pub watch: bool,
     #[command(flatten)]
     pub waiting: Waiting,
     #[command(flatten)]
@@ -225,6 +202,10 @@ pub struct ShowArgs {
     /// One JSON object on stdout, for scripts
     #[arg(long)]
     pub json: bool,
+    /// Keep watching: print again at each change (`leader`: each new leader's id, as
+    /// etcdctl elect -l; with --json one object per line), until Ctrl-C
+    #[arg(long)]
+    pub watch: bool,
 }
 
 #[derive(Args)]
@@ -232,10 +213,25 @@ pub struct ServerArgs {
     /// How many servers (1 is standalone; 3 or 5 make an ensemble)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=9))]
     pub servers: u16,
+    /// The first server's client port (the others take the next ones) [default: a free
+    /// one]; 2181 is what the other subcommands connect to by default
+    #[arg(long, short, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
 }
 
+/// A duration: bare seconds (`5`, `0.5`) or humantime (`500ms`, `30s`, `5m`); zero allowed.
+fn timeout(s: &str) -> Result<Duration, String> {
+    let seconds = s.parse::<f64>().ok().filter(|n| n.is_finite());
+    match seconds {
+        Some(n) if n >= 0.0 => Duration::try_from_secs_f64(n).map_err(|e| e.to_string()),
+        Some(_) => Err("must not be negative".into()),
+        None => humantime::parse_duration(s).map_err(|e| format!("{e} (try 5, 500ms, 30s, 5m)")),
+    }
+}
+
+/// A duration as [`timeout`] takes it, more than zero.
 fn duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try 500ms, 30s, 5m)"))?;
+    let d = timeout(s)?;
     if d.is_zero() {
         return Err("must be more than zero".into());
     }
@@ -287,131 +283,6 @@ impl Say {
     }
 }
 
-impl Connection {
-    /// The digest credentials, from `--auth`, `ZKGUARD_AUTH` or `--auth-file`.
-    fn credentials(&self) -> Result<Option<String>, Fail> {
-        let cred = match (&self.auth, &self.auth_file) {
-            (Some(a), _) => a.clone(),
-            (None, Some(file)) => std::fs::read_to_string(file)
-                .map_err(|e| {
-                    Fail::new(
-                        EXIT_USAGE,
-                        format!("cannot read --auth-file {}: {e}", file.display()),
-                    )
-                })?
-                .trim_end_matches(['\r', '\n'])
-                .to_string(),
-            (None, None) => return Ok(None),
-        };
-        match cred.split_once(':') {
-            Some((user, _)) if !user.is_empty() => Ok(Some(cred)),
-            _ => Err(Fail::new(
-                EXIT_USAGE,
-                "credentials must be user:password (digest)",
-            )),
-        }
-    }
-
-    /// The TLS settings, if TLS is on (`--tls-ca` or `--tls-platform-roots`).
-    fn tls(&self) -> Result<Option<zkguard::TlsConfig>, Fail> {
-        let usage = |msg: String| Fail::new(EXIT_USAGE, msg);
-        let on = self.tls_ca.is_some() || self.tls_platform_roots;
-        if !on {
-            let stray = [
-                (self.tls_cert.is_some(), "--tls-cert"),
-                (self.tls_key.is_some(), "--tls-key"),
-                (self.tls_server_name.is_some(), "--tls-server-name"),
-            ];
-            if let Some((_, flag)) = stray.iter().find(|(set, _)| *set) {
-                return Err(usage(format!(
-                    "{flag} needs TLS: give --tls-ca FILE or --tls-platform-roots"
-                )));
-            }
-            return Ok(None);
-        }
-        let bad = |flag: &str, e: zkguard::Error| usage(format!("{flag}: {e}"));
-        let mut tls = match &self.tls_ca {
-            Some(ca) => zkguard::TlsConfig::ca_file(ca).map_err(|e| bad("--tls-ca", e))?,
-            None => {
-                zkguard::TlsConfig::platform_roots().map_err(|e| bad("--tls-platform-roots", e))?
-            }
-        };
-        tls = match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => tls
-                .client_cert_files(cert, key)
-                .map_err(|e| bad("--tls-cert/--tls-key", e))?,
-            (None, None) => tls,
-            (Some(_), None) => return Err(usage("--tls-cert needs --tls-key".into())),
-            (None, Some(_)) => return Err(usage("--tls-key needs --tls-cert".into())),
-        };
-        if let Some(name) = &self.tls_server_name {
-            tls = tls
-                .server_name(name)
-                .map_err(|e| bad("--tls-server-name", e))?;
-        }
-        Ok(Some(tls))
-    }
-
-    /// The SASL user and password (`--sasl-user` with `ZKGUARD_SASL_PASSWORD` or
-    /// `--sasl-password-file`).
-    fn sasl(&self) -> Result<Option<(String, String)>, Fail> {
-        let usage = |msg: String| Fail::new(EXIT_USAGE, msg);
-        let Some(user) = &self.sasl_user else {
-            if self.sasl_password_file.is_some() {
-                return Err(usage("--sasl-password-file needs --sasl-user".into()));
-            }
-            return Ok(None);
-        };
-        if user.is_empty() {
-            return Err(usage("--sasl-user is empty".into()));
-        }
-        let from_env = std::env::var_os("ZKGUARD_SASL_PASSWORD").is_some();
-        if from_env && self.sasl_password_file.is_some() {
-            return Err(usage(
-                "--sasl-user: the password is given twice, by --sasl-password-file and by \
-                 ZKGUARD_SASL_PASSWORD: give it one way"
-                    .into(),
-            ));
-        }
-        let password = match &self.sasl_password_file {
-            Some(file) => std::fs::read_to_string(file)
-                .map_err(|e| {
-                    usage(format!(
-                        "cannot read --sasl-password-file {}: {e}",
-                        file.display()
-                    ))
-                })?
-                .trim_end_matches(['\r', '\n'])
-                .to_string(),
-            None => std::env::var("ZKGUARD_SASL_PASSWORD").map_err(|_| {
-                usage(format!(
-                    "--sasl-user {user} needs a password: set ZKGUARD_SASL_PASSWORD or give \
-                     --sasl-password-file FILE"
-                ))
-            })?,
-        };
-        Ok(Some((user.clone(), password)))
-    }
-
-    /// Connects, or fails with a one-line error.
-    pub fn connect(&self) -> Result<Client, Fail> {
-        let mut b = Client::builder(&self.connect)
-            .session_timeout(self.session_timeout)
-            .connect_timeout(self.connect_timeout);
-        if let Some(cred) = self.credentials()? {
-            b = b.auth("digest", cred.as_bytes());
-        }
-        if let Some(tls) = self.tls()? {
-            b = b.tls(tls);
-        }
-        if let Some((user, password)) = self.sasl()? {
-            b = b.sasl_digest(&user, &password);
-        }
-        b.build()
-            .map_err(|e| Fail::zk(format_args!("cannot connect to {}", self.connect), e))
-    }
-}
-
 /// A path the library will look at again; caught here so a bad one fails before connecting.
 pub fn check_path(path: &str) -> Result<(), Fail> {
     if !path.starts_with('/') || path == "/" || path.ends_with('/') || path.contains("//") {
@@ -434,9 +305,83 @@ fn one_line(e: &clap::Error) -> String {
         .to_string()
 }
 
+/// The connection options (`server` hides them and refuses them).
+fn connection_args() -> Vec<clap::Arg> {
+    Connection::augment_args(clap::Command::new("zkguard"))
+        .get_arguments()
+        .cloned()
+        .collect()
+}
+
+/// The parser: `Cli`'s, with the connection options (global, so they may come before the
+/// subcommand) hidden from `server`'s help, where they do not apply: `server` has hidden
+/// copies of its own, which the global ones do not replace.
+fn command() -> clap::Command {
+    let hidden = connection_args()
+        .into_iter()
+        .map(|a| a.hide(true).global(false));
+    Cli::command().mut_subcommand("server", |server| server.args(hidden))
+}
+
+/// `--connect` and the other connection options given to `server`: a usage error, not
+/// silently ignored (their environment variables are fine: they are meant for the others).
+fn check_server_args(matches: &clap::ArgMatches) -> Result<(), Fail> {
+    let Some(("server", m)) = matches.subcommand() else {
+        return Ok(());
+    };
+    let given = |a: &clap::Arg| {
+        [matches, m]
+            .iter()
+            .any(|m| m.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
+    };
+    match connection_args().into_iter().find(given) {
+        Some(a) => Err(Fail::new(
+            EXIT_USAGE,
+            format!(
+                "--{} does not apply to `zkguard server` (see zkguard server --help)",
+                a.get_long().unwrap_or_default()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A usage error as one line, with a hint where flock's habits lead astray: the command
+/// goes after `--`.
+fn usage_error(e: &clap::Error) -> String {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let before_dashes = args.iter().take_while(|a| *a != "--");
+    let sub = before_dashes
+        .clone()
+        .find(|a| *a == "lock" || *a == "elect");
+    let stray = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(a)) if !a.starts_with('-') => Some(a.clone()),
+        _ => None,
+    };
+    let hint = match (sub, e.kind(), stray) {
+        (Some(sub), ErrorKind::UnknownArgument, Some(stray)) => {
+            let path = before_dashes
+                .skip_while(|a| *a != sub)
+                .skip(1)
+                .find(|p| p.starts_with('/'))
+                .map_or("PATH", |p| p.as_str());
+            format!(" (the command goes after --: zkguard {sub} {path} -- {stray} ...)")
+        }
+        _ => " (see zkguard --help)".into(),
+    };
+    format!("{}{hint}", one_line(e))
+}
+
 fn main() {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = command().try_get_matches().and_then(|m| {
+        let cli = Cli::from_arg_matches(&m)?;
+        Ok((cli, m))
+    });
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e)
             if matches!(
                 e.kind(),
@@ -448,22 +393,26 @@ fn main() {
             e.exit()
         }
         Err(e) => {
-            eprintln!("zkguard: {} (see zkguard --help)", one_line(&e));
+            eprintln!("zkguard: {}", usage_error(&e));
             std::process::exit(EXIT_USAGE);
         }
     };
-    let result = match &cli.command {
-        Command::Lock(args) => run::lock(&cli.conn, args),
-        Command::Elect(args) => run::elect(&cli.conn, args),
-        Command::Holders(args) => show::holders(&cli.conn, args, false),
-        Command::Leader(args) => show::holders(&cli.conn, args, true),
-        Command::Server(args) => server::run(
-            args,
-            Say {
-                quiet: cli.conn.quiet,
-            },
-        ),
-    };
+    let say = Say { quiet: cli.quiet };
+    let result = check_server_args(&matches).and_then(|()| match &cli.command {
+        Command::Lock(args) => run::lock(&cli.conn, args, say),
+        Command::Elect(args) if args.watch => {
+            let show = ShowArgs {
+                path: args.path.clone(),
+                json: false,
+                watch: true,
+            };
+            show::holders(&cli.conn, &show, true, say)
+        }
+        Command::Elect(args) => run::elect(&cli.conn, args, say),
+        Command::Holders(args) => show::holders(&cli.conn, args, false, say),
+        Command::Leader(args) => show::holders(&cli.conn, args, true, say),
+        Command::Server(args) => server::run(args, say),
+    });
     let code = match result {
         Ok(code) => code,
         Err(f) => {

@@ -9,16 +9,16 @@ use zkguard::{Client, Error, LeaderElection, Mutex, RwLock, Semaphore, SessionSt
 
 use crate::child::{self, signal_group, signal_name, status_code, Child};
 use crate::hold::{self, Held, Outcome, Target, Wait};
+use crate::tty::Terminal;
 use crate::{
     check_path, Connection, ElectArgs, Fail, LockArgs, OnSuspend, Say, Supervise, Waiting,
     EXIT_LOST,
 };
 
 /// `zkguard lock PATH -- CMD`.
-pub fn lock(conn: &Connection, args: &LockArgs) -> Result<i32, Fail> {
+pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
-    let say = Say { quiet: conn.quiet };
-    let client = conn.connect()?;
+    let client = conn.connect(say)?;
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
     let data = args.data.clone();
     let target = if let Some(n) = args.permits {
@@ -51,10 +51,9 @@ pub fn lock(conn: &Connection, args: &LockArgs) -> Result<i32, Fail> {
 }
 
 /// `zkguard elect PATH --id ID [--loop] -- CMD`.
-pub fn elect(conn: &Connection, args: &ElectArgs) -> Result<i32, Fail> {
+pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
-    let say = Say { quiet: conn.quiet };
-    let client = conn.connect()?;
+    let client = conn.connect(say)?;
     let id = args.id.clone().unwrap_or_else(default_id);
     let election = LeaderElection::new(&client, &args.path, id)
         .map_err(|e| Fail::zk(format_args!("election {}", args.path), e))?;
@@ -123,6 +122,7 @@ fn session(
     let wait = Wait::from(job.waiting());
     let signals = child::signals()?;
     let (what, path) = (target.what(), target.path().to_string());
+    let argv = sup.argv();
     loop {
         let held = match hold::obtain(client, &target, wait, &signals, say)? {
             Outcome::Held(h) => h,
@@ -138,22 +138,36 @@ fn session(
                 return Ok(128 + sig);
             }
         };
-        say.say(format!(
-            "got the {what} {path} (token {}); running the command",
-            held.token()
-        ));
-        let mut env = vec![
-            ("ZKGUARD_TOKEN", held.token().to_string()),
-            ("ZKGUARD_PATH", path.clone()),
-            ("ZKGUARD_NODE", held.node().to_string()),
-        ];
-        if let Target::Elect(e) = &*target {
-            env.push(("ZKGUARD_ID", e.id().to_string()));
-        }
         let started = Instant::now();
-        let child = child::spawn(&sup.command, &env)?;
         let label = format!("the {what} {path}");
-        let (end, signalled) = watch(client, &held, &child, sup, &signals, say, &label);
+        let (end, signalled) = if argv.is_empty() {
+            say.say(format!(
+                "got the {what} {path} (token {}); holding it until signalled",
+                held.token()
+            ));
+            hold_until_signalled(&held, &signals, say, &label)
+        } else {
+            say.say(format!(
+                "got the {what} {path} (token {}); running the command",
+                held.token()
+            ));
+            let mut env = vec![
+                ("ZKGUARD_TOKEN", held.token().to_string()),
+                ("ZKGUARD_PATH", path.clone()),
+                ("ZKGUARD_NODE", held.node().to_string()),
+            ];
+            if let Target::Elect(e) = &*target {
+                env.push(("ZKGUARD_ID", e.id().to_string()));
+            }
+            let child = child::spawn(&argv, &env, Terminal::stdin())?;
+            let (end, signalled) = watch(client, &held, &child, sup, &signals, say, &label);
+            child.take_terminal_back();
+            // Ctrl-C typed to a command with the terminal reached it, not zkguard: as a
+            // shell does, take the command's death by SIGINT as the wish to stop (--loop).
+            let interrupted = child.has_terminal()
+                && matches!(end, End::Exited(code) if code == 128 + libc::SIGINT);
+            (end, signalled || interrupted)
+        };
         // The command has exited: only now let the lock go.
         drop(held);
         match end {
@@ -219,6 +233,11 @@ fn watch(
                 say.say(format!("forwarding {} to the command{note}", signal_name(sig)));
                 signal_group(child.pid, sig);
             }
+            recv(child.stopped) -> sig => {
+                if let Ok(sig) = sig {
+                    on_stopped(child, sig, suspended, say);
+                }
+            }
             recv(events) -> _ => {}
             recv(tick) -> _ => {}
             recv(confirm_rx) -> r => {
@@ -226,6 +245,7 @@ fn watch(
                 match r {
                     Ok(Ok(())) => {
                         say.say(format!("{label} is proven again; continuing the command (SIGCONT)"));
+                        child.give_terminal();
                         signal_group(child.pid, libc::SIGCONT);
                         suspended = false;
                     }
@@ -253,6 +273,7 @@ fn watch(
                 OnSuspend::Stop => {
                     say.say(format!("disconnected from ZooKeeper: stopping the command (SIGSTOP) until {label} is proven again"));
                     signal_group(child.pid, libc::SIGSTOP);
+                    child.take_terminal_back();
                     suspended = true;
                 }
                 OnSuspend::Kill => {
@@ -274,6 +295,66 @@ fn watch(
             confirming = Some(rx);
         }
     }
+}
+
+/// Without a command (as `etcdctl lock`): holds until SIGINT, SIGTERM or SIGHUP (then
+/// ends as a command exiting with 0 would) or until lost.
+fn hold_until_signalled(
+    held: &Arc<dyn Held>,
+    signals: &Receiver<i32>,
+    say: Say,
+    label: &str,
+) -> (End, bool) {
+    let lost = held.lost();
+    loop {
+        select! {
+            recv(lost) -> _ => {
+                say.say(format!("{label} was lost (session expired or node deleted)"));
+                return (End::Lost, false);
+            }
+            recv(signals) -> sig => {
+                let sig = sig.expect("the signal thread never ends");
+                if sig != child::RESUMED {
+                    say.say(format!("{}: letting {label} go", signal_name(sig)));
+                    return (End::Exited(0), true);
+                }
+            }
+        }
+    }
+}
+
+/// The command itself was stopped by `sig`. With the terminal (zkguard's stdin):
+/// Ctrl-Z (SIGTSTP, which the terminal sends to the command, its foreground job) stops
+/// zkguard too, so the shell sees the job stopped; a command stopped for wanting the
+/// terminal (SIGTTIN, SIGTTOU) gets it and goes on, or, if zkguard is in the background,
+/// zkguard stops too until `fg`. Once zkguard is continued, the command is continued after
+/// the lock is proven again. Without a terminal a stop is someone else's to undo (one for
+/// the terminal is said once); our own SIGSTOP (suspension) needs nothing.
+fn on_stopped(child: &Child, sig: i32, suspended: bool, say: Say) {
+    let wants_terminal = sig == libc::SIGTTIN || sig == libc::SIGTTOU;
+    if suspended || !(wants_terminal || sig == libc::SIGTSTP) {
+        return;
+    }
+    if !child.has_terminal() {
+        if wants_terminal {
+            say.say(format!(
+                "the command is stopped ({}): it wants the terminal, and zkguard has none to \
+                 give (its stdin is not a terminal)",
+                signal_name(sig)
+            ));
+        }
+        return;
+    }
+    if wants_terminal && child.give_terminal() {
+        signal_group(child.pid, libc::SIGCONT);
+        return;
+    }
+    say.say(format!(
+        "the command was stopped ({}): stopping zkguard too; fg continues both",
+        signal_name(sig)
+    ));
+    child.take_terminal_back();
+    child::stop_self();
 }
 
 /// SIGTERM to the command's group at once (and SIGCONT, should it be stopped), SIGKILL

@@ -13,8 +13,11 @@ pub fn run(args: &ServerArgs, say: Say) -> Result<i32, Fail> {
     let signals = signals()?;
     let n = usize::from(args.servers);
     say.say(format!("starting {n} ZooKeeper server(s)"));
-    let cluster = TestCluster::builder()
-        .servers(n)
+    let mut builder = TestCluster::builder().servers(n);
+    if let Some(port) = args.port {
+        builder = builder.client_port(port);
+    }
+    let cluster = builder
         .start()
         .map_err(|e| Fail::new(EXIT_UNAVAILABLE, format!("cannot start ZooKeeper: {e}")))?;
     let cs = cluster.connect_string();

@@ -1,10 +1,17 @@
 //! `holders` and `leader`: who holds (or leads) and who waits, as a table or JSON.
 
-use serde_json::json;
-use zkguard::{Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore};
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::hold::{age, seconds};
-use crate::{check_path, Connection, Fail, ShowArgs};
+use crossbeam_channel::{Receiver, TryRecvError};
+
+use serde_json::json;
+use zkguard::{
+    Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore, Stat, WatchedEvent,
+};
+
+use crate::hold::seconds;
+use crate::{check_path, Connection, Fail, Say, ShowArgs};
 
 /// The kind of queue at a path, read from what is there (nothing is written).
 fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Kind), Fail> {
@@ -54,60 +61,252 @@ fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec
     }
 }
 
-/// `zkguard holders PATH` (or `leader PATH` with `election`).
-pub fn holders(conn: &Connection, args: &ShowArgs, election: bool) -> Result<i32, Fail> {
-    check_path(&args.path)?;
-    let client = conn.connect()?;
-    let path = args.path.as_str();
-    let (name, kind) = kind(&client, path, election)?;
-    let list = participants(&client, path, &kind)
-        .map_err(|e| Fail::zk(format_args!("cannot list {path}"), e))?;
-    let election = matches!(kind, Kind::Election);
-    let (holder, waiter) = if election {
-        ("leader", "candidate")
-    } else {
-        ("holder", "waiter")
-    };
-    let rows: Vec<_> = list
-        .iter()
+/// A contender as `holders` shows it: once, whatever nodes it has.
+pub struct Contender {
+    pub p: Participant,
+    /// Of a semaphore: waits for the next free permit with the internal lock held (its
+    /// node there is `internal`).
+    pub next: bool,
+    /// Its internal-lock node, when it is listed under its lease (`next`).
+    pub internal: Option<String>,
+    /// How long its node has existed (None if it is gone or cannot be read).
+    pub age: Option<Duration>,
+}
+
+/// The recipe's participants at `dir`, each contender once. A semaphore lists its leases,
+/// then the queue on its internal lock; the first of that queue, which holds the internal
+/// lock, also has the lease that waits for a permit (Curator's `InterProcessSemaphoreV2`
+/// protocol): those two nodes (same session, same data) are one contender, shown by its
+/// lease as `next`.
+pub fn contenders(client: &Client, dir: &str, list: Vec<Participant>) -> Vec<Contender> {
+    // A semaphore's nodes are one level down, in its `leases` and `locks` directories.
+    let found: Vec<(Participant, Option<(&str, Stat)>)> = list
+        .into_iter()
         .map(|p| {
-            let role = if p.holds { holder } else { waiter };
-            (role, p, age(&client, path, p))
+            let at = ["", "/leases", "/locks"].into_iter().find_map(|sub| {
+                let stat = client.exists(&format!("{dir}{sub}/{}", p.node)).ok()??;
+                Some((sub, stat))
+            });
+            (p, at)
         })
         .collect();
-    client.close();
-    if args.json {
-        let participants: Vec<_> = rows
-            .iter()
-            .map(|(role, p, age)| {
-                json!({
-                    "role": role,
-                    "holds": p.holds,
-                    "node": p.node,
-                    "data": p.id(),
-                    "age_ms": age.map(|a| a.as_millis() as u64),
-                })
+    let owner = |i: usize| {
+        found[i]
+            .1
+            .map(|(_, st)| (st.ephemeral_owner, &found[i].0.data))
+    };
+    let first_queued = found
+        .iter()
+        .position(|(_, at)| matches!(at, Some(("/locks", _))));
+    let waiting_lease = first_queued.and_then(|q| {
+        (0..found.len()).find(|&i| {
+            matches!(found[i].1, Some(("/leases", _))) && !found[i].0.holds && owner(i) == owner(q)
+        })
+    });
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok();
+    let mut out: Vec<Contender> = Vec::with_capacity(found.len());
+    for (i, (p, at)) in found.iter().enumerate() {
+        if waiting_lease.is_some() && Some(i) == first_queued {
+            continue;
+        }
+        let next = Some(i) == waiting_lease;
+        out.push(Contender {
+            p: p.clone(),
+            next,
+            internal: next.then(|| found[first_queued.expect("paired")].0.node.clone()),
+            age: at.and_then(|(_, st)| {
+                Some(now?.saturating_sub(Duration::from_millis(st.ctime.max(0) as u64)))
+            }),
+        });
+    }
+    out
+}
+
+/// What `holders` shows.
+struct Listing {
+    /// "mutex", "semaphore", "election" …
+    kind: &'static str,
+    election: bool,
+    /// Each contender with its role.
+    rows: Vec<(&'static str, Contender)>,
+}
+
+impl Listing {
+    fn read(client: &Client, path: &str, election: bool) -> Result<Listing, Fail> {
+        let (name, kind) = kind(client, path, election)?;
+        let list = participants(client, path, &kind)
+            .map_err(|e| Fail::zk(format_args!("cannot list {path}"), e))?;
+        let election = matches!(kind, Kind::Election);
+        let (holder, waiter) = if election {
+            ("leader", "candidate")
+        } else {
+            ("holder", "waiter")
+        };
+        let rows = contenders(client, path, list)
+            .into_iter()
+            .map(|c| {
+                let role = match (c.p.holds, c.next) {
+                    (true, _) => holder,
+                    (false, true) => "next",
+                    (false, false) => waiter,
+                };
+                (role, c)
             })
             .collect();
-        let mut out = json!({ "path": path, "kind": name, "participants": participants });
-        if election {
-            out["leader"] = rows
-                .iter()
-                .find(|(_, p, _)| p.holds)
-                .map_or(serde_json::Value::Null, |(_, p, _)| json!(p.id()));
+        Ok(Listing {
+            kind: name,
+            election,
+            rows,
+        })
+    }
+
+    fn leader(&self) -> Option<String> {
+        self.rows
+            .iter()
+            .find(|(_, c)| c.p.holds)
+            .map(|(_, c)| c.p.id())
+    }
+
+    /// One JSON object; `ages` false leaves out how long each node has existed (what
+    /// `--watch` compares).
+    fn json(&self, path: &str, ages: bool) -> serde_json::Value {
+        let participants: Vec<_> = self
+            .rows
+            .iter()
+            .map(|(role, c)| {
+                let mut row = json!({
+                    "role": role,
+                    "holds": c.p.holds,
+                    "node": c.p.node,
+                    "data": c.p.id(),
+                });
+                if ages {
+                    row["age_ms"] = json!(c.age.map(|a| a.as_millis() as u64));
+                }
+                if let Some(internal) = &c.internal {
+                    row["internal_lock_node"] = json!(internal);
+                }
+                row
+            })
+            .collect();
+        let mut out = json!({ "path": path, "kind": self.kind, "participants": participants });
+        if self.election {
+            out["leader"] = json!(self.leader());
         }
-        println!("{out}");
-        return Ok(0);
+        out
     }
-    if rows.is_empty() {
-        println!("{path}: nobody holds or waits");
-        return Ok(0);
+
+    fn print_table(&self, path: &str) {
+        if self.rows.is_empty() {
+            println!("{path}: nobody holds or waits");
+            return;
+        }
+        let width = self.rows.iter().map(|(_, c)| c.p.node.len()).max();
+        let width = width.unwrap_or(4);
+        println!("{:<9}  {:<10}  {:<width$}  DATA", "ROLE", "FOR", "NODE");
+        for (role, c) in &self.rows {
+            let age = c.age.map(seconds).unwrap_or_else(|| "-".into());
+            println!("{role:<9}  {age:<10}  {:<width$}  {}", c.p.node, c.p.id());
+        }
+        if self.rows.iter().any(|(_, c)| c.next) {
+            println!("(next: holds the semaphore's internal lock and takes the next free permit)");
+        }
     }
-    let width = rows.iter().map(|(_, p, _)| p.node.len()).max().unwrap_or(4);
-    println!("{:<9}  {:<10}  {:<width$}  DATA", "ROLE", "FOR", "NODE");
-    for (role, p, age) in &rows {
-        let age = age.map(seconds).unwrap_or_else(|| "-".into());
-        println!("{role:<9}  {age:<10}  {:<width$}  {}", p.node, p.id());
+}
+
+/// `zkguard holders PATH` (or `leader PATH` with `election`).
+pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> Result<i32, Fail> {
+    check_path(&args.path)?;
+    let client = conn.connect(say)?;
+    let path = args.path.as_str();
+    let result = if args.watch {
+        watch(&client, args, election, say)
+    } else {
+        Listing::read(&client, path, election).map(|l| {
+            match args.json {
+                true => println!("{}", l.json(path, true)),
+                false => l.print_table(path),
+            }
+            0
+        })
+    };
+    client.close();
+    result
+}
+
+/// `--watch`: prints the listing again after each change (for `leader` without `--json`,
+/// the new leader's id, as `etcdctl elect -l`), until SIGINT, SIGTERM or SIGHUP (exit 0).
+/// A failed read is said on stderr; the next event (a change, the session's) reads again.
+fn watch(client: &Client, args: &ShowArgs, election: bool, say: Say) -> Result<i32, Fail> {
+    let path = args.path.as_str();
+    let signals = crate::child::signals()?;
+    let session = client.events();
+    let mut last = None;
+    loop {
+        // Watches first, then the read: a change after the read fires one of them.
+        let changed = watches(client, path);
+        match Listing::read(client, path, election) {
+            Ok(l) => {
+                let leader_only = election && !args.json;
+                let key = match leader_only {
+                    true => json!(l.leader()),
+                    false => l.json(path, false),
+                };
+                if last.as_ref() != Some(&key) {
+                    match (leader_only, args.json) {
+                        (true, _) => println!("{}", l.leader().as_deref().unwrap_or("(no leader)")),
+                        (false, true) => println!("{}", l.json(path, true)),
+                        (false, false) => {
+                            l.print_table(path);
+                            println!();
+                        }
+                    }
+                    let _ = std::io::stdout().flush();
+                    last = Some(key);
+                }
+            }
+            Err(f) => say.say(format!("{}; watching on", f.msg)),
+        }
+        let mut sel = crossbeam_channel::Select::new();
+        for rx in &changed {
+            sel.recv(rx);
+        }
+        let on_session = sel.recv(&session);
+        let on_signal = sel.recv(&signals);
+        let ready = sel.ready();
+        if ready == on_signal {
+            if let Ok(sig) = signals.try_recv() {
+                if sig != crate::child::RESUMED {
+                    return Ok(0);
+                }
+            }
+        } else if ready == on_session {
+            while session.try_recv().is_ok() {}
+        } else if changed[ready].try_recv() == Err(TryRecvError::Disconnected) {
+            // A watch the client dropped (disconnected): read again after the session's
+            // next event, not at once.
+            crossbeam_channel::select! {
+                recv(session) -> _ => {}
+                recv(signals) -> sig => if sig.is_ok_and(|s| s != crate::child::RESUMED) {
+                    return Ok(0);
+                },
+            }
+        }
     }
-    Ok(0)
+}
+
+/// One-shot watches on `path` and on a semaphore's two directories below it: a child
+/// added or removed, or the directory created or deleted.
+fn watches(client: &Client, path: &str) -> Vec<Receiver<WatchedEvent>> {
+    ["", "/leases", "/locks"]
+        .iter()
+        .filter_map(|sub| {
+            let dir = format!("{path}{sub}");
+            match client.get_children_w(&dir) {
+                Ok((_, _, rx)) => Some(rx),
+                Err(Error::NoNode { .. }) => client.exists_w(&dir).ok().map(|(_, rx)| rx),
+                Err(_) => None,
+            }
+        })
+        .collect()
 }

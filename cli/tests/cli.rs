@@ -1,6 +1,12 @@
 //! The `zkguard` binary against real ZooKeeper servers (the library's `testing` harness).
 
 mod common;
+#[path = "cli/show.rs"]
+mod show;
+#[path = "cli/terminal.rs"]
+mod terminal;
+#[path = "cli/usage.rs"]
+mod usage;
 
 use std::io::BufRead;
 use std::process::Stdio;
@@ -174,11 +180,11 @@ fn exit_status_passes_through_with_the_environment() {
 fn bad_input_is_one_line_and_a_documented_status() {
     let cs = cluster().connect_string();
     let cases: Vec<(Vec<&str>, i32, &str)> = vec![
-        (vec!["lock", "/cli/x"], 2, "<CMD>"),
+        (vec!["lock", "/cli/x", "echo"], 2, "-- echo"),
         (vec!["lock", "cli/x", "--", "true"], 2, "invalid path"),
         (vec!["lock", "/cli//x", "--", "true"], 2, "invalid path"),
         (
-            vec!["lock", "/cli/x", "--timeout", "3", "--", "true"],
+            vec!["lock", "/cli/x", "--timeout", "3x", "--", "true"],
             2,
             "--timeout",
         ),

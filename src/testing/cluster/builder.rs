@@ -24,6 +24,8 @@ pub(super) struct Settings {
     pub(super) sasl_users: Option<Vec<(String, String)>>,
     /// Whether the servers refuse clients that did not authenticate with SASL.
     pub(super) sasl_required: bool,
+    /// `Some`: server `i`'s client port is this plus `i` (else free ports).
+    pub(super) client_port: Option<u16>,
 }
 
 impl Default for Settings {
@@ -40,6 +42,7 @@ impl Default for Settings {
             tls_expired_server_cert: false,
             sasl_users: None,
             sasl_required: true,
+            client_port: None,
         }
     }
 }
@@ -68,6 +71,14 @@ impl Settings {
                 "TestCluster supports at most 255 servers ({} were requested)",
                 self.servers
             )));
+        }
+        if let Some(port) = self.client_port {
+            if port == 0 || usize::from(port) + self.servers - 1 > usize::from(u16::MAX) {
+                return Err(invalid(format!(
+                    "client_port({port}) with {} servers: the ports must be 1 to 65535",
+                    self.servers
+                )));
+            }
         }
         if let Some(users) = &self.sasl_users {
             validate_sasl_users(users)?;
@@ -114,6 +125,15 @@ impl TestClusterBuilder {
     /// (`ZooKeeperServerMain`), 2 or more an ensemble (`QuorumPeerMain`).
     pub fn servers(mut self, n: usize) -> Self {
         self.settings.servers = n;
+        self
+    }
+
+    /// Fixed client ports: server `i` listens on `port + i` (on 127.0.0.1) instead of on a
+    /// free port picked at random; for a server at a well-known address, such as
+    /// `zkguard server --port 2181`. A port that is taken fails the start (`AddrInUse`,
+    /// naming it) instead of being replaced.
+    pub fn client_port(mut self, port: u16) -> Self {
+        self.settings.client_port = Some(port);
         self
     }
 

@@ -470,6 +470,24 @@ mod tests {
     }
 
     #[test]
+    fn fixed_client_ports_are_checked_and_never_handed_out_again() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let e = super::ports::fixed_ports(port, 1).expect_err("a taken port");
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert!(e.to_string().contains(&port.to_string()), "{e}");
+        drop(taken);
+        assert_eq!(super::ports::fixed_ports(port, 1).unwrap(), [port]);
+        assert!((0..50).all(|_| free_port().unwrap() != port));
+        let s = Settings {
+            servers: 3,
+            client_port: Some(u16::MAX - 1),
+            ..Settings::default()
+        };
+        assert!(s.validate().is_err(), "ports past 65535");
+    }
+
+    #[test]
     fn settings_validation() {
         let s = Settings {
             servers: 0,

@@ -53,3 +53,19 @@ pub(crate) fn free_port() -> io::Result<u16> {
         "could not find a free loopback TCP port that was not handed out before".to_string(),
     ))
 }
+
+/// The `n` loopback ports from `first` on, checked free now (an `AddrInUse` error names a
+/// taken one); [`free_port`] never hands them out afterwards.
+pub(super) fn fixed_ports(first: u16, n: usize) -> io::Result<Vec<u16>> {
+    let ports: Vec<u16> = (0..n).map_while(|i| first.checked_add(i as u16)).collect();
+    for &port in &ports {
+        TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("client port {port} on 127.0.0.1 is not free: {e}"),
+            )
+        })?;
+    }
+    HANDED_OUT.lock().extend(&ports);
+    Ok(ports)
+}

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 
 use super::builder::{Settings, StartError};
 use super::four_letter::{four_letter_at, is_serving_mode, parse_mode};
-use super::ports::free_port;
+use super::ports::{fixed_ports, free_port};
 use super::security;
 use super::{
     ms, other, Proc, Server, TestCluster, LOG_TAIL_LINES, POLL_ATTEMPT_TIMEOUT, POLL_INTERVAL,
@@ -170,8 +170,13 @@ impl TestCluster {
         let mut client_ports = Vec::with_capacity(n);
         let mut secure_ports = Vec::with_capacity(n);
         let mut peer_ports = Vec::with_capacity(n);
+        if let Some(first) = settings.client_port {
+            client_ports = fixed_ports(first, n)?;
+        }
         for _ in 0..n {
-            client_ports.push(free_port()?);
+            if settings.client_port.is_none() {
+                client_ports.push(free_port()?);
+            }
             secure_ports.push(match settings.tls {
                 Some(_) => Some(free_port()?),
                 None => None,

@@ -1,0 +1,244 @@
+//! How to reach ZooKeeper: the connection, TLS and SASL options, and the connect itself.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use zkguard::Client;
+
+use crate::{duration, Fail, Say, EXIT_USAGE};
+
+/// How to reach ZooKeeper (every subcommand but `server`, whose help hides them). Global:
+/// they may come before or after the subcommand.
+#[derive(Args)]
+#[command(next_help_heading = "Connection")]
+pub struct Connection {
+    /// ZooKeeper connect string: host:port[,host:port...][/chroot]
+    #[arg(
+        long,
+        env = "ZK_CONNECT",
+        default_value = "127.0.0.1:2181",
+        global = true
+    )]
+    pub connect: String,
+    /// Session timeout to ask for (the server may clamp it)
+    #[arg(long, value_parser = duration, value_name = "DURATION", default_value = "10s", global = true)]
+    pub session_timeout: Duration,
+    /// How long to try to establish the first session
+    #[arg(long, value_parser = duration, value_name = "DURATION", default_value = "15s", global = true)]
+    pub connect_timeout: Duration,
+    /// Digest credentials user:password (shown by ps: prefer --auth-file or ZKGUARD_AUTH)
+    #[arg(
+        long,
+        value_name = "USER:PASSWORD",
+        env = "ZKGUARD_AUTH",
+        hide_env_values = true,
+        global = true
+    )]
+    pub auth: Option<String>,
+    /// Read the digest credentials user:password from this file
+    #[arg(long, value_name = "FILE", conflicts_with = "auth", global = true)]
+    pub auth_file: Option<PathBuf>,
+    /// Connect with TLS (ZooKeeper's secureClientPort), trusting the CA certificates of
+    /// this PEM file
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "ZKGUARD_TLS_CA",
+        global = true,
+        help_heading = "TLS"
+    )]
+    pub tls_ca: Option<PathBuf>,
+    /// Connect with TLS, trusting the system's certificate authorities
+    #[arg(long, conflicts_with = "tls_ca", global = true, help_heading = "TLS")]
+    pub tls_platform_roots: bool,
+    /// Client certificate chain (PEM) for mutual TLS; needs --tls-key
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "ZKGUARD_TLS_CERT",
+        global = true,
+        help_heading = "TLS"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "ZKGUARD_TLS_KEY",
+        global = true,
+        help_heading = "TLS"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Name to verify in the servers' certificates (default: each host of --connect)
+    #[arg(long, value_name = "NAME", global = true, help_heading = "TLS")]
+    pub tls_server_name: Option<String>,
+    // Plain help text (not a doc comment): the variable's name is not code markup in --help.
+    #[arg(
+        long,
+        value_name = "USER",
+        env = "ZKGUARD_SASL_USER",
+        global = true,
+        help_heading = "SASL",
+        help = "Log in with SASL DIGEST-MD5 as USER; the password comes from \
+                ZKGUARD_SASL_PASSWORD or --sasl-password-file, not both (never from the command \
+                line, which ps shows)"
+    )]
+    pub sasl_user: Option<String>,
+    /// Read the SASL password from this file
+    #[arg(long, value_name = "FILE", global = true, help_heading = "SASL")]
+    pub sasl_password_file: Option<PathBuf>,
+}
+
+impl Connection {
+    /// The digest credentials, from `--auth`, `ZKGUARD_AUTH` or `--auth-file`.
+    fn credentials(&self) -> Result<Option<String>, Fail> {
+        let cred = match (&self.auth, &self.auth_file) {
+            (Some(a), _) => a.clone(),
+            (None, Some(file)) => std::fs::read_to_string(file)
+                .map_err(|e| {
+                    Fail::new(
+                        EXIT_USAGE,
+                        format!("cannot read --auth-file {}: {e}", file.display()),
+                    )
+                })?
+                .trim_end_matches(['\r', '\n'])
+                .to_string(),
+            (None, None) => return Ok(None),
+        };
+        match cred.split_once(':') {
+            Some((user, _)) if !user.is_empty() => Ok(Some(cred)),
+            _ => Err(Fail::new(
+                EXIT_USAGE,
+                "credentials must be user:password (digest)",
+            )),
+        }
+    }
+
+    /// The TLS settings, if TLS is on (`--tls-ca` or `--tls-platform-roots`).
+    fn tls(&self) -> Result<Option<zkguard::TlsConfig>, Fail> {
+        let usage = |msg: String| Fail::new(EXIT_USAGE, msg);
+        let on = self.tls_ca.is_some() || self.tls_platform_roots;
+        if !on {
+            let stray = [
+                (self.tls_cert.is_some(), "--tls-cert"),
+                (self.tls_key.is_some(), "--tls-key"),
+                (self.tls_server_name.is_some(), "--tls-server-name"),
+            ];
+            if let Some((_, flag)) = stray.iter().find(|(set, _)| *set) {
+                return Err(usage(format!(
+                    "{flag} needs TLS: give --tls-ca FILE or --tls-platform-roots"
+                )));
+            }
+            return Ok(None);
+        }
+        let bad = |flag: &str, e: zkguard::Error| usage(format!("{flag}: {e}"));
+        let mut tls = match &self.tls_ca {
+            Some(ca) => zkguard::TlsConfig::ca_file(ca).map_err(|e| bad("--tls-ca", e))?,
+            None => {
+                zkguard::TlsConfig::platform_roots().map_err(|e| bad("--tls-platform-roots", e))?
+            }
+        };
+        tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => tls
+                .client_cert_files(cert, key)
+                .map_err(|e| bad("--tls-cert/--tls-key", e))?,
+            (None, None) => tls,
+            (Some(_), None) => return Err(usage("--tls-cert needs --tls-key".into())),
+            (None, Some(_)) => return Err(usage("--tls-key needs --tls-cert".into())),
+        };
+        if let Some(name) = &self.tls_server_name {
+            tls = tls
+                .server_name(name)
+                .map_err(|e| bad("--tls-server-name", e))?;
+        }
+        Ok(Some(tls))
+    }
+
+    /// The SASL user and password (`--sasl-user` with `ZKGUARD_SASL_PASSWORD` or
+    /// `--sasl-password-file`).
+    fn sasl(&self) -> Result<Option<(String, String)>, Fail> {
+        let usage = |msg: String| Fail::new(EXIT_USAGE, msg);
+        let Some(user) = &self.sasl_user else {
+            if self.sasl_password_file.is_some() {
+                return Err(usage("--sasl-password-file needs --sasl-user".into()));
+            }
+            return Ok(None);
+        };
+        if user.is_empty() {
+            return Err(usage("--sasl-user is empty".into()));
+        }
+        let from_env = std::env::var_os("ZKGUARD_SASL_PASSWORD").is_some();
+        if from_env && self.sasl_password_file.is_some() {
+            return Err(usage(
+                "--sasl-user: the password is given twice, by --sasl-password-file and by \
+                 ZKGUARD_SASL_PASSWORD: give it one way"
+                    .into(),
+            ));
+        }
+        let password = match &self.sasl_password_file {
+            Some(file) => std::fs::read_to_string(file)
+                .map_err(|e| {
+                    usage(format!(
+                        "cannot read --sasl-password-file {}: {e}",
+                        file.display()
+                    ))
+                })?
+                .trim_end_matches(['\r', '\n'])
+                .to_string(),
+            None => std::env::var("ZKGUARD_SASL_PASSWORD").map_err(|_| {
+                usage(format!(
+                    "--sasl-user {user} needs a password: set ZKGUARD_SASL_PASSWORD or give \
+                     --sasl-password-file FILE"
+                ))
+            })?,
+        };
+        Ok(Some((user.clone(), password)))
+    }
+
+    /// Connects, or fails with a one-line error. If there is no session after a second
+    /// (and the connect timeout is longer), says so on stderr: with nothing listening the
+    /// client keeps trying for the whole connect timeout.
+    pub fn connect(&self, say: Say) -> Result<Client, Fail> {
+        let mut b = Client::builder(&self.connect)
+            .session_timeout(self.session_timeout)
+            .connect_timeout(self.connect_timeout);
+        if let Some(cred) = self.credentials()? {
+            b = b.auth("digest", cred.as_bytes());
+        }
+        if let Some(tls) = self.tls()? {
+            b = b.tls(tls);
+        }
+        if let Some((user, password)) = self.sasl()? {
+            b = b.sasl_digest(&user, &password);
+        }
+        let (done, finished) = crossbeam_channel::bounded::<()>(0);
+        if self.connect_timeout >= NOTICE_AFTER * 2 && !say.quiet {
+            let (cs, timeout) = (self.connect.clone(), self.connect_timeout);
+            std::thread::spawn(move || {
+                if finished
+                    .recv_timeout(NOTICE_AFTER)
+                    .is_err_and(|e| e.is_timeout())
+                {
+                    say.say(no_answer(&cs, timeout));
+                }
+            });
+        }
+        let client = b.build();
+        drop(done);
+        client.map_err(|e| Fail::zk(format_args!("cannot connect to {}", self.connect), e))
+    }
+}
+
+/// How long a connect may take before the user is told that nothing answers yet.
+const NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// The notice for a connect without a session after [`NOTICE_AFTER`].
+fn no_answer(cs: &str, timeout: Duration) -> String {
+    format!(
+        "no ZooKeeper answers at {cs} yet; still trying for up to {} (--connect-timeout). \
+         Is this the right address? Set ZK_CONNECT or --connect; `zkguard server` starts a \
+         local one",
+        humantime::format_duration(timeout)
+    )
+}
