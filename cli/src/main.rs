@@ -148,6 +148,12 @@ pub enum OnSuspend {
     Kill,
 }
 
+/// `--acl`: a preset's name (`open`, `creator`, `creator-read`).
+fn parse_acl(s: &str) -> Result<zkguard::NodeAcl, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?}: use open, creator or creator-read"))
+}
+
 #[derive(Args)]
 pub struct LockArgs {
     /// The lock's path (a ZooKeeper directory, for example /locks/nightly)
@@ -164,6 +170,11 @@ pub struct LockArgs {
     /// Data of this contender's node, shown by `holders` [default: host and pid]
     #[arg(long, value_name = "TEXT")]
     pub data: Option<String>,
+    /// ACL of the nodes it creates: open (anyone may do anything), creator (only
+    /// this login's identity, from --auth/--auth-file/--sasl-user, may touch them), or
+    /// creator-read (others may also read: holders and leader stay visible)
+    #[arg(long, value_name = "ACL", default_value = "open", value_parser = parse_acl)]
+    pub acl: zkguard::NodeAcl,
     #[command(flatten)]
     pub waiting: Waiting,
     #[command(flatten)]
@@ -177,6 +188,11 @@ pub struct ElectArgs {
     /// This candidate's id, shown by `leader` [default: host and pid]
     #[arg(long)]
     pub id: Option<String>,
+    /// ACL of the nodes it creates: open (anyone may do anything), creator (only
+    /// this login's identity, from --auth/--auth-file/--sasl-user, may touch them), or
+    /// creator-read (others may also read: holders and leader stay visible)
+    #[arg(long, value_name = "ACL", default_value = "open", value_parser = parse_acl)]
+    pub acl: zkguard::NodeAcl,
     /// Queue again after CMD exits or leadership is lost, until signalled
     #[arg(long = "loop")]
     pub repeat: bool,

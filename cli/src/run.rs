@@ -22,13 +22,15 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
     let data = args.data.clone();
     let target = if let Some(n) = args.permits {
-        let s = Semaphore::new(&client, &args.path, n).map_err(made)?;
+        let s = Semaphore::new_with_acl(&client, &args.path, n, args.acl.clone()).map_err(made)?;
         Target::Semaphore(match data {
             Some(d) => s.with_data(d),
             None => s,
         })
     } else if args.read || args.write {
-        let l = RwLock::new(&client, &args.path).map_err(made)?;
+        let l = RwLock::new(&client, &args.path)
+            .and_then(|l| l.with_acl(args.acl.clone()))
+            .map_err(made)?;
         let l = match data {
             Some(d) => l.with_data(d),
             None => l,
@@ -39,7 +41,9 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
             Target::Write(l)
         }
     } else {
-        let l = Mutex::new(&client, &args.path).map_err(made)?;
+        let l = Mutex::new(&client, &args.path)
+            .and_then(|l| l.with_acl(args.acl.clone()))
+            .map_err(made)?;
         Target::Mutex(match data {
             Some(d) => l.with_data(d),
             None => l,
@@ -56,6 +60,7 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
     let client = conn.connect(say)?;
     let id = args.id.clone().unwrap_or_else(default_id);
     let election = LeaderElection::new(&client, &args.path, id)
+        .and_then(|e| e.with_acl(args.acl.clone()))
         .map_err(|e| Fail::zk(format_args!("election {}", args.path), e))?;
     let code = session(
         &client,

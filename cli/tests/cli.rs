@@ -1,5 +1,7 @@
 //! The `zkguard` binary against real ZooKeeper servers (the library's `testing` harness).
 
+#[path = "cli/acl.rs"]
+mod acl;
 mod common;
 #[path = "cli/show.rs"]
 mod show;
