@@ -170,9 +170,9 @@ pub struct LockArgs {
     /// Data of this contender's node, shown by `holders` [default: host and pid]
     #[arg(long, value_name = "TEXT")]
     pub data: Option<String>,
-    /// ACL of the nodes it creates: open (anyone may do anything), creator (only
-    /// this login's identity, from --auth/--auth-file/--sasl-user, may touch them), or
-    /// creator-read (others may also read: holders and leader stay visible)
+    /// ACL of the nodes it creates: open (anyone may do anything), creator (only the
+    /// identity this client logs in as may touch them), or creator-read (others may also
+    /// read: holders and leader stay visible)
     #[arg(long, value_name = "ACL", default_value = "open", value_parser = parse_acl)]
     pub acl: zkguard::NodeAcl,
     #[command(flatten)]
@@ -188,9 +188,9 @@ pub struct ElectArgs {
     /// This candidate's id, shown by `leader` [default: host and pid]
     #[arg(long)]
     pub id: Option<String>,
-    /// ACL of the nodes it creates: open (anyone may do anything), creator (only
-    /// this login's identity, from --auth/--auth-file/--sasl-user, may touch them), or
-    /// creator-read (others may also read: holders and leader stay visible)
+    /// ACL of the nodes it creates: open (anyone may do anything), creator (only the
+    /// identity this client logs in as may touch them), or creator-read (others may also
+    /// read: holders and leader stay visible)
     #[arg(long, value_name = "ACL", default_value = "open", value_parser = parse_acl)]
     pub acl: zkguard::NodeAcl,
     /// Queue again after CMD exits or leadership is lost, until signalled
