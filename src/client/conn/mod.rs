@@ -4,7 +4,8 @@
 //!
 //! [`Shared`] (here, with its lock order) is split by what each part owns:
 //!
-//! - `session.rs` — the session's state and phases, the loss clock, subscribers and events;
+//! - `session.rs` — the session's state and the only place its phase moves (one method per
+//!   transition, each telling the subscribers; the table is in its doc), the loss clock;
 //! - `requests.rs` — the request path: waiting for a writable connection, writing, the
 //!   requests in flight;
 //! - `watches.rs` — the watch registry: registering, firing, the re-arm queue of kept
@@ -14,7 +15,6 @@
 //! - `serve.rs` — a live connection: reading, pinging, silence, dispatching each frame;
 //! - `frame.rs` — splitting the byte stream into frames.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::config::Config;
 use super::proto::{code, op, RawReply};
-use super::types::{CloseOutcome, EventType, SessionEvent};
+use super::types::{CloseOutcome, EventType};
 use crate::error::Error;
 
 mod connect;
@@ -37,9 +37,9 @@ mod watches;
 
 use link::Link;
 pub(crate) use requests::Outgoing;
-use requests::{InFlight, Io};
+use requests::{InFlightMap, Io};
+use session::SessionInfo;
 pub(crate) use session::SessionSink;
-use session::{Phase, SessionInfo};
 use watches::Watches;
 pub(crate) use watches::{WatchKind, WatchReg, WatchSink, WatchTx};
 
@@ -103,7 +103,7 @@ pub(crate) struct Counters {
 pub(crate) struct Shared {
     pub cfg: Config,
     io: Mutex<Io>,
-    pending: Mutex<HashMap<i32, InFlight>>,
+    pending: Mutex<InFlightMap>,
     watches: Mutex<Watches>,
     session: Mutex<SessionInfo>,
     changed: Condvar,
@@ -138,27 +138,10 @@ impl Shared {
         let hosts = cfg.hosts.len();
         Shared {
             cfg,
-            io: Mutex::new(Io {
-                stream: None,
-                session: 0,
-                next_xid: 1,
-            }),
-            pending: Mutex::new(HashMap::new()),
+            io: Mutex::new(Io::default()),
+            pending: Mutex::new(InFlightMap::default()),
             watches: Mutex::new(Watches::default()),
-            session: Mutex::new(SessionInfo {
-                phase: Phase::Connecting,
-                session_id: 0,
-                passwd: Vec::new(),
-                negotiated: Duration::ZERO,
-                epoch: 0,
-                generation: 0,
-                closing: false,
-                auth_failed: false,
-                server: None,
-                subscribers: Vec::new(),
-                failures: vec![None; hosts],
-                failures_seen: 0,
-            }),
+            session: Mutex::new(SessionInfo::new(hosts)),
             changed: Condvar::new(),
             base: Instant::now(),
             last_send_us: AtomicU64::new(0),
@@ -185,20 +168,8 @@ impl Shared {
 
     /// Ends the session: asks the server to close it (bounded wait), then stops everything.
     pub fn close(&self, done: &Receiver<()>) -> CloseOutcome {
-        let (was_connected, had_session) = {
-            let mut s = self.session.lock();
-            if s.phase == Phase::Closed || s.closing {
-                return CloseOutcome::AlreadyClosed;
-            }
-            s.closing = true;
-            // Said first, before the server is asked: once it closes the session it deletes
-            // our ephemeral nodes, and another client may take a lock or leadership of ours
-            // at once. Our guards must have been told by then.
-            self.emit(&mut s, SessionEvent::Closed);
-            (
-                s.phase == Phase::Connected,
-                s.session_id != 0 && s.phase != Phase::Lost,
-            )
+        let Some((was_connected, had_session)) = self.begin_close() else {
+            return CloseOutcome::AlreadyClosed;
         };
         let mut outcome = if had_session {
             CloseOutcome::Unconfirmed {
@@ -234,12 +205,7 @@ impl Shared {
                 }),
             };
         }
-        {
-            let mut s = self.session.lock();
-            s.phase = Phase::Closed;
-            s.session_id = 0;
-            self.changed.notify_all();
-        }
+        self.finish_close();
         self.fire_all_watches(EventType::Closed, true);
         self.drop_connection(Error::Closed);
         let _ = self.wake.0.send(());
@@ -249,10 +215,5 @@ impl Shared {
             log::info!("zkguard: close was not confirmed by the server ({reason}); the session will expire on its own");
         }
         outcome
-    }
-
-    pub fn is_closing(&self) -> bool {
-        let s = self.session.lock();
-        s.closing || s.phase == Phase::Closed
     }
 }
