@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
 
 use super::config::Config;
 use super::proto::{code, op, RawReply};
@@ -30,12 +30,14 @@ use crate::error::Error;
 mod connect;
 mod frame;
 mod link;
+mod ranked;
 mod requests;
 mod serve;
 mod session;
 mod watches;
 
 use link::Link;
+pub(crate) use ranked::{Rank, Ranked};
 pub(crate) use requests::Outgoing;
 use requests::{InFlightMap, Io};
 use session::SessionInfo;
@@ -75,8 +77,10 @@ pub(crate) struct Counters {
 ///
 /// # Lock order
 ///
-/// The one place it is written; every function that takes two of these locks obeys it. A
-/// lock may be taken while holding only locks listed *above* it:
+/// The one place it is written; every function that takes two of these locks obeys it, and
+/// debug builds (the tests) check it: each lock is a [`Ranked`] mutex, and taking one the
+/// order forbids panics, naming both (`ranked.rs`; release builds check nothing). A lock
+/// may be taken while holding only locks listed *above* it:
 ///
 /// 1. `session` — phase, ids, epoch, subscribers. Held while session events are emitted:
 ///    [`SessionSink`]s run under it and may take only their own locks, never one of these.
@@ -100,12 +104,35 @@ pub(crate) struct Counters {
 /// No lock is held across a blocking read (the connection thread reads with none held), a
 /// wait on a reply, or a [`WatchSink`] callback or channel send of a watch event: those run
 /// after the registry's lock is released. `changed` is the condition variable of `session`.
+///
+/// # Threads
+///
+/// - **Callers**, any thread using a [`Client`](crate::Client): write their own requests
+///   (`session` to wait for a connection, then `io` and under it `pending`, and `rearm` if
+///   the write fails), cut a connection (`link`), close (`session`, then the request path,
+///   `watches` to tell every watch `Closed`), hand deletes to the janitor (`janitor`).
+///   Each owns its reply channel.
+/// - **`zkguard-conn`**, one per client from connect to close (`builder.rs`, running
+///   [`Shared::run`]): owns the read side of the socket (the frame buffer), the host
+///   rotation and back-off, the loss clock, and every session transition but a close's;
+///   dispatches replies and watch events and runs the [`SessionSink`] and [`WatchSink`]
+///   callbacks. Takes `session`; `io` with `try_lock` for pings and re-arms, and with
+///   `lock` under `session` to publish a connection and alone to drop one; `pending`,
+///   `pings_sent`, `rearm`, `link` and `watches` as above.
+/// - **`zkguard-janitor`**, one per client while background deletes wait (`janitor.rs`):
+///   owns the jobs it took from the list. Takes `janitor` alone; otherwise a caller.
+/// - **`zkguard-close`**, short-lived: when the last handle goes on the connection thread
+///   itself (a sink held it), the close runs here instead, with a caller's locks.
+/// - **`zkguard-candidate`**, one per election `Candidate` (`election/candidate.rs`): runs
+///   its campaign; takes its own `inner` lock, none of these but as a caller.
+/// - With the `testing` feature, the fault proxy's `zkguard-proxy-accept-<port>`,
+///   `zkguard-proxy-conn-<id>` and `zkguard-proxy-pump`: none of these locks.
 pub(crate) struct Shared {
     pub cfg: Config,
-    io: Mutex<Io>,
-    pending: Mutex<InFlightMap>,
-    watches: Mutex<Watches>,
-    session: Mutex<SessionInfo>,
+    io: Ranked<Io>,
+    pending: Ranked<InFlightMap>,
+    watches: Ranked<Watches>,
+    session: Ranked<SessionInfo>,
     changed: Condvar,
     base: Instant,
     last_send_us: AtomicU64,
@@ -117,17 +144,17 @@ pub(crate) struct Shared {
     /// network's delay).
     last_acked_send_us: AtomicU64,
     /// Send times of the pings not answered yet (answers come back in order).
-    pings_sent: Mutex<std::collections::VecDeque<u64>>,
+    pings_sent: Ranked<std::collections::VecDeque<u64>>,
     last_zxid: AtomicI64,
     wake: (Sender<()>, Receiver<()>),
     pub counters: Counters,
     /// Kept watches to arm again (see [`WatchSink::keep`]): server path and sink. Written
     /// by the connection thread itself, on the session the sink names. Last in the lock
     /// order (see above).
-    rearm: Mutex<Vec<(String, Arc<dyn WatchSink>)>>,
+    rearm: Ranked<Vec<(String, Arc<dyn WatchSink>)>>,
     /// The live connection's socket, to cut it without waiting for the `io` lock: a caller
     /// blocked in a write holds that lock, and cutting the socket is what frees it. A leaf.
-    link: Mutex<Option<Link>>,
+    link: Ranked<Option<Link>>,
 }
 
 /// How long a close waits for the server to confirm.
@@ -138,21 +165,21 @@ impl Shared {
         let hosts = cfg.hosts.len();
         Shared {
             cfg,
-            io: Mutex::new(Io::default()),
-            pending: Mutex::new(InFlightMap::default()),
-            watches: Mutex::new(Watches::default()),
-            session: Mutex::new(SessionInfo::new(hosts)),
+            io: Ranked::new(Rank::Io, Io::default()),
+            pending: Ranked::new(Rank::Pending, InFlightMap::default()),
+            watches: Ranked::new(Rank::Watches, Watches::default()),
+            session: Ranked::new(Rank::Session, SessionInfo::new(hosts)),
             changed: Condvar::new(),
             base: Instant::now(),
             last_send_us: AtomicU64::new(0),
             last_recv_us: AtomicU64::new(0),
             last_acked_send_us: AtomicU64::new(0),
-            pings_sent: Mutex::new(Default::default()),
+            pings_sent: Ranked::new(Rank::PingsSent, Default::default()),
             last_zxid: AtomicI64::new(0),
             wake: crossbeam_channel::unbounded(),
             counters: Counters::default(),
-            rearm: Mutex::new(Vec::new()),
-            link: Mutex::new(None),
+            rearm: Ranked::new(Rank::Rearm, Vec::new()),
+            link: Ranked::new(Rank::Link, None),
         }
     }
 

@@ -232,7 +232,7 @@ impl Shared {
                 // The caller, who knows the op, path and deadline, reports the timeout.
                 return Err(NoReply::Deadline);
             }
-            self.changed.wait_until(&mut s, deadline);
+            s.wait_until(&self.changed, deadline);
         }
     }
 
@@ -240,7 +240,7 @@ impl Shared {
     pub(super) fn wait_connection_change(&self, generation: u64, deadline: Instant) {
         let mut s = self.session.lock();
         while s.phase() == Phase::Connected && s.generation() == generation {
-            if self.changed.wait_until(&mut s, deadline).timed_out() {
+            if s.wait_until(&self.changed, deadline).timed_out() {
                 return;
             }
         }

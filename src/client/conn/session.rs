@@ -276,13 +276,13 @@ impl Shared {
                     })
                     .collect();
                 let left = deadline.saturating_duration_since(Instant::now());
-                parking_lot::MutexGuard::unlocked(&mut s, || {
+                s.unlocked(|| {
                     log::warn!("{}", still_trying(&failed, left));
                 });
                 continue;
             }
             if hopeless
-                || (self.changed.wait_until(&mut s, deadline).timed_out()
+                || (s.wait_until(&self.changed, deadline).timed_out()
                     && s.phase != Phase::Connected)
             {
                 // Servers never reached first, then in the order they failed: the last
