@@ -147,7 +147,7 @@ impl Shared {
         let io_err = |e: io::Error| super::link::failure("handshake", e);
         let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
         stream.set_write_timeout(Some(left)).map_err(io_err)?;
-        let connect_sent_us = self.now_us();
+        let connect_sent_us = self.clock.now_us();
         stream
             .write_all(&proto::connect_request(
                 // A new session has seen nothing: a server rebuilt from empty data (its zxids
@@ -338,11 +338,7 @@ impl Shared {
         resp: proto::ConnectResponse,
         connect_sent_us: u64,
     ) -> bool {
-        let now = self.now_us();
-        self.last_recv_us.store(now, Ordering::Relaxed);
-        self.last_send_us.store(now, Ordering::Relaxed);
-        self.last_acked_send_us
-            .fetch_max(connect_sent_us, Ordering::Relaxed);
+        self.clock.connected(connect_sent_us);
         self.pings_sent.lock().clear();
         let mut s = self.session.lock();
         if s.closing() {

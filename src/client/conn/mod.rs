@@ -13,9 +13,11 @@
 //! - `connect.rs` — the connection thread's outer loop: host rotation, back-off, the
 //!   handshake, auth replay, publishing a new connection;
 //! - `serve.rs` — a live connection: reading, pinging, silence, dispatching each frame;
-//! - `frame.rs` — splitting the byte stream into frames.
+//! - `frame.rs` — splitting the byte stream into frames; `link.rs` — the socket (TCP or TLS);
+//! - `clock.rs` — when the client last wrote, read, and had an answer (the loss clock's base);
+//! - `ranked.rs` — the mutexes that check the lock order in debug builds.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,7 @@ use super::proto::{code, op, RawReply};
 use super::types::{CloseOutcome, EventType};
 use crate::error::Error;
 
+mod clock;
 mod connect;
 mod frame;
 mod link;
@@ -36,6 +39,7 @@ mod serve;
 mod session;
 mod watches;
 
+use clock::Clock;
 use link::Link;
 pub(crate) use ranked::{Rank, Ranked};
 pub(crate) use requests::Outgoing;
@@ -134,15 +138,8 @@ pub(crate) struct Shared {
     watches: Ranked<Watches>,
     session: Ranked<SessionInfo>,
     changed: Condvar,
-    base: Instant,
-    last_send_us: AtomicU64,
-    last_recv_us: AtomicU64,
-    /// When the latest request the server has answered was sent. The server renews the
-    /// session when a request arrives, which is after this; so the session cannot expire on
-    /// the server before this + the session timeout, and the client's own loss clock counts
-    /// from here (counting from the reply's arrival would be late by the server's and the
-    /// network's delay).
-    last_acked_send_us: AtomicU64,
+    /// When the client last wrote, read, and had an answer (the loss clock).
+    clock: Clock,
     /// Send times of the pings not answered yet (answers come back in order).
     pings_sent: Ranked<std::collections::VecDeque<u64>>,
     last_zxid: AtomicI64,
@@ -170,10 +167,7 @@ impl Shared {
             watches: Ranked::new(Rank::Watches, Watches::default()),
             session: Ranked::new(Rank::Session, SessionInfo::new(hosts)),
             changed: Condvar::new(),
-            base: Instant::now(),
-            last_send_us: AtomicU64::new(0),
-            last_recv_us: AtomicU64::new(0),
-            last_acked_send_us: AtomicU64::new(0),
+            clock: Clock::new(),
             pings_sent: Ranked::new(Rank::PingsSent, Default::default()),
             last_zxid: AtomicI64::new(0),
             wake: crossbeam_channel::unbounded(),
@@ -181,14 +175,6 @@ impl Shared {
             rearm: Ranked::new(Rank::Rearm, Vec::new()),
             link: Ranked::new(Rank::Link, None),
         }
-    }
-
-    fn now_us(&self) -> u64 {
-        self.base.elapsed().as_micros() as u64
-    }
-
-    fn since(&self, stamp: &AtomicU64) -> Duration {
-        Duration::from_micros(self.now_us().saturating_sub(stamp.load(Ordering::Relaxed)))
     }
 
     // ---------------------------------------------------------------- closing

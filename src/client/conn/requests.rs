@@ -28,7 +28,7 @@ pub(super) struct InFlight {
     opcode: i32,
     watch: Option<WatchReg>,
     tx: Sender<ReplyMsg>,
-    /// When it was written (see `last_acked_send_us`).
+    /// When it was written (see `Clock::answered`).
     sent_us: u64,
 }
 
@@ -166,7 +166,7 @@ impl Shared {
     pub(super) fn write_locked(&self, io: &mut Io, reqs: Vec<Outgoing>) -> bool {
         let mut bytes = Vec::new();
         let mut xids = Vec::with_capacity(reqs.len());
-        let sent_us = self.now_us();
+        let sent_us = self.clock.now_us();
         {
             let mut pending = self.pending.lock();
             for r in reqs {
@@ -182,7 +182,7 @@ impl Shared {
         };
         match written {
             Ok(()) => {
-                self.last_send_us.store(self.now_us(), Ordering::Relaxed);
+                self.clock.sent();
                 true
             }
             Err(e) => {
@@ -276,8 +276,7 @@ impl Shared {
             log::debug!("zkguard: reply for xid {} that nobody waits for", h.xid);
             return;
         };
-        self.last_acked_send_us
-            .fetch_max(f.sent_us, Ordering::Relaxed);
+        self.clock.answered(f.sent_us);
         if let Some(w) = f.watch {
             // The server sets the watch on success, and exists sets one on a
             // missing node too (in its exists table).

@@ -46,12 +46,12 @@ impl Shared {
             if self.session_ended() {
                 return;
             }
-            let silent = self.since(&self.last_recv_us);
+            let silent = self.clock.silent();
             if silent >= silence_limit {
                 log::warn!("zkguard: no frame from the server for {silent:?}; reconnecting");
                 return;
             }
-            let unanswered = self.since(&self.last_acked_send_us);
+            let unanswered = self.clock.unanswered();
             if unanswered >= silence_limit {
                 log::warn!(
                     "zkguard: no request sent in the last {unanswered:?} was answered; reconnecting"
@@ -59,11 +59,11 @@ impl Shared {
                 return;
             }
             let rearmed = self.flush_rearm();
-            let idle = self.since(&self.last_send_us);
+            let idle = self.clock.idle();
             if idle >= ping_every {
                 self.send_ping();
             }
-            let idle = self.since(&self.last_send_us);
+            let idle = self.clock.idle();
             // Zero only if a caller's write held the lock and the ping (or a re-arm) was
             // skipped: look again shortly rather than spin.
             let until_ping = match ping_every.saturating_sub(idle) {
@@ -85,7 +85,7 @@ impl Shared {
                     log::info!("zkguard: the server closed the connection");
                     return;
                 }
-                Ok(_) => self.last_recv_us.store(self.now_us(), Ordering::Relaxed),
+                Ok(_) => self.clock.received(),
                 Err(e) if is_timeout(&e) => {}
                 Err(e) => {
                     log::info!("zkguard: connection error: {e}");
@@ -110,11 +110,11 @@ impl Shared {
         let Some(stream) = io.stream() else {
             return;
         };
-        let sent = self.now_us();
+        let sent = self.clock.now_us();
         match stream.write_all(&proto::request_frame(xid::PING, op::PING, &[])) {
             Ok(()) => {
                 self.pings_sent.lock().push_back(sent);
-                self.last_send_us.store(self.now_us(), Ordering::Relaxed)
+                self.clock.sent()
             }
             Err(e) => {
                 log::info!("zkguard: ping failed: {e}");
@@ -144,7 +144,7 @@ impl Shared {
         match h.xid {
             xid::PING => {
                 if let Some(sent) = self.pings_sent.lock().pop_front() {
-                    self.last_acked_send_us.fetch_max(sent, Ordering::Relaxed);
+                    self.clock.answered(sent);
                 }
                 Ok(())
             }

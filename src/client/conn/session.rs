@@ -200,7 +200,7 @@ impl Shared {
         if s.session_id == 0 || !matches!(st, SessionState::Connected | SessionState::Suspended) {
             return st;
         }
-        let unanswered = self.since(&self.last_acked_send_us);
+        let unanswered = self.clock.unanswered();
         if unanswered >= Self::loss_after(s.negotiated) {
             SessionState::Lost
         } else if unanswered >= s.negotiated * 2 / 3 {
@@ -467,7 +467,7 @@ impl Shared {
         if s.session_id == 0 || s.closing {
             return None;
         }
-        Some(Self::loss_after(s.negotiated).saturating_sub(self.since(&self.last_acked_send_us)))
+        Some(Self::loss_after(s.negotiated).saturating_sub(self.clock.unanswered()))
     }
 
     /// Declares the session lost if its time is up; true if it did (or it was already gone).
