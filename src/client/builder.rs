@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::config::{Config, SaslLogin};
-use super::conn::Shared;
+use super::conn::{Rank, Ranked, Shared};
 use super::{path, Client, NodeAcl, Owner};
 use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 
@@ -271,7 +271,7 @@ impl ClientBuilder {
             shared: shared.clone(),
             thread: Mutex::new(Some(thread)),
             done: done_rx,
-            janitor: Mutex::default(),
+            janitor: Ranked::new(Rank::Janitor, Default::default()),
         });
         let deadline = Instant::now() + self.connect_timeout;
         // On failure `owner` drops here, which stops the thread.

@@ -41,7 +41,7 @@ pub use tls::TlsConfig;
 #[cfg(not(feature = "tls"))]
 #[derive(Clone, Debug)]
 pub(crate) enum TlsSetup {}
-use conn::Shared;
+use conn::{Ranked, Shared};
 pub(crate) use conn::{SessionSink, WatchSink};
 pub(crate) use janitor::{Check, Job};
 pub use pipeline::{Pending, Pipeline};
@@ -101,7 +101,7 @@ struct Owner {
     done: Receiver<()>,
     /// Deletes waiting to be retried (see `janitor.rs`). A leaf lock: taken with no other
     /// lock held, and nothing taken under it.
-    janitor: Mutex<janitor::Janitor>,
+    janitor: Ranked<janitor::Janitor>,
 }
 
 impl Owner {

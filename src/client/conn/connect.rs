@@ -8,12 +8,11 @@ use std::time::{Duration, Instant};
 
 use super::frame::FrameReader;
 use super::link::Link;
-use super::session::Phase;
 use super::Shared;
 use crate::backoff::Backoff;
 use crate::client::proto::{self, code, op, xid, Reader};
 use crate::client::sasl::DigestMd5Client;
-use crate::client::types::{EventType, LossReason, SessionEvent};
+use crate::client::types::LossReason;
 use crate::error::ConnectFailure;
 
 /// Why one connect attempt failed, and at which address (once the name resolved).
@@ -68,12 +67,7 @@ impl Shared {
                         "zkguard: connect to {} ({addr:?}) failed: {why}",
                         self.cfg.hosts[host_idx]
                     );
-                    let mut s = self.session.lock();
-                    let seq = s.failures_seen;
-                    s.failures_seen += 1;
-                    s.failures[host_idx] = Some((seq, addr, why));
-                    drop(s);
-                    self.changed.notify_all();
+                    self.record_failure(host_idx, addr, why);
                     failures_in_row += 1;
                 }
             }
@@ -102,10 +96,8 @@ impl Shared {
         host_idx: usize,
     ) -> std::result::Result<Option<(Link, FrameReader)>, Failed> {
         let host = &self.cfg.hosts[host_idx];
-        let (session_id, passwd, requested) = {
-            let s = self.session.lock();
-            (s.session_id, s.passwd.clone(), self.cfg.session_timeout)
-        };
+        let (session_id, passwd) = self.session.lock().resume();
+        let requested = self.cfg.session_timeout;
         // One attempt gets a third of the session timeout (at most 2 s, at least 250 ms), and
         // never runs past the moment the current session would count as lost.
         let mut budget = (requested / 3).clamp(Duration::from_millis(250), Duration::from_secs(2));
@@ -155,7 +147,7 @@ impl Shared {
         let io_err = |e: io::Error| super::link::failure("handshake", e);
         let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
         stream.set_write_timeout(Some(left)).map_err(io_err)?;
-        let connect_sent_us = self.now_us();
+        let connect_sent_us = self.clock.now_us();
         stream
             .write_all(&proto::connect_request(
                 // A new session has seen nothing: a server rebuilt from empty data (its zxids
@@ -179,13 +171,13 @@ impl Shared {
             if session_id == 0 {
                 return Err(ConnectFailure::SessionRefused);
             }
-            self.lose(LossReason::Expired);
+            self.enter_lost(LossReason::Expired);
             return Ok(Handshake::Expired);
         }
         let negotiated = Duration::from_millis(resp.timeout_ms as u64);
         if session_id != 0 && resp.session_id != session_id {
             // Not the session we asked to resume: ours is gone.
-            self.lose(LossReason::Expired);
+            self.enter_lost(LossReason::Expired);
         }
         // Log in (SASL) and replay auth before anyone else can write, and wait for the
         // verdicts.
@@ -246,12 +238,7 @@ impl Shared {
         // Bounded by the mechanism (two round trips for DIGEST-MD5); a server that never
         // says "done" is malformed, not a reason to loop.
         for _round in 0..8 {
-            let x = {
-                let mut io = self.io.lock();
-                let x = io.next_xid;
-                io.next_xid = if x >= i32::MAX - 1 { 1 } else { x + 1 };
-                x
-            };
+            let x = self.io.lock().next_xid();
             let mut w = proto::Writer::default();
             w.buffer(&token);
             stream
@@ -351,66 +338,24 @@ impl Shared {
         resp: proto::ConnectResponse,
         connect_sent_us: u64,
     ) -> bool {
-        let negotiated = Duration::from_millis(resp.timeout_ms as u64);
-        let now = self.now_us();
-        self.last_recv_us.store(now, Ordering::Relaxed);
-        self.last_send_us.store(now, Ordering::Relaxed);
-        self.last_acked_send_us
-            .fetch_max(connect_sent_us, Ordering::Relaxed);
+        self.clock.connected(connect_sent_us);
         self.pings_sent.lock().clear();
-        {
-            let mut s = self.session.lock();
-            if s.closing {
-                // Closed while we were connecting: do not leave this session behind.
-                let _ = stream.write_all(&proto::request_frame(1, op::CLOSE, &[]));
-                stream.shutdown();
-                return false;
-            }
-            let same = session_id != 0 && session_id == resp.session_id;
-            if !same {
-                // The zxids this session sees start from the server's, whatever the old
-                // session saw (the ensemble may have been rebuilt from nothing).
-                self.last_zxid.store(0, Ordering::Relaxed);
-            }
-            {
-                let mut io = self.io.lock();
-                io.stream = Some(stream.clone());
-                io.session = resp.session_id;
-            }
-            *self.link.lock() = Some(stream.clone());
-            s.session_id = resp.session_id;
-            s.passwd = resp.passwd;
-            s.negotiated = negotiated;
-            s.server = Some(addr);
-            s.phase = Phase::Connected;
-            s.generation += 1;
-            let ev = if same {
-                SessionEvent::Reconnected {
-                    session_id: resp.session_id,
-                }
-            } else {
-                self.counters.sessions.fetch_add(1, Ordering::Relaxed);
-                SessionEvent::Connected {
-                    session_id: resp.session_id,
-                }
-            };
-            log::info!("zkguard: {ev:?} via {addr}, session timeout {negotiated:?}");
-            self.emit(&mut s, ev);
-            self.changed.notify_all();
+        let mut s = self.session.lock();
+        if s.closing() {
+            // Closed while we were connecting: do not leave this session behind.
+            let _ = stream.write_all(&proto::request_frame(1, op::CLOSE, &[]));
+            stream.shutdown();
+            return false;
         }
+        let same = session_id != 0 && session_id == resp.session_id;
+        if !same {
+            // The zxids this session sees start from the server's, whatever the old
+            // session saw (the ensemble may have been rebuilt from nothing).
+            self.last_zxid.store(0, Ordering::Relaxed);
+        }
+        self.io.lock().publish(stream.clone(), resp.session_id);
+        *self.link.lock() = Some(stream.clone());
+        self.enter_connected(&mut s, addr, resp, same);
         true
-    }
-
-    pub(super) fn fail_auth(&self) {
-        log::error!("zkguard: the server rejected the client's credentials; closing the client");
-        {
-            let mut s = self.session.lock();
-            s.closing = true;
-            s.auth_failed = true;
-            s.phase = Phase::Closed;
-            self.emit(&mut s, SessionEvent::Closed);
-            self.changed.notify_all();
-        }
-        self.fire_all_watches(EventType::Closed, true);
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! [`Shared`] (here, with its lock order) is split by what each part owns:
 //!
-//! - `session.rs` — the session's state and phases, the loss clock, subscribers and events;
+//! - `session.rs` — the session's state and the only place its phase moves (one method per
+//!   transition, each telling the subscribers; the table is in its doc), the loss clock;
 //! - `requests.rs` — the request path: waiting for a writable connection, writing, the
 //!   requests in flight;
 //! - `watches.rs` — the watch registry: registering, firing, the re-arm queue of kept
@@ -12,34 +13,39 @@
 //! - `connect.rs` — the connection thread's outer loop: host rotation, back-off, the
 //!   handshake, auth replay, publishing a new connection;
 //! - `serve.rs` — a live connection: reading, pinging, silence, dispatching each frame;
-//! - `frame.rs` — splitting the byte stream into frames.
+//! - `frame.rs` — splitting the byte stream into frames; `link.rs` — the socket (TCP or TLS);
+//! - `clock.rs` — when the client last wrote, read, and had an answer (the loss clock's base);
+//! - `ranked.rs` — the mutexes that check the lock order in debug builds.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
 
 use super::config::Config;
 use super::proto::{code, op, RawReply};
-use super::types::{CloseOutcome, EventType, SessionEvent};
+use super::types::{CloseOutcome, EventType};
 use crate::error::Error;
 
+mod clock;
 mod connect;
 mod frame;
 mod link;
+mod ranked;
 mod requests;
 mod serve;
 mod session;
 mod watches;
 
+use clock::Clock;
 use link::Link;
+pub(crate) use ranked::{Rank, Ranked};
 pub(crate) use requests::Outgoing;
-use requests::{InFlight, Io};
+use requests::{InFlightMap, Io};
+use session::SessionInfo;
 pub(crate) use session::SessionSink;
-use session::{Phase, SessionInfo};
 use watches::Watches;
 pub(crate) use watches::{WatchKind, WatchReg, WatchSink, WatchTx};
 
@@ -75,8 +81,10 @@ pub(crate) struct Counters {
 ///
 /// # Lock order
 ///
-/// The one place it is written; every function that takes two of these locks obeys it. A
-/// lock may be taken while holding only locks listed *above* it:
+/// The one place it is written; every function that takes two of these locks obeys it, and
+/// debug builds (the tests) check it: each lock is a [`Ranked`] mutex, and taking one the
+/// order forbids panics, naming both (`ranked.rs`; release builds check nothing). A lock
+/// may be taken while holding only locks listed *above* it:
 ///
 /// 1. `session` — phase, ids, epoch, subscribers. Held while session events are emitted:
 ///    [`SessionSink`]s run under it and may take only their own locks, never one of these.
@@ -100,34 +108,50 @@ pub(crate) struct Counters {
 /// No lock is held across a blocking read (the connection thread reads with none held), a
 /// wait on a reply, or a [`WatchSink`] callback or channel send of a watch event: those run
 /// after the registry's lock is released. `changed` is the condition variable of `session`.
+///
+/// # Threads
+///
+/// - **Callers**, any thread using a [`Client`](crate::Client): write their own requests
+///   (`session` to wait for a connection, then `io` and under it `pending`, and `rearm` if
+///   the write fails), cut a connection (`link`), close (`session`, then the request path,
+///   `watches` to tell every watch `Closed`), hand deletes to the janitor (`janitor`).
+///   Each owns its reply channel.
+/// - **`zkguard-conn`**, one per client from connect to close (`builder.rs`, running
+///   [`Shared::run`]): owns the read side of the socket (the frame buffer), the host
+///   rotation and back-off, the loss clock, and every session transition but a close's;
+///   dispatches replies and watch events and runs the [`SessionSink`] and [`WatchSink`]
+///   callbacks. Takes `session`; `io` with `try_lock` for pings and re-arms, and with
+///   `lock` under `session` to publish a connection and alone to drop one; `pending`,
+///   `pings_sent`, `rearm`, `link` and `watches` as above.
+/// - **`zkguard-janitor`**, one per client while background deletes wait (`janitor.rs`):
+///   owns the jobs it took from the list. Takes `janitor` alone; otherwise a caller.
+/// - **`zkguard-close`**, short-lived: when the last handle goes on the connection thread
+///   itself (a sink held it), the close runs here instead, with a caller's locks.
+/// - **`zkguard-candidate`**, one per election `Candidate` (`election/candidate.rs`): runs
+///   its campaign; takes its own `inner` lock, none of these but as a caller.
+/// - With the `testing` feature, the fault proxy's `zkguard-proxy-accept-<port>`,
+///   `zkguard-proxy-conn-<id>` and `zkguard-proxy-pump`: none of these locks.
 pub(crate) struct Shared {
     pub cfg: Config,
-    io: Mutex<Io>,
-    pending: Mutex<HashMap<i32, InFlight>>,
-    watches: Mutex<Watches>,
-    session: Mutex<SessionInfo>,
+    io: Ranked<Io>,
+    pending: Ranked<InFlightMap>,
+    watches: Ranked<Watches>,
+    session: Ranked<SessionInfo>,
     changed: Condvar,
-    base: Instant,
-    last_send_us: AtomicU64,
-    last_recv_us: AtomicU64,
-    /// When the latest request the server has answered was sent. The server renews the
-    /// session when a request arrives, which is after this; so the session cannot expire on
-    /// the server before this + the session timeout, and the client's own loss clock counts
-    /// from here (counting from the reply's arrival would be late by the server's and the
-    /// network's delay).
-    last_acked_send_us: AtomicU64,
+    /// When the client last wrote, read, and had an answer (the loss clock).
+    clock: Clock,
     /// Send times of the pings not answered yet (answers come back in order).
-    pings_sent: Mutex<std::collections::VecDeque<u64>>,
+    pings_sent: Ranked<std::collections::VecDeque<u64>>,
     last_zxid: AtomicI64,
     wake: (Sender<()>, Receiver<()>),
     pub counters: Counters,
     /// Kept watches to arm again (see [`WatchSink::keep`]): server path and sink. Written
     /// by the connection thread itself, on the session the sink names. Last in the lock
     /// order (see above).
-    rearm: Mutex<Vec<(String, Arc<dyn WatchSink>)>>,
+    rearm: Ranked<Vec<(String, Arc<dyn WatchSink>)>>,
     /// The live connection's socket, to cut it without waiting for the `io` lock: a caller
     /// blocked in a write holds that lock, and cutting the socket is what frees it. A leaf.
-    link: Mutex<Option<Link>>,
+    link: Ranked<Option<Link>>,
 }
 
 /// How long a close waits for the server to confirm.
@@ -138,67 +162,27 @@ impl Shared {
         let hosts = cfg.hosts.len();
         Shared {
             cfg,
-            io: Mutex::new(Io {
-                stream: None,
-                session: 0,
-                next_xid: 1,
-            }),
-            pending: Mutex::new(HashMap::new()),
-            watches: Mutex::new(Watches::default()),
-            session: Mutex::new(SessionInfo {
-                phase: Phase::Connecting,
-                session_id: 0,
-                passwd: Vec::new(),
-                negotiated: Duration::ZERO,
-                epoch: 0,
-                generation: 0,
-                closing: false,
-                auth_failed: false,
-                server: None,
-                subscribers: Vec::new(),
-                failures: vec![None; hosts],
-                failures_seen: 0,
-            }),
+            io: Ranked::new(Rank::Io, Io::default()),
+            pending: Ranked::new(Rank::Pending, InFlightMap::default()),
+            watches: Ranked::new(Rank::Watches, Watches::default()),
+            session: Ranked::new(Rank::Session, SessionInfo::new(hosts)),
             changed: Condvar::new(),
-            base: Instant::now(),
-            last_send_us: AtomicU64::new(0),
-            last_recv_us: AtomicU64::new(0),
-            last_acked_send_us: AtomicU64::new(0),
-            pings_sent: Mutex::new(Default::default()),
+            clock: Clock::new(),
+            pings_sent: Ranked::new(Rank::PingsSent, Default::default()),
             last_zxid: AtomicI64::new(0),
             wake: crossbeam_channel::unbounded(),
             counters: Counters::default(),
-            rearm: Mutex::new(Vec::new()),
-            link: Mutex::new(None),
+            rearm: Ranked::new(Rank::Rearm, Vec::new()),
+            link: Ranked::new(Rank::Link, None),
         }
-    }
-
-    fn now_us(&self) -> u64 {
-        self.base.elapsed().as_micros() as u64
-    }
-
-    fn since(&self, stamp: &AtomicU64) -> Duration {
-        Duration::from_micros(self.now_us().saturating_sub(stamp.load(Ordering::Relaxed)))
     }
 
     // ---------------------------------------------------------------- closing
 
     /// Ends the session: asks the server to close it (bounded wait), then stops everything.
     pub fn close(&self, done: &Receiver<()>) -> CloseOutcome {
-        let (was_connected, had_session) = {
-            let mut s = self.session.lock();
-            if s.phase == Phase::Closed || s.closing {
-                return CloseOutcome::AlreadyClosed;
-            }
-            s.closing = true;
-            // Said first, before the server is asked: once it closes the session it deletes
-            // our ephemeral nodes, and another client may take a lock or leadership of ours
-            // at once. Our guards must have been told by then.
-            self.emit(&mut s, SessionEvent::Closed);
-            (
-                s.phase == Phase::Connected,
-                s.session_id != 0 && s.phase != Phase::Lost,
-            )
+        let Some((was_connected, had_session)) = self.begin_close() else {
+            return CloseOutcome::AlreadyClosed;
         };
         let mut outcome = if had_session {
             CloseOutcome::Unconfirmed {
@@ -234,12 +218,7 @@ impl Shared {
                 }),
             };
         }
-        {
-            let mut s = self.session.lock();
-            s.phase = Phase::Closed;
-            s.session_id = 0;
-            self.changed.notify_all();
-        }
+        self.finish_close();
         self.fire_all_watches(EventType::Closed, true);
         self.drop_connection(Error::Closed);
         let _ = self.wake.0.send(());
@@ -249,10 +228,5 @@ impl Shared {
             log::info!("zkguard: close was not confirmed by the server ({reason}); the session will expire on its own");
         }
         outcome
-    }
-
-    pub fn is_closing(&self) -> bool {
-        let s = self.session.lock();
-        s.closing || s.phase == Phase::Closed
     }
 }

@@ -1,5 +1,6 @@
 //! The request path: writing requests (under the `io` lock) and the requests in flight.
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -8,9 +9,11 @@ use crossbeam_channel::Sender;
 
 use super::link::Link;
 use super::session::Phase;
-use super::watches::WatchReg;
+use super::watches::{WatchKind, WatchReg, WatchTx};
 use super::{NoReply, ReplyMsg, Shared};
-use crate::client::proto;
+use crate::client::path;
+use crate::client::proto::{self, code, op, RawReply, Reader, ReplyHeader};
+use crate::client::types::{EventType, WatchedEvent};
 use crate::error::Error;
 
 /// A request ready to be written.
@@ -20,20 +23,88 @@ pub(crate) struct Outgoing {
     pub watch: Option<WatchReg>,
     pub tx: Sender<ReplyMsg>,
 }
+/// A request written and not answered yet.
 pub(super) struct InFlight {
-    pub(super) opcode: i32,
-    pub(super) watch: Option<WatchReg>,
-    pub(super) tx: Sender<ReplyMsg>,
-    /// When it was written (see `last_acked_send_us`).
-    pub(super) sent_us: u64,
+    opcode: i32,
+    watch: Option<WatchReg>,
+    tx: Sender<ReplyMsg>,
+    /// When it was written (see `Clock::answered`).
+    sent_us: u64,
 }
 
+/// The requests in flight, by xid (behind `Shared::pending`).
+#[derive(Default)]
+pub(super) struct InFlightMap {
+    by_xid: HashMap<i32, InFlight>,
+}
+
+impl InFlightMap {
+    fn add(&mut self, xid: i32, r: Outgoing, sent_us: u64) {
+        let f = InFlight {
+            opcode: r.opcode,
+            watch: r.watch,
+            tx: r.tx,
+            sent_us,
+        };
+        self.by_xid.insert(xid, f);
+    }
+
+    fn take(&mut self, xid: i32) -> Option<InFlight> {
+        self.by_xid.remove(&xid)
+    }
+
+    fn take_all(&mut self) -> Vec<InFlight> {
+        self.by_xid.drain().map(|(_, f)| f).collect()
+    }
+}
+
+/// The write side of the connection (behind `Shared::io`): who holds it writes whole frames.
 pub(super) struct Io {
-    pub(super) stream: Option<Link>,
+    stream: Option<Link>,
     /// The session `stream` belongs to (requests pinned to a session are written only on
     /// a connection of that session).
-    pub(super) session: i64,
-    pub(super) next_xid: i32,
+    session: i64,
+    next_xid: i32,
+}
+
+impl Default for Io {
+    fn default() -> Io {
+        Io {
+            stream: None,
+            session: 0,
+            next_xid: 1,
+        }
+    }
+}
+
+impl Io {
+    /// The live connection, if any.
+    pub(super) fn stream(&self) -> Option<&Link> {
+        self.stream.as_ref()
+    }
+
+    /// The session of the live connection.
+    pub(super) fn session(&self) -> i64 {
+        self.session
+    }
+
+    /// Takes the live connection away (writers wait for the next one).
+    pub(super) fn take_stream(&mut self) -> Option<Link> {
+        self.stream.take()
+    }
+
+    /// Makes `stream`, a connection of `session`, the one requests are written on.
+    pub(super) fn publish(&mut self, stream: Link, session: i64) {
+        self.stream = Some(stream);
+        self.session = session;
+    }
+
+    /// The next request's xid (they wrap before the reserved negative ones).
+    pub(super) fn next_xid(&mut self) -> i32 {
+        let x = self.next_xid;
+        self.next_xid = if x >= i32::MAX - 1 { 1 } else { x + 1 };
+        x
+    }
 }
 
 impl Shared {
@@ -95,23 +166,14 @@ impl Shared {
     pub(super) fn write_locked(&self, io: &mut Io, reqs: Vec<Outgoing>) -> bool {
         let mut bytes = Vec::new();
         let mut xids = Vec::with_capacity(reqs.len());
-        let sent_us = self.now_us();
+        let sent_us = self.clock.now_us();
         {
             let mut pending = self.pending.lock();
             for r in reqs {
-                let x = io.next_xid;
-                io.next_xid = if x >= i32::MAX - 1 { 1 } else { x + 1 };
+                let x = io.next_xid();
                 proto::append_request_frame(&mut bytes, x, r.opcode, &r.body);
                 xids.push(x);
-                pending.insert(
-                    x,
-                    InFlight {
-                        opcode: r.opcode,
-                        watch: r.watch,
-                        tx: r.tx,
-                        sent_us,
-                    },
-                );
+                pending.add(x, r, sent_us);
             }
         }
         let written = match io.stream.as_ref() {
@@ -120,7 +182,7 @@ impl Shared {
         };
         match written {
             Ok(()) => {
-                self.last_send_us.store(self.now_us(), Ordering::Relaxed);
+                self.clock.sent();
                 true
             }
             Err(e) => {
@@ -131,7 +193,7 @@ impl Shared {
                 }
                 let failed: Vec<InFlight> = {
                     let mut pending = self.pending.lock();
-                    xids.iter().filter_map(|x| pending.remove(x)).collect()
+                    xids.iter().filter_map(|x| pending.take(*x)).collect()
                 };
                 for f in failed {
                     self.unarmed(f.watch);
@@ -150,19 +212,19 @@ impl Shared {
         closing_ok: bool,
     ) -> std::result::Result<u64, NoReply> {
         let mut s = self.session.lock();
-        let epoch = s.epoch;
-        let had_session = matches!(s.phase, Phase::Connected | Phase::Suspended);
+        let epoch = s.epoch();
+        let had_session = matches!(s.phase(), Phase::Connected | Phase::Suspended);
         loop {
-            if s.phase == Phase::Closed || (s.closing && !closing_ok) {
+            if s.phase() == Phase::Closed || (s.closing() && !closing_ok) {
                 return Err(s.closed_error().into());
             }
-            if had_session && s.epoch != epoch {
+            if had_session && s.epoch() != epoch {
                 return Err(Error::SessionExpired.into());
             }
-            if s.phase == Phase::Connected {
-                return Ok(s.generation);
+            if s.phase() == Phase::Connected {
+                return Ok(s.generation());
             }
-            if s.closing {
+            if s.closing() {
                 // Only the close request gets here; no point waiting to close a lost link.
                 return Err(Error::ConnectionLoss.into());
             }
@@ -170,15 +232,15 @@ impl Shared {
                 // The caller, who knows the op, path and deadline, reports the timeout.
                 return Err(NoReply::Deadline);
             }
-            self.changed.wait_until(&mut s, deadline);
+            s.wait_until(&self.changed, deadline);
         }
     }
 
     /// Waits until the connection of `generation` is replaced or declared broken.
     pub(super) fn wait_connection_change(&self, generation: u64, deadline: Instant) {
         let mut s = self.session.lock();
-        while s.phase == Phase::Connected && s.generation == generation {
-            if self.changed.wait_until(&mut s, deadline).timed_out() {
+        while s.phase() == Phase::Connected && s.generation() == generation {
+            if s.wait_until(&self.changed, deadline).timed_out() {
                 return;
             }
         }
@@ -197,13 +259,46 @@ impl Shared {
         // The socket first: a caller blocked writing on it holds `io`, which is needed
         // next; until then neither `Suspended` nor the loss clock could be told.
         self.cut();
-        if let Some(s) = self.io.lock().stream.take() {
+        if let Some(s) = self.io.lock().take_stream() {
             s.shutdown();
         }
-        let drained: Vec<InFlight> = self.pending.lock().drain().map(|(_, f)| f).collect();
+        let drained = self.pending.lock().take_all();
         for f in drained {
             self.unarmed(f.watch);
             let _ = f.tx.send(Err(NoReply::Failed(why.clone())));
         }
+    }
+    /// Routes the server's reply to request `h.xid` (the reply's body starts at `body_start`
+    /// in `frame`) to its caller, and registers the watch it armed.
+    pub(super) fn on_reply(&self, h: &ReplyHeader, frame: Vec<u8>, body_start: usize) {
+        let Some(f) = self.pending.lock().take(h.xid) else {
+            // The caller gave up (timeout); nothing waits for this reply.
+            log::debug!("zkguard: reply for xid {} that nobody waits for", h.xid);
+            return;
+        };
+        self.clock.answered(f.sent_us);
+        if let Some(w) = f.watch {
+            // The server sets the watch on success, and exists sets one on a
+            // missing node too (in its exists table).
+            let missing = f.opcode == op::EXISTS && h.err == code::NO_NODE;
+            if h.err == code::OK || missing {
+                let kind = if missing { WatchKind::Exist } else { w.kind };
+                if let (WatchTx::Sink(sink), WatchKind::Data) = (&w.tx, kind) {
+                    let mut body = Reader::new(&frame[body_start..]);
+                    if let (Ok(data), Ok(stat)) = (body.buffer(), body.stat()) {
+                        sink.on_data(&data, &stat);
+                    }
+                }
+                self.register_watch(w.server_path, kind, w.tx);
+            } else if let (WatchTx::Sink(sink), code::NO_NODE) = (&w.tx, h.err) {
+                sink.on_watch(&WatchedEvent {
+                    event_type: EventType::NodeDeleted,
+                    path: path::from_server(&self.cfg.chroot, &w.server_path),
+                });
+            } else {
+                self.unarmed(Some(w));
+            }
+        }
+        let _ = f.tx.send(Ok(RawReply::new(h.err, frame, body_start)));
     }
 }

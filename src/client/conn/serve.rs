@@ -6,11 +6,8 @@ use std::time::Duration;
 use super::frame::{is_timeout, FrameReader};
 use super::link::Link;
 use super::session::Phase;
-use super::watches::{WatchKind, WatchTx};
 use super::Shared;
-use crate::client::path;
-use crate::client::proto::{self, code, op, xid, Malformed, RawReply, Reader, ReplyHeader};
-use crate::client::types::{EventType, SessionEvent, WatchedEvent};
+use crate::client::proto::{self, code, op, xid, Malformed, Reader, ReplyHeader};
 use crate::error::Error;
 
 impl Shared {
@@ -49,12 +46,12 @@ impl Shared {
             if self.session_ended() {
                 return;
             }
-            let silent = self.since(&self.last_recv_us);
+            let silent = self.clock.silent();
             if silent >= silence_limit {
                 log::warn!("zkguard: no frame from the server for {silent:?}; reconnecting");
                 return;
             }
-            let unanswered = self.since(&self.last_acked_send_us);
+            let unanswered = self.clock.unanswered();
             if unanswered >= silence_limit {
                 log::warn!(
                     "zkguard: no request sent in the last {unanswered:?} was answered; reconnecting"
@@ -62,11 +59,11 @@ impl Shared {
                 return;
             }
             let rearmed = self.flush_rearm();
-            let idle = self.since(&self.last_send_us);
+            let idle = self.clock.idle();
             if idle >= ping_every {
                 self.send_ping();
             }
-            let idle = self.since(&self.last_send_us);
+            let idle = self.clock.idle();
             // Zero only if a caller's write held the lock and the ping (or a re-arm) was
             // skipped: look again shortly rather than spin.
             let until_ping = match ping_every.saturating_sub(idle) {
@@ -88,7 +85,7 @@ impl Shared {
                     log::info!("zkguard: the server closed the connection");
                     return;
                 }
-                Ok(_) => self.last_recv_us.store(self.now_us(), Ordering::Relaxed),
+                Ok(_) => self.clock.received(),
                 Err(e) if is_timeout(&e) => {}
                 Err(e) => {
                     log::info!("zkguard: connection error: {e}");
@@ -101,7 +98,7 @@ impl Shared {
     pub(super) fn session_ended(&self) -> bool {
         // While closing, keep reading: the reply to the close request must come through. The
         // closer shuts the socket down when it is done.
-        self.session.lock().phase != Phase::Connected
+        self.session.lock().phase() != Phase::Connected
     }
 
     pub(super) fn send_ping(&self) {
@@ -110,19 +107,19 @@ impl Shared {
         let Some(mut io) = self.io.try_lock() else {
             return;
         };
-        let Some(stream) = io.stream.as_ref() else {
+        let Some(stream) = io.stream() else {
             return;
         };
-        let sent = self.now_us();
+        let sent = self.clock.now_us();
         match stream.write_all(&proto::request_frame(xid::PING, op::PING, &[])) {
             Ok(()) => {
                 self.pings_sent.lock().push_back(sent);
-                self.last_send_us.store(self.now_us(), Ordering::Relaxed)
+                self.clock.sent()
             }
             Err(e) => {
                 log::info!("zkguard: ping failed: {e}");
                 stream.shutdown();
-                io.stream = None;
+                io.take_stream();
             }
         }
     }
@@ -134,21 +131,7 @@ impl Shared {
         } else {
             Error::ConnectionLoss
         });
-        let mut s = self.session.lock();
-        if closing {
-            if s.phase == Phase::Connected {
-                s.phase = Phase::Suspended;
-                self.changed.notify_all();
-            }
-            return;
-        }
-        if s.phase == Phase::Connected {
-            s.phase = Phase::Suspended;
-            s.server = None;
-            let session_id = s.session_id;
-            self.emit(&mut s, SessionEvent::Suspended { session_id });
-            self.changed.notify_all();
-        }
+        self.enter_suspended(closing);
     }
 
     /// Handles one frame from the server.
@@ -161,7 +144,7 @@ impl Shared {
         match h.xid {
             xid::PING => {
                 if let Some(sent) = self.pings_sent.lock().pop_front() {
-                    self.last_acked_send_us.fetch_max(sent, Ordering::Relaxed);
+                    self.clock.answered(sent);
                 }
                 Ok(())
             }
@@ -185,38 +168,9 @@ impl Shared {
                 self.on_watch_event(ev);
                 Ok(())
             }
-            x => {
-                let Some(f) = self.pending.lock().remove(&x) else {
-                    // The caller gave up (timeout); nothing waits for this reply.
-                    log::debug!("zkguard: reply for xid {x} that nobody waits for");
-                    return Ok(());
-                };
-                self.last_acked_send_us
-                    .fetch_max(f.sent_us, Ordering::Relaxed);
-                if let Some(w) = f.watch {
-                    // The server sets the watch on success, and exists sets one on a
-                    // missing node too (in its exists table).
-                    let missing = f.opcode == op::EXISTS && h.err == code::NO_NODE;
-                    if h.err == code::OK || missing {
-                        let kind = if missing { WatchKind::Exist } else { w.kind };
-                        if let (WatchTx::Sink(sink), WatchKind::Data) = (&w.tx, kind) {
-                            let mut body = Reader::new(&frame[r.position()..]);
-                            if let (Ok(data), Ok(stat)) = (body.buffer(), body.stat()) {
-                                sink.on_data(&data, &stat);
-                            }
-                        }
-                        self.register_watch(w.server_path, kind, w.tx);
-                    } else if let (WatchTx::Sink(sink), code::NO_NODE) = (&w.tx, h.err) {
-                        sink.on_watch(&WatchedEvent {
-                            event_type: EventType::NodeDeleted,
-                            path: path::from_server(&self.cfg.chroot, &w.server_path),
-                        });
-                    } else {
-                        self.unarmed(Some(w));
-                    }
-                }
+            _ => {
                 let body_start = r.position();
-                let _ = f.tx.send(Ok(RawReply::new(h.err, frame, body_start)));
+                self.on_reply(&h, frame, body_start);
                 Ok(())
             }
         }

@@ -1,11 +1,40 @@
 //! The session: its state and phases, the loss clock, and who hears its events.
+//!
+//! This file alone moves the phase: every change is one method below, which updates
+//! [`SessionInfo`] under its lock, tells the subscribers and wakes the waiters (the
+//! condition variable `changed`). The other files read the session through
+//! [`SessionInfo`]'s accessors.
+//!
+//! | from | cause (method) | to | event |
+//! |---|---|---|---|
+//! | Connecting, Suspended, Lost | a handshake is published ([`enter_connected`]) | Connected | `Connected` (a new session), `Reconnected` (the one asked for) |
+//! | Connected | the connection broke ([`enter_suspended`]) | Suspended | `Suspended`, none while closing |
+//! | any with a session, not closing | the loss clock ran out, the server said expired, or a handshake gave another session ([`enter_lost`]) | Lost | `Lost` |
+//! | any, not closing | [`Client::close`] begins ([`begin_close`]) | unchanged, closing | `Closed` |
+//! | closing | the close is done ([`finish_close`]) | Closed | none (said when it began) |
+//! | any | the server rejected the credentials ([`fail_auth`]) | Closed, closing | `Closed` |
+//!
+//! Users see `Closed` from the first moment of a close ([`SessionInfo::public_state`]),
+//! `Suspended` for Connecting, and, from the loss clock, `Suspended` or `Lost` for a
+//! session whose requests have gone unanswered ([`Shared::state`]). Leaving Connected
+//! moves nothing else: the connection thread drops the connection and reconnects.
+//!
+//! [`enter_connected`]: Shared::enter_connected
+//! [`enter_suspended`]: Shared::enter_suspended
+//! [`enter_lost`]: Shared::enter_lost
+//! [`begin_close`]: Shared::begin_close
+//! [`finish_close`]: Shared::finish_close
+//! [`fail_auth`]: Shared::fail_auth
+//! [`Client::close`]: crate::Client::close
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
+use crate::client::proto::ConnectResponse;
 use crate::client::types::{EventType, LossReason, SessionEvent, SessionState};
 use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 
@@ -65,28 +94,72 @@ impl Phase {
     }
 }
 
+/// The session's state, behind `Shared::session`. Its fields are written only by the
+/// transitions in this file.
 pub(super) struct SessionInfo {
-    pub(super) phase: Phase,
-    pub(super) session_id: i64,
-    pub(super) passwd: Vec<u8>,
-    pub(super) negotiated: Duration,
+    phase: Phase,
+    session_id: i64,
+    passwd: Vec<u8>,
+    negotiated: Duration,
     /// Moves every time a session is lost, so waiters can tell "same session" from "new one".
-    pub(super) epoch: u64,
+    epoch: u64,
     /// Moves with every new connection.
-    pub(super) generation: u64,
-    pub(super) closing: bool,
+    generation: u64,
+    closing: bool,
     /// The server rejected the credentials (the client closed itself).
-    pub(super) auth_failed: bool,
-    pub(super) server: Option<SocketAddr>,
-    pub(super) subscribers: Vec<Subscriber>,
+    auth_failed: bool,
+    server: Option<SocketAddr>,
+    subscribers: Vec<Subscriber>,
     /// Per host, the last thing that went wrong there (for the connect error), numbered in
     /// the order the failures happened.
-    pub(super) failures: Vec<Option<(u64, Option<SocketAddr>, ConnectFailure)>>,
+    failures: Vec<Option<(u64, Option<SocketAddr>, ConnectFailure)>>,
     /// The number of the next failure in `failures`.
-    pub(super) failures_seen: u64,
+    failures_seen: u64,
 }
 
 impl SessionInfo {
+    /// No session yet, connecting to one of `hosts` servers.
+    pub(super) fn new(hosts: usize) -> SessionInfo {
+        SessionInfo {
+            phase: Phase::Connecting,
+            session_id: 0,
+            passwd: Vec::new(),
+            negotiated: Duration::ZERO,
+            epoch: 0,
+            generation: 0,
+            closing: false,
+            auth_failed: false,
+            server: None,
+            subscribers: Vec::new(),
+            failures: vec![None; hosts],
+            failures_seen: 0,
+        }
+    }
+
+    pub(super) fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The session's loss count (see `epoch`).
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The connection's number (see `generation`).
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// A close has begun (or the credentials were rejected).
+    pub(super) fn closing(&self) -> bool {
+        self.closing
+    }
+
+    /// What a handshake asks to resume: the session id (0 for a new one) and its password.
+    pub(super) fn resume(&self) -> (i64, Vec<u8>) {
+        (self.session_id, self.passwd.clone())
+    }
+
     /// The state users see: `Closed` from the first moment of a close (the `Closed` event
     /// goes out then, before the server is asked).
     pub(super) fn public_state(&self) -> SessionState {
@@ -96,9 +169,7 @@ impl SessionInfo {
             self.phase.public()
         }
     }
-}
 
-impl SessionInfo {
     /// Why requests fail once the client is closed.
     pub(super) fn closed_error(&self) -> Error {
         if self.auth_failed {
@@ -129,7 +200,7 @@ impl Shared {
         if s.session_id == 0 || !matches!(st, SessionState::Connected | SessionState::Suspended) {
             return st;
         }
-        let unanswered = self.since(&self.last_acked_send_us);
+        let unanswered = self.clock.unanswered();
         if unanswered >= Self::loss_after(s.negotiated) {
             SessionState::Lost
         } else if unanswered >= s.negotiated * 2 / 3 {
@@ -205,13 +276,13 @@ impl Shared {
                     })
                     .collect();
                 let left = deadline.saturating_duration_since(Instant::now());
-                parking_lot::MutexGuard::unlocked(&mut s, || {
+                s.unlocked(|| {
                     log::warn!("{}", still_trying(&failed, left));
                 });
                 continue;
             }
             if hopeless
-                || (self.changed.wait_until(&mut s, deadline).timed_out()
+                || (s.wait_until(&self.changed, deadline).timed_out()
                     && s.phase != Phase::Connected)
             {
                 // Servers never reached first, then in the order they failed: the last
@@ -242,15 +313,85 @@ impl Shared {
         }
     }
 
-    // ---------------------------------------------------------------- events
+    pub fn is_closing(&self) -> bool {
+        let s = self.session.lock();
+        s.closing || s.phase == Phase::Closed
+    }
 
-    pub(super) fn emit(&self, s: &mut SessionInfo, ev: SessionEvent) {
+    /// Notes why connecting to host `host_idx` failed (for the first connect's error).
+    pub(super) fn record_failure(
+        &self,
+        host_idx: usize,
+        addr: Option<SocketAddr>,
+        why: ConnectFailure,
+    ) {
+        let mut s = self.session.lock();
+        let seq = s.failures_seen;
+        s.failures_seen += 1;
+        s.failures[host_idx] = Some((seq, addr, why));
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    // ---------------------------------------------------------------- transitions
+
+    fn emit(&self, s: &mut SessionInfo, ev: SessionEvent) {
         log::debug!("zkguard: session event {ev:?}");
         s.subscribers.retain(|sub| sub.deliver(&ev));
     }
 
-    /// The session is gone: tell everyone, forget its watches, start over with a new one.
-    pub(super) fn lose(&self, reason: LossReason) {
+    /// Connecting, Suspended or Lost → Connected: a connection that passed its handshake is
+    /// the current one (the caller holds `s` across handing it to writers). `Reconnected`
+    /// if it resumed the session asked for (`same`), else `Connected` to a new one.
+    pub(super) fn enter_connected(
+        &self,
+        s: &mut SessionInfo,
+        addr: SocketAddr,
+        resp: ConnectResponse,
+        same: bool,
+    ) {
+        let negotiated = Duration::from_millis(resp.timeout_ms as u64);
+        s.session_id = resp.session_id;
+        s.passwd = resp.passwd;
+        s.negotiated = negotiated;
+        s.server = Some(addr);
+        s.phase = Phase::Connected;
+        s.generation += 1;
+        let ev = if same {
+            SessionEvent::Reconnected {
+                session_id: resp.session_id,
+            }
+        } else {
+            self.counters.sessions.fetch_add(1, Ordering::Relaxed);
+            SessionEvent::Connected {
+                session_id: resp.session_id,
+            }
+        };
+        log::info!("zkguard: {ev:?} via {addr}, session timeout {negotiated:?}");
+        self.emit(s, ev);
+        self.changed.notify_all();
+    }
+
+    /// Connected → Suspended: the connection broke. Told as `Suspended` unless the client
+    /// was `closing` when it broke (then it is only noted, for the waiters).
+    pub(super) fn enter_suspended(&self, closing: bool) {
+        let mut s = self.session.lock();
+        if s.phase != Phase::Connected {
+            return;
+        }
+        s.phase = Phase::Suspended;
+        if !closing {
+            s.server = None;
+            let session_id = s.session_id;
+            self.emit(&mut s, SessionEvent::Suspended { session_id });
+        }
+        self.changed.notify_all();
+    }
+
+    /// → Lost: the session is gone. Tell everyone, forget its watches; the connection
+    /// thread starts over with a new one. Nothing if there is no session or the client is
+    /// closing.
+    pub(super) fn enter_lost(&self, reason: LossReason) {
         {
             let mut s = self.session.lock();
             if s.session_id == 0 || s.closing {
@@ -268,6 +409,50 @@ impl Shared {
         self.fire_all_watches(EventType::SessionLost, false);
     }
 
+    /// A close begins: `Closed` is said now, the phase stays. `None` if the client is
+    /// closed or closing already, else whether it is connected and whether it has a session
+    /// to close.
+    pub(super) fn begin_close(&self) -> Option<(bool, bool)> {
+        let mut s = self.session.lock();
+        if s.phase == Phase::Closed || s.closing {
+            return None;
+        }
+        s.closing = true;
+        // Said first, before the server is asked: once it closes the session it deletes
+        // our ephemeral nodes, and another client may take a lock or leadership of ours
+        // at once. Our guards must have been told by then.
+        self.emit(&mut s, SessionEvent::Closed);
+        Some((
+            s.phase == Phase::Connected,
+            s.session_id != 0 && s.phase != Phase::Lost,
+        ))
+    }
+
+    /// Closing → Closed: the close is done (its event went out when it began).
+    pub(super) fn finish_close(&self) {
+        let mut s = self.session.lock();
+        s.phase = Phase::Closed;
+        s.session_id = 0;
+        self.changed.notify_all();
+    }
+
+    /// → Closed: the server rejected the client's credentials; the client closes itself,
+    /// and every watch is told `Closed`.
+    pub(super) fn fail_auth(&self) {
+        log::error!("zkguard: the server rejected the client's credentials; closing the client");
+        {
+            let mut s = self.session.lock();
+            s.closing = true;
+            s.auth_failed = true;
+            s.phase = Phase::Closed;
+            self.emit(&mut s, SessionEvent::Closed);
+            self.changed.notify_all();
+        }
+        self.fire_all_watches(EventType::Closed, true);
+    }
+
+    // ---------------------------------------------------------------- the loss clock
+
     /// How long after the send of the last request the server answered the session counts
     /// as lost: the session timeout, less a margin so that a late wake-up of the connection
     /// thread (a loaded machine) still reports the loss before the server can expire it.
@@ -282,13 +467,13 @@ impl Shared {
         if s.session_id == 0 || s.closing {
             return None;
         }
-        Some(Self::loss_after(s.negotiated).saturating_sub(self.since(&self.last_acked_send_us)))
+        Some(Self::loss_after(s.negotiated).saturating_sub(self.clock.unanswered()))
     }
 
     /// Declares the session lost if its time is up; true if it did (or it was already gone).
     pub(super) fn check_timeout_loss(&self) -> bool {
         if self.time_until_loss() == Some(Duration::ZERO) {
-            self.lose(LossReason::Timeout);
+            self.enter_lost(LossReason::Timeout);
             return true;
         }
         false

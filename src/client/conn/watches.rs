@@ -85,12 +85,80 @@ impl WatchTx {
     }
 }
 
+/// The watches armed on the server, per table (behind `Shared::watches`).
 #[derive(Default)]
 pub(super) struct Watches {
-    pub(super) data: HashMap<String, Vec<WatchTx>>,
-    pub(super) exist: HashMap<String, Vec<WatchTx>>,
-    pub(super) child: HashMap<String, Vec<WatchTx>>,
-    pub(super) closed: bool,
+    data: HashMap<String, Vec<WatchTx>>,
+    exist: HashMap<String, Vec<WatchTx>>,
+    child: HashMap<String, Vec<WatchTx>>,
+    /// The client is closed: no watch is registered any more.
+    closed: bool,
+}
+
+type Table = HashMap<String, Vec<WatchTx>>;
+
+impl Watches {
+    /// Registers a watch the server set; gives it back if the client is closed. A sink
+    /// armed twice (a re-arm and a confirm crossing) is kept once.
+    fn add(
+        &mut self,
+        server_path: String,
+        kind: WatchKind,
+        tx: WatchTx,
+    ) -> Result<(), (String, WatchTx)> {
+        if self.closed {
+            return Err((server_path, tx));
+        }
+        let table = match kind {
+            WatchKind::Data => &mut self.data,
+            WatchKind::Exist => &mut self.exist,
+            WatchKind::Child => &mut self.child,
+        };
+        let list = table.entry(server_path).or_default();
+        if let WatchTx::Sink(new) = &tx {
+            if list
+                .iter()
+                .any(|t| matches!(t, WatchTx::Sink(old) if same_sink(old, new)))
+            {
+                return Ok(());
+            }
+        }
+        list.push(tx);
+        Ok(())
+    }
+
+    /// Takes the watches on `server_path` of the tables `from` names (`[data, exist,
+    /// child]`, see [`fired_by`]).
+    fn take_fired(&mut self, server_path: &str, from: [bool; 3]) -> Vec<WatchTx> {
+        let mut senders = Vec::new();
+        let tables = [&mut self.data, &mut self.exist, &mut self.child];
+        for (table, take) in tables.into_iter().zip(from) {
+            if take {
+                if let Some(v) = table.remove(server_path) {
+                    senders.extend(v);
+                }
+            }
+        }
+        senders
+    }
+
+    /// Takes every watch; with `close`, none is registered any more.
+    fn take_all(&mut self, close: bool) -> [Table; 3] {
+        if close {
+            self.closed = true;
+        }
+        [
+            std::mem::take(&mut self.data),
+            std::mem::take(&mut self.exist),
+            std::mem::take(&mut self.child),
+        ]
+    }
+
+    /// The paths watched, per table: `[data, exist, child]`.
+    fn paths(&self) -> [Vec<String>; 3] {
+        let keys = |m: &Table| m.keys().cloned().collect::<Vec<_>>();
+        [keys(&self.data), keys(&self.exist), keys(&self.child)]
+    }
 }
 
 impl Shared {
@@ -130,10 +198,10 @@ impl Shared {
         let Some(mut io) = self.io.try_lock() else {
             return false;
         };
-        if io.stream.is_none() {
+        if io.stream().is_none() {
             return true;
         }
-        let session = io.session;
+        let session = io.session();
         let queued = std::mem::take(&mut *self.rearm.lock());
         let mut reqs = Vec::new();
         for (server_path, sink) in queued {
@@ -164,28 +232,18 @@ impl Shared {
     /// The SetWatches frames that re-arm, on a resumed session, every watch the registry
     /// holds (the server forgot them with the old connection).
     pub(super) fn set_watches_frames(&self) -> Vec<Vec<u8>> {
-        let w = self.watches.lock();
-        let keys = |m: &HashMap<String, Vec<WatchTx>>| m.keys().cloned().collect::<Vec<_>>();
+        let [data, exist, child] = self.watches.lock().paths();
         proto::set_watches_frames(
             self.last_zxid.load(Ordering::Relaxed),
-            &keys(&w.data),
-            &keys(&w.exist),
-            &keys(&w.child),
+            &data,
+            &exist,
+            &child,
         )
     }
 
     /// Every watch receives `kind` and is forgotten.
     pub(super) fn fire_all_watches(&self, kind: EventType, close: bool) {
-        let mut w = self.watches.lock();
-        if close {
-            w.closed = true;
-        }
-        let maps = [
-            std::mem::take(&mut w.data),
-            std::mem::take(&mut w.exist),
-            std::mem::take(&mut w.child),
-        ];
-        drop(w);
+        let maps = self.watches.lock().take_all(close);
         for map in maps {
             for (p, senders) in map {
                 let ev = WatchedEvent {
@@ -200,38 +258,20 @@ impl Shared {
     }
 
     pub(super) fn register_watch(&self, server_path: String, kind: WatchKind, tx: WatchTx) {
-        let mut w = self.watches.lock();
-        if w.closed {
-            drop(w);
+        let added = self.watches.lock().add(server_path, kind, tx);
+        if let Err((server_path, tx)) = added {
             tx.deliver(&WatchedEvent {
                 event_type: EventType::Closed,
                 path: path::from_server(&self.cfg.chroot, &server_path),
             });
-            return;
         }
-        let map = match kind {
-            WatchKind::Data => &mut w.data,
-            WatchKind::Exist => &mut w.exist,
-            WatchKind::Child => &mut w.child,
-        };
-        let list = map.entry(server_path).or_default();
-        // A sink armed twice (a re-arm and a confirm crossing) is told once.
-        if let WatchTx::Sink(new) = &tx {
-            if list
-                .iter()
-                .any(|t| matches!(t, WatchTx::Sink(old) if same_sink(old, new)))
-            {
-                return;
-            }
-        }
-        list.push(tx);
     }
 
     pub(super) fn on_watch_event(&self, ev: proto::RawWatchEvent) {
         // Type -1 is a session-state notification.
         if ev.kind == -1 {
             if ev.state == code::SESSION_EXPIRED {
-                self.lose(LossReason::Expired);
+                self.enter_lost(LossReason::Expired);
             }
             return;
         }
@@ -244,19 +284,7 @@ impl Shared {
             );
             return;
         };
-        let mut senders = Vec::new();
-        {
-            let mut guard = self.watches.lock();
-            let w = &mut *guard;
-            let maps = [&mut w.data, &mut w.exist, &mut w.child];
-            for (map, take) in maps.into_iter().zip(from) {
-                if take {
-                    if let Some(v) = map.remove(&ev.path) {
-                        senders.extend(v);
-                    }
-                }
-            }
-        }
+        let senders = self.watches.lock().take_fired(&ev.path, from);
         let out = WatchedEvent {
             event_type,
             path: path::from_server(&self.cfg.chroot, &ev.path),

@@ -1,0 +1,79 @@
+//! The connection's clocks: when the client last wrote, last read, and when the latest
+//! request the server answered was sent (the loss clock counts from there). Stamps are
+//! microseconds since the client started, in atomics: the connection thread and the
+//! callers stamp them without a lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub(super) struct Clock {
+    base: Instant,
+    last_send_us: AtomicU64,
+    last_recv_us: AtomicU64,
+    /// When the latest request the server has answered was sent. The server renews the
+    /// session when a request arrives, which is after this; so the session cannot expire on
+    /// the server before this + the session timeout, and the client's own loss clock counts
+    /// from here (counting from the reply's arrival would be late by the server's and the
+    /// network's delay).
+    last_acked_send_us: AtomicU64,
+}
+
+impl Clock {
+    pub(super) fn new() -> Clock {
+        Clock {
+            base: Instant::now(),
+            last_send_us: AtomicU64::new(0),
+            last_recv_us: AtomicU64::new(0),
+            last_acked_send_us: AtomicU64::new(0),
+        }
+    }
+
+    /// Now, as a stamp.
+    pub(super) fn now_us(&self) -> u64 {
+        self.base.elapsed().as_micros() as u64
+    }
+
+    fn since(&self, stamp: &AtomicU64) -> Duration {
+        Duration::from_micros(self.now_us().saturating_sub(stamp.load(Ordering::Relaxed)))
+    }
+
+    /// Something was written just now.
+    pub(super) fn sent(&self) {
+        self.last_send_us.store(self.now_us(), Ordering::Relaxed);
+    }
+
+    /// Something was read just now.
+    pub(super) fn received(&self) {
+        self.last_recv_us.store(self.now_us(), Ordering::Relaxed);
+    }
+
+    /// The server answered a request sent at `sent_us`.
+    pub(super) fn answered(&self, sent_us: u64) {
+        self.last_acked_send_us
+            .fetch_max(sent_us, Ordering::Relaxed);
+    }
+
+    /// A new connection is live: it was written to and read from just now, and its
+    /// handshake, sent at `connect_sent_us`, was answered.
+    pub(super) fn connected(&self, connect_sent_us: u64) {
+        let now = self.now_us();
+        self.last_recv_us.store(now, Ordering::Relaxed);
+        self.last_send_us.store(now, Ordering::Relaxed);
+        self.answered(connect_sent_us);
+    }
+
+    /// Since the last write.
+    pub(super) fn idle(&self) -> Duration {
+        self.since(&self.last_send_us)
+    }
+
+    /// Since the last read.
+    pub(super) fn silent(&self) -> Duration {
+        self.since(&self.last_recv_us)
+    }
+
+    /// Since the send of the latest request the server answered.
+    pub(super) fn unanswered(&self) -> Duration {
+        self.since(&self.last_acked_send_us)
+    }
+}
