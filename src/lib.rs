@@ -79,7 +79,7 @@
 //!
 //! ## The client
 //!
-//! A synchronous ZooKeeper client of its own ([`Client`]), with one background thread, that
+//! A synchronous ZooKeeper client of its own ([`Client`]), with one connection thread, that
 //! always knows the state of its session; TLS and mutual TLS with the `tls` feature
 //! (`ClientBuilder::tls`, `TlsConfig`) and SASL DIGEST-MD5
 //! logins ([`ClientBuilder::sasl_digest`]); with the `testing` feature, real ZooKeeper

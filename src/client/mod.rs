@@ -1,7 +1,8 @@
 //! A synchronous ZooKeeper client: sessions, requests, watches.
 //!
 //! One [`Client`] is one ZooKeeper session (replaced by a new one, on its own, if the session
-//! is lost) and one background thread. Callers write their requests on the socket themselves
+//! is lost) and one connection thread (plus, only while deletes wait to be retried, the
+//! janitor's; see ARCHITECTURE.md for every thread). Callers write their requests on the socket themselves
 //! and wait on their own channel for the reply; the background thread reads every frame,
 //! routes replies and watch events, pings, detects a silent server, reconnects with back-off,
 //! re-arms watches and replays credentials.
