@@ -26,6 +26,10 @@ const SESSION: Duration = Duration::from_secs(20);
 const WITHIN: Duration = Duration::from_secs(45);
 /// The held nodes another client deletes after the failover, spread across the set.
 const DELETED: [usize; 5] = [0, 499, 1_000, 1_501, GUARDS - 1];
+/// The length of a directory name that makes the failover test's paths long (about 700
+/// bytes each): re-arming its 2,000 watches then takes over 1.3 MB of paths, more than the
+/// server's `jute.maxbuffer` (1 MiB) accepts in one frame, as 10,000 ordinary paths would.
+const LONG_NAME: usize = 600;
 
 /// The lock path of the `i`th lock under `root` (zero-padded: paths sort by `i`).
 fn lock_path(root: &str, i: usize) -> String {
@@ -103,8 +107,14 @@ fn assert_watches(
     when: &str,
 ) {
     let seen = session_watches(cluster, i, client);
-    let missing: Vec<_> = want.difference(&seen).take(5).collect();
-    let extra: Vec<_> = seen.difference(want).take(5).collect();
+    // Named by their lock directory and node: the paths are long.
+    let short = |p: &String| {
+        let mut last_two: Vec<&str> = p.rsplit('/').take(2).collect();
+        last_two.reverse();
+        last_two.join("/")
+    };
+    let missing: Vec<_> = want.difference(&seen).take(5).map(short).collect();
+    let extra: Vec<_> = seen.difference(want).take(5).map(short).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
         "{when}: server {i} watches {} paths for the session, want {}; missing (first 5) \
@@ -125,12 +135,8 @@ fn dirs_with_nodes(client: &Client, root: &str) -> Vec<String> {
     let dirs: Vec<String> = (0..GUARDS).map(|i| lock_path(root, i)).collect();
     let mut left = Vec::new();
     for batch in dirs.chunks(500) {
-        let pending = client.pipeline(|p| {
-            batch
-                .iter()
-                .map(|d| p.get_children(d))
-                .collect::<Vec<_>>()
-        });
+        let pending =
+            client.pipeline(|p| batch.iter().map(|d| p.get_children(d)).collect::<Vec<_>>());
         for (dir, reply) in batch.iter().zip(pending) {
             match reply.wait() {
                 Ok((names, _)) if names.is_empty() => {}
@@ -187,13 +193,14 @@ fn two_thousand_held_locks_keep_one_watch_each_and_leave_nothing_when_dropped() 
 /// another server, every guard is valid again and none reports a loss, with nothing sent
 /// for it by the guards (the connection thread re-arms their watches). The new server
 /// watches exactly the held nodes, and a deletion by another client afterwards reaches
-/// exactly the deleted nodes' guards. Dropped, they leave no node and no watch.
+/// exactly the deleted nodes' guards. Dropped, they leave no node and no watch. The paths
+/// are long, so that the re-arming does not fit in one frame the server accepts.
 #[test]
 fn two_thousand_guards_survive_a_failover_and_a_later_deletion_reaches_only_its_guard() {
     init_log();
     let cluster = TestCluster::start(3).unwrap();
     let holder = connect(&cluster.connect_string(), SESSION);
-    let root = unique("scale-failover");
+    let root = format!("{}/{}", unique("scale-failover"), "n".repeat(LONG_NAME));
     let guards = take_all(&holder, &root);
     let lost: Vec<Receiver<()>> = guards.iter().map(|g| g.lost()).collect();
     holder.sync(&root).unwrap();
@@ -209,8 +216,13 @@ fn two_thousand_guards_survive_a_failover_and_a_later_deletion_reaches_only_its_
     wait_until(WITHIN, "every guard valid again", || {
         guards.iter().all(|g| g.is_valid())
     });
-    let reported: Vec<usize> = (0..GUARDS).filter(|&i| lost[i].try_recv().is_ok()).collect();
-    assert!(reported.is_empty(), "lost across the failover: {reported:?}");
+    let reported: Vec<usize> = (0..GUARDS)
+        .filter(|&i| lost[i].try_recv().is_ok())
+        .collect();
+    assert!(
+        reported.is_empty(),
+        "lost across the failover: {reported:?}"
+    );
     assert_eq!(
         holder.stats().requests,
         requests,
@@ -229,7 +241,11 @@ fn two_thousand_guards_survive_a_failover_and_a_later_deletion_reaches_only_its_
     }
     for &i in &DELETED {
         recv(&lost[i], WITHIN, &format!("loss of {}", guards[i].path()));
-        assert!(!guards[i].is_valid(), "{} valid once deleted", guards[i].path());
+        assert!(
+            !guards[i].is_valid(),
+            "{} valid once deleted",
+            guards[i].path()
+        );
     }
     // The holder's server has delivered every deletion before this reply.
     holder.sync(&root).unwrap();
