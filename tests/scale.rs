@@ -72,7 +72,9 @@ fn take_all(client: &Client, root: &str) -> Vec<MutexGuard> {
 
 /// `wchc` of server `i`: session id (`0x...`, lower case) -> the paths it watches.
 fn watches_by_session(cluster: &TestCluster, i: usize) -> HashMap<String, BTreeSet<String>> {
-    let out = cluster.four_letter(i, "wchc").expect("wchc");
+    let out = cluster
+        .four_letter_with_timeout(i, "wchc", WITHIN)
+        .expect("wchc");
     let mut map: HashMap<String, BTreeSet<String>> = HashMap::new();
     let mut current = None;
     for line in out.lines().map(str::trim).filter(|l| !l.is_empty()) {
