@@ -126,6 +126,16 @@ fn assert_watches(
     );
 }
 
+/// Every watch server `i` holds, child watches included (`wchs`): on a cluster of one test,
+/// where only the holder watches anything, a stray watch of any kind shows here.
+fn total_watches(cluster: &TestCluster, i: usize) -> usize {
+    let out = cluster.four_letter(i, "wchs").expect("wchs");
+    out.lines()
+        .find_map(|l| l.strip_prefix("Total watches:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("unexpected wchs output: {out}"))
+}
+
 /// The held nodes of `guards`.
 fn own_nodes<'a>(guards: impl IntoIterator<Item = &'a MutexGuard>) -> BTreeSet<String> {
     guards.into_iter().map(|g| g.path().to_string()).collect()
@@ -209,6 +219,11 @@ fn two_thousand_guards_survive_a_failover_and_a_later_deletion_reaches_only_its_
     let first = wait_server_of(&cluster, &holder);
     let held = own_nodes(&guards);
     assert_watches(&cluster, first, &holder, &held, "before the failover");
+    assert_eq!(
+        total_watches(&cluster, first),
+        GUARDS,
+        "before the failover"
+    );
 
     let events = holder.events();
     let session = holder.session_id();
@@ -235,6 +250,11 @@ fn two_thousand_guards_survive_a_failover_and_a_later_deletion_reaches_only_its_
     // The re-arming is done before the session's first request after the reconnect.
     holder.sync(&root).unwrap();
     assert_watches(&cluster, second, &holder, &held, "after the failover");
+    assert_eq!(
+        total_watches(&cluster, second),
+        GUARDS,
+        "after the failover"
+    );
 
     // Another client deletes a few held nodes: exactly their guards hear of it.
     let other = connect(&cluster.connect_string(), SESSION);
@@ -263,6 +283,12 @@ fn two_thousand_guards_survive_a_failover_and_a_later_deletion_reaches_only_its_
             .map(|i| &guards[i]),
     );
     assert_watches(&cluster, second, &holder, &kept, "after the deletions");
+    assert_eq!(
+        total_watches(&cluster, second),
+        kept.len(),
+        "after the deletions"
+    );
 
     drop_all_and_expect_nothing_left(guards, &cluster, second, &holder, &root);
+    assert_eq!(total_watches(&cluster, second), 0, "after the drop");
 }
