@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::partition::wait_server_of;
 use common::{connect, expect_reconnected, init_log, recv, shared_cluster, unique, wait_until};
@@ -141,8 +141,8 @@ fn own_nodes<'a>(guards: impl IntoIterator<Item = &'a MutexGuard>) -> BTreeSet<S
     guards.into_iter().map(|g| g.path().to_string()).collect()
 }
 
-/// The lock directories under `root` that still hold a node (a missing one holds none: an
-/// empty container is reaped). Listed in pipelined batches.
+/// The lock directories under `root` (by name) that still hold a node, with their nodes (a
+/// missing one holds none: an empty container is reaped). Listed in pipelined batches.
 fn dirs_with_nodes(client: &Client, root: &str) -> Vec<String> {
     let dirs: Vec<String> = (0..GUARDS).map(|i| lock_path(root, i)).collect();
     let mut left = Vec::new();
@@ -152,7 +152,7 @@ fn dirs_with_nodes(client: &Client, root: &str) -> Vec<String> {
         for (dir, reply) in batch.iter().zip(pending) {
             match reply.wait() {
                 Ok((names, _)) if names.is_empty() => {}
-                Ok((names, _)) => left.push(format!("{dir}: {names:?}")),
+                Ok((names, _)) => left.push(format!("{}: {names:?}", common::base(dir))),
                 Err(Error::NoNode { .. }) => {}
                 Err(e) => panic!("list {dir}: {e}"),
             }
@@ -171,17 +171,32 @@ fn drop_all_and_expect_nothing_left(
     root: &str,
 ) {
     drop(guards);
-    let mut left = Vec::new();
-    wait_until(WITHIN, "every held node deleted", || {
-        left = dirs_with_nodes(client, root);
-        left.is_empty()
-    });
+    wait_for_none(WITHIN, "held nodes left", || dirs_with_nodes(client, root));
     // Every watched node is gone, so every watch has fired and been removed.
-    let mut watched = BTreeSet::new();
-    wait_until(WITHIN, "no watch left for the session", || {
-        watched = session_watches(cluster, server, client);
-        watched.is_empty()
+    wait_for_none(WITHIN, "watches left for the session", || {
+        session_watches(cluster, server, client)
+            .into_iter()
+            .collect()
     });
+}
+
+/// Polls `left` (every 10 ms) until it lists nothing; panics naming `what` and the first
+/// few items after `within`.
+fn wait_for_none(within: Duration, what: &str, mut left: impl FnMut() -> Vec<String>) {
+    let deadline = Instant::now() + within;
+    loop {
+        let now_left = left();
+        if now_left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} {what} after {within:?}, first: {:?}",
+            now_left.len(),
+            &now_left[..now_left.len().min(3)]
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// One client takes 2,000 distinct locks from a few threads and holds them: every guard is
