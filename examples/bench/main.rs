@@ -80,7 +80,9 @@
 //!   `W8`: one client takes `BENCH_SCALE` distinct `Mutex`es, uncontended, from 4 threads,
 //!   and holds them: acquisitions per second, resident memory per held guard (VmRSS delta),
 //!   requests per guard, and the connected server's watch total (`wchs`) against the
-//!   guards' own-node watches.
+//!   guards' own-node watches. Each lock's directory is new, so its creation is in the
+//!   figure; `W8 existing dirs` takes the same locks again after `W10`, while their
+//!   directories still exist (the server removes empty containers after 60 s).
 //!   `W9`: with them held, the connected server is SIGKILLed: time from the kill until
 //!   `Reconnected`, until every guard `is_valid()`, and until the new server counts every
 //!   watch again (`watches_rearmed_ms`); connection attempts, the requests callers sent
