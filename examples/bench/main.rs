@@ -91,7 +91,9 @@
 //!   `mntr` `zk_packets_received`, `zk_bytes_received_count`: the handshake, SetWatches
 //!   frames and pings); then another client deletes one held node: the time until its
 //!   guard's `lost()` fires, and how many other guards are not valid at the end.
-//!   `goal_met`: watches re-armed within 2 s, nothing lost.
+//!   `goal_met`: watches re-armed within 2 s, nothing lost. `killed_leader`: the killed
+//!   server led the ensemble (then the others elect a leader before serving again, and
+//!   the client's `connect_attempts` count the refusals meanwhile).
 //!   `W10`: every guard dropped (released) from one thread: time, requests, and the
 //!   server's watch total afterwards.
 //! - `W11`: `BENCH_SCALE / 10` threads (default 1,000) blocked on as many `Mutex`es of one

@@ -203,6 +203,8 @@ fn w9(
 ) -> Res<()> {
     let n = guards.len();
     let killed = serving(cluster, client)?;
+    // A dead leader costs the ensemble an election before anyone serves again.
+    let killed_leader = cluster.leader() == Some(killed);
     let others: Vec<usize> = (0..cluster.len()).filter(|&i| i != killed).collect();
     let events = client.events();
     let (packets_before, bytes_before) = received(cluster, &others);
@@ -261,6 +263,7 @@ fn w9(
         Line::new("W9", target)
             .u("guards", n as u64)
             .u("killed_server", killed as u64)
+            .b("killed_leader", killed_leader)
             .u("new_server", server as u64)
             .f("reconnected_ms", ms(Some(reconnected)))
             .f("all_valid_ms", ms(all_valid))
