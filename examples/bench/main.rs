@@ -357,9 +357,11 @@ fn run() -> Res<bool> {
         .into_iter()
         .find_map(|(name, on)| on.then_some(name))
     {
-        run_one(first, 300.0, &|ctx: &Ctx| held_guards(ctx, &show));
+        run_one(first, 300.0 * scale_budget(), &|ctx: &Ctx| {
+            held_guards(ctx, &show)
+        });
     }
-    run_one("W11", 300.0, &w11);
+    run_one("W11", 300.0 * scale_budget(), &w11);
 
     let _armed = watchdog.arm("cleanup", Duration::from_secs(60));
     delete_tree(&ctx.client, &ctx.dir)?;

@@ -13,6 +13,12 @@ pub(crate) fn scale_n() -> usize {
         .unwrap_or(10_000)
 }
 
+/// How much longer than at the default size W8–W11 may take (`BENCH_SCALE / 10,000`, at
+/// least 1).
+pub(crate) fn scale_budget() -> f64 {
+    (scale_n() as f64 / 10_000.0).max(1.0)
+}
+
 /// Threads that acquire the guards in W8 (and block in W11 only as waiters, one per lock).
 const TAKERS: usize = 4;
 /// Longest wait for the failover's steps and a deletion's notification.
