@@ -93,7 +93,8 @@
 //!   guard's `lost()` fires, and how many other guards are not valid at the end.
 //!   `goal_met`: watches re-armed within 2 s, nothing lost. `killed_leader`: the killed
 //!   server led the ensemble (then the others elect a leader before serving again, and
-//!   the client's `connect_attempts` count the refusals meanwhile).
+//!   the client's `connect_attempts` count the refusals meanwhile, and
+//!   `server_packets_received` is null: a server that changes role restarts that counter).
 //!   `W10`: every guard dropped (released) from one thread: time, requests, and the
 //!   server's watch total afterwards.
 //! - `W11`: `BENCH_SCALE / 10` threads (default 1,000) blocked on as many `Mutex`es of one

@@ -278,8 +278,19 @@ fn w9(
             .u("not_valid_after_failover", not_valid as u64)
             .u("connect_attempts", connects)
             .u("caller_requests", requests)
-            .u("server_packets_received", packets_after - packets_before)
-            .u("server_bytes_received", bytes_after - bytes_before)
+            // A server that changes role (the leader died) restarts its packet counters;
+            // the byte counter is a metric that survives it.
+            .put(
+                "server_packets_received",
+                match killed_leader {
+                    false => packets_after.saturating_sub(packets_before).into(),
+                    true => serde_json::Value::Null,
+                },
+            )
+            .u(
+                "server_bytes_received",
+                bytes_after.saturating_sub(bytes_before),
+            )
             .f("delete_rtt_ms", ms(Some(delete_rtt)))
             .f("delete_to_lost_ms", ms(lost_after))
             .u("others_not_valid_at_end", others_invalid as u64)
