@@ -4,7 +4,7 @@
 //! `BENCH_FORCE_SYNC=1`; the JVM's full JIT; warmed up for 3 s first), or the ensemble named
 //! by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
 //! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
-//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`, and `TLS`: built with the `tls`
+//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`, `W8`, `W9`, `W10`, `W11`, and `TLS`: built with the `tls`
 //! feature, the harness server also has a TLS port, and `ops`, `W1` and `W2` run a second
 //! time over TLS right after the plaintext ones (their lines' `target` ends in `over TLS`);
 //! `BENCH_ONLY=ops,W1,W2,TLS` gives both side by side.
@@ -74,6 +74,35 @@
 //!   `server_slowdown` is how much slower that baseline is at 1,000 waiters than at 8, and
 //!   `ratio_in_run_1000` / `ratio_in_run_8` each run's handoff against it.
 //!
+//! - `W8`–`W10` (`BENCH_SCALE` guards, default 10,000) run together on a 3-server harness
+//!   ensemble of their own (whatever `ZK_CONNECT` says: W9 kills one of its servers); any of
+//!   them selected runs all three and prints the selected lines.
+//!   `W8`: one client takes `BENCH_SCALE` distinct `Mutex`es, uncontended, from 4 threads,
+//!   and holds them: acquisitions per second, resident memory per held guard (VmRSS delta),
+//!   requests per guard, and the connected server's watch total (`wchs`) against the
+//!   guards' own-node watches. Each lock's directory is new, so its creation is in the
+//!   figure; `W8 existing dirs` takes the same locks again after `W10`, while their
+//!   directories still exist (the server removes empty containers after 60 s).
+//!   `W9`: with them held, the connected server is SIGKILLed: time from the kill until
+//!   `Reconnected`, until every guard `is_valid()`, and until the new server counts every
+//!   watch again (`watches_rearmed_ms`); connection attempts, the requests callers sent
+//!   (`ClientStats::requests`, which leaves out the connection thread's handshake and
+//!   SetWatches) and the packets and bytes the surviving servers received meanwhile (their
+//!   `mntr` `zk_packets_received`, `zk_bytes_received_count`: the handshake, SetWatches
+//!   frames and pings); then another client deletes one held node: the time until its
+//!   guard's `lost()` fires, and how many other guards are not valid at the end.
+//!   `goal_met`: watches re-armed within 2 s, nothing lost. `killed_leader`: the killed
+//!   server led the ensemble (then the others elect a leader before serving again, and
+//!   the client's `connect_attempts` count the refusals meanwhile, and
+//!   `server_packets_received` is null: a server that changes role restarts that counter).
+//!   `W10`: every guard dropped (released) from one thread: time, requests, and the
+//!   server's watch total afterwards.
+//! - `W11`: `BENCH_SCALE / 10` threads (default 1,000) blocked on as many `Mutex`es of one
+//!   client, each held by another client, released one at a time (each after the previous
+//!   waiter woke): p50/p99 from the start of the release (the holder's delete) to the
+//!   waiter's acquire returning, against the same with one waiter (as many rounds);
+//!   `ratio_p50` of the two, and the releases' own times beside them.
+//!
 //! Contention runs (`W2`, `W6`) start with every contender queued behind a holder on the
 //! bench's own session, count `BENCH_N` acquisitions or as many as happen in 90 s (then
 //! `time_capped` is true), and cancel the waiters left.
@@ -88,6 +117,7 @@ mod election;
 mod mixes;
 mod report;
 mod rig;
+mod scale;
 mod semaphore;
 mod uncontended;
 
@@ -119,6 +149,7 @@ use election::*;
 use mixes::*;
 use report::*;
 use rig::*;
+use scale::*;
 use semaphore::*;
 use uncontended::*;
 
@@ -156,8 +187,8 @@ impl Ctx {
     }
 }
 
-const WORKLOADS: [&str; 10] = [
-    "ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W4", "W5", "W6", "W7",
+const WORKLOADS: [&str; 14] = [
+    "ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11",
 ];
 
 fn main() {
@@ -317,6 +348,21 @@ fn run() -> Res<bool> {
     run_one("W5", 180.0, &w5);
     run_one("W6", 600.0, &w6);
     run_one("W7", 180.0, &w7);
+    // W8–W10 share the held guards: run once under the first one selected.
+    let show = HeldFigures {
+        w8: selected("W8"),
+        w9: selected("W9"),
+        w10: selected("W10"),
+    };
+    if let Some(first) = [("W8", show.w8), ("W9", show.w9), ("W10", show.w10)]
+        .into_iter()
+        .find_map(|(name, on)| on.then_some(name))
+    {
+        run_one(first, 300.0 * scale_budget(), &|ctx: &Ctx| {
+            held_guards(ctx, &show)
+        });
+    }
+    run_one("W11", 300.0 * scale_budget(), &w11);
 
     let _armed = watchdog.arm("cleanup", Duration::from_secs(60));
     delete_tree(&ctx.client, &ctx.dir)?;

@@ -180,29 +180,75 @@ fn find_by_uuid(c: &Client, dir: &str, uuid: &str) -> Result<Option<Acquired>> {
 /// container, or, when it has data to keep (a semaphore's permit count, which must outlive
 /// idle periods), as a persistent node. Each created node gets `acl`; an existing one is
 /// left as it is.
+///
+/// `dir` is created first: its parent usually exists, and then that is the one request
+/// (every create is a write through the quorum, a failed one too). Only a missing parent
+/// makes it create the ancestors, each the same way, and `dir` again.
 pub(crate) fn create_dir(c: &Client, dir: &str, dir_data: &[u8], acl: &[Acl]) -> Result<()> {
-    let mut path = String::new();
-    let parts: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
-    for (i, part) in parts.iter().enumerate() {
-        path.push('/');
-        path.push_str(part);
-        let last = i + 1 == parts.len();
-        let (data, mode) = if last && !dir_data.is_empty() {
-            (dir_data, CreateMode::Persistent)
-        } else {
-            (&b""[..], CreateMode::Container)
-        };
-        match c.create_with_acl(&path, data, mode, acl) {
-            Ok(_) | Err(Error::NodeExists { .. }) => {}
-            // The server checks the parent's ACL before whether the node exists: a node
-            // that exists under a parent we may not create in is no obstacle.
-            Err(e @ Error::NoAuth { .. }) => {
-                if c.exists(&path)?.is_none() {
-                    return Err(e);
-                }
+    let (data, mode) = if dir_data.is_empty() {
+        (&b""[..], CreateMode::Container)
+    } else {
+        (dir_data, CreateMode::Persistent)
+    };
+    match create_one(c, dir, data, mode, acl) {
+        Err(Error::NoNode { .. }) => match dir.rfind('/') {
+            Some(i) if i > 0 => {
+                create_dir(c, &dir[..i], b"", acl)?;
+                create_one(c, dir, data, mode, acl)
             }
-            Err(e) => return Err(e),
-        }
+            // The root always exists: a NoNode for a top-level node is the server's word.
+            _ => create_one(c, dir, data, mode, acl),
+        },
+        other => other,
     }
-    Ok(())
+}
+
+/// Creates `path` unless it exists.
+fn create_one(c: &Client, path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]) -> Result<()> {
+    match c.create_with_acl(path, data, mode, acl) {
+        Ok(_) | Err(Error::NodeExists { .. }) => Ok(()),
+        // The server checks the parent's ACL before whether the node exists: a node
+        // that exists under a parent we may not create in is no obstacle.
+        Err(e @ Error::NoAuth { .. }) => match c.exists(path)? {
+            Some(_) => Ok(()),
+            None => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::create_dir;
+    use crate::testing::TestCluster;
+    use crate::{Client, CreateMode, NodeAcl};
+
+    /// Under an existing parent a directory costs one create, not one per ancestor; a
+    /// missing chain is still made in full.
+    #[test]
+    fn create_dir_sends_one_create_under_an_existing_parent() {
+        let cluster = TestCluster::start(1).unwrap();
+        let c = Client::connect(&cluster.connect_string()).unwrap();
+        let acl = NodeAcl::open();
+        for p in ["/a", "/a/b", "/a/b/c"] {
+            c.create(p, b"", CreateMode::Persistent).unwrap();
+        }
+        let before = c.stats().requests;
+        create_dir(&c, "/a/b/c/d", b"", acl.entries()).unwrap();
+        assert_eq!(c.stats().requests - before, 1, "requests for one directory");
+        assert!(c.exists("/a/b/c/d").unwrap().is_some());
+        // Existing: one create (NodeExists), nothing made.
+        let before = c.stats().requests;
+        create_dir(&c, "/a/b/c/d", b"", acl.entries()).unwrap();
+        assert_eq!(
+            c.stats().requests - before,
+            1,
+            "requests for an existing directory"
+        );
+        // A missing chain, the last with data (persistent), the others containers.
+        create_dir(&c, "/x/y/z", b"7", acl.entries()).unwrap();
+        assert_eq!(c.get_data("/x/y/z").unwrap().0, b"7");
+        assert!(c.exists("/x/y").unwrap().is_some());
+        c.close();
+    }
 }
