@@ -10,7 +10,6 @@ mod terminal;
 #[path = "cli/usage.rs"]
 mod usage;
 
-use std::io::BufRead;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -686,16 +685,7 @@ fn server_prints_a_connect_string_a_client_can_use() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = server.stdout.take().unwrap();
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("a connect string within 2 minutes");
+    let line = first_line(&mut server);
     let cs = line.trim().to_string();
     assert!(cs.starts_with("127.0.0.1:"), "{line:?}");
     let c = client(&cs);

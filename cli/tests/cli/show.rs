@@ -21,18 +21,9 @@ fn holders_lists_a_semaphore_waiter_once() {
     let mut procs = vec![start("a")];
     let sem = zkguard::Semaphore::new(&c, &path, 1).unwrap();
     let wait_nodes = |n: usize| {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let seen = sem.participants().map(|p| p.len()).unwrap_or(0);
-            if seen == n {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{n} nodes not within {PATIENCE:?} (saw {seen})"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_count("nodes", n, || {
+            sem.participants().map(|p| p.len()).unwrap_or(0)
+        })
     };
     wait_nodes(1);
     procs.push(start("b"));

@@ -1,6 +1,5 @@
 //! What a new user meets first: the help, flock's habits, a wrong address, `server --port`.
 
-use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -204,16 +203,7 @@ fn server_port_is_the_one_asked_for() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = server.stdout.take().unwrap();
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("a connect string within 2 minutes");
+    let line = first_line(&mut server);
     assert_eq!(line.trim(), format!("127.0.0.1:{port}"));
     let c = client(line.trim());
     assert!(c.exists("/").unwrap().is_some());

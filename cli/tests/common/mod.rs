@@ -218,18 +218,38 @@ pub fn output(cmd: &mut Command) -> (i32, String, String) {
 /// Waits until `n` contenders are queued at a lock path (seen through the library).
 pub fn wait_contenders(client: &Client, path: &str, n: usize) {
     let lock = zkguard::Mutex::new(client, path).unwrap();
+    wait_count(&format!("contenders at {path}"), n, || {
+        lock.participants().map(|p| p.len()).unwrap_or(0)
+    });
+}
+
+/// Waits until `count()` says `n` (polled every 20 ms, for up to [`PATIENCE`]).
+pub fn wait_count(what: &str, n: usize, count: impl Fn() -> usize) {
     let deadline = Instant::now() + PATIENCE;
     loop {
-        let seen = lock.participants().map(|p| p.len()).unwrap_or(0);
+        let seen = count();
         if seen == n {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "{n} contenders at {path} not within {PATIENCE:?} (saw {seen})"
+            "{n} {what} not within {PATIENCE:?} (saw {seen})"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The first line a child prints on stdout (a server's connect string), within two minutes.
+pub fn first_line(child: &mut std::process::Child) -> String {
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        let _ = tx.send(line);
+    });
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("a connect string within 2 minutes")
 }
 
 /// A shell loop that waits (at most a minute) for a file, then exits 0; 1 if it never came.
