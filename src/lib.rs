@@ -128,6 +128,8 @@ mod queue;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+#[cfg(feature = "kerberos")]
+pub use client::Kerberos;
 #[cfg(feature = "tls")]
 pub use client::TlsConfig;
 pub use client::{
@@ -141,7 +143,7 @@ pub use client::{
 /// once, with no dependency of your own to add.
 pub use crossbeam_channel as channel;
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
-pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, Result};
+pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause, Result};
 pub use lock::{
     revoke, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit,
     ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex,

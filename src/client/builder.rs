@@ -77,9 +77,44 @@ impl ClientBuilder {
     /// # }
     /// ```
     pub fn sasl_digest(mut self, user: &str, password: &str) -> Self {
-        self.sasl = Some(SaslLogin {
+        self.sasl = Some(SaslLogin::Digest {
             user: user.to_string(),
             password: password.to_string(),
+        });
+        self
+    }
+
+    /// Logs in with Kerberos (SASL GSSAPI, feature `kerberos`), as ZooKeeper's Java client
+    /// does with a JAAS `Client` section: after the session handshake, on every connection
+    /// (a reconnect to another server logs in to that server), before any request is sent.
+    /// One SASL login per client: this replaces a [`sasl_digest`](Self::sasl_digest) login,
+    /// and the other way round. See [`Kerberos`](super::Kerberos) for the server principal
+    /// and where credentials come from.
+    ///
+    /// The ACL identity of the session is then `sasl:<principal>` (ZooKeeper's default keeps
+    /// the realm: `sasl:alice@EXAMPLE.COM`; the server's `kerberos.removeRealmFromPrincipal`
+    /// drops it). A login that cannot be made makes [`build`](Self::build) fail at once with
+    /// [`Error::Connect`] whose attempts say [`ConnectFailure::Kerberos`] and the
+    /// [`KerberosCause`](crate::KerberosCause): no ticket, an expired ticket, an unknown
+    /// server or client principal, clock skew. A KDC that cannot be reached is the one cause
+    /// that is retried until the connect deadline. A live client whose ticket expires keeps
+    /// its session; if it has to reconnect meanwhile, it keeps trying (a `kinit` or the
+    /// keytab renews the ticket) until the session expires.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// // After `kinit alice@EXAMPLE.COM`: the ticket in the default credential cache.
+    /// let client = zkguard::Client::builder("zk1.example.com:2181,zk2.example.com:2181")
+    ///     .sasl_kerberos(zkguard::Kerberos::new())
+    ///     .build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "kerberos")]
+    pub fn sasl_kerberos(mut self, login: super::Kerberos) -> Self {
+        self.sasl = Some(SaslLogin::Kerberos {
+            login,
+            memory_cache: format!("MEMORY:zkguard-{}", uuid::Uuid::new_v4().simple()),
         });
         self
     }
@@ -190,13 +225,16 @@ impl ClientBuilder {
         if let Some(t) = self.request_timeout {
             check("request timeout", t)?;
         }
-        if let Some(login) = &self.sasl {
-            if login.user.is_empty() {
+        match &self.sasl {
+            Some(SaslLogin::Digest { user, .. }) if user.is_empty() => {
                 return Err(Error::InvalidArgument {
                     name: "SASL user",
                     reason: "empty".into(),
                 });
             }
+            #[cfg(feature = "kerberos")]
+            Some(SaslLogin::Kerberos { login, .. }) => login.check()?,
+            _ => {}
         }
         for (scheme, _) in &self.auth {
             if scheme.is_empty() {

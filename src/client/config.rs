@@ -15,7 +15,7 @@ pub(crate) struct Config {
     pub max_request: usize,
     /// TLS to every server (feature `tls`).
     pub tls: Option<super::TlsSetup>,
-    /// The SASL DIGEST-MD5 login, on every connection.
+    /// The SASL login (DIGEST-MD5 or Kerberos), on every connection.
     pub sasl: Option<SaslLogin>,
     /// The ACL of the nodes the recipes create (see [`ClientBuilder::node_acl`](super::ClientBuilder::node_acl)).
     pub node_acl: NodeAcl,
@@ -23,17 +23,43 @@ pub(crate) struct Config {
     pub identity: bool,
 }
 
-/// A SASL DIGEST-MD5 user and password (the password is kept out of `Debug`).
+/// A SASL login: a DIGEST-MD5 user and password (the password is kept out of `Debug`), or
+/// Kerberos.
 #[derive(Clone)]
-pub(crate) struct SaslLogin {
-    pub user: String,
-    pub password: String,
+pub(crate) enum SaslLogin {
+    Digest {
+        user: String,
+        password: String,
+    },
+    #[cfg(feature = "kerberos")]
+    Kerberos {
+        login: super::Kerberos,
+        /// The memory credential cache tickets from a keytab go to: one per client, so
+        /// tickets survive from one connection to the next.
+        memory_cache: String,
+    },
+}
+
+impl SaslLogin {
+    /// Who logs in, for logs.
+    pub fn who(&self) -> String {
+        match self {
+            SaslLogin::Digest { user, .. } => format!("{user:?}"),
+            #[cfg(feature = "kerberos")]
+            SaslLogin::Kerberos { login, .. } => login.who(),
+        }
+    }
 }
 
 impl std::fmt::Debug for SaslLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SaslLogin")
-            .field("user", &self.user)
-            .finish_non_exhaustive()
+        match self {
+            SaslLogin::Digest { user, .. } => f
+                .debug_struct("Digest")
+                .field("user", user)
+                .finish_non_exhaustive(),
+            #[cfg(feature = "kerberos")]
+            SaslLogin::Kerberos { login, .. } => f.debug_tuple("Kerberos").field(login).finish(),
+        }
     }
 }

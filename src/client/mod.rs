@@ -12,6 +12,8 @@ mod builder;
 mod config;
 mod conn;
 mod janitor;
+#[cfg(feature = "kerberos")]
+mod kerberos;
 pub(crate) mod path;
 mod pipeline;
 pub(crate) mod proto;
@@ -33,6 +35,8 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 pub use acl::NodeAcl;
 pub use builder::ClientBuilder;
+#[cfg(feature = "kerberos")]
+pub use kerberos::Kerberos;
 /// The TLS settings the connection layer uses (none without the `tls` feature).
 #[cfg(feature = "tls")]
 pub(crate) use tls::Tls as TlsSetup;

@@ -5,6 +5,62 @@
 
 use std::fmt;
 
+use super::config::SaslLogin;
+use crate::error::ConnectFailure;
+
+/// The mechanism of a client's SASL login, run against one server.
+pub(crate) enum Mechanism {
+    Digest(DigestMd5Client),
+    #[cfg(feature = "kerberos")]
+    Gssapi(super::kerberos::GssapiClient),
+}
+
+impl Mechanism {
+    /// Starts a login with the server `server` (its connect-string entry, `host:port`): the
+    /// mechanism and the first token to send.
+    pub(crate) fn start(
+        login: &SaslLogin,
+        server: &str,
+    ) -> Result<(Mechanism, Vec<u8>), ConnectFailure> {
+        match login {
+            SaslLogin::Digest { user, password } => {
+                let m = DigestMd5Client::new(user, password);
+                let first = m.initial_response();
+                Ok((Mechanism::Digest(m), first))
+            }
+            #[cfg(feature = "kerberos")]
+            SaslLogin::Kerberos {
+                login,
+                memory_cache,
+            } => {
+                let (m, first) =
+                    super::kerberos::GssapiClient::start(login, host_part(server), memory_cache)?;
+                Ok((Mechanism::Gssapi(m), first))
+            }
+        }
+    }
+
+    /// Answers one token of the server: `Some(reply)` to send, or `None` when the login is
+    /// complete.
+    pub(crate) fn step(&mut self, token: &[u8]) -> Result<Option<Vec<u8>>, ConnectFailure> {
+        match self {
+            Mechanism::Digest(m) => m.step(token).map_err(|e| ConnectFailure::Sasl {
+                reason: e.to_string(),
+            }),
+            #[cfg(feature = "kerberos")]
+            Mechanism::Gssapi(m) => m.step(token),
+        }
+    }
+}
+
+/// The host of a connect-string entry: `zk1` of `zk1:2181`, `::1` of `[::1]:2181`.
+pub(crate) fn host_part(server: &str) -> &str {
+    if let Some(rest) = server.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    server.rsplit_once(':').map_or(server, |(h, _)| h)
+}
+
 /// The digest-uri ZooKeeper's server checks: `<protocol>/<server name>`.
 const DIGEST_URI: &str = "zookeeper/zk-sasl-md5";
 
@@ -315,6 +371,14 @@ fn md5(data: &[u8]) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_of_a_server_entry() {
+        assert_eq!(host_part("zk1.example.com:2181"), "zk1.example.com");
+        assert_eq!(host_part("127.0.0.1:2181"), "127.0.0.1");
+        assert_eq!(host_part("[::1]:2181"), "::1");
+        assert_eq!(host_part("zk1"), "zk1");
+    }
 
     #[test]
     fn md5_matches_rfc_1321() {

@@ -81,6 +81,55 @@ pub enum ConnectFailure {
         /// What went wrong, in words.
         reason: String,
     },
+    /// The Kerberos login (feature `kerberos`) could not be carried out: the cause, and the
+    /// Kerberos library's words for it.
+    Kerberos {
+        /// Why, as far as the Kerberos library's status tells.
+        cause: KerberosCause,
+        /// What went wrong, in the Kerberos library's words.
+        reason: String,
+    },
+}
+
+/// Why a Kerberos login failed ([`ConnectFailure::Kerberos`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KerberosCause {
+    /// No ticket to log in with: no credential cache (run `kinit`), no entry for the
+    /// principal in the cache or keytab.
+    NoCredentials,
+    /// The ticket (or the password's key) has expired: `kinit` again, or use a keytab,
+    /// from which tickets are renewed.
+    TicketExpired,
+    /// The KDC does not know the server principal (`zookeeper/<host>`): a wrong service,
+    /// host or realm, or a connect string of addresses whose names are not the principals'.
+    UnknownServer,
+    /// The KDC does not know the client principal.
+    UnknownClient,
+    /// This machine's clock and the KDC's (or the server's) differ by more than Kerberos
+    /// allows (5 minutes by default).
+    ClockSkew,
+    /// No KDC of the realm answered (down, unreachable, or none configured). The only
+    /// cause that may pass by itself: the client keeps trying until the connect deadline.
+    KdcUnreachable,
+    /// Anything else; the reason says what.
+    Other,
+}
+
+impl fmt::Display for KerberosCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KerberosCause::NoCredentials => {
+                "no Kerberos credentials (no ticket: run kinit, or give a keytab)"
+            }
+            KerberosCause::TicketExpired => "the Kerberos ticket has expired",
+            KerberosCause::UnknownServer => "the KDC does not know the server principal",
+            KerberosCause::UnknownClient => "the KDC does not know the client principal",
+            KerberosCause::ClockSkew => "the clocks differ too much (Kerberos clock skew)",
+            KerberosCause::KdcUnreachable => "no KDC of the realm can be reached",
+            KerberosCause::Other => "Kerberos error",
+        })
+    }
 }
 
 impl ConnectFailure {
@@ -90,7 +139,7 @@ impl ConnectFailure {
         matches!(
             self,
             ConnectFailure::Tls { .. } | ConnectFailure::Sasl { .. } | ConnectFailure::AuthFailed
-        )
+        ) || matches!(self, ConnectFailure::Kerberos { cause, .. } if *cause != KerberosCause::KdcUnreachable)
     }
 }
 
@@ -119,6 +168,9 @@ impl fmt::Display for ConnectFailure {
             ConnectFailure::AuthFailed => write!(f, "authentication failed"),
             ConnectFailure::Tls { reason } => write!(f, "TLS handshake failed: {reason}"),
             ConnectFailure::Sasl { reason } => write!(f, "SASL login failed: {reason}"),
+            ConnectFailure::Kerberos { cause, reason } => {
+                write!(f, "Kerberos login failed: {cause}: {reason}")
+            }
         }
     }
 }

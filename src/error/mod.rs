@@ -14,7 +14,7 @@ mod tests;
 
 pub use cause::IoCause;
 pub use code::ErrorCode;
-pub use connect::{ConnectAttempt, ConnectFailure};
+pub use connect::{ConnectAttempt, ConnectFailure, KerberosCause};
 
 /// Everything that can go wrong, in the caller's terms. Messages name the path involved.
 ///

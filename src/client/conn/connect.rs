@@ -11,7 +11,7 @@ use super::link::Link;
 use super::Shared;
 use crate::backoff::Backoff;
 use crate::client::proto::{self, code, op, xid, Reader};
-use crate::client::sasl::DigestMd5Client;
+use crate::client::sasl::Mechanism;
 use crate::client::types::LossReason;
 use crate::error::ConnectFailure;
 
@@ -181,7 +181,7 @@ impl Shared {
         }
         // Log in (SASL) and replay auth before anyone else can write, and wait for the
         // verdicts.
-        let mut early = self.sasl_login(&stream, &mut frames, deadline)?;
+        let mut early = self.sasl_login(&stream, host, &mut frames, deadline)?;
         early.extend(self.replay_auth(&stream, &mut frames, deadline)?);
         // Re-arm every watch of this session (none for a new session).
         let frames_out = if session_id == resp.session_id {
@@ -215,8 +215,8 @@ impl Shared {
         Ok(Handshake::Live(stream, frames))
     }
 
-    /// Logs in with SASL DIGEST-MD5 when the client has SASL credentials, as ZooKeeper's
-    /// own client does: `sasl` requests carrying the mechanism's tokens until it is done,
+    /// Logs in with SASL (DIGEST-MD5 or Kerberos) when the client has a SASL login, as
+    /// ZooKeeper's own client does: `sasl` requests carrying the mechanism's tokens until it is done,
     /// on every connection (a resumed session must log in again), before anything else is
     /// sent. A rejection closes the client ([`Error::AuthFailed`]). Returns the frames that
     /// came in meanwhile.
@@ -225,6 +225,7 @@ impl Shared {
     fn sasl_login(
         &self,
         stream: &Link,
+        host: &str,
         frames: &mut FrameReader,
         deadline: Instant,
     ) -> std::result::Result<Vec<Vec<u8>>, ConnectFailure> {
@@ -232,11 +233,16 @@ impl Shared {
             return Ok(Vec::new());
         };
         let io_err = |e: io::Error| super::link::failure("SASL login", e);
-        let mut mech = DigestMd5Client::new(&creds.user, &creds.password);
-        let mut token = mech.initial_response();
+        let (mut mech, mut token) = match Mechanism::start(creds, host) {
+            Ok(started) => started,
+            Err(why) => {
+                stream.shutdown();
+                return Err(why);
+            }
+        };
         let mut early = Vec::new();
-        // Bounded by the mechanism (two round trips for DIGEST-MD5); a server that never
-        // says "done" is malformed, not a reason to loop.
+        // Bounded by the mechanism (two round trips for DIGEST-MD5, three for Kerberos); a
+        // server that never says "done" is malformed, not a reason to loop.
         for _round in 0..8 {
             let x = self.io.lock().next_xid();
             let mut w = proto::Writer::default();
@@ -255,8 +261,8 @@ impl Shared {
                 }
                 if h.err != code::OK {
                     log::error!(
-                        "zkguard: the server rejected the SASL login of {:?} (error {})",
-                        creds.user,
+                        "zkguard: the server rejected the SASL login of {} (error {})",
+                        creds.who(),
                         h.err
                     );
                     stream.shutdown();
@@ -272,13 +278,12 @@ impl Shared {
             match mech.step(&challenge) {
                 Ok(Some(next)) => token = next,
                 Ok(None) => return Ok(early),
-                Err(e) => {
-                    // The server could not prove it knows the password (or speaks
-                    // another mechanism): not a server to trust with the session.
+                Err(why) => {
+                    // The server could not prove it knows the password or holds the
+                    // principal's key (or speaks another mechanism): not a server to trust
+                    // with the session.
                     stream.shutdown();
-                    return Err(ConnectFailure::Sasl {
-                        reason: e.to_string(),
-                    });
+                    return Err(why);
                 }
             }
         }
