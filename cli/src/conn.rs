@@ -82,12 +82,47 @@ pub struct Connection {
         help_heading = "SASL",
         help = "Log in with SASL DIGEST-MD5 as USER; the password comes from \
                 ZKGUARD_SASL_PASSWORD or --sasl-password-file, not both (never from the command \
-                line, which ps shows)"
+                line, which ps shows). With --sasl-mechanism gssapi: the Kerberos principal to \
+                log in as (default: the credential cache's, or the keytab's first)"
     )]
     pub sasl_user: Option<String>,
     /// Read the SASL password from this file
     #[arg(long, value_name = "FILE", global = true, help_heading = "SASL")]
     pub sasl_password_file: Option<PathBuf>,
+    #[arg(
+        long,
+        value_name = "MECHANISM",
+        env = "ZKGUARD_SASL_MECHANISM",
+        value_parser = ["digest", "gssapi"],
+        global = true,
+        help_heading = "SASL",
+        help = "The SASL mechanism: digest (DIGEST-MD5, with --sasl-user) or gssapi (Kerberos: \
+                the ticket from kinit, KRB5CCNAME or KRB5_CLIENT_KTNAME, or the --sasl-keytab, \
+                --sasl-ccache, --sasl-service, --sasl-host and --sasl-realm options)"
+    )]
+    pub sasl_mechanism: Option<String>,
+    /// Kerberos: the client keytab to get tickets from (they stay in this process's memory)
+    #[arg(long, value_name = "FILE", global = true, help_heading = "SASL")]
+    pub sasl_keytab: Option<PathBuf>,
+    /// Kerberos: the credential cache to use in place of KRB5CCNAME
+    #[arg(long, value_name = "CACHE", global = true, help_heading = "SASL")]
+    pub sasl_ccache: Option<PathBuf>,
+    /// Kerberos: the service of the server principal SERVICE/HOST (default zookeeper)
+    #[arg(long, value_name = "SERVICE", global = true, help_heading = "SASL")]
+    pub sasl_service: Option<String>,
+    /// Kerberos: the host of the server principal (default: each host of --connect)
+    #[arg(long, value_name = "HOST", global = true, help_heading = "SASL")]
+    pub sasl_host: Option<String>,
+    /// Kerberos: the realm of the server principal, taken as SERVICE/HOST@REALM (default:
+    /// krb5.conf's mapping of the host)
+    #[arg(long, value_name = "REALM", global = true, help_heading = "SASL")]
+    pub sasl_realm: Option<String>,
+}
+
+/// The SASL login the options ask for.
+enum Sasl {
+    Digest(String, String),
+    Gssapi,
 }
 
 impl Connection {
@@ -155,11 +190,36 @@ impl Connection {
         Ok(Some(tls))
     }
 
-    /// The SASL user and password (`--sasl-user` with `ZKGUARD_SASL_PASSWORD` or
-    /// `--sasl-password-file`).
-    fn sasl(&self) -> Result<Option<(String, String)>, Fail> {
+    /// The SASL login: DIGEST-MD5 (`--sasl-user` with `ZKGUARD_SASL_PASSWORD` or
+    /// `--sasl-password-file`) or Kerberos (`--sasl-mechanism gssapi`).
+    fn sasl(&self) -> Result<Option<Sasl>, Fail> {
         let usage = |msg: String| Fail::new(EXIT_USAGE, msg);
+        let kerberos_flags = [
+            (self.sasl_keytab.is_some(), "--sasl-keytab"),
+            (self.sasl_ccache.is_some(), "--sasl-ccache"),
+            (self.sasl_service.is_some(), "--sasl-service"),
+            (self.sasl_host.is_some(), "--sasl-host"),
+            (self.sasl_realm.is_some(), "--sasl-realm"),
+        ];
+        if self.sasl_mechanism.as_deref() == Some("gssapi") {
+            if self.sasl_password_file.is_some() {
+                return Err(usage(
+                    "--sasl-password-file is for DIGEST-MD5: a Kerberos login takes no password \
+                     (kinit, or --sasl-keytab)"
+                        .into(),
+                ));
+            }
+            return Ok(Some(Sasl::Gssapi));
+        }
+        if let Some((_, flag)) = kerberos_flags.iter().find(|(set, _)| *set) {
+            return Err(usage(format!(
+                "{flag} is a Kerberos option: give --sasl-mechanism gssapi"
+            )));
+        }
         let Some(user) = &self.sasl_user else {
+            if self.sasl_mechanism.is_some() {
+                return Err(usage("--sasl-mechanism digest needs --sasl-user".into()));
+            }
             if self.sasl_password_file.is_some() {
                 return Err(usage("--sasl-password-file needs --sasl-user".into()));
             }
@@ -193,7 +253,42 @@ impl Connection {
                 ))
             })?,
         };
-        Ok(Some((user.clone(), password)))
+        Ok(Some(Sasl::Digest(user.clone(), password)))
+    }
+
+    /// The Kerberos login of `--sasl-mechanism gssapi`.
+    #[cfg(feature = "kerberos")]
+    fn kerberos(&self) -> Result<zkguard::Kerberos, Fail> {
+        let mut k = zkguard::Kerberos::new();
+        if let Some(p) = &self.sasl_user {
+            k = k.principal(p);
+        }
+        if let Some(f) = &self.sasl_keytab {
+            k = k.keytab(f);
+        }
+        if let Some(c) = &self.sasl_ccache {
+            k = k.ccache(c);
+        }
+        if let Some(s) = &self.sasl_service {
+            k = k.service(s);
+        }
+        if let Some(h) = &self.sasl_host {
+            k = k.host(h);
+        }
+        if let Some(r) = &self.sasl_realm {
+            k = k.realm(r);
+        }
+        Ok(k)
+    }
+
+    /// Without the `kerberos` feature there is no Kerberos login to make.
+    #[cfg(not(feature = "kerberos"))]
+    fn kerberos(&self) -> Result<std::convert::Infallible, Fail> {
+        Err(Fail::new(
+            EXIT_USAGE,
+            "--sasl-mechanism gssapi: this zkguard was built without Kerberos; install it with \
+             `cargo install --path cli --features kerberos` (needs libkrb5-dev and libclang-dev)",
+        ))
     }
 
     /// Connects, or fails with a one-line error. If there is no session after a second
@@ -209,8 +304,13 @@ impl Connection {
         if let Some(tls) = self.tls()? {
             b = b.tls(tls);
         }
-        if let Some((user, password)) = self.sasl()? {
-            b = b.sasl_digest(&user, &password);
+        match self.sasl()? {
+            Some(Sasl::Digest(user, password)) => b = b.sasl_digest(&user, &password),
+            #[cfg(feature = "kerberos")]
+            Some(Sasl::Gssapi) => b = b.sasl_kerberos(self.kerberos()?),
+            #[cfg(not(feature = "kerberos"))]
+            Some(Sasl::Gssapi) => match self.kerberos()? {},
+            None => {}
         }
         let (done, finished) = crossbeam_channel::bounded::<()>(0);
         if self.connect_timeout >= NOTICE_AFTER * 2 && !say.quiet {

@@ -18,6 +18,7 @@ pub(crate) enum Mechanism {
 impl Mechanism {
     /// Starts a login with the server `server` (its connect-string entry, `host:port`): the
     /// mechanism and the first token to send.
+    #[cfg_attr(not(feature = "kerberos"), allow(unused_variables))]
     pub(crate) fn start(
         login: &SaslLogin,
         server: &str,
@@ -54,6 +55,7 @@ impl Mechanism {
 }
 
 /// The host of a connect-string entry: `zk1` of `zk1:2181`, `::1` of `[::1]:2181`.
+#[cfg(any(feature = "kerberos", test))]
 pub(crate) fn host_part(server: &str) -> &str {
     if let Some(rest) = server.strip_prefix('[') {
         return rest.split(']').next().unwrap_or(rest);
