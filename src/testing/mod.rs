@@ -130,10 +130,12 @@
 mod cluster;
 mod curator;
 mod discover;
+mod kdc;
 mod pki;
 mod proxy;
 
 pub use cluster::{ClientAuth, TestCluster, TestClusterBuilder};
 pub use curator::CuratorJava;
+pub use kdc::TestKdc;
 pub use pki::{PemPair, TestPki};
 pub use proxy::FaultProxy;

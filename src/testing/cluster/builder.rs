@@ -1,11 +1,13 @@
 //! Settings and the builder.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::security::{validate_sasl_users, ClientAuth};
 use super::{ms, TestCluster, START_ATTEMPTS};
 use crate::testing::discover;
+use crate::testing::TestKdc;
 
 #[derive(Clone, Debug)]
 pub(super) struct Settings {
@@ -22,6 +24,8 @@ pub(super) struct Settings {
     pub(super) tls_expired_server_cert: bool,
     /// `Some`: SASL DIGEST-MD5 with these users.
     pub(super) sasl_users: Option<Vec<(String, String)>>,
+    /// `Some`: SASL GSSAPI (Kerberos) with principals of this KDC.
+    pub(super) kerberos: Option<Arc<TestKdc>>,
     /// Whether the servers refuse clients that did not authenticate with SASL.
     pub(super) sasl_required: bool,
     /// `Some`: server `i`'s client port is this plus `i` (else free ports).
@@ -41,6 +45,7 @@ impl Default for Settings {
             tls: None,
             tls_expired_server_cert: false,
             sasl_users: None,
+            kerberos: None,
             sasl_required: true,
             client_port: None,
         }
@@ -82,6 +87,13 @@ impl Settings {
         }
         if let Some(users) = &self.sasl_users {
             validate_sasl_users(users)?;
+            if self.kerberos.is_some() {
+                return Err(invalid(
+                    "kerberos(..) and sasl_digest_users(..) cannot be combined: a ZooKeeper \
+                     server whose JAAS Server section logs in with Kerberos offers only GSSAPI"
+                        .into(),
+                ));
+            }
         }
         if self.tls_expired_server_cert && self.tls.is_none() {
             return Err(invalid(
@@ -299,7 +311,52 @@ impl TestClusterBuilder {
         self
     }
 
-    /// With [`sasl_digest_users`](Self::sasl_digest_users): whether the servers refuse
+    /// The servers authenticate clients with SASL GSSAPI (Kerberos) against `kdc`, and by
+    /// default refuse clients that do not (see [`sasl_required`](Self::sasl_required)).
+    ///
+    /// At [`start`](Self::start), the principal `zookeeper/localhost@ZKGUARD.TEST` and its
+    /// keytab are made with [`TestKdc::add_principal`] (see
+    /// [`TestCluster::kerberos_principal`]); the servers log in with it through a JAAS file
+    /// (`jaas.conf` in the cluster's directory) whose `Server` section is
+    /// `com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true
+    /// keyTab="<keytab>" storeKey=true useTicketCache=false
+    /// principal="zookeeper/localhost@ZKGUARD.TEST";`, and find the KDC with
+    /// `-Djava.security.krb5.conf=<kdc.krb5_conf()>`; `zoo.cfg` gets the SASL
+    /// authentication provider. Every server listens on 127.0.0.1, which a client's
+    /// Kerberos library canonicalizes to `localhost` (with the KDC's `krb5.conf`), so the
+    /// one principal serves every server. The cluster keeps the KDC alive.
+    ///
+    /// A Kerberos login has the ACL identity `sasl:<principal with realm>`, e.g.
+    /// `sasl:alice@ZKGUARD.TEST` (ZooKeeper's defaults
+    /// `kerberos.removeHostFromPrincipal` and `kerberos.removeRealmFromPrincipal` are
+    /// unset, so nothing is removed).
+    ///
+    /// Combines with [`tls`](Self::tls) (Kerberos logins over TLS). It cannot be combined
+    /// with [`sasl_digest_users`](Self::sasl_digest_users): a ZooKeeper server whose
+    /// `Server` login holds a Kerberos principal offers GSSAPI only, so
+    /// [`start`](Self::start) fails with [`io::ErrorKind::InvalidInput`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use zkguard::testing::{TestCluster, TestKdc};
+    ///
+    /// # fn main() -> std::io::Result<()> {
+    /// let kdc = TestKdc::shared()?;
+    /// let cluster = TestCluster::builder().kerberos(&kdc).start()?;
+    /// let keytab = kdc.add_principal("alice")?;
+    /// // A client logs in as alice@ZKGUARD.TEST with `keytab` to the service
+    /// // `zookeeper@127.0.0.1`, i.e. cluster.kerberos_principal().
+    /// # let _ = keytab;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn kerberos(mut self, kdc: &Arc<TestKdc>) -> Self {
+        self.settings.kerberos = Some(kdc.clone());
+        self
+    }
+
+    /// With [`sasl_digest_users`](Self::sasl_digest_users) or [`kerberos`](Self::kerberos): whether the servers refuse
     /// every request of a client that has not authenticated with SASL (default `true`).
     ///
     /// When on, `zoo.cfg` has `enforce.auth.enabled=true`, `enforce.auth.schemes=sasl`

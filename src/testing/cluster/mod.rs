@@ -14,6 +14,7 @@ mod security;
 use builder::Settings;
 pub use builder::TestClusterBuilder;
 use four_letter::{four_letter_at, is_serving_mode, parse_mode};
+pub(crate) use ports::free_port;
 pub use security::ClientAuth;
 
 use std::fs;
@@ -197,7 +198,7 @@ impl std::fmt::Debug for TestCluster {
 /// dies), then SIGKILLs every server whose pid file still exists and removes the throwaway
 /// directory, unless [`TestCluster::keep_logs`] left a `keep` marker in it. (A cluster in a
 /// `static` is never dropped; this is what cleans up after it.)
-const WATCHDOG_SCRIPT: &str = r#"while read -r _line; do :; done
+pub(crate) const WATCHDOG_SCRIPT: &str = r#"while read -r _line; do :; done
 for f in "$1"/*.pid; do
   [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 done
@@ -301,6 +302,14 @@ impl TestCluster {
     /// the servers read their SASL users from; `None` otherwise.
     pub fn jaas_path(&self) -> Option<&Path> {
         self.jaas.as_deref()
+    }
+
+    /// With [`kerberos`](TestClusterBuilder::kerberos): the servers' Kerberos principal,
+    /// `zookeeper/localhost@ZKGUARD.TEST` (service `zookeeper`, host `localhost`); `None`
+    /// otherwise.
+    pub fn kerberos_principal(&self) -> Option<String> {
+        let kdc = self.settings.kerberos.as_ref()?;
+        Some(kdc.principal(security::KERBEROS_SERVER))
     }
 
     /// Number of servers (running or not).

@@ -159,9 +159,23 @@ impl TestCluster {
                 io::Error::new(e.kind(), format!("cannot make the TLS certificates: {e}"))
             })?);
         }
-        if let Some(users) = &settings.sasl_users {
+        let jaas_text = match (&settings.sasl_users, &settings.kerberos) {
+            (Some(users), _) => Some(security::jaas_text(users)),
+            (None, Some(kdc)) => {
+                let keytab = kdc.add_principal(security::KERBEROS_SERVER).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot make the servers' Kerberos principal: {e}"),
+                    )
+                })?;
+                let principal = kdc.principal(security::KERBEROS_SERVER);
+                Some(security::kerberos_jaas_text(&principal, &keytab))
+            }
+            (None, None) => None,
+        };
+        if let Some(text) = jaas_text {
             let jaas = dir.join("jaas.conf");
-            fs::write(&jaas, security::jaas_text(users))
+            fs::write(&jaas, text)
                 .map_err(|e| other(format!("cannot write {}: {e}", jaas.display())))?;
             cluster.jaas = Some(jaas);
         }
@@ -223,7 +237,7 @@ impl TestCluster {
             {
                 security::tls_config(&mut cfg, port, pki, auth);
             }
-            if settings.sasl_users.is_some() {
+            if cluster.jaas.is_some() {
                 security::sasl_config(&mut cfg, settings.sasl_required);
             }
             if ensemble {
@@ -400,6 +414,12 @@ impl TestCluster {
             }
         ))
         .args(self.jaas.as_deref().map(security::jaas_jvm_option))
+        .args(
+            self.settings
+                .kerberos
+                .as_ref()
+                .map(|kdc| format!("-Djava.security.krb5.conf={}", kdc.krb5_conf().display())),
+        )
         .arg("-cp")
         .arg(&self.dist.classpath)
         .arg(self.main_class())

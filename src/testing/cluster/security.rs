@@ -40,6 +40,11 @@ pub(super) const SASL_PROVIDER: &str =
 /// The JAAS login module holding DIGEST-MD5 users.
 pub(super) const DIGEST_LOGIN_MODULE: &str = "org.apache.zookeeper.server.auth.DigestLoginModule";
 
+/// The principal (without realm) of every server of a Kerberos cluster.
+pub(super) const KERBEROS_SERVER: &str = "zookeeper/localhost";
+/// The JAAS login module for Kerberos.
+const KRB5_LOGIN_MODULE: &str = "com.sun.security.auth.module.Krb5LoginModule";
+
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
@@ -94,6 +99,17 @@ pub(super) fn jaas_text(users: &[(String, String)]) -> String {
     }
     s.push_str(";\n};\n");
     s
+}
+
+/// The JAAS file for Kerberos: a `Server` section logging in as `principal` (with realm)
+/// with `keytab`.
+pub(super) fn kerberos_jaas_text(principal: &str, keytab: &Path) -> String {
+    format!(
+        "// written by zkguard::testing::TestCluster\nServer {{\n    {KRB5_LOGIN_MODULE} required\n    \
+         useKeyTab=true\n    keyTab=\"{}\"\n    storeKey=true\n    useTicketCache=false\n    \
+         principal=\"{principal}\";\n}};\n",
+        keytab.display()
+    )
 }
 
 /// `zoo.cfg` lines for a `secureClientPort` with the PKI's server certificate.
@@ -160,6 +176,16 @@ mod tests {
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
             assert!(e.to_string().contains(needle), "{e} lacks {needle}");
         }
+    }
+
+    #[test]
+    fn kerberos_jaas_file_layout() {
+        let text = kerberos_jaas_text("zookeeper/localhost@R.TEST", Path::new("/k/zk.keytab"));
+        assert!(text.contains(
+            "Server {\n    com.sun.security.auth.module.Krb5LoginModule required\n    \
+             useKeyTab=true\n    keyTab=\"/k/zk.keytab\"\n    storeKey=true\n    \
+             useTicketCache=false\n    principal=\"zookeeper/localhost@R.TEST\";\n};\n"
+        ));
     }
 
     #[test]

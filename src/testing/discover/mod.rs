@@ -256,6 +256,27 @@ pub(crate) fn find_jdk_tool(probe: &dyn Probe, tool: &str) -> Option<PathBuf> {
         .find(|path| probe.is_file(path))
 }
 
+/// Directories searched for MIT Kerberos' tools after `PATH` (a non-root `PATH` often lacks
+/// the `sbin` ones, where `krb5kdc`, `kdb5_util` and `kadmin.local` live).
+pub(crate) const KERBEROS_TOOL_DIRS: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/sbin",
+    "/sbin",
+    "/usr/local/bin",
+    "/usr/bin",
+];
+
+/// Finds a Kerberos tool (`krb5kdc`, `kinit`, …): the first `<tool>` on `PATH`, else in
+/// [`KERBEROS_TOOL_DIRS`].
+pub(crate) fn find_kerberos_tool(probe: &dyn Probe, tool: &str) -> Option<PathBuf> {
+    let path = probe.var("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .chain(KERBEROS_TOOL_DIRS.iter().map(PathBuf::from))
+        .map(|dir| dir.join(tool))
+        .find(|path| probe.is_file(path))
+}
+
 /// Curator's class path: `ZKGUARD_CURATOR_CLASSPATH` as given, else Debian's recipes jar
 /// (its manifest names its dependencies) and `slf4j-nop.jar` when present, to keep Curator
 /// quiet. `None` when neither is there.

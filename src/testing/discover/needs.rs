@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use super::{
-    distribution, find_classpath, find_curator, find_jdk_tool, netty_entries, Probe, RealProbe,
-    ENV_CURATOR_CLASSPATH, NETTY_OTHERWISE, ZOOKEEPER_PLACES,
+    distribution, find_classpath, find_curator, find_jdk_tool, find_kerberos_tool, netty_entries,
+    Probe, RealProbe, ENV_CURATOR_CLASSPATH, KERBEROS_TOOL_DIRS, NETTY_OTHERWISE, ZOOKEEPER_PLACES,
 };
 
 /// Environment variable that forbids the automatic `apt-get install`.
@@ -33,7 +33,16 @@ pub(crate) enum Need {
     Curator,
     /// A JDK's `javac`, to compile Java peers (`default-jdk-headless`).
     Javac,
+    /// MIT Kerberos' KDC, `krb5kdc` and `kdb5_util`, for a `TestKdc` (`krb5-kdc`).
+    Kdc,
+    /// MIT Kerberos' `kadmin.local`, to make principals and keytabs (`krb5-admin-server`).
+    KdcAdmin,
+    /// MIT Kerberos' `kinit` and `klist`, for credential caches (`krb5-user`).
+    KerberosUser,
 }
+
+/// Everything a `TestKdc` needs.
+pub(crate) const KERBEROS: &[Need] = &[Need::Kdc, Need::KdcAdmin, Need::KerberosUser];
 
 /// What a [`Need::check`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +64,9 @@ impl Need {
             Need::Netty => "libnetty-java",
             Need::Curator => "libcurator-recipes-java",
             Need::Javac => "default-jdk-headless",
+            Need::Kdc => "krb5-kdc",
+            Need::KdcAdmin => "krb5-admin-server",
+            Need::KerberosUser => "krb5-user",
         }
     }
 
@@ -73,6 +85,10 @@ impl Need {
                  recipes"
             }
             Need::Javac => "set JAVA_HOME to a JDK",
+            Need::Kdc | Need::KdcAdmin | Need::KerberosUser => {
+                "install MIT Kerberos (krb5kdc, kdb5_util, kadmin.local, kinit, klist) so that \
+                 its tools are on PATH or in /usr/sbin or /usr/bin"
+            }
         }
     }
 
@@ -92,6 +108,9 @@ impl Need {
                 )),
                 Err(msg) => Check::Broken(msg),
             },
+            Need::Kdc => kerberos_tools(probe, &["krb5kdc", "kdb5_util"]),
+            Need::KdcAdmin => kerberos_tools(probe, &["kadmin.local"]),
+            Need::KerberosUser => kerberos_tools(probe, &["kinit", "klist"]),
             Need::Java => tool("java"),
             Need::Javac => tool("javac"),
             Need::Curator => match find_curator(probe) {
@@ -113,6 +132,20 @@ impl Need {
                 },
             },
         }
+    }
+}
+
+/// [`Check::Found`] when every one of `tools` is found by [`find_kerberos_tool`].
+fn kerberos_tools(probe: &dyn Probe, tools: &[&str]) -> Check {
+    match tools
+        .iter()
+        .find(|t| find_kerberos_tool(probe, t).is_none())
+    {
+        None => Check::Found,
+        Some(tool) => Check::Missing(format!(
+            "found no `{tool}` (looked at every PATH entry and {})",
+            KERBEROS_TOOL_DIRS.join(", ")
+        )),
     }
 }
 
@@ -489,6 +522,53 @@ mod tests {
             "{msg}"
         );
         assert!(!msg.contains("zookeeper`"), "{msg}");
+    }
+
+    #[test]
+    fn the_kdc_installs_only_the_missing_kerberos_packages() {
+        let none = FakeProbe::default().var("PATH", "/usr/bin");
+        assert_eq!(
+            plan(&none, KERBEROS, ROOT),
+            Plan::Install(vec!["krb5-kdc", "krb5-admin-server", "krb5-user"])
+        );
+        // kinit and klist are there (krb5-user), the KDC is not.
+        let user = none.file("/usr/bin/kinit").file("/usr/bin/klist");
+        assert_eq!(
+            plan(&user, KERBEROS, ROOT),
+            Plan::Install(vec!["krb5-kdc", "krb5-admin-server"])
+        );
+        // The sbin tools are found off PATH (a non-root PATH lacks /usr/sbin).
+        let all = user
+            .file("/usr/sbin/krb5kdc")
+            .file("/usr/sbin/kdb5_util")
+            .file("/usr/sbin/kadmin.local");
+        assert_eq!(plan(&all, KERBEROS, ROOT), Plan::Ready);
+        // A KDC without kdb5_util is still missing its package.
+        let half = FakeProbe::default()
+            .var("PATH", "/opt/krb/bin")
+            .file("/opt/krb/bin/krb5kdc");
+        assert_eq!(
+            plan(&half, &[Need::Kdc], ROOT),
+            Plan::Install(vec!["krb5-kdc"])
+        );
+        let msg = fail(plan(
+            &half,
+            KERBEROS,
+            Machine {
+                root: false,
+                ..ROOT
+            },
+        ));
+        assert!(
+            msg.contains("sudo apt-get install -y krb5-kdc krb5-admin-server krb5-user`"),
+            "{msg}"
+        );
+        assert!(msg.contains("found no `kdb5_util`"), "{msg}");
+        assert!(msg.contains("found no `kadmin.local`"), "{msg}");
+        assert!(msg.contains("/usr/sbin"), "{msg}");
+        let msg = fail(plan(&half.var(ENV_NO_INSTALL, "1"), KERBEROS, ROOT));
+        assert!(msg.contains("ZKGUARD_NO_INSTALL is set"), "{msg}");
+        assert!(msg.contains("MIT Kerberos"), "{msg}");
     }
 
     #[test]
