@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use common::{expect_reconnected, init_log, unique};
 use zkguard::testing::{TestCluster, TestKdc};
 use zkguard::{
-    Acl, Client, ConnectFailure, CreateMode, Error, Kerberos, KerberosCause, LeaderElection,
-    Mutex, NodeAcl, Perms,
+    Acl, Client, ConnectFailure, CreateMode, Error, Kerberos, KerberosCause, LeaderElection, Mutex,
+    NodeAcl, Perms,
 };
 
 /// Long enough never to be what ends a test: a named failure must come well before it.
@@ -84,11 +84,16 @@ fn a_keytab_login_is_the_principal_in_acls_and_others_are_refused() {
     let cluster = shared_cluster();
     let alice = client_as(cluster, keytab_login(&kdc, "alice"));
     let bob = client_as(cluster, keytab_login(&kdc, "bob"));
-    let path = unique("/krb-only-alice");
+    let path = unique("krb-only-alice");
     // The server knows the session as sasl:alice@ZKGUARD.TEST: a node only that id may use
     // is created, read and written by alice, and refused to bob.
     alice
-        .create_with_acl(&path, b"a", CreateMode::Persistent, &only(&kdc.principal("alice")))
+        .create_with_acl(
+            &path,
+            b"a",
+            CreateMode::Persistent,
+            &only(&kdc.principal("alice")),
+        )
         .expect("alice creates a node only she may use");
     assert_eq!(alice.get_data(&path).expect("alice reads").0, b"a");
     alice.set_data(&path, b"b", None).expect("alice writes");
@@ -118,7 +123,7 @@ fn a_lock_and_an_election_over_kerberos_logins_with_creator_acls() {
     let alice = client_as(cluster, keytab_login(&kdc, "alice"));
     let alice2 = client_as(cluster, keytab_login(&kdc, "alice"));
     let bob = client_as(cluster, keytab_login(&kdc, "bob"));
-    let path = unique("/krb-lock");
+    let path = unique("krb-lock");
 
     let lock = Mutex::new(&alice, &path)
         .unwrap()
@@ -152,16 +157,16 @@ fn a_lock_and_an_election_over_kerberos_logins_with_creator_acls() {
         .expect("alice's second session gets the lock after the first let go");
     drop(g2);
 
-    let epath = unique("/krb-election");
-    let election = LeaderElection::new(&alice, &epath, b"alice")
+    let epath = unique("krb-election");
+    let election = LeaderElection::new(&alice, &epath, "alice")
         .unwrap()
         .with_acl(NodeAcl::creator_read())
         .unwrap();
-    let leadership = election.acquire().expect("alice leads");
-    let observer = LeaderElection::new(&bob, &epath, b"bob").unwrap();
+    let leadership = election.lead().expect("alice leads");
+    let observer = LeaderElection::new(&bob, &epath, "bob").unwrap();
     let leader = observer.leader().unwrap().expect("a leader");
     assert_eq!(leader.data, b"alice", "bob reads who leads (creator-read)");
-    match observer.try_acquire() {
+    match observer.try_lead() {
         Err(Error::NoAuth { .. }) => {}
         other => panic!("bob joined alice's creator-read election: {other:?}"),
     }
@@ -175,9 +180,14 @@ fn a_credential_cache_login_from_kinit() {
     kdc.add_principal("carol").unwrap();
     let ccache = kdc.kinit("carol", None).expect("kinit carol");
     let carol = client_as(cluster, Kerberos::new().ccache(&ccache));
-    let path = unique("/krb-carol");
+    let path = unique("krb-carol");
     carol
-        .create_with_acl(&path, b"c", CreateMode::Persistent, &only(&kdc.principal("carol")))
+        .create_with_acl(
+            &path,
+            b"c",
+            CreateMode::Persistent,
+            &only(&kdc.principal("carol")),
+        )
         .expect("carol creates a node only she may use");
     assert_eq!(carol.get_data(&path).unwrap().0, b"c");
     // The principal named explicitly is found in the cache too.
@@ -200,9 +210,14 @@ fn a_reconnect_to_another_server_logs_in_again() {
         .expect("a Kerberized ensemble");
     let alice = client_as(&cluster, keytab_login(&kdc, "alice"));
     let events = alice.events();
-    let path = unique("/krb-reconnect");
+    let path = unique("krb-reconnect");
     alice
-        .create_with_acl(&path, b"1", CreateMode::Persistent, &only(&kdc.principal("alice")))
+        .create_with_acl(
+            &path,
+            b"1",
+            CreateMode::Persistent,
+            &only(&kdc.principal("alice")),
+        )
         .unwrap();
     let session = alice.session_id();
     for _ in 0..2 {
@@ -215,7 +230,10 @@ fn a_reconnect_to_another_server_logs_in_again() {
         // The new server requires a login and serves alice's own node only to alice: the
         // login was made again there.
         assert_ne!(alice.connected_server(), Some(addr));
-        assert_eq!(alice.get_data(&path).expect("served after the reconnect").0, b"1");
+        assert_eq!(
+            alice.get_data(&path).expect("served after the reconnect").0,
+            b"1"
+        );
         cluster.start_server(i).unwrap();
         cluster.wait_serving(i, Duration::from_secs(30)).unwrap();
     }
@@ -227,9 +245,15 @@ fn a_missing_ticket_and_an_unknown_server_are_named_at_once() {
     let kdc = kdc();
     let cluster = shared_cluster();
 
-    let (err, took) = failing(cluster, Kerberos::new().ccache("/nonexistent/zkguard-krb5cc"));
+    let (err, took) = failing(
+        cluster,
+        Kerberos::new().ccache("/nonexistent/zkguard-krb5cc"),
+    );
     assert_eq!(causes(&err), [KerberosCause::NoCredentials], "{err}");
-    assert!(err.to_string().contains("/nonexistent/zkguard-krb5cc"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/zkguard-krb5cc"),
+        "{err}"
+    );
     assert!(took < CONNECT_TIMEOUT, "waited out the deadline: {took:?}");
 
     // A principal the keytab does not hold.
@@ -287,11 +311,13 @@ fn a_live_session_outlives_its_ticket() {
         .kinit("frank", Some(Duration::from_secs(3)))
         .expect("a short ticket");
     let frank = client_as(cluster, Kerberos::new().ccache(&ccache));
-    let lock = Mutex::new(&frank, &unique("/krb-outlive")).unwrap();
+    let lock = Mutex::new(&frank, &unique("krb-outlive")).unwrap();
     let guard = lock.acquire().unwrap();
     wait_expired(&kdc, &ccache);
     // ZooKeeper authenticates a connection once: the session and the lock stay.
-    guard.confirm().expect("the lock is still held after the ticket expired");
+    guard
+        .confirm()
+        .expect("the lock is still held after the ticket expired");
     assert!(guard.is_valid());
 }
 
@@ -320,11 +346,16 @@ fn kerberos_over_mutual_tls() {
         .sasl_kerberos(keytab_login(&kdc, "alice"))
         .build()
         .expect("TLS and a Kerberos login");
-    let path = unique("/krb-tls");
+    let path = unique("krb-tls");
     alice
-        .create_with_acl(&path, b"t", CreateMode::Persistent, &only(&kdc.principal("alice")))
+        .create_with_acl(
+            &path,
+            b"t",
+            CreateMode::Persistent,
+            &only(&kdc.principal("alice")),
+        )
         .unwrap();
-    let _g = Mutex::new(&alice, &unique("/krb-tls-lock"))
+    let _g = Mutex::new(&alice, &unique("krb-tls-lock"))
         .unwrap()
         .acquire()
         .unwrap();

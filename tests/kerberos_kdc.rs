@@ -32,7 +32,7 @@ fn a_kdc_that_is_down_is_named_and_cached_tickets_still_serve() {
         .build()
         .expect("alice logs in");
     let events = alice.events();
-    let path = unique("/krb-kdc-down");
+    let path = unique("krb-kdc-down");
     alice.create(&path, b"x", CreateMode::Persistent).unwrap();
 
     kdc.stop().expect("the KDC stops");
@@ -76,7 +76,10 @@ fn a_kdc_that_is_down_is_named_and_cached_tickets_still_serve() {
     let session = alice.session_id();
     cluster.kill(i).unwrap();
     expect_reconnected(&events, session, Duration::from_secs(20));
-    assert_eq!(alice.get_data(&path).expect("served after the reconnect").0, b"x");
+    assert_eq!(
+        alice.get_data(&path).expect("served after the reconnect").0,
+        b"x"
+    );
 
     // Once the KDC is back, a new login works again.
     kdc.start_again().expect("the KDC starts again");

@@ -3,6 +3,9 @@
 #[path = "cli/acl.rs"]
 mod acl;
 mod common;
+#[cfg(feature = "kerberos")]
+#[path = "cli/kerberos.rs"]
+mod kerberos;
 #[path = "cli/show.rs"]
 mod show;
 #[path = "cli/terminal.rs"]

@@ -1,0 +1,111 @@
+//! `--sasl-mechanism gssapi`: Kerberos logins of the command line against a real KDC and a
+//! Kerberized server (the cli's `kerberos` feature). The KDC is the test process's
+//! (`TestKdc::shared`, which sets `KRB5_CONFIG` for this process and so for the `zkguard`
+//! processes it starts).
+
+use std::sync::OnceLock;
+
+use crate::common::*;
+use zkguard::testing::{TestCluster, TestKdc};
+use zkguard::{Client, Error, Kerberos};
+
+fn kerberized() -> (&'static TestKdc, &'static TestCluster) {
+    static BOTH: OnceLock<(std::sync::Arc<TestKdc>, TestCluster)> = OnceLock::new();
+    let (kdc, cluster) = BOTH.get_or_init(|| {
+        let kdc = TestKdc::shared().expect("a test KDC");
+        let cluster = TestCluster::builder()
+            .kerberos(&kdc)
+            .start()
+            .expect("a Kerberized server");
+        (kdc, cluster)
+    });
+    (kdc, cluster)
+}
+
+#[test]
+fn a_lock_under_a_keytab_login_refuses_other_principals() {
+    let (kdc, cluster) = kerberized();
+    let cs = cluster.connect_string();
+    let s = Scratch::new();
+    let path = unique("krb-cli");
+    let alice = kdc.add_principal("alice").unwrap();
+    let bob = kdc.add_principal("bob").unwrap();
+    let keytab = |k: &std::path::Path| {
+        [
+            "--sasl-mechanism".to_string(),
+            "gssapi".into(),
+            "--sasl-keytab".into(),
+            k.display().to_string(),
+        ]
+    };
+    let mut holder = {
+        let mut c = zkguard(&cs);
+        c.args(keytab(&alice))
+            .args(["lock", "--acl", "creator", &path]);
+        Running::start(c, &s, "holder")
+    };
+    holder.wait_stderr("holding it until signalled");
+    // The node is alice@ZKGUARD.TEST's: bob's client can neither list, delete nor join it.
+    let as_principal = |keytab: &std::path::Path| {
+        Client::builder(&cs)
+            .sasl_kerberos(Kerberos::new().keytab(keytab))
+            .build()
+            .unwrap()
+    };
+    let held = as_principal(&alice).get_children(&path).unwrap().0;
+    assert_eq!(held.len(), 1, "{held:?}");
+    let bob_client = as_principal(&bob);
+    assert!(matches!(
+        bob_client.get_children(&path),
+        Err(Error::NoAuth { .. })
+    ));
+    assert!(matches!(
+        bob_client.delete(&format!("{path}/{}", held[0]), None),
+        Err(Error::NoAuth { .. })
+    ));
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(keytab(&bob))
+            .args(["lock", &path, "--", "true"]),
+    );
+    assert_eq!(code, 77, "{err}");
+    assert!(err.contains(&path), "{err}");
+    // A credential cache from kinit, named by --sasl-ccache, with the principal named.
+    let ccache = kdc.kinit("alice", None).unwrap();
+    let (code, _, err) = output(zkguard(&cs).args([
+        "--sasl-mechanism",
+        "gssapi",
+        "--sasl-ccache",
+        &ccache.display().to_string(),
+        "--sasl-user",
+        &kdc.principal("alice"),
+        "holders",
+        &path,
+    ]));
+    assert_eq!(code, 0, "{err}");
+    holder.signal(libc::SIGTERM);
+    assert_eq!(holder.wait(PATIENCE), 0, "{}", holder.stderr());
+}
+
+#[test]
+fn a_login_that_cannot_be_made_is_named() {
+    let (_, cluster) = kerberized();
+    let cs = cluster.connect_string();
+    let path = unique("krb-cli-fail");
+    let (code, _, err) = output(zkguard(&cs).args([
+        "--sasl-mechanism",
+        "gssapi",
+        "--sasl-ccache",
+        "/nonexistent/zkguard-cc",
+        "lock",
+        &path,
+        "--",
+        "true",
+    ]));
+    assert_eq!(code, 69, "{err}");
+    assert!(err.contains("no Kerberos credentials"), "{err}");
+    let (code, _, err) =
+        output(zkguard(&cs).args(["--sasl-keytab", "/x.keytab", "lock", &path, "--", "true"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--sasl-mechanism gssapi"), "{err}");
+}
