@@ -4,7 +4,7 @@
 //! `BENCH_FORCE_SYNC=1`; the JVM's full JIT; warmed up for 3 s first), or the ensemble named
 //! by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
 //! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
-//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`, `W8`, `W9`, `W10`, `W11`, and `TLS`: built with the `tls`
+//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`, `W8`, `W9`, `W10`, `W11`, `W12`, and `TLS`: built with the `tls`
 //! feature, the harness server also has a TLS port, and `ops`, `W1` and `W2` run a second
 //! time over TLS right after the plaintext ones (their lines' `target` ends in `over TLS`);
 //! `BENCH_ONLY=ops,W1,W2,TLS` gives both side by side.
@@ -97,6 +97,10 @@
 //!   `server_packets_received` is null: a server that changes role restarts that counter).
 //!   `W10`: every guard dropped (released) from one thread: time, requests, and the
 //!   server's watch total afterwards.
+//! - `W12` (built with the `kerberos` feature; otherwise a `skipped` line): what a login
+//!   costs: `build()` p50/p99 without a login, with Kerberos from a keytab (fresh tickets
+//!   from the KDC each time) and with a cached service ticket, interleaved against one
+//!   Kerberized server of its own, `BENCH_LOGIN_N` each (default 200), and the ratios.
 //! - `W11`: `BENCH_SCALE / 10` threads (default 1,000) blocked on as many `Mutex`es of one
 //!   client, each held by another client, released one at a time (each after the previous
 //!   waiter woke): p50/p99 from the start of the release (the holder's delete) to the
@@ -114,6 +118,7 @@
 
 mod contention;
 mod election;
+mod login;
 mod mixes;
 mod report;
 mod rig;
@@ -187,8 +192,9 @@ impl Ctx {
     }
 }
 
-const WORKLOADS: [&str; 14] = [
+const WORKLOADS: [&str; 15] = [
     "ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11",
+    "W12",
 ];
 
 fn main() {
@@ -363,6 +369,7 @@ fn run() -> Res<bool> {
         });
     }
     run_one("W11", 300.0 * scale_budget(), &w11);
+    run_one("W12", 300.0, &login::w12);
 
     let _armed = watchdog.arm("cleanup", Duration::from_secs(60));
     delete_tree(&ctx.client, &ctx.dir)?;
