@@ -81,9 +81,11 @@
 //!
 //! A synchronous ZooKeeper client of its own ([`Client`]), with one connection thread, that
 //! always knows the state of its session; TLS and mutual TLS with the `tls` feature
-//! (`ClientBuilder::tls`, `TlsConfig`) and SASL DIGEST-MD5
-//! logins ([`ClientBuilder::sasl_digest`]); with the `testing` feature, real ZooKeeper
-//! clusters (secured ones too) and a fault-injecting proxy for tests ([`testing`]).
+//! (`ClientBuilder::tls`, `TlsConfig`), SASL DIGEST-MD5 logins
+//! ([`ClientBuilder::sasl_digest`]) and Kerberos logins with the `kerberos` feature
+//! (`ClientBuilder::sasl_kerberos`, `Kerberos`, on the platform's GSSAPI); with the `testing`
+//! feature, real ZooKeeper clusters (secured and Kerberized ones too, with a throwaway KDC)
+//! and a fault-injecting proxy for tests ([`testing`]).
 //!
 //! ```no_run
 //! use zkguard::{Client, CreateMode, SessionEvent};
