@@ -159,6 +159,12 @@ fn a_keytab_login_creates_a_node_that_only_its_identity_may_read() {
     assert!(has(&out, "event SaslAuthenticated"), "{out:?}");
     // ZooKeeper's default: the whole principal, realm included.
     assert!(has(&out, "whoami sasl alice@ZKGUARD.TEST"), "{out:?}");
+    // The Java client asked the KDC for the server's principal by canonical host name.
+    let kdc_log = std::fs::read_to_string(kdc.dir().join("kdc.log")).expect("kdc.log");
+    assert!(
+        kdc_log.contains("alice@ZKGUARD.TEST for zookeeper/localhost@ZKGUARD.TEST"),
+        "{kdc_log}"
+    );
 
     let path = format!("/krb-{}", uuid::Uuid::new_v4());
     let out = java(&connect, &alice, "", &["create", &path]);
@@ -182,6 +188,33 @@ fn a_credential_cache_from_kinit_logs_in_too() {
     let login = login_options(&kdc, Login::Cache("carol", &ccache));
     let out = java(&cluster().connect_string(), &login, "", &["whoami"]);
     assert!(has(&out, "whoami sasl carol@ZKGUARD.TEST"), "{out:?}");
+}
+
+/// What MIT's library (and so a GSSAPI client on it) makes of the host-based service name
+/// `zookeeper@127.0.0.1` with the KDC's krb5.conf: `kvno -S zookeeper 127.0.0.1` asks the
+/// KDC for a ticket to `zookeeper/localhost@ZKGUARD.TEST`.
+#[test]
+fn the_service_zookeeper_at_127_0_0_1_is_zookeeper_slash_localhost() {
+    let (kdc, cluster) = (kdc(), cluster());
+    let ccache = kdc.kinit("grace", None).expect("kinit");
+    let kvno = ["/usr/bin/kvno", "/usr/local/bin/kvno"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .unwrap_or("kvno");
+    let out = Command::new(kvno)
+        .args(["-S", "zookeeper", "127.0.0.1"])
+        .env("KRB5_CONFIG", kdc.krb5_conf())
+        .env("KRB5CCNAME", format!("FILE:{}", ccache.display()))
+        .output()
+        .expect("run kvno (krb5-user)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let principal = cluster.kerberos_principal().expect("a principal");
+    assert!(text.starts_with(&format!("{principal}: kvno = ")), "{text}");
 }
 
 #[test]

@@ -96,7 +96,7 @@ struct State {
 ///
 /// # Examples
 ///
-/// ```no_run
+/// ```
 /// use std::time::Duration;
 /// use zkguard::testing::TestKdc;
 ///

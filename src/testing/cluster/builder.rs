@@ -338,16 +338,20 @@ impl TestClusterBuilder {
     ///
     /// # Examples
     ///
-    /// ```no_run
+    /// ```
     /// use zkguard::testing::{TestCluster, TestKdc};
     ///
     /// # fn main() -> std::io::Result<()> {
     /// let kdc = TestKdc::shared()?;
     /// let cluster = TestCluster::builder().kerberos(&kdc).start()?;
     /// let keytab = kdc.add_principal("alice")?;
-    /// // A client logs in as alice@ZKGUARD.TEST with `keytab` to the service
-    /// // `zookeeper@127.0.0.1`, i.e. cluster.kerberos_principal().
-    /// # let _ = keytab;
+    /// assert!(keytab.is_file());
+    /// // A client logs in as alice@ZKGUARD.TEST with `keytab` to the service `zookeeper`
+    /// // at 127.0.0.1, which is this principal:
+    /// assert_eq!(
+    ///     cluster.kerberos_principal().as_deref(),
+    ///     Some("zookeeper/localhost@ZKGUARD.TEST")
+    /// );
     /// # Ok(())
     /// # }
     /// ```
@@ -356,8 +360,9 @@ impl TestClusterBuilder {
         self
     }
 
-    /// With [`sasl_digest_users`](Self::sasl_digest_users) or [`kerberos`](Self::kerberos): whether the servers refuse
-    /// every request of a client that has not authenticated with SASL (default `true`).
+    /// With [`sasl_digest_users`](Self::sasl_digest_users) or [`kerberos`](Self::kerberos):
+    /// whether the servers refuse every request of a client that has not authenticated with
+    /// SASL (default `true`).
     ///
     /// When on, `zoo.cfg` has `enforce.auth.enabled=true`, `enforce.auth.schemes=sasl`
     /// and `sessionRequireClientSASLAuth=true`: ZooKeeper 3.8 answers the first request
