@@ -390,3 +390,41 @@ fn no_krb5kdc_outlives_the_test_binary() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The servers accept logins with their keytab alone (`isInitiator=false`): one restarts
+/// while the KDC is down, and takes a login once the KDC is back.
+#[test]
+fn a_kerberos_server_restarts_while_the_kdc_is_down() {
+    let kdc = Arc::new(TestKdc::start().expect("start a KDC"));
+    let cluster = TestCluster::builder()
+        .kerberos(&kdc)
+        .start()
+        .expect("start a Kerberos server");
+    kdc.stop().expect("stop the KDC");
+    cluster.stop(0).expect("stop the server");
+    cluster
+        .start_server(0)
+        .expect("a server restarts while the KDC is down");
+    kdc.start_again().expect("start the KDC again");
+    let login = login_options(&kdc, Login::Keytab("alice"));
+    let out = java(&cluster.connect_string(), &login, "", &["whoami"]);
+    assert!(has(&out, "whoami sasl alice@ZKGUARD.TEST"), "{out:?}");
+}
+
+#[test]
+fn every_server_of_a_kerberos_ensemble_takes_logins() {
+    let kdc = kdc();
+    let cluster = TestCluster::builder()
+        .servers(3)
+        .kerberos(&kdc)
+        .start()
+        .expect("start a Kerberos ensemble");
+    let login = login_options(&kdc, Login::Keytab("alice"));
+    for i in 0..cluster.len() {
+        let out = java(&cluster.server_connect_string(i), &login, "", &["whoami"]);
+        assert!(
+            has(&out, "whoami sasl alice@ZKGUARD.TEST"),
+            "server {i}: {out:?}"
+        );
+    }
+}

@@ -319,12 +319,19 @@ impl TestClusterBuilder {
     /// [`TestCluster::kerberos_principal`]); the servers log in with it through a JAAS file
     /// (`jaas.conf` in the cluster's directory) whose `Server` section is
     /// `com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true
-    /// keyTab="<keytab>" storeKey=true useTicketCache=false
+    /// keyTab="<keytab>" storeKey=true useTicketCache=false isInitiator=false
     /// principal="zookeeper/localhost@ZKGUARD.TEST";`, and find the KDC with
     /// `-Djava.security.krb5.conf=<kdc.krb5_conf()>`; `zoo.cfg` gets the SASL
     /// authentication provider. Every server listens on 127.0.0.1, which a client's
     /// Kerberos library canonicalizes to `localhost` (with the KDC's `krb5.conf`), so the
     /// one principal serves every server. The cluster keeps the KDC alive.
+    ///
+    /// `isInitiator=false` (the servers only accept logins; ZooKeeper's usual JAAS
+    /// section leaves it out) means a server needs no ticket of its own: it starts,
+    /// restarts and accepts logins from clients that already hold a service ticket while
+    /// the KDC is [stopped](TestKdc::stop). With the default `isInitiator=true` a server
+    /// fetches a ticket-granting ticket when it starts and fails to start without a KDC
+    /// (`LoginException: Connection refused`).
     ///
     /// A Kerberos login has the ACL identity `sasl:<principal with realm>`, e.g.
     /// `sasl:alice@ZKGUARD.TEST` (ZooKeeper's defaults
