@@ -226,6 +226,26 @@ fn a_client_without_a_kerberos_login_is_refused() {
 }
 
 #[test]
+fn without_sasl_required_a_client_without_a_login_is_served() {
+    let kdc = kdc();
+    let cluster = TestCluster::builder()
+        .kerberos(&kdc)
+        .sasl_required(false)
+        .start()
+        .expect("start a Kerberos server");
+    let out = java(
+        &cluster.connect_string(),
+        &login_options(&kdc, Login::None),
+        "",
+        &["read", "/"],
+    );
+    assert!(has(&out, "read ok"), "{out:?}");
+    let login = login_options(&kdc, Login::Keytab("alice"));
+    let out = java(&cluster.connect_string(), &login, "", &["whoami"]);
+    assert!(has(&out, "whoami sasl alice@ZKGUARD.TEST"), "{out:?}");
+}
+
+#[test]
 fn kerberos_works_over_tls() {
     let kdc = kdc();
     let cluster = TestCluster::builder()

@@ -113,7 +113,8 @@ impl TestKdc {
         // From here on, Drop removes the directory on an early return.
         kdc.start_watchdog()?;
         write(&kdc.dir.join("kadm5.acl"), "")?;
-        for attempt in 1..=START_ATTEMPTS {
+        let mut attempt = 1;
+        loop {
             let port = free_kdc_port()?;
             *kdc.port.lock() = port;
             write(&kdc.krb5_conf(), &krb5_conf_text(&kdc.dir, port))?;
@@ -134,11 +135,11 @@ impl TestKdc {
                 Ok(()) => return Ok(kdc),
                 Err(e) if attempt < START_ATTEMPTS && e.kind() == io::ErrorKind::AddrInUse => {
                     log::warn!("zkguard TestKdc: {e}; retrying with another port");
+                    attempt += 1;
                 }
                 Err(e) => return Err(e),
             }
         }
-        unreachable!("the last attempt returns")
     }
 
     /// The KDC every caller in this process shares, started on first use (concurrent
@@ -148,7 +149,9 @@ impl TestKdc {
     /// its [`krb5_conf`](Self::krb5_conf) (once, under a lock; a value set before is
     /// replaced), so that Kerberos libraries in this process use it. It is never dropped:
     /// the watchdog kills it and removes its directory when the process exits. Do not
-    /// [`stop`](Self::stop) it in one test while others use it.
+    /// [`stop`](Self::stop) it in one test while others use it. Changing the environment
+    /// races with C code reading it in other threads (libkrb5 reads `KRB5_CONFIG` with
+    /// `getenv`): call `shared` before anything in the process uses Kerberos.
     ///
     /// # Errors
     ///

@@ -202,7 +202,9 @@ impl TestKdc {
         let offset = fs::metadata(&log).map_or(0, |m| m.len());
         let out_file = fs::File::create(&out)
             .map_err(|e| other(format!("cannot create {}: {e}", out.display())))?;
-        let err_file = out_file.try_clone()?;
+        let err_file = out_file
+            .try_clone()
+            .map_err(|e| other(format!("cannot duplicate {}: {e}", out.display())))?;
         let mut state = self.state.lock();
         let child = self
             .command(&self.tools.krb5kdc)
