@@ -80,7 +80,8 @@
 //! not log in. A client principal gets a keytab from [`TestKdc::add_principal`], or a
 //! credential cache holding a ticket (of a chosen lifetime) from [`TestKdc::kinit`]; it
 //! then logs in to the service `zookeeper` on host `127.0.0.1`, which the KDC's
-//! `krb5.conf` canonicalizes to `localhost`. Its ACL identity is
+//! `krb5.conf` canonicalizes to `localhost` (by a reverse lookup: `/etc/hosts` must name
+//! 127.0.0.1 `localhost` first, as Debian's does). Its ACL identity is
 //! `sasl:<name>@ZKGUARD.TEST`. [`TestKdc::stop`] and [`TestKdc::start_again`] take the KDC
 //! down and back up on the same port.
 //!

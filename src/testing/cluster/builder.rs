@@ -323,8 +323,11 @@ impl TestClusterBuilder {
     /// principal="zookeeper/localhost@ZKGUARD.TEST";`, and find the KDC with
     /// `-Djava.security.krb5.conf=<kdc.krb5_conf()>`; `zoo.cfg` gets the SASL
     /// authentication provider. Every server listens on 127.0.0.1, which a client's
-    /// Kerberos library canonicalizes to `localhost` (with the KDC's `krb5.conf`), so the
-    /// one principal serves every server. The cluster keeps the KDC alive.
+    /// Kerberos library canonicalizes to `localhost` by a reverse lookup (MIT's with the
+    /// KDC's `krb5.conf`, `rdns = true`; Java's ZooKeeper client by default), so the one
+    /// principal serves every server. That needs the machine to name 127.0.0.1 `localhost`
+    /// first, as Debian's `/etc/hosts` does; elsewhere a client names the server principal
+    /// explicitly. The cluster keeps the KDC alive.
     ///
     /// `isInitiator=false` (the servers only accept logins; ZooKeeper's usual JAAS
     /// section leaves it out) means a server needs no ticket of its own: it starts,
