@@ -159,6 +159,12 @@ fn a_keytab_login_creates_a_node_that_only_its_identity_may_read() {
     assert!(has(&out, "event SaslAuthenticated"), "{out:?}");
     // ZooKeeper's default: the whole principal, realm included.
     assert!(has(&out, "whoami sasl alice@ZKGUARD.TEST"), "{out:?}");
+    // The Java client asked the KDC for the server's principal by canonical host name.
+    let kdc_log = std::fs::read_to_string(kdc.dir().join("kdc.log")).expect("kdc.log");
+    assert!(
+        kdc_log.contains("alice@ZKGUARD.TEST for zookeeper/localhost@ZKGUARD.TEST"),
+        "{kdc_log}"
+    );
 
     let path = format!("/krb-{}", uuid::Uuid::new_v4());
     let out = java(&connect, &alice, "", &["create", &path]);
@@ -184,12 +190,59 @@ fn a_credential_cache_from_kinit_logs_in_too() {
     assert!(has(&out, "whoami sasl carol@ZKGUARD.TEST"), "{out:?}");
 }
 
+/// What MIT's library (and so a GSSAPI client on it) makes of the host-based service name
+/// `zookeeper@127.0.0.1` with the KDC's krb5.conf: `kvno -S zookeeper 127.0.0.1` asks the
+/// KDC for a ticket to `zookeeper/localhost@ZKGUARD.TEST`.
+#[test]
+fn the_service_zookeeper_at_127_0_0_1_is_zookeeper_slash_localhost() {
+    let (kdc, cluster) = (kdc(), cluster());
+    let ccache = kdc.kinit("grace", None).expect("kinit");
+    let kvno = ["/usr/bin/kvno", "/usr/local/bin/kvno"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .unwrap_or("kvno");
+    let out = Command::new(kvno)
+        .args(["-S", "zookeeper", "127.0.0.1"])
+        .env("KRB5_CONFIG", kdc.krb5_conf())
+        .env("KRB5CCNAME", format!("FILE:{}", ccache.display()))
+        .output()
+        .expect("run kvno (krb5-user)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let principal = cluster.kerberos_principal().expect("a principal");
+    assert!(text.starts_with(&format!("{principal}: kvno = ")), "{text}");
+}
+
 #[test]
 fn a_client_without_a_kerberos_login_is_refused() {
     let login = login_options(&kdc(), Login::None);
     let out = java(&cluster().connect_string(), &login, "", &["read", "/"]);
     assert!(!has(&out, "read ok"), "{out:?}");
     assert!(has(&out, "error SESSIONCLOSEDREQUIRESASLAUTH"), "{out:?}");
+}
+
+#[test]
+fn without_sasl_required_a_client_without_a_login_is_served() {
+    let kdc = kdc();
+    let cluster = TestCluster::builder()
+        .kerberos(&kdc)
+        .sasl_required(false)
+        .start()
+        .expect("start a Kerberos server");
+    let out = java(
+        &cluster.connect_string(),
+        &login_options(&kdc, Login::None),
+        "",
+        &["read", "/"],
+    );
+    assert!(has(&out, "read ok"), "{out:?}");
+    let login = login_options(&kdc, Login::Keytab("alice"));
+    let out = java(&cluster.connect_string(), &login, "", &["whoami"]);
+    assert!(has(&out, "whoami sasl alice@ZKGUARD.TEST"), "{out:?}");
 }
 
 #[test]
@@ -355,5 +408,43 @@ fn no_krb5kdc_outlives_the_test_binary() {
             dir.exists()
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The servers accept logins with their keytab alone (`isInitiator=false`): one restarts
+/// while the KDC is down, and takes a login once the KDC is back.
+#[test]
+fn a_kerberos_server_restarts_while_the_kdc_is_down() {
+    let kdc = Arc::new(TestKdc::start().expect("start a KDC"));
+    let cluster = TestCluster::builder()
+        .kerberos(&kdc)
+        .start()
+        .expect("start a Kerberos server");
+    kdc.stop().expect("stop the KDC");
+    cluster.stop(0).expect("stop the server");
+    cluster
+        .start_server(0)
+        .expect("a server restarts while the KDC is down");
+    kdc.start_again().expect("start the KDC again");
+    let login = login_options(&kdc, Login::Keytab("alice"));
+    let out = java(&cluster.connect_string(), &login, "", &["whoami"]);
+    assert!(has(&out, "whoami sasl alice@ZKGUARD.TEST"), "{out:?}");
+}
+
+#[test]
+fn every_server_of_a_kerberos_ensemble_takes_logins() {
+    let kdc = kdc();
+    let cluster = TestCluster::builder()
+        .servers(3)
+        .kerberos(&kdc)
+        .start()
+        .expect("start a Kerberos ensemble");
+    let login = login_options(&kdc, Login::Keytab("alice"));
+    for i in 0..cluster.len() {
+        let out = java(&cluster.server_connect_string(i), &login, "", &["whoami"]);
+        assert!(
+            has(&out, "whoami sasl alice@ZKGUARD.TEST"),
+            "server {i}: {out:?}"
+        );
     }
 }

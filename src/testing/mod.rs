@@ -15,6 +15,9 @@
 //!   every server, with certificates from a throwaway [`TestPki`] (mutual TLS with
 //!   [`ClientAuth::Need`]); [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users)
 //!   makes the servers require SASL DIGEST-MD5 logins.
+//! - Kerberos: [`TestKdc`] is a throwaway MIT KDC on loopback, and
+//!   [`kerberos`](TestClusterBuilder::kerberos) makes the servers require SASL GSSAPI
+//!   (Kerberos) logins; see [Kerberos](#kerberos).
 //!
 //! ```no_run
 //! use zkguard::testing::{FaultProxy, TestCluster};
@@ -64,6 +67,40 @@
 //! # }
 //! ```
 //!
+//! # Kerberos
+//!
+//! [`TestKdc::shared`] starts one MIT KDC for the whole test process (realm
+//! `ZKGUARD.TEST`, on a free port of 127.0.0.1, everything in a temporary directory; the
+//! machine's `/etc/krb5.conf` is not used) and points the process's `KRB5_CONFIG` at its
+//! `krb5.conf`, because Kerberos libraries read one configuration per process: a test
+//! that needs a KDC of its own (to stop it, say) goes into a test file of its own, which
+//! is a process of its own. [`TestClusterBuilder::kerberos`] starts servers that log in
+//! as `zookeeper/localhost@ZKGUARD.TEST` and, unless
+//! [`sasl_required(false)`](TestClusterBuilder::sasl_required), refuse clients that did
+//! not log in. A client principal gets a keytab from [`TestKdc::add_principal`], or a
+//! credential cache holding a ticket (of a chosen lifetime) from [`TestKdc::kinit`]; it
+//! then logs in to the service `zookeeper` on host `127.0.0.1`, which the KDC's
+//! `krb5.conf` canonicalizes to `localhost` (by a reverse lookup: `/etc/hosts` must name
+//! 127.0.0.1 `localhost` first, as Debian's does). Its ACL identity is
+//! `sasl:<name>@ZKGUARD.TEST`. [`TestKdc::stop`] and [`TestKdc::start_again`] take the KDC
+//! down and back up on the same port.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zkguard::testing::{TestCluster, TestKdc};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let kdc = TestKdc::shared()?; // also sets KRB5_CONFIG for this process
+//! let cluster = TestCluster::builder().kerberos(&kdc).start()?;
+//! let keytab = kdc.add_principal("alice")?; // alice@ZKGUARD.TEST
+//! let ccache = kdc.kinit("alice", Some(Duration::from_secs(5)))?; // expires in 5 s
+//! // Log in as alice with KRB5_CLIENT_KTNAME=<keytab> or KRB5CCNAME=FILE:<ccache>, to
+//! // `cluster.connect_string()`; the servers are cluster.kerberos_principal().
+//! # let _ = (keytab, ccache);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Finding ZooKeeper
 //!
 //! The server class path is taken from, in this order:
@@ -87,8 +124,10 @@
 //!
 //! Everything the tests need is found or installed by one mechanism: ZooKeeper
 //! (Debian/Ubuntu package `zookeeper`), `java` (`default-jre-headless`), Netty for TLS
-//! servers (`libnetty-java`), and for [`CuratorJava`] Curator's recipes
-//! (`libcurator-recipes-java`) and `javac` (`default-jdk-headless`). When something is
+//! servers (`libnetty-java`), for [`CuratorJava`] Curator's recipes
+//! (`libcurator-recipes-java`) and `javac` (`default-jdk-headless`), and for [`TestKdc`]
+//! MIT Kerberos (`krb5-kdc`, `krb5-admin-server`, `krb5-user`; its tools are looked for on
+//! `PATH`, then in `/usr/local/sbin`, `/usr/sbin`, `/sbin`, `/usr/local/bin`, `/usr/bin`). When something is
 //! missing on a Debian-family machine and the tests run as root (a CI container, a fresh
 //! machine), all the missing packages are installed with one `apt-get update` and
 //! `apt-get install -y …`, at most once per package and process, while parallel tests wait;
@@ -120,7 +159,9 @@
 //! `authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider` and,
 //! unless [`sasl_required(false)`](TestClusterBuilder::sasl_required),
 //! `enforce.auth.enabled=true`, `enforce.auth.schemes=sasl` and
-//! `sessionRequireClientSASLAuth=true` (the older 3.6 spelling of the same).
+//! `sessionRequireClientSASLAuth=true` (the older 3.6 spelling of the same). With
+//! [`kerberos`](TestClusterBuilder::kerberos), the same, with a Kerberos `Server` section
+//! in `jaas.conf` and `-Djava.security.krb5.conf` naming the KDC's `krb5.conf`.
 //!
 //! # Platform
 //!

@@ -319,12 +319,22 @@ impl TestClusterBuilder {
     /// [`TestCluster::kerberos_principal`]); the servers log in with it through a JAAS file
     /// (`jaas.conf` in the cluster's directory) whose `Server` section is
     /// `com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true
-    /// keyTab="<keytab>" storeKey=true useTicketCache=false
+    /// keyTab="<keytab>" storeKey=true useTicketCache=false isInitiator=false
     /// principal="zookeeper/localhost@ZKGUARD.TEST";`, and find the KDC with
     /// `-Djava.security.krb5.conf=<kdc.krb5_conf()>`; `zoo.cfg` gets the SASL
     /// authentication provider. Every server listens on 127.0.0.1, which a client's
-    /// Kerberos library canonicalizes to `localhost` (with the KDC's `krb5.conf`), so the
-    /// one principal serves every server. The cluster keeps the KDC alive.
+    /// Kerberos library canonicalizes to `localhost` by a reverse lookup (MIT's with the
+    /// KDC's `krb5.conf`, `rdns = true`; Java's ZooKeeper client by default), so the one
+    /// principal serves every server. That needs the machine to name 127.0.0.1 `localhost`
+    /// first, as Debian's `/etc/hosts` does; elsewhere a client names the server principal
+    /// explicitly. The cluster keeps the KDC alive.
+    ///
+    /// `isInitiator=false` (the servers only accept logins; ZooKeeper's usual JAAS
+    /// section leaves it out) means a server needs no ticket of its own: it starts,
+    /// restarts and accepts logins from clients that already hold a service ticket while
+    /// the KDC is [stopped](TestKdc::stop). With the default `isInitiator=true` a server
+    /// fetches a ticket-granting ticket when it starts and fails to start without a KDC
+    /// (`LoginException: Connection refused`).
     ///
     /// A Kerberos login has the ACL identity `sasl:<principal with realm>`, e.g.
     /// `sasl:alice@ZKGUARD.TEST` (ZooKeeper's defaults
@@ -338,16 +348,20 @@ impl TestClusterBuilder {
     ///
     /// # Examples
     ///
-    /// ```no_run
+    /// ```
     /// use zkguard::testing::{TestCluster, TestKdc};
     ///
     /// # fn main() -> std::io::Result<()> {
     /// let kdc = TestKdc::shared()?;
     /// let cluster = TestCluster::builder().kerberos(&kdc).start()?;
     /// let keytab = kdc.add_principal("alice")?;
-    /// // A client logs in as alice@ZKGUARD.TEST with `keytab` to the service
-    /// // `zookeeper@127.0.0.1`, i.e. cluster.kerberos_principal().
-    /// # let _ = keytab;
+    /// assert!(keytab.is_file());
+    /// // A client logs in as alice@ZKGUARD.TEST with `keytab` to the service `zookeeper`
+    /// // at 127.0.0.1, which is this principal:
+    /// assert_eq!(
+    ///     cluster.kerberos_principal().as_deref(),
+    ///     Some("zookeeper/localhost@ZKGUARD.TEST")
+    /// );
     /// # Ok(())
     /// # }
     /// ```
@@ -356,8 +370,9 @@ impl TestClusterBuilder {
         self
     }
 
-    /// With [`sasl_digest_users`](Self::sasl_digest_users) or [`kerberos`](Self::kerberos): whether the servers refuse
-    /// every request of a client that has not authenticated with SASL (default `true`).
+    /// With [`sasl_digest_users`](Self::sasl_digest_users) or [`kerberos`](Self::kerberos):
+    /// whether the servers refuse every request of a client that has not authenticated with
+    /// SASL (default `true`).
     ///
     /// When on, `zoo.cfg` has `enforce.auth.enabled=true`, `enforce.auth.schemes=sasl`
     /// and `sessionRequireClientSASLAuth=true`: ZooKeeper 3.8 answers the first request

@@ -298,8 +298,9 @@ impl TestCluster {
         self.server(i).secure_addr()
     }
 
-    /// With [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users): the JAAS file
-    /// the servers read their SASL users from; `None` otherwise.
+    /// With [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users) or
+    /// [`kerberos`](TestClusterBuilder::kerberos): the JAAS file the servers read their
+    /// SASL users or Kerberos login from; `None` otherwise.
     pub fn jaas_path(&self) -> Option<&Path> {
         self.jaas.as_deref()
     }

@@ -102,11 +102,12 @@ pub(super) fn jaas_text(users: &[(String, String)]) -> String {
 }
 
 /// The JAAS file for Kerberos: a `Server` section logging in as `principal` (with realm)
-/// with `keytab`.
+/// with `keytab`, as an acceptor only (`isInitiator=false`: no ticket-granting ticket is
+/// fetched, so a server starts while the KDC is down).
 pub(super) fn kerberos_jaas_text(principal: &str, keytab: &Path) -> String {
     format!(
         "// written by zkguard::testing::TestCluster\nServer {{\n    {KRB5_LOGIN_MODULE} required\n    \
-         useKeyTab=true\n    keyTab=\"{}\"\n    storeKey=true\n    useTicketCache=false\n    \
+         useKeyTab=true\n    keyTab=\"{}\"\n    storeKey=true\n    useTicketCache=false\n    isInitiator=false\n    \
          principal=\"{principal}\";\n}};\n",
         keytab.display()
     )
@@ -184,7 +185,8 @@ mod tests {
         assert!(text.contains(
             "Server {\n    com.sun.security.auth.module.Krb5LoginModule required\n    \
              useKeyTab=true\n    keyTab=\"/k/zk.keytab\"\n    storeKey=true\n    \
-             useTicketCache=false\n    principal=\"zookeeper/localhost@R.TEST\";\n};\n"
+             useTicketCache=false\n    isInitiator=false\n    \
+             principal=\"zookeeper/localhost@R.TEST\";\n};\n"
         ));
     }
 
