@@ -185,8 +185,10 @@ impl TestKdc {
     /// the realm, no DNS lookups of KDCs or realms, reverse-DNS canonicalization of host
     /// names (so the GSSAPI host-based service `zookeeper@127.0.0.1` is the principal
     /// `zookeeper/localhost@ZKGUARD.TEST`), `kdc_timeout = 2s` and `max_retries = 1` (a
-    /// stopped KDC is noticed quickly), and a default credential cache and client keytab
-    /// inside this KDC's directory, not the machine's.
+    /// stopped KDC is noticed quickly), `clockskew = 2` (the KDC and the servers refuse an
+    /// expired ticket 2 s after its end, not after Kerberos' default 5 minutes), and a
+    /// default credential cache and client keytab inside this KDC's directory, not the
+    /// machine's.
     pub fn krb5_conf(&self) -> PathBuf {
         self.dir.join("krb5.conf")
     }

@@ -78,6 +78,9 @@ pub(super) fn krb5_conf_text(dir: &Path, port: u16) -> String {
         "max_retries = 1".into(),
         "udp_preference_limit = 1".into(),
         "ticket_lifetime = 10h".into(),
+        // An expired ticket is refused 2 s after its end (Kerberos' default tolerance,
+        // 5 minutes, would keep it working that long): tests of expiry wait seconds.
+        "clockskew = 2".into(),
         "forwardable = false".into(),
         // Not the machine's default credential cache and client keytab.
         format!(
