@@ -241,6 +241,52 @@ fn a_reconnect_to_another_server_logs_in_again() {
 }
 
 #[test]
+fn a_keytab_login_gets_new_tickets_when_its_own_have_expired() {
+    let kdc = kdc();
+    let cluster = TestCluster::builder()
+        .servers(3)
+        .kerberos(&kdc)
+        .start()
+        .expect("a Kerberized ensemble");
+    // gina's tickets live 3 s (the KDC caps them), so they are long gone by the reconnect.
+    let keytab = kdc.add_principal("gina").unwrap();
+    kadmin(
+        &kdc,
+        &format!("modprinc -maxlife \"3 seconds\" {}", kdc.principal("gina")),
+    );
+    let gina = Client::builder(&cluster.connect_string())
+        .session_timeout(Duration::from_secs(20))
+        .connect_timeout(CONNECT_TIMEOUT)
+        .sasl_kerberos(Kerberos::new().keytab(&keytab))
+        .build()
+        .expect("gina logs in");
+    let logged_in = Instant::now();
+    let events = gina.events();
+    let path = unique("krb-renew");
+    gina.create_with_acl(
+        &path,
+        b"g",
+        CreateMode::Persistent,
+        &only(&kdc.principal("gina")),
+    )
+    .unwrap();
+    // The tickets' end (3 s) and the clock-skew tolerance (2 s) have passed: nothing to wait
+    // for but the clock.
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(logged_in.elapsed()));
+    let addr = gina.connected_server().expect("connected");
+    let i = (0..cluster.len())
+        .find(|&i| cluster.client_addr(i) == addr)
+        .expect("one of the cluster's servers");
+    let session = gina.session_id();
+    cluster.kill(i).unwrap();
+    expect_reconnected(&events, session, Duration::from_secs(30));
+    assert_eq!(
+        gina.get_data(&path).expect("served after the reconnect").0,
+        b"g"
+    );
+}
+
+#[test]
 fn a_missing_ticket_and_an_unknown_server_are_named_at_once() {
     let kdc = kdc();
     let cluster = shared_cluster();
@@ -400,11 +446,25 @@ fn wait_expired(kdc: &TestKdc, ccache: &Path) {
 
 /// Removes a principal from the KDC's database.
 fn delete_principal(kdc: &TestKdc, name: &str) {
+    kadmin(kdc, &format!("delprinc -force {}", kdc.principal(name)));
+}
+
+/// Runs one `kadmin.local` query on the KDC's database (it exits 0 even when the query
+/// fails: success is its "Principal "…" modified/deleted." line).
+fn kadmin(kdc: &TestKdc, query: &str) {
     let out = Command::new("kadmin.local")
         .env("KRB5_CONFIG", kdc.krb5_conf())
         .env("KRB5_KDC_PROFILE", kdc.kdc_conf())
-        .args(["-q", &format!("delprinc -force {}", kdc.principal(name))])
+        .args(["-q", query])
         .output()
         .expect("kadmin.local");
-    assert!(out.status.success(), "{out:?}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("Principal \""),
+        "kadmin.local -q {query:?}: {text}"
+    );
 }
