@@ -98,9 +98,10 @@
 //!   `W10`: every guard dropped (released) from one thread: time, requests, and the
 //!   server's watch total afterwards.
 //! - `W12` (built with the `kerberos` feature; otherwise a `skipped` line): what a login
-//!   costs: `build()` p50/p99 without a login, with Kerberos from a keytab (fresh tickets
-//!   from the KDC each time) and with a cached service ticket, interleaved against one
-//!   Kerberized server of its own, `BENCH_LOGIN_N` each (default 200), and the ratios.
+//!   costs: `build()` p50/p99 without a login, with a first Kerberos login from a keytab
+//!   (tickets from the KDC), with later ones (tickets in memory: what a reconnect costs) and
+//!   from a `kinit` cache file, interleaved against one Kerberized server of its own,
+//!   `BENCH_LOGIN_N` each (default 200), and the ratios to no login.
 //! - `W11`: `BENCH_SCALE / 10` threads (default 1,000) blocked on as many `Mutex`es of one
 //!   client, each held by another client, released one at a time (each after the previous
 //!   waiter woke): p50/p99 from the start of the release (the holder's delete) to the

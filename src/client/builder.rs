@@ -112,10 +112,7 @@ impl ClientBuilder {
     /// ```
     #[cfg(feature = "kerberos")]
     pub fn sasl_kerberos(mut self, login: super::Kerberos) -> Self {
-        self.sasl = Some(SaslLogin::Kerberos {
-            login,
-            memory_cache: format!("MEMORY:zkguard-{}", uuid::Uuid::new_v4().simple()),
-        });
+        self.sasl = Some(SaslLogin::Kerberos(login));
         self
     }
 
@@ -233,7 +230,7 @@ impl ClientBuilder {
                 });
             }
             #[cfg(feature = "kerberos")]
-            Some(SaslLogin::Kerberos { login, .. }) => login.check()?,
+            Some(SaslLogin::Kerberos(login)) => login.check()?,
             _ => {}
         }
         for (scheme, _) in &self.auth {

@@ -32,12 +32,7 @@ pub(crate) enum SaslLogin {
         password: String,
     },
     #[cfg(feature = "kerberos")]
-    Kerberos {
-        login: super::Kerberos,
-        /// The memory credential cache tickets from a keytab go to: one per client, so
-        /// tickets survive from one connection to the next.
-        memory_cache: String,
-    },
+    Kerberos(super::Kerberos),
 }
 
 impl SaslLogin {
@@ -46,7 +41,7 @@ impl SaslLogin {
         match self {
             SaslLogin::Digest { user, .. } => format!("{user:?}"),
             #[cfg(feature = "kerberos")]
-            SaslLogin::Kerberos { login, .. } => login.who(),
+            SaslLogin::Kerberos(login) => login.who(),
         }
     }
 }
@@ -59,7 +54,7 @@ impl std::fmt::Debug for SaslLogin {
                 .field("user", user)
                 .finish_non_exhaustive(),
             #[cfg(feature = "kerberos")]
-            SaslLogin::Kerberos { login, .. } => f.debug_tuple("Kerberos").field(login).finish(),
+            SaslLogin::Kerberos(login) => f.debug_tuple("Kerberos").field(login).finish(),
         }
     }
 }

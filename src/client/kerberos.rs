@@ -117,7 +117,8 @@ impl Kerberos {
 
     /// A client keytab to get tickets from (and renew them from when they expire), in place
     /// of `KRB5_CLIENT_KTNAME`. Without [`ccache`](Self::ccache), the tickets are kept in
-    /// memory, for this client only: the user's own cache is left alone.
+    /// this process's memory (shared by the clients logging in with the same keytab and
+    /// principal): the user's own cache is left alone.
     pub fn keytab(mut self, keytab: impl AsRef<Path>) -> Kerberos {
         self.keytab = Some(keytab.as_ref().to_path_buf());
         self
@@ -158,6 +159,17 @@ impl Kerberos {
             }
         }
         Ok(())
+    }
+
+    /// The memory credential cache the tickets from a keytab (without a named cache) go to:
+    /// one per keytab and principal in the process, so that a reconnect, and every client
+    /// logging in with the same keytab, reuse the tickets, and the caches do not grow with
+    /// the number of clients.
+    pub(crate) fn memory_cache(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&self.keytab, &self.principal).hash(&mut h);
+        format!("MEMORY:zkguard-{:016x}", h.finish())
     }
 
     /// What the login is, for logs: the client principal or where its credentials come from.
@@ -255,7 +267,7 @@ fn words(e: libgssapi::error::Error) -> String {
 
 /// The client's credentials: `None` for the environment's defaults, or acquired from the
 /// given cache, keytab and principal (`gss_acquire_cred_from`, MIT's credential store).
-fn credentials(login: &Kerberos, memory_cache: &str) -> Result<Option<Cred>, KerberosFailure> {
+fn credentials(login: &Kerberos) -> Result<Option<Cred>, KerberosFailure> {
     if login.principal.is_none() && login.ccache.is_none() && login.keytab.is_none() {
         return Ok(None);
     }
@@ -266,8 +278,8 @@ fn credentials(login: &Kerberos, memory_cache: &str) -> Result<Option<Cred>, Ker
     let mut store: Vec<(CString, CString)> = Vec::new();
     let ccache = match (&login.ccache, &login.keytab) {
         (Some(c), _) => Some(c.clone()),
-        // Tickets from a keytab go to a cache of this client's, not the user's.
-        (None, Some(_)) => Some(memory_cache.to_string()),
+        // Tickets from a keytab go to a cache in this process's memory, not the user's.
+        (None, Some(_)) => Some(login.memory_cache()),
         (None, None) => None,
     };
     if let Some(c) = ccache {
@@ -389,7 +401,6 @@ impl GssapiClient {
     pub(crate) fn start(
         login: &Kerberos,
         host: &str,
-        memory_cache: &str,
     ) -> Result<(GssapiClient, Vec<u8>), KerberosFailure> {
         let (target, full) = login.target(host);
         let kind = if full {
@@ -401,7 +412,7 @@ impl GssapiClient {
             cause: KerberosCause::Other,
             reason: format!("the server principal {target:?}: {}", e.to_string().trim()),
         })?;
-        let cred = credentials(login, memory_cache)?;
+        let cred = credentials(login)?;
         let flags = CtxFlags::GSS_C_MUTUAL_FLAG | CtxFlags::GSS_C_INTEG_FLAG;
         let mut ctx = ClientCtx::new(cred, name, flags, Some(GSS_MECH_KRB5));
         let first = ctx.step(None, None).map_err(|e| {

@@ -30,12 +30,8 @@ impl Mechanism {
                 Ok((Mechanism::Digest(m), first))
             }
             #[cfg(feature = "kerberos")]
-            SaslLogin::Kerberos {
-                login,
-                memory_cache,
-            } => {
-                let (m, first) =
-                    super::kerberos::GssapiClient::start(login, host_part(server), memory_cache)?;
+            SaslLogin::Kerberos(login) => {
+                let (m, first) = super::kerberos::GssapiClient::start(login, host_part(server))?;
                 Ok((Mechanism::Gssapi(m), first))
             }
         }
