@@ -11,7 +11,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{expect_reconnected, init_log, unique};
+use common::partition::fail_over;
+use common::{init_log, unique};
 use zkguard::testing::{TestCluster, TestKdc};
 use zkguard::{
     Acl, Client, ConnectFailure, CreateMode, Error, Kerberos, KerberosCause, LeaderElection, Mutex,
@@ -221,15 +222,9 @@ fn a_reconnect_to_another_server_logs_in_again() {
         .unwrap();
     let session = alice.session_id();
     for _ in 0..2 {
-        let addr = alice.connected_server().expect("connected");
-        let i = (0..cluster.len())
-            .find(|&i| cluster.client_addr(i) == addr)
-            .expect("one of the cluster's servers");
-        cluster.kill(i).unwrap();
-        expect_reconnected(&events, session, Duration::from_secs(20));
+        let i = fail_over(&cluster, &alice, &events);
         // The new server requires a login and serves alice's own node only to alice: the
         // login was made again there.
-        assert_ne!(alice.connected_server(), Some(addr));
         assert_eq!(
             alice.get_data(&path).expect("served after the reconnect").0,
             b"1"
@@ -273,13 +268,7 @@ fn a_keytab_login_gets_new_tickets_when_its_own_have_expired() {
     // The tickets' end (3 s) and the clock-skew tolerance (2 s) have passed: nothing to wait
     // for but the clock.
     std::thread::sleep(Duration::from_secs(6).saturating_sub(logged_in.elapsed()));
-    let addr = gina.connected_server().expect("connected");
-    let i = (0..cluster.len())
-        .find(|&i| cluster.client_addr(i) == addr)
-        .expect("one of the cluster's servers");
-    let session = gina.session_id();
-    cluster.kill(i).unwrap();
-    expect_reconnected(&events, session, Duration::from_secs(30));
+    fail_over(&cluster, &gina, &events);
     assert_eq!(
         gina.get_data(&path).expect("served after the reconnect").0,
         b"g"

@@ -5,7 +5,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{expect_reconnected, init_log, unique};
+use common::partition::fail_over;
+use common::{init_log, unique};
 use zkguard::testing::{TestCluster, TestKdc};
 use zkguard::{Client, ConnectFailure, CreateMode, Error, Kerberos, KerberosCause};
 
@@ -69,13 +70,7 @@ fn a_kdc_that_is_down_is_named_and_cached_tickets_still_serve() {
 
     // Alice's session goes on, and even a reconnect to the other server logs in with the
     // ticket her client already has (every server is zookeeper/localhost).
-    let addr = alice.connected_server().expect("connected");
-    let i = (0..cluster.len())
-        .find(|&i| cluster.client_addr(i) == addr)
-        .expect("one of the cluster's servers");
-    let session = alice.session_id();
-    cluster.kill(i).unwrap();
-    expect_reconnected(&events, session, Duration::from_secs(20));
+    fail_over(&cluster, &alice, &events);
     assert_eq!(
         alice.get_data(&path).expect("served after the reconnect").0,
         b"x"

@@ -25,6 +25,26 @@ pub fn server_of(cluster: &TestCluster, c: &Client) -> Option<usize> {
     (0..cluster.len()).find(|&i| cluster.client_addr(i) == addr)
 }
 
+/// Kills the server `c` is connected to and waits until `c` has reconnected elsewhere with
+/// the same session (`events` is a receiver of `c`'s, taken before). Returns the index of
+/// the killed server.
+pub fn fail_over(
+    cluster: &TestCluster,
+    c: &Client,
+    events: &crossbeam_channel::Receiver<zkguard::SessionEvent>,
+) -> usize {
+    let i = wait_server_of(cluster, c);
+    let session = c.session_id();
+    cluster.kill(i).unwrap();
+    super::expect_reconnected(events, session, Duration::from_secs(30));
+    assert_ne!(
+        server_of(cluster, c),
+        Some(i),
+        "reconnected to the killed server"
+    );
+    i
+}
+
 /// Waits until `c` is connected and returns the index of its server.
 pub fn wait_server_of(cluster: &TestCluster, c: &Client) -> usize {
     let mut found = None;
