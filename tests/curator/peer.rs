@@ -412,9 +412,13 @@ pub fn zk_mutex(dir: &Path, path: &str, rounds: usize) -> ZkRun {
 /// `sasl:<name>@<realm>`).
 ///
 /// Nothing else is needed: the ZooKeeper client logs in inside the JAAS subject itself, so
-/// `javax.security.auth.useSubjectCredsOnly` keeps its default, and it names the server
-/// `zookeeper/<canonical host>`, which for `127.0.0.1` is `localhost` (the reverse lookup
-/// through `/etc/hosts`, as the Kerberized `TestCluster` servers expect).
+/// `javax.security.auth.useSubjectCredsOnly` keeps its default; and the server's principal
+/// for `127.0.0.1` comes out as `zookeeper/localhost@ZKGUARD.TEST`, the one the Kerberized
+/// `TestCluster` servers have, through the reverse lookup (`/etc/hosts`) twice over: the
+/// ZooKeeper client canonicalizes the host, and the JDK's Kerberos does it again because the
+/// KDC's `krb5.conf` says `dns_canonicalize_hostname = true` (with
+/// `-Dzookeeper.sasl.client.canonicalize.hostname=false` the ticket, seen with
+/// `-Dsun.security.krb5.debug=true`, is still for `zookeeper/localhost`).
 #[cfg(feature = "kerberos")]
 pub fn kerberos_jvm(kdc: &zkguard::testing::TestKdc, name: &str) -> Vec<String> {
     let keytab = kdc
