@@ -3,7 +3,9 @@
 //! in child JVMs on the same server and path as zkguard's locks. Mutual exclusion is checked
 //! by marker files both sides create while holding (`Marker`, in `tests/curator/peer.rs` with
 //! the rest of the peer), and one test shows the check sees an overlap when the two sides use
-//! different paths.
+//! different paths. On secured servers, Curator logs in as a Java service does (JAAS, digest
+//! or Kerberos with the `kerberos` feature) and shares creator-only locks with zkguard logged
+//! in as the same identity.
 //!
 //! Curator's jars and `javac` are found, or installed (as root on Debian, like ZooKeeper), by
 //! the harness: `CuratorJava::find`. Where it may not install, every test fails saying what
@@ -24,7 +26,7 @@ use crossbeam_channel::{Receiver, Sender};
 use peer::{
     curator_hold, curator_loop, slot_dir, zk_loop, zk_mutex, Kind, Peer, ZkRun, JAVA_QUIET,
 };
-use zkguard::{Client, LeaderElection, Mutex, RwLock, Semaphore};
+use zkguard::{Client, Error, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore};
 
 // ---------------------------------------------------------------------------------------
 // 1. InterProcessMutex and Mutex, and the check itself
@@ -452,42 +454,27 @@ fn curator_and_zkguard_exclude_each_other_on_a_tls_and_sasl_ensemble() {
 // ACLs: a Curator service with an ACLProvider and zkguard with the same identity
 // ---------------------------------------------------------------------------------------
 
-/// Curator with digest credentials and `CREATOR_ALL_ACL` from its `ACLProvider`, and zkguard
-/// logged in as the same digest user with [`NodeAcl::creator`], share one lock (each waits
-/// for the other), while another identity is refused at once, by both's directory.
-#[test]
-fn curator_with_a_creator_acl_and_zkguard_with_the_same_identity_share_a_lock() {
+/// A Curator service started on `connect` with the JVM options `jvm` (its login, and an
+/// `ACLProvider` giving `CREATOR_ALL_ACL`) and zkguard's `alice`, logged in as the same identity
+/// with [`NodeAcl::creator`], share one lock: each waits for the other. `bob`, another
+/// identity, is refused at once in either's directory: a blocking acquire fails with
+/// [`Error::NoAuth`] and never waits.
+fn a_creator_only_lock_is_shared_by_one_identity(
+    connect: &str,
+    jvm: &[String],
+    alice: Client,
+    bob: &Client,
+) {
+    // Curator holds: alice waits, and gets the lock once Curator releases.
     let path = format!("{}/lock", unique("cur-acl"));
-    let jvm = ["-Dpeer.digest=alice:alice-pw".to_string()];
-    let mut java = Peer::start_on(
-        &shared_cluster().connect_string(),
-        &jvm,
-        "",
-        &["mutex", &path, "hold"],
-    );
+    let mut java = Peer::start_on(connect, jvm, "", &["mutex", &path, "hold"]);
     java.expect("acquired");
-    let alice = Client::builder(&shared_cluster().connect_string())
-        .auth("digest", b"alice:alice-pw")
-        .node_acl(zkguard::NodeAcl::creator())
-        .build()
-        .unwrap();
     let lock = Mutex::new(&alice, &path).unwrap();
     assert!(
         lock.try_acquire().unwrap().is_none(),
         "zkguard took a lock Curator holds"
     );
-    // Another identity cannot even queue in the directory Curator made creator-only.
-    let bob = Client::builder(&shared_cluster().connect_string())
-        .auth("digest", b"bob:bob-pw")
-        .build()
-        .unwrap();
-    match Mutex::new(&bob, &path).unwrap().try_acquire() {
-        Err(zkguard::Error::NoAuth {
-            path: p,
-            op: "create",
-        }) => assert_eq!(p, path),
-        other => panic!("bob in Curator's creator-only directory: {other:?}"),
-    }
+    assert_refused(bob, &path, "Curator's");
     let waiting = spawn(move || {
         lock.acquire_timeout(WITHIN)
             .map(|g| g.map(|g| g.is_valid()))
@@ -499,18 +486,75 @@ fn curator_with_a_creator_acl_and_zkguard_with_the_same_identity_share_a_lock() 
         Some(true),
         "zkguard gets the lock once Curator releases"
     );
-    // And the other way round: zkguard holds, a Curator peer with the same identity waits.
-    let path2 = format!("{}/lock", unique("cur-acl2"));
-    let held = Mutex::new(&alice, &path2).unwrap().acquire().unwrap();
-    let mut java = Peer::start_on(
-        &shared_cluster().connect_string(),
-        &jvm,
-        "",
-        &["mutex", &path2, "hold"],
-    );
+
+    // And the other way round: zkguard holds, a Curator peer with the same identity queues
+    // and waits.
+    let path = format!("{}/lock", unique("cur-acl2"));
+    let lock = Mutex::new(&alice, &path).unwrap();
+    let held = lock.acquire().unwrap();
+    assert_refused(bob, &path, "zkguard's");
+    let mut java = Peer::start_on(connect, jvm, "", &["mutex", &path, "hold"]);
     java.expect("connected");
+    wait_until(WITHIN, "Curator's lock node queued", || {
+        lock.participants().unwrap().len() == 2
+    });
     java.assert_quiet(JAVA_QUIET, "Curator acquired while zkguard holds");
     drop(held);
     java.expect("acquired");
     java.release();
+}
+
+/// `bob` asks for the lock at `path` in a creator-only directory of another identity: refused
+/// at once (a blocking acquire that waited would end in `Ok(None)` after [`WITHIN`]).
+fn assert_refused(bob: &Client, path: &str, whose: &str) {
+    match Mutex::new(bob, path).unwrap().acquire_timeout(WITHIN) {
+        Err(Error::NoAuth { path: p, op }) => {
+            assert_eq!((p.as_str(), op), (path, "create"), "bob's refusal")
+        }
+        other => panic!("bob in {whose} creator-only directory: {other:?}"),
+    }
+}
+
+/// Curator with digest credentials and zkguard logged in as the same digest user.
+#[test]
+fn curator_with_a_creator_acl_and_zkguard_with_the_same_identity_share_a_lock() {
+    let connect = shared_cluster().connect_string();
+    let login = |user_pw: &str| {
+        Client::builder(&connect)
+            .auth("digest", user_pw.as_bytes())
+            .node_acl(NodeAcl::creator())
+            .build()
+            .unwrap()
+    };
+    let jvm = ["-Dpeer.digest=alice:alice-pw".to_string()];
+    let bob = login("bob:bob-pw");
+    a_creator_only_lock_is_shared_by_one_identity(&connect, &jvm, login("alice:alice-pw"), &bob);
+}
+
+/// Curator logged in with Kerberos as a Java service is (JAAS `Client` section with alice's
+/// keytab, see [`peer::kerberos_jvm`]) and zkguard logged in as the same principal with
+/// [`Kerberos::keytab`](zkguard::Kerberos::keytab), on a Kerberized server.
+#[cfg(feature = "kerberos")]
+#[test]
+fn curator_and_zkguard_logged_in_as_one_kerberos_principal_share_a_creator_only_lock() {
+    use zkguard::testing::{TestCluster, TestKdc};
+    common::init_log();
+    let kdc = TestKdc::shared().expect("a test KDC");
+    let cluster = TestCluster::builder()
+        .kerberos(&kdc)
+        .start()
+        .expect("a Kerberized server");
+    let connect = cluster.connect_string();
+    let login = |name: &str| {
+        let keytab = kdc.add_principal(name).expect("a principal");
+        Client::builder(&connect)
+            .connect_timeout(Duration::from_secs(30))
+            .sasl_kerberos(zkguard::Kerberos::new().keytab(keytab))
+            .node_acl(NodeAcl::creator())
+            .build()
+            .unwrap_or_else(|e| panic!("a Kerberos login as {name}: {e}"))
+    };
+    let jvm = peer::kerberos_jvm(&kdc, "alice");
+    let bob = login("bob");
+    a_creator_only_lock_is_shared_by_one_identity(&connect, &jvm, login("alice"), &bob);
 }

@@ -12,6 +12,9 @@
 //          | loop <rounds> <slotdir> <hold_ms> (each round: acquire, take a marker slot, sleep,
 //            free the slot, release; then "done rounds=R violations=V")
 //
+// JVM options: -Dpeer.digest=user:password (a digest login, every node CREATOR_ALL_ACL) and
+// -Dpeer.acl=creator (every node CREATOR_ALL_ACL, the login left to JAAS); see run().
+//
 // Marker slots (the same rules as `Marker` in tests/curator.rs): an exclusive holder (mutex,
 // latch) creates slot-0 with O_EXCL; a semaphore holder takes the first free of
 // slot-0..slot-(N-1); a writer creates "w" and checks that no "r-*" exists; a reader creates
@@ -155,21 +158,24 @@ public final class CuratorPeer {
                 .retryPolicy(new ExponentialBackoffRetry(100, 10));
         // -Dpeer.digest=user:password: log in with that digest identity and create every
         // node CREATOR_ALL_ACL (a Java service securing its locks with an ACLProvider).
+        // -Dpeer.acl=creator: only the latter, for a login the JVM makes by itself: a SASL
+        // login from the JAAS `Client` section (Kerberos), nothing set on Curator for it.
         String digest = System.getProperty("peer.digest");
         if (digest != null) {
-            builder = builder
-                    .authorization("digest", digest.getBytes(StandardCharsets.UTF_8))
-                    .aclProvider(new ACLProvider() {
-                        @Override
-                        public List<ACL> getDefaultAcl() {
-                            return ZooDefs.Ids.CREATOR_ALL_ACL;
-                        }
+            builder = builder.authorization("digest", digest.getBytes(StandardCharsets.UTF_8));
+        }
+        if (digest != null || "creator".equals(System.getProperty("peer.acl"))) {
+            builder = builder.aclProvider(new ACLProvider() {
+                @Override
+                public List<ACL> getDefaultAcl() {
+                    return ZooDefs.Ids.CREATOR_ALL_ACL;
+                }
 
-                        @Override
-                        public List<ACL> getAclForPath(String p) {
-                            return ZooDefs.Ids.CREATOR_ALL_ACL;
-                        }
-                    });
+                @Override
+                public List<ACL> getAclForPath(String p) {
+                    return ZooDefs.Ids.CREATOR_ALL_ACL;
+                }
+            });
         }
         CuratorFramework client = builder.build();
         client.start();

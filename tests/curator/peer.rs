@@ -405,6 +405,43 @@ pub fn zk_mutex(dir: &Path, path: &str, rounds: usize) -> ZkRun {
     )
 }
 
+/// The JVM options of a Java service logged in to a Kerberized ensemble as `name` of `kdc`,
+/// as such a service configures it (nothing set on Curator for the login): a JAAS `Client`
+/// section with `Krb5LoginModule` and `name`'s keytab, the KDC's `krb5.conf`, and
+/// `-Dpeer.acl=creator` (every node `CREATOR_ALL_ACL`, which the server turns into
+/// `sasl:<name>@<realm>`).
+///
+/// Nothing else is needed: the ZooKeeper client logs in inside the JAAS subject itself, so
+/// `javax.security.auth.useSubjectCredsOnly` keeps its default; and the server's principal
+/// for `127.0.0.1` comes out as `zookeeper/localhost@ZKGUARD.TEST`, the one the Kerberized
+/// `TestCluster` servers have, through the reverse lookup (`/etc/hosts`) twice over: the
+/// ZooKeeper client canonicalizes the host, and the JDK's Kerberos does it again because the
+/// KDC's `krb5.conf` says `dns_canonicalize_hostname = true` (with
+/// `-Dzookeeper.sasl.client.canonicalize.hostname=false` the ticket, seen with
+/// `-Dsun.security.krb5.debug=true`, is still for `zookeeper/localhost`).
+#[cfg(feature = "kerberos")]
+pub fn kerberos_jvm(kdc: &zkguard::testing::TestKdc, name: &str) -> Vec<String> {
+    let keytab = kdc
+        .add_principal(name)
+        .unwrap_or_else(|e| panic!("a keytab for {name}: {e}"));
+    let jaas = kdc
+        .dir()
+        .join(format!("curator-jaas-{name}-{}.conf", uuid::Uuid::new_v4()));
+    let section = format!(
+        "Client {{\n  com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true \
+         keyTab=\"{}\" storeKey=true useTicketCache=false principal=\"{}\";\n}};\n",
+        keytab.display(),
+        kdc.principal(name)
+    );
+    std::fs::write(&jaas, section).unwrap_or_else(|e| panic!("write {}: {e}", jaas.display()));
+    vec![
+        "-Dzookeeper.sasl.client=true".into(),
+        format!("-Djava.security.auth.login.config={}", jaas.display()),
+        format!("-Djava.security.krb5.conf={}", kdc.krb5_conf().display()),
+        "-Dpeer.acl=creator".into(),
+    ]
+}
+
 /// A Curator peer looping `rounds` times on `recipe` (with its arguments) at `path`.
 pub fn curator_loop(recipe: &[&str], path: &str, rounds: usize, dir: &Path) -> Peer {
     let (rounds, hold) = (rounds.to_string(), HOLD_MS.to_string());
