@@ -71,18 +71,12 @@ enum Login<'a> {
 
 /// The JVM options for `login` against `kdc`.
 fn login_options(kdc: &TestKdc, login: Login) -> Vec<String> {
-    let module = "com.sun.security.auth.module.Krb5LoginModule required";
     let section = match login {
         Login::None => return vec!["-Dzookeeper.sasl.client=false".into()],
-        Login::Keytab(name) => format!(
-            "{module} useKeyTab=true keyTab=\"{}\" storeKey=true useTicketCache=false \
-             principal=\"{}\";",
-            kdc.add_principal(name).expect("principal").display(),
-            kdc.principal(name)
-        ),
+        Login::Keytab(name) => return kdc.java_client_options(name).expect("a Java login"),
         Login::Cache(name, ccache) => format!(
-            "{module} useKeyTab=false useTicketCache=true ticketCache=\"{}\" doNotPrompt=true \
-             principal=\"{}\";",
+            "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=false \
+             useTicketCache=true ticketCache=\"{}\" doNotPrompt=true principal=\"{}\";",
             ccache.display(),
             kdc.principal(name)
         ),

@@ -421,25 +421,11 @@ pub fn zk_mutex(dir: &Path, path: &str, rounds: usize) -> ZkRun {
 /// `-Dsun.security.krb5.debug=true`, is still for `zookeeper/localhost`).
 #[cfg(feature = "kerberos")]
 pub fn kerberos_jvm(kdc: &zkguard::testing::TestKdc, name: &str) -> Vec<String> {
-    let keytab = kdc
-        .add_principal(name)
-        .unwrap_or_else(|e| panic!("a keytab for {name}: {e}"));
-    let jaas = kdc
-        .dir()
-        .join(format!("curator-jaas-{name}-{}.conf", uuid::Uuid::new_v4()));
-    let section = format!(
-        "Client {{\n  com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true \
-         keyTab=\"{}\" storeKey=true useTicketCache=false principal=\"{}\";\n}};\n",
-        keytab.display(),
-        kdc.principal(name)
-    );
-    std::fs::write(&jaas, section).unwrap_or_else(|e| panic!("write {}: {e}", jaas.display()));
-    vec![
-        "-Dzookeeper.sasl.client=true".into(),
-        format!("-Djava.security.auth.login.config={}", jaas.display()),
-        format!("-Djava.security.krb5.conf={}", kdc.krb5_conf().display()),
-        "-Dpeer.acl=creator".into(),
-    ]
+    let mut jvm = kdc
+        .java_client_options(name)
+        .unwrap_or_else(|e| panic!("a Kerberos login for {name}: {e}"));
+    jvm.push("-Dpeer.acl=creator".into());
+    jvm
 }
 
 /// A Curator peer looping `rounds` times on `recipe` (with its arguments) at `path`.

@@ -295,6 +295,36 @@ impl TestKdc {
         Ok(ccache)
     }
 
+    /// The JVM options that make a Java ZooKeeper client (or Curator) log in as
+    /// `name@ZKGUARD.TEST` with its keytab: `-Dzookeeper.sasl.client=true`, a JAAS file
+    /// (written in this KDC's directory) whose `Client` section is `Krb5LoginModule` with
+    /// the keytab, and `-Djava.security.krb5.conf` naming [`krb5_conf`](Self::krb5_conf).
+    /// The principal is made first when needed ([`add_principal`](Self::add_principal)).
+    ///
+    /// # Errors
+    ///
+    /// As [`add_principal`](Self::add_principal); the JAAS file cannot be written.
+    pub fn java_client_options(&self, name: &str) -> io::Result<Vec<String>> {
+        let keytab = self.add_principal(name)?;
+        let jaas = self.dir.join(format!(
+            "client-jaas-{}-{}.conf",
+            name.replace('/', "_"),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let section = format!(
+            "Client {{\n  com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true \
+             keyTab=\"{}\" storeKey=true useTicketCache=false principal=\"{}\";\n}};\n",
+            keytab.display(),
+            self.principal(name)
+        );
+        write(&jaas, &section)?;
+        Ok(vec![
+            "-Dzookeeper.sasl.client=true".into(),
+            format!("-Djava.security.auth.login.config={}", jaas.display()),
+            format!("-Djava.security.krb5.conf={}", self.krb5_conf().display()),
+        ])
+    }
+
     /// Whether the credential cache file holds a ticket that has not expired (`klist -s`).
     ///
     /// # Errors
