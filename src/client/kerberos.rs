@@ -284,13 +284,13 @@ fn credentials(login: &Kerberos) -> Result<Option<Cred>, KerberosFailure> {
     };
     if let Some(c) = ccache {
         store.push((
-            CString::new("ccache").expect("no NUL"),
+            c"ccache".to_owned(),
             CString::new(c).map_err(|_| bad_string("credential cache"))?,
         ));
     }
     if let Some(k) = &login.keytab {
         store.push((
-            CString::new("client_keytab").expect("no NUL"),
+            c"client_keytab".to_owned(),
             CString::new(k.to_string_lossy().into_owned()).map_err(|_| bad_string("keytab"))?,
         ));
     }
