@@ -83,6 +83,33 @@ fn a_lock_under_a_keytab_login_refuses_other_principals() {
         &path,
     ]));
     assert_eq!(code, 0, "{err}");
+    // With no Kerberos option at all, the environment decides, as for every Kerberos
+    // program: KRB5CCNAME (a kinit cache) or KRB5_CLIENT_KTNAME (a client keytab).
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .env("KRB5CCNAME", format!("FILE:{}", ccache.display()))
+            .args(["--sasl-mechanism", "gssapi", "holders", &path]),
+    );
+    assert_eq!(code, 0, "alice from KRB5CCNAME: {err}");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .env("KRB5CCNAME", format!("MEMORY:cli-{}", std::process::id()))
+            .env("KRB5_CLIENT_KTNAME", &alice)
+            .args(["--sasl-mechanism", "gssapi", "holders", &path]),
+    );
+    assert_eq!(code, 0, "alice from KRB5_CLIENT_KTNAME: {err}");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .env(
+                "KRB5CCNAME",
+                format!("FILE:{}", kdc.kinit("bob", None).unwrap().display()),
+            )
+            .args(["--sasl-mechanism", "gssapi", "holders", &path]),
+    );
+    assert_eq!(
+        code, 77,
+        "bob from KRB5CCNAME may not list alice's lock: {err}"
+    );
     holder.signal(libc::SIGTERM);
     assert_eq!(holder.wait(PATIENCE), 0, "{}", holder.stderr());
 }
