@@ -130,7 +130,9 @@
 //! `PATH`, then in `/usr/local/sbin`, `/usr/sbin`, `/sbin`, `/usr/local/bin`, `/usr/bin`). When something is
 //! missing on a Debian-family machine and the tests run as root (a CI container, a fresh
 //! machine), all the missing packages are installed with one `apt-get update` and
-//! `apt-get install -y …`, at most once per package and process, while parallel tests wait;
+//! `apt-get install -y …`, at most once per package and process, while parallel tests wait
+//! (and test processes running at once, such as doctests, wait up to 10 minutes for each
+//! other's `apt-get`);
 //! `apt-get`'s output is shown on standard error as it runs (written to the process's
 //! standard error, not through `eprintln!`, so `cargo test` shows it for passing tests too;
 //! on a fresh Debian 12 about 250 MB, under a minute on a fast mirror). Set `ZKGUARD_NO_INSTALL` to forbid this. Otherwise, or if the install did not

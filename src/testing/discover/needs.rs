@@ -10,7 +10,7 @@
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{
     distribution, find_classpath, find_curator, find_jdk_tool, find_kerberos_tool, netty_entries,
@@ -278,6 +278,15 @@ fn progress(line: &str) {
     let _ = writeln!(io::stderr().lock(), "zkguard: {line}");
 }
 
+/// How long an install waits for another `apt-get` or `dpkg` holding apt's locks.
+const APT_LOCK_WAIT: Duration = Duration::from_secs(600);
+
+/// Whether a failed `apt-get update` found the package lists locked by another apt: its
+/// message names the lock file (a path, the same in every language).
+fn lists_locked(e: &io::Error) -> bool {
+    e.to_string().contains("/var/lib/apt/lists/lock")
+}
+
 fn apt_install(packages: &[&str]) -> io::Result<()> {
     let start = Instant::now();
     progress(&format!(
@@ -286,9 +295,19 @@ fn apt_install(packages: &[&str]) -> io::Result<()> {
          to forbid this)",
         packages.join(" ")
     ));
-    apt_get(&["update"])?;
-    // Wait for another apt (a second test process, an upgrade) rather than fail at once.
-    let mut install = vec!["-o", "DPkg::Lock::Timeout=600", "install", "-y"];
+    // Wait for another apt (a second test process, an upgrade) rather than fail at once:
+    // `DPkg::Lock::Timeout` makes `install` wait for dpkg's lock, but `update` never waits
+    // for the lock of the package lists (apt 2.6), so it is tried again while that is held.
+    let deadline = Instant::now() + APT_LOCK_WAIT;
+    while let Err(e) = apt_get(&["update"]) {
+        if !lists_locked(&e) || Instant::now() >= deadline {
+            return Err(e);
+        }
+        progress("another apt-get holds the package lists' lock; trying again in 1 s");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let timeout = format!("DPkg::Lock::Timeout={}", APT_LOCK_WAIT.as_secs());
+    let mut install = vec!["-o", &timeout, "install", "-y"];
     install.extend(packages);
     apt_get(&install)?;
     progress(&format!(
@@ -569,6 +588,19 @@ mod tests {
         let msg = fail(plan(&half.var(ENV_NO_INSTALL, "1"), KERBEROS, ROOT));
         assert!(msg.contains("ZKGUARD_NO_INSTALL is set"), "{msg}");
         assert!(msg.contains("MIT Kerberos"), "{msg}");
+    }
+
+    #[test]
+    fn only_a_locked_package_list_makes_apt_get_update_try_again() {
+        let failed = |tail: &str| io::Error::other(format!("`apt-get update` failed: {tail}"));
+        // apt 2.6's words when a second test process runs `apt-get update` at once.
+        assert!(lists_locked(&failed(
+            "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 7232 \
+             (apt-get)\nE: Unable to lock directory /var/lib/apt/lists/"
+        )));
+        assert!(!lists_locked(&failed(
+            "E: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease"
+        )));
     }
 
     #[test]
