@@ -326,8 +326,9 @@ impl TestClusterBuilder {
     /// Kerberos library canonicalizes to `localhost` by a reverse lookup (MIT's with the
     /// KDC's `krb5.conf`, `rdns = true`; Java's ZooKeeper client by default), so the one
     /// principal serves every server. That needs the machine to name 127.0.0.1 `localhost`
-    /// first, as Debian's `/etc/hosts` does; elsewhere a client names the server principal
-    /// explicitly. The cluster keeps the KDC alive.
+    /// first, as Debian's `/etc/hosts` does; elsewhere (`start` logs a warning saying so) a
+    /// client names the server's host explicitly (`Kerberos::host("localhost")`). The
+    /// cluster keeps the KDC alive.
     ///
     /// `isInitiator=false` (the servers only accept logins; ZooKeeper's usual JAAS
     /// section leaves it out) means a server needs no ticket of its own: it starts,

@@ -162,6 +162,7 @@ impl TestCluster {
         let jaas_text = match (&settings.sasl_users, &settings.kerberos) {
             (Some(users), _) => Some(security::jaas_text(users)),
             (None, Some(kdc)) => {
+                security::check_loopback_name();
                 let keytab = kdc.add_principal(security::KERBEROS_SERVER).map_err(|e| {
                     io::Error::new(
                         e.kind(),

@@ -113,6 +113,39 @@ pub(super) fn kerberos_jaas_text(principal: &str, keytab: &Path) -> String {
     )
 }
 
+/// Warns when Kerberos clients of a server at `127.0.0.1` would not ask for
+/// [`KERBEROS_SERVER`]: libkrb5 (`rdns = true` in the `TestKdc`'s `krb5.conf`) and Java
+/// resolve `127.0.0.1` back to a host name, which must be `localhost`. `getent hosts
+/// 127.0.0.1` makes the same lookup; when it cannot run (not a glibc system), nothing is
+/// checked. A warning, not an error: clients that name the host (`Kerberos::host`) work.
+pub(super) fn check_loopback_name() {
+    let getent = std::process::Command::new("getent")
+        .args(["hosts", "127.0.0.1"])
+        .output()
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned());
+    if let Err(e) = loopback_name_check(getent.as_deref()) {
+        log::warn!("zkguard TestCluster: {e} (or have clients name the host: Kerberos::host(\"localhost\"))");
+    }
+}
+
+/// [`check_loopback_name`] over the output of `getent hosts 127.0.0.1` (`None`: it could
+/// not run). The first name after the address is the one clients use.
+pub(super) fn loopback_name_check(getent: Option<&str>) -> io::Result<()> {
+    let Some(out) = getent else { return Ok(()) };
+    let found = match out.split_whitespace().nth(1) {
+        Some("localhost") => return Ok(()),
+        Some(name) => format!("to `{name}`"),
+        None => "to no name".to_string(),
+    };
+    Err(io::Error::other(format!(
+        "a Kerberized TestCluster needs 127.0.0.1 to resolve back to `localhost`, but \
+         `getent hosts 127.0.0.1` resolves it {found}: Kerberos clients would ask for a ticket \
+         to zookeeper/<that name> instead of the servers' {KERBEROS_SERVER}; add the line \
+         `127.0.0.1 localhost` to /etc/hosts, before any other line for 127.0.0.1"
+    )))
+}
+
 /// `zoo.cfg` lines for a `secureClientPort` with the PKI's server certificate.
 pub(super) fn tls_config(cfg: &mut String, secure_port: u16, pki: &TestPki, auth: ClientAuth) {
     let _ = writeln!(cfg, "serverCnxnFactory={NETTY_FACTORY}");
@@ -176,6 +209,30 @@ mod tests {
             let e = validate_sasl_users(&bad).expect_err("invalid");
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
             assert!(e.to_string().contains(needle), "{e} lacks {needle}");
+        }
+    }
+
+    #[test]
+    fn kerberos_servers_need_127_0_0_1_to_be_localhost() {
+        for good in [
+            None,
+            Some("127.0.0.1       localhost\n"),
+            Some("127.0.0.1 localhost vm\n"),
+        ] {
+            loopback_name_check(good).expect("127.0.0.1 is localhost");
+        }
+        for (bad, needle) in [
+            (Some(""), "to no name"),
+            (Some("127.0.0.1 vm localhost\n"), "to `vm`"),
+            (
+                Some("127.0.0.1 localhost.localdomain localhost"),
+                "to `localhost.localdomain`",
+            ),
+        ] {
+            let e = loopback_name_check(bad).expect_err("127.0.0.1 is not localhost");
+            let msg = e.to_string();
+            assert!(msg.contains(needle), "{msg} lacks {needle}");
+            assert!(msg.contains("`127.0.0.1 localhost` to /etc/hosts"), "{msg}");
         }
     }
 
