@@ -38,6 +38,15 @@ fn shared_cluster() -> &'static TestCluster {
     })
 }
 
+/// Three Kerberized servers of a test's own (for failovers).
+fn ensemble(kdc: &Arc<TestKdc>) -> TestCluster {
+    TestCluster::builder()
+        .servers(3)
+        .kerberos(kdc)
+        .start()
+        .expect("a Kerberized ensemble")
+}
+
 /// A keytab login as `name` (made in the KDC on first use).
 fn keytab_login(kdc: &TestKdc, name: &str) -> Kerberos {
     Kerberos::new().keytab(kdc.add_principal(name).expect("a principal"))
@@ -204,11 +213,7 @@ fn a_credential_cache_login_from_kinit() {
 #[test]
 fn a_reconnect_to_another_server_logs_in_again() {
     let kdc = kdc();
-    let cluster = TestCluster::builder()
-        .servers(3)
-        .kerberos(&kdc)
-        .start()
-        .expect("a Kerberized ensemble");
+    let cluster = ensemble(&kdc);
     let alice = client_as(&cluster, keytab_login(&kdc, "alice"));
     let events = alice.events();
     let path = unique("krb-reconnect");
@@ -238,11 +243,7 @@ fn a_reconnect_to_another_server_logs_in_again() {
 #[test]
 fn a_keytab_login_gets_new_tickets_when_its_own_have_expired() {
     let kdc = kdc();
-    let cluster = TestCluster::builder()
-        .servers(3)
-        .kerberos(&kdc)
-        .start()
-        .expect("a Kerberized ensemble");
+    let cluster = ensemble(&kdc);
     // gina's tickets live 3 s (the KDC caps them), so they are long gone by the reconnect.
     let keytab = kdc.add_principal("gina").unwrap();
     kadmin(
