@@ -294,10 +294,10 @@ fn a_creator_acl_without_credentials_is_refused_before_anything_is_created() {
 }
 
 #[test]
-fn an_existing_open_directory_is_used_as_it_is_and_its_acl_decides_deletes() {
-    // The directory exists with the open ACL: alice's creator-ACL'd node in it cannot be
-    // written by others, but it can be deleted (DELETE is checked on the parent), and
-    // alice's guard reports the loss.
+fn an_existing_open_directory_is_refused_for_a_creator_lock() {
+    // The directory exists with the open ACL: a creator-ACL'd node in it could be deleted by
+    // anyone (DELETE is checked on the parent), so the lock refuses to queue there, naming
+    // the directory, and leaves nothing. (tests/tenancy.rs attacks every recipe so.)
     let anyone = anon();
     let dir = unique("acl-existing");
     anyone.create(&dir, b"", CreateMode::Persistent).unwrap();
@@ -306,21 +306,14 @@ fn an_existing_open_directory_is_used_as_it_is_and_its_acl_decides_deletes() {
         .unwrap()
         .with_acl(NodeAcl::creator())
         .unwrap();
-    let guard = lock.acquire().unwrap();
-    assert_no_auth(
-        anyone.set_data(guard.path(), b"x", None),
-        guard.path(),
-        "set_data",
-        "write",
-    );
-    let lost = guard.lost();
-    anyone.delete(guard.path(), None).unwrap();
-    recv(
-        &lost,
-        WITHIN,
-        "the loss of a node deleted through an open directory",
-    );
-    assert!(!guard.is_valid());
+    match lock.acquire() {
+        Err(Error::UntrustedDirectory { path, untrusted, .. }) => {
+            assert_eq!(path, dir);
+            assert_eq!(untrusted, ["world:anyone cdrwa"]);
+        }
+        other => panic!("expected UntrustedDirectory, got {other:?}"),
+    }
+    assert!(anyone.get_children(&dir).unwrap().0.is_empty());
 }
 
 // ------------------------------------------------------------------------------- fenced writes

@@ -277,7 +277,10 @@ impl Fail {
             | E::InvalidArgument { .. }
             | E::PermitMismatch { .. }
             | E::ForeignNode { .. } => EXIT_USAGE,
-            E::AuthFailed | E::NoAuth { .. } | E::InvalidAcl { .. } => EXIT_NOPERM,
+            E::AuthFailed
+            | E::NoAuth { .. }
+            | E::InvalidAcl { .. }
+            | E::UntrustedDirectory { .. } => EXIT_NOPERM,
             E::Spawn { .. } => EXIT_SOFTWARE,
             _ => EXIT_UNAVAILABLE,
         };

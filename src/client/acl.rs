@@ -69,6 +69,9 @@ use crate::error::{Error, Result};
 pub struct NodeAcl {
     name: &'static str,
     entries: Arc<[Acl]>,
+    /// Identities (`scheme`, `id`) besides the ACL's own that may create, delete or
+    /// administer in the directories the nodes go in.
+    trusted: Arc<[(String, String)]>,
 }
 
 impl NodeAcl {
@@ -129,7 +132,81 @@ impl NodeAcl {
         NodeAcl {
             name,
             entries: entries.into(),
+            trusted: Arc::new([]),
         }
+    }
+
+    /// Also trusts `scheme:id` (as ZooKeeper writes it in an ACL: `digest:admin:<hash>`,
+    /// `sasl:ops@EXAMPLE.COM`, `x509:CN=ops`) to create, delete and administer in the
+    /// directories this ACL's nodes go in.
+    ///
+    /// A recipe whose ACL keeps others out ([`creator`](NodeAcl::creator),
+    /// [`creator_read`](NodeAcl::creator_read), a custom list without `world` or `ip`
+    /// writers) refuses to queue in a directory whose ACL lets anyone else create, delete or
+    /// change the ACL there ([`Error::UntrustedDirectory`]): whoever may delete in the
+    /// directory may delete a held node and let a second holder in. By default only the
+    /// ACL's own identities are trusted (the creator's, as the server records them, and the
+    /// identities a custom list names). Trust the identities of a directory an administrator
+    /// prepared for several services here. `world` and `ip` identities are never trusted:
+    /// anyone can be `world:anyone`, and an address is not a login.
+    ///
+    /// ```
+    /// # fn main() -> zkguard::Result<()> {
+    /// let acl = zkguard::NodeAcl::creator().trusting("digest", "admin:kWN6aNSbjcKWPqjiV7cg0N24raU=")?;
+    /// assert_eq!(acl.trusted().len(), 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] (`trust`) for an empty scheme or id, or a `world`, `ip` or
+    /// `auth` identity.
+    pub fn trusting(mut self, scheme: &str, id: &str) -> Result<NodeAcl> {
+        if scheme.is_empty() || id.is_empty() || matches!(scheme, "world" | "ip" | "auth") {
+            return Err(Error::InvalidArgument {
+                name: "trust",
+                reason: format!(
+                    "cannot trust {scheme}:{id}: name an authenticated identity as ZooKeeper \
+                     writes it in an ACL (digest:user:hash, sasl:principal, x509:DN); world \
+                     and ip identities are never trusted"
+                ),
+            });
+        }
+        let mut trusted = self.trusted.to_vec();
+        trusted.push((scheme.to_string(), id.to_string()));
+        self.trusted = trusted.into();
+        Ok(self)
+    }
+
+    /// The identities [`trusting`](NodeAcl::trusting) added, as (`scheme`, `id`).
+    pub fn trusted(&self) -> &[(String, String)] {
+        &self.trusted
+    }
+
+    /// Whether the nodes are closed to unauthenticated identities: no `world` or `ip` entry
+    /// grants more than READ. Then the directories the nodes go in must be closed to others
+    /// too, and the recipes check that they are.
+    pub fn keeps_others_out(&self) -> bool {
+        self.entries
+            .iter()
+            .all(|a| !unauthenticated(&a.scheme) || a.perms.bits() & !Perms::READ.bits() == 0)
+    }
+
+    /// The entries of a directory's ACL `dir` that let an identity this ACL does not trust
+    /// create or delete nodes in it or change its ACL. `ours` is what the server recorded
+    /// for this ACL's `auth` entries (the session's identities); empty for a list without.
+    pub(crate) fn untrusted(&self, dir: &[Acl], ours: &[Acl]) -> Vec<Acl> {
+        let power = Perms::CREATE.bits() | Perms::DELETE.bits() | Perms::ADMIN.bits();
+        let same = |a: &Acl, scheme: &str, id: &str| a.scheme == scheme && a.id == id;
+        dir.iter()
+            .filter(|a| a.perms.bits() & power != 0)
+            .filter(|a| {
+                unauthenticated(&a.scheme)
+                    || !(self.entries.iter().chain(ours).any(|o| same(a, &o.scheme, &o.id))
+                        || self.trusted.iter().any(|(s, i)| same(a, s, i)))
+            })
+            .cloned()
+            .collect()
     }
 
     /// The entries every created node gets.
@@ -166,6 +243,12 @@ impl NodeAcl {
     }
 }
 
+/// Schemes whose identities are no login: anyone is `world:anyone`, and an address can be
+/// shared or spoofed.
+fn unauthenticated(scheme: &str) -> bool {
+    matches!(scheme, "world" | "ip")
+}
+
 impl Default for NodeAcl {
     fn default() -> NodeAcl {
         NodeAcl::open()
@@ -177,6 +260,7 @@ impl fmt::Debug for NodeAcl {
         f.debug_struct("NodeAcl")
             .field("name", &self.name)
             .field("entries", &self.entries)
+            .field("trusted", &self.trusted)
             .finish()
     }
 }
@@ -239,6 +323,54 @@ mod tests {
         let ok = NodeAcl::custom(vec![Acl::new(Perms::ALL, "digest", "a:b")]).unwrap();
         assert!(!ok.needs_identity());
         assert_eq!(ok.name(), "custom");
+    }
+
+    fn alice() -> Vec<Acl> {
+        vec![Acl::new(Perms::ALL, "digest", "alice:h")]
+    }
+
+    #[test]
+    fn a_directory_that_lets_others_in_is_untrusted() {
+        let world = |p: Perms| Acl::new(p, "world", "anyone");
+        let creator = NodeAcl::creator();
+        // Our own directory, as the server records it.
+        assert!(creator.untrusted(&alice(), &alice()).is_empty());
+        // Open, or open to create/delete/admin: untrusted. Read alone is harmless.
+        for p in [Perms::ALL, Perms::CREATE, Perms::DELETE, Perms::ADMIN] {
+            let dir = [alice(), vec![world(p)]].concat();
+            assert_eq!(creator.untrusted(&dir, &alice()), vec![world(p)], "{p:?}");
+        }
+        let dir = [alice(), vec![world(Perms::READ | Perms::WRITE)]].concat();
+        assert!(creator.untrusted(&dir, &alice()).is_empty());
+        // An address is never trusted, even when the ACL names it.
+        let ip = Acl::new(Perms::ALL, "ip", "127.0.0.1");
+        let custom = NodeAcl::custom([alice(), vec![ip.clone()]].concat()).unwrap();
+        assert_eq!(custom.untrusted(&[ip.clone()], &[]), vec![ip]);
+        // Another identity: untrusted unless trusted by name, or named by a custom list.
+        let bob = Acl::new(Perms::CREATE, "digest", "bob:h");
+        let dir = [alice(), vec![bob.clone()]].concat();
+        assert_eq!(creator.untrusted(&dir, &alice()), vec![bob.clone()]);
+        let trusting = creator.clone().trusting("digest", "bob:h").unwrap();
+        assert!(trusting.untrusted(&dir, &alice()).is_empty());
+        let custom = NodeAcl::custom(dir.clone()).unwrap();
+        assert!(custom.untrusted(&dir, &[]).is_empty());
+        // Without knowing who we are, our own entry is someone else's.
+        assert_eq!(creator.untrusted(&alice(), &[]), alice());
+    }
+
+    #[test]
+    fn which_acls_keep_others_out_and_what_may_be_trusted() {
+        assert!(!NodeAcl::open().keeps_others_out());
+        assert!(NodeAcl::creator().keeps_others_out());
+        assert!(NodeAcl::creator_read().keeps_others_out());
+        let ip = NodeAcl::custom(vec![Acl::new(Perms::ALL, "ip", "10.0.0.1")]).unwrap();
+        assert!(!ip.keeps_others_out());
+        assert!(NodeAcl::custom(alice()).unwrap().keeps_others_out());
+        for (scheme, id) in [("world", "anyone"), ("ip", "10.0.0.1"), ("auth", "x"), ("", "x")] {
+            let e = NodeAcl::creator().trusting(scheme, id).unwrap_err();
+            assert!(e.to_string().contains("trust"), "{e}");
+        }
+        assert!(NodeAcl::creator().trusting("digest", "").is_err());
     }
 
     #[test]

@@ -107,6 +107,9 @@ struct Owner {
     /// Deletes waiting to be retried (see `janitor.rs`). A leaf lock: taken with no other
     /// lock held, and nothing taken under it.
     janitor: Ranked<janitor::Janitor>,
+    /// What the server records for this client's `auth` ACL entries (its identities),
+    /// learned from the first node made with one (see `queue/tenancy.rs`).
+    identities: std::sync::OnceLock<Arc<[Acl]>>,
 }
 
 impl Owner {
@@ -261,6 +264,17 @@ impl Client {
     /// SASL login or a TLS client certificate) that a creator ACL could name.
     pub(crate) fn has_identity(&self) -> bool {
         self.shared.cfg.identity
+    }
+
+    /// The identities the server records for this client's `auth` ACL entries, once learned.
+    pub(crate) fn identities(&self) -> Option<Arc<[Acl]>> {
+        self.owner.identities.get().cloned()
+    }
+
+    /// Records what [`Client::identities`] returns (credentials are fixed at build, so the
+    /// first answer holds for the client's life).
+    pub(crate) fn learned_identities(&self, ids: Vec<Acl>) -> Arc<[Acl]> {
+        self.owner.identities.get_or_init(|| ids.into()).clone()
     }
 
     /// This handle's default request deadline.
@@ -551,6 +565,26 @@ impl Client {
         path: &str,
     ) -> Result<(Vec<String>, Stat, Receiver<WatchedEvent>)> {
         self.one(|p| p.get_children_w(path))
+    }
+
+    /// The node's ACL as the server keeps it (an `auth` entry reads as the identities it
+    /// stood for) and its metadata.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoNode`], [`Error::NoAuth`] without READ on it (ZooKeeper 3.6+), and the errors every request can return.
+    pub fn get_acl(&self, path: &str) -> Result<(Vec<Acl>, Stat)> {
+        self.one(|p| p.get_acl(path))
+    }
+
+    /// Replaces the node's ACL, if its ACL version (`Stat::aversion`) is `version`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoNode`], [`Error::BadVersion`], [`Error::NoAuth`] without ADMIN on it,
+    /// [`Error::InvalidAcl`], and the errors every request can return.
+    pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
+        self.one(|p| p.set_acl(path, acl, version))
     }
 
     /// Waits until the server this client talks to has caught up with the leader for `path`.

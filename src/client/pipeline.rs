@@ -449,6 +449,25 @@ impl<'a> Pipeline<'a> {
         with_watch(p, w, |(c, s), w| (c, s, w))
     }
 
+    /// See [`Client::get_acl`].
+    pub fn get_acl(&mut self, path: &str) -> Pending<(Vec<Acl>, Stat)> {
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp);
+        };
+        let decode = |r: &mut Reader<'_>| Ok((r.acls()?, r.stat()?));
+        self.push(Req::on("get_acl", path, op::GET_ACL), body, decode)
+            .0
+    }
+
+    /// See [`Client::set_acl`].
+    pub fn set_acl(&mut self, path: &str, acl: &[Acl], version: Option<i32>) -> Pending<Stat> {
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).acls(acl).int(version_arg(version));
+        };
+        self.push(Req::on("set_acl", path, op::SET_ACL), body, |r| r.stat())
+            .0
+    }
+
     /// See [`Client::sync`].
     pub fn sync(&mut self, path: &str) -> Pending<()> {
         let body = |w: &mut Writer, sp: &str| {

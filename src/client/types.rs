@@ -180,6 +180,25 @@ impl Acl {
     }
 }
 
+/// `scheme:id` and the permissions as `getAcl` letters: `world:anyone cdrwa`.
+impl std::fmt::Display for Acl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bits = [
+            (Perms::CREATE, 'c'),
+            (Perms::DELETE, 'd'),
+            (Perms::READ, 'r'),
+            (Perms::WRITE, 'w'),
+            (Perms::ADMIN, 'a'),
+        ];
+        let letters: String = bits
+            .iter()
+            .filter(|(b, _)| self.perms.contains(*b))
+            .map(|(_, c)| *c)
+            .collect();
+        write!(f, "{}:{} {letters}", self.scheme, self.id)
+    }
+}
+
 /// The result of a create.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -222,7 +222,7 @@ impl LeaderElection {
                 rule: Rule::Exclusive,
                 data: self.id.as_bytes(),
                 dir_data: b"",
-                acl: self.acl.entries(),
+                acl: &self.acl,
             };
             Ok(queue::acquire(&self.client, &spec, wait, canceller)?
                 .map(|a| Holding::new(&self.client, a, false)))
@@ -234,7 +234,7 @@ impl LeaderElection {
                 &self.client,
                 &self.path,
                 data.as_bytes(),
-                self.acl.entries(),
+                &self.acl,
                 wait,
                 canceller,
             )?

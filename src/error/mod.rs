@@ -175,13 +175,31 @@ pub enum Error {
         /// The election's path.
         path: String,
     },
-    /// The lock directory holds a node that no recipe made (its name has no sequence number
-    /// or an unknown layout). It is left alone; remove it or use another path.
+    /// The lock directory holds a node that no recipe made: its name has no sequence number
+    /// or an unknown layout, or (found when a waiter reaches it) it is a persistent node
+    /// ahead in the queue, which no session owns and so nobody would ever release. It is
+    /// left alone; remove it or use another path.
     ForeignNode {
         /// The lock directory.
         path: String,
         /// The unexpected child's name.
         node: String,
+    },
+    /// A recipe whose ACL keeps others out (see
+    /// [`NodeAcl::keeps_others_out`](crate::NodeAcl::keeps_others_out)) was to queue in a
+    /// directory whose ACL lets identities it does not trust create or delete nodes there, or
+    /// change the ACL: any of them could delete a held node and let a second holder in. The
+    /// acquire's node was deleted again; nothing of it is left. Create the directory yourself
+    /// (or let the recipe create it) with a restrictive ACL, trust the identities if they are
+    /// yours ([`NodeAcl::trusting`](crate::NodeAcl::trusting)), or use the open ACL.
+    UntrustedDirectory {
+        /// The directory (for an unfair lock or election, the parent of its path).
+        path: String,
+        /// The directory's whole ACL, as the server keeps it, an entry a string
+        /// (`world:anyone cdrwa`: scheme, id, and the permissions `getAcl` shows).
+        acl: Vec<String>,
+        /// The entries that let the untrusted identities in, written the same way.
+        untrusted: Vec<String>,
     },
     /// A semaphore's permit count differs from the one recorded at its path.
     PermitMismatch {
@@ -388,8 +406,26 @@ impl fmt::Display for Error {
             Error::NotLeader { path } => write!(f, "not the leader of election {path}"),
             Error::ForeignNode { path, node } => write!(
                 f,
-                "lock directory {path} holds {node:?}, a node no lock recipe made; it was left alone"
+                "lock directory {path} holds {node:?}, a node no lock recipe made (recipes make \
+                 ephemeral nodes with sequence numbers), which would block the queue forever; it \
+                 was left alone: delete it, or use another path"
             ),
+            Error::UntrustedDirectory {
+                path,
+                acl,
+                untrusted,
+            } => {
+                write!(
+                    f,
+                    "refusing to queue in {path}: its ACL lets others in ({}), so they could \
+                     delete a held node and take the lock while it is held (whole ACL: {}); \
+                     nothing was left there. Create {path} yourself with a restrictive ACL \
+                     (or delete it and let zkguard create it), trust those identities if they \
+                     are yours, or use the open ACL",
+                    untrusted.join(", "),
+                    acl.join(", ")
+                )
+            }
             Error::PermitMismatch {
                 path,
                 recorded,

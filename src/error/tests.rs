@@ -219,6 +219,11 @@ fn every_variant_equals_itself_and_io_causes_compare_by_kind_and_message() {
             path: p(),
             node: "x".into(),
         },
+        Error::UntrustedDirectory {
+            path: p(),
+            acl: vec!["world:anyone cdrwa".into()],
+            untrusted: vec!["world:anyone cdrwa".into()],
+        },
         Error::PermitMismatch {
             path: p(),
             recorded: 1,
@@ -256,6 +261,7 @@ fn every_variant_equals_itself_and_io_causes_compare_by_kind_and_message() {
             | Error::LockLost { .. }
             | Error::NotLeader { .. }
             | Error::ForeignNode { .. }
+            | Error::UntrustedDirectory { .. }
             | Error::PermitMismatch { .. }
             | Error::Zk { .. }
             | Error::Io { .. } => {}

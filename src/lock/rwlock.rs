@@ -61,7 +61,7 @@ impl Side {
             rule: if read { Rule::Read } else { Rule::Exclusive },
             data: &self.data,
             dir_data: b"",
-            acl: self.acl.entries(),
+            acl: &self.acl,
         };
         Ok(queue::acquire(&self.client, &spec, wait, cancel)?
             .map(|a| Holding::new(&self.client, a, false)))

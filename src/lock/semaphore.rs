@@ -290,7 +290,7 @@ impl Semaphore {
             rule,
             data: &self.data,
             dir_data: b"",
-            acl: self.acl.entries(),
+            acl: &self.acl,
         }
     }
 

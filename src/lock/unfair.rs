@@ -94,7 +94,7 @@ impl Lock for UnfairMutex {
             &self.client,
             &self.path,
             id.as_bytes(),
-            self.acl.entries(),
+            &self.acl,
             wait,
             cancel,
         )?;

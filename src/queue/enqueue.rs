@@ -8,6 +8,7 @@ use crossbeam_channel::Receiver;
 
 use super::held::Acquired;
 use super::names;
+use super::tenancy;
 use super::wait::{bounded, expired, pause, retry_backoff, Next, Spec, Wait};
 use crate::client::{Check, Client, Job, Names};
 use crate::error::{Error, Result};
@@ -89,6 +90,7 @@ pub(crate) fn enqueue<'a>(
     let mut backoff = retry_backoff();
     let mut parent_tries = 0;
     let mut listing: Option<Names> = None;
+    let mut dir_acl: Option<Vec<Acl>> = None;
     while at.node.is_none() {
         if cancel.try_recv().is_ok() {
             return Err(cancelled());
@@ -117,25 +119,28 @@ pub(crate) fn enqueue<'a>(
         at.session = client.session_id();
         // Pinned: a create that may have happened (a lost reply) happened in `at.session`,
         // the session its clean-up is pinned to.
-        let (created, listed) = c.pinned(at.session).pipeline(|p| {
+        // The directory's ACL, read behind our create, when it has to keep others out.
+        let (created, listed, read_acl) = c.pinned(at.session).pipeline(|p| {
             (
                 p.create_with_acl(
                     &prefix,
                     spec.data,
                     CreateMode::EphemeralSequential,
-                    spec.acl,
+                    spec.acl.entries(),
                 ),
                 p.list(spec.dir),
+                spec.acl.keeps_others_out().then(|| p.get_acl(spec.dir)),
             )
         });
         match created.wait() {
             Ok(cr) => {
                 at.node = Some(Acquired::of(cr.path, &cr.stat));
                 listing = listed.wait().ok();
+                dir_acl = read_acl.and_then(|p| p.wait().ok().map(|(acl, _)| acl));
             }
             Err(Error::NoNode { .. }) if parent_tries < 10 => {
                 parent_tries += 1;
-                match create_dir(&c, spec.dir, spec.dir_data, spec.acl) {
+                match create_dir(&c, spec.dir, spec.dir_data, spec.acl.entries()) {
                     Ok(()) => {}
                     Err(e) if e.is_connection_error() || e == Error::SessionExpired => {}
                     Err(e) => return Err(Next::Done(Err(e))),
@@ -149,7 +154,46 @@ pub(crate) fn enqueue<'a>(
             Err(e) => return Err(Next::Done(Err(e))),
         }
     }
+    if spec.acl.keeps_others_out() {
+        trusted(&at, spec, dir_acl, (wait, deadline), (cancel, events))?;
+    }
     Ok(Queued { at, listing })
+}
+
+/// The check of the directory our node is in (`tenancy.rs`), with the ACL read behind the
+/// create if it came. `Err`: the attempt ends so, and our node is deleted with `at`.
+fn trusted(
+    at: &Attempt<'_>,
+    spec: &Spec<'_>,
+    mut dir_acl: Option<Vec<Acl>>,
+    (wait, deadline): (Wait, Option<Instant>),
+    (cancel, events): (&Receiver<()>, &Receiver<SessionEvent>),
+) -> std::result::Result<(), Next> {
+    let Some(node) = at.node.as_ref() else {
+        return Err(Next::Restart);
+    };
+    let mut backoff = retry_backoff();
+    loop {
+        if cancel.try_recv().is_ok() {
+            return Err(Next::Done(Err(Error::Cancelled {
+                path: spec.path.to_string(),
+            })));
+        }
+        let Some(c) = bounded(at.client, deadline) else {
+            return Err(Next::Done(expired(wait, spec.path, at.client)));
+        };
+        let judged = match dir_acl.take() {
+            Some(acl) => Ok(acl),
+            None => c.get_acl(spec.dir).map(|(acl, _)| acl),
+        }
+        .and_then(|acl| tenancy::check(&c, spec.acl, spec.dir, &acl, Some(&node.path)));
+        match judged {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_connection_error() => pause(events, cancel, deadline, &mut backoff),
+            Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => return Err(Next::Restart),
+            Err(e) => return Err(Next::Done(Err(e))),
+        }
+    }
 }
 
 /// After a create whose reply was lost: our node, if the server made it in this session.

@@ -6,6 +6,7 @@ mod held;
 pub(crate) mod names;
 mod rules;
 mod single;
+mod tenancy;
 mod wait;
 mod waiter;
 mod wake;

@@ -115,6 +115,14 @@ pub(crate) fn base(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// The directory a node at `path` is in (`/` for a top-level node).
+pub(crate) fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
 /// Default node data: which host and process holds or waits.
 pub(crate) fn default_data() -> Vec<u8> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -10,11 +10,12 @@ use std::time::Instant;
 
 use super::enqueue::create_dir;
 use super::held::{Acquired, Canceller};
+use super::{names, tenancy};
 use super::wait::{bounded, expired, pause, retry_backoff, SessionEvents, Wait};
 use super::wake::{wake, Wake};
 use crate::client::{Check, Client, Job};
 use crate::error::{Error, Result};
-use crate::{Acl, CreateMode, EventType, SessionEvent};
+use crate::{CreateMode, EventType, NodeAcl, SessionEvent};
 
 /// Takes the single node at `path`, writing `data` (unique to this call) into it; the node
 /// and any parent this call creates get `acl`. `Ok(None)`: not acquired within `wait`,
@@ -23,7 +24,7 @@ pub(crate) fn acquire(
     client: &Client,
     path: &str,
     data: &[u8],
-    acl: &[Acl],
+    acl: &NodeAcl,
     wait: Wait,
     canceller: &Canceller,
 ) -> Result<Option<Acquired>> {
@@ -119,27 +120,58 @@ fn in_the_way(path: &str) -> Error {
     }
 }
 
-/// One create; a lost reply is resolved by reading the node back.
-fn try_once(c: &Client, path: &str, data: &[u8], acl: &[Acl]) -> Result<Option<Acquired>> {
+/// One create; a lost reply is resolved by reading the node back. With an ACL that keeps
+/// others out, the parent's ACL is read behind the create and judged (`tenancy.rs`): fully
+/// once the node is ours (which is deleted again if the parent is refused), and for
+/// unauthenticated writers also when another holds it.
+fn try_once(c: &Client, path: &str, data: &[u8], acl: &NodeAcl) -> Result<Option<Acquired>> {
+    let parent = names::parent(path);
+    let guard = acl.keeps_others_out();
     let mut parents_made = false;
     loop {
-        match c.create_with_acl(path, data, CreateMode::Ephemeral, acl) {
-            Ok(cr) => return Ok(Some(Acquired::of(cr.path, &cr.stat))),
-            Err(Error::NodeExists { .. }) => return ours(c, path, data),
+        let (created, read_acl) = c.pipeline(|p| {
+            let created = p.create_with_acl(path, data, CreateMode::Ephemeral, acl.entries());
+            (created, guard.then(|| p.get_acl(parent)))
+        });
+        let won = match created.wait() {
+            Ok(cr) => Some(Acquired::of(cr.path, &cr.stat)),
+            Err(Error::NodeExists { .. }) => ours(c, path, data)?,
             Err(Error::NoNode { .. }) if !parents_made => {
                 parents_made = true;
-                let parent = match path.rfind('/') {
-                    Some(0) | None => continue,
-                    Some(i) => &path[..i],
-                };
-                create_dir(c, parent, b"", acl)?;
+                if parent != "/" {
+                    create_dir(c, parent, b"", acl.entries())?;
+                }
+                continue;
             }
             // Did the create happen? Read the node back; if that fails too, the caller
             // retries with the same data, and a node of ours found by a later create
             // (NodeExists) is recognised by it.
-            Err(e) if e.is_connection_error() => return ours(c, path, data),
+            Err(e) if e.is_connection_error() => ours(c, path, data)?,
             Err(e) => return Err(e),
+        };
+        if !guard {
+            return Ok(won);
         }
+        let node = won.as_ref().map(|w| w.path.as_str());
+        let judged = match read_acl {
+            Some(p) => p.wait(),
+            None => c.get_acl(parent),
+        }
+        .and_then(|(a, _)| tenancy::check(c, acl, parent, &a, node));
+        if let Err(e) = judged {
+            if let Some(node) = node {
+                release(c, node);
+            }
+            return Err(e);
+        }
+        return Ok(won);
+    }
+}
+
+/// Deletes our node at `path`, which we may not keep (in the background on trouble).
+fn release(c: &Client, path: &str) {
+    if let Err(e) = c.delete_owned(path, Check::None, c.session_id(), c.timeout()) {
+        log::warn!("zkguard: cannot delete {path} after a refused check: {e}");
     }
 }
 

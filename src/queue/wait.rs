@@ -43,7 +43,7 @@ use super::wake::wake;
 use crate::backoff::Backoff;
 use crate::client::{Client, SessionSink};
 use crate::error::{Error, Result};
-use crate::{Acl, SessionEvent};
+use crate::{NodeAcl, SessionEvent};
 
 /// What a recipe asks the queue for.
 pub(crate) struct Spec<'a> {
@@ -59,8 +59,9 @@ pub(crate) struct Spec<'a> {
     pub data: &'a [u8],
     /// Data of the directory node if this call has to create it (the semaphore's permits).
     pub dir_data: &'a [u8],
-    /// The ACL of every node this call creates: ours, the directory and its parents.
-    pub acl: &'a [Acl],
+    /// The ACL of every node this call creates: ours, the directory and its parents. One
+    /// that keeps others out also has the directory checked (`tenancy.rs`).
+    pub acl: &'a NodeAcl,
 }
 
 /// How long an acquire may wait. (`pub` only to appear in `Lock`'s hidden method; the

@@ -382,6 +382,14 @@ impl Watching {
         let mut failed = None;
         for (path, p) in missing.into_iter().zip(pending) {
             match p.wait() {
+                // A node ahead that no session owns never goes by itself: the queue would
+                // wait on it forever. (Its watch stays armed; the error ends the attempt.)
+                Ok((_, stat, _)) if stat.ephemeral_owner == 0 && path != own => {
+                    failed = Some(Error::ForeignNode {
+                        path: names::parent(path).to_string(),
+                        node: names::base(path).to_string(),
+                    })
+                }
                 Ok((_, _, rx)) => self.0.push((path.to_string(), rx)),
                 Err(Error::NoNode { .. }) => gone.push(path),
                 Err(e) => failed = Some(e),

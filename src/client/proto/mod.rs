@@ -7,7 +7,7 @@
 //! and the error type, and nothing of the connection or pipeline layers, which use it.
 //! `ops.rs` holds the request bodies of the node operations and the multi codec.
 
-use super::types::{Acl, Stat};
+use super::types::{Acl, Perms, Stat};
 use crate::error::Error;
 
 mod ops;
@@ -20,6 +20,8 @@ pub(crate) mod op {
     pub const EXISTS: i32 = 3;
     pub const GET_DATA: i32 = 4;
     pub const SET_DATA: i32 = 5;
+    pub const GET_ACL: i32 = 6;
+    pub const SET_ACL: i32 = 7;
     pub const SYNC: i32 = 9;
     pub const PING: i32 = 11;
     pub const GET_CHILDREN2: i32 = 12;
@@ -221,6 +223,16 @@ impl<'a> Reader<'a> {
     pub fn strings(&mut self) -> DecodeResult<Vec<String>> {
         let n = self.count(4)?;
         (0..n).map(|_| self.string()).collect()
+    }
+    /// A vector of ACL entries (each at least 12 bytes: perms and two lengths).
+    pub fn acls(&mut self) -> DecodeResult<Vec<Acl>> {
+        let n = self.count(12)?;
+        (0..n)
+            .map(|_| {
+                let perms = Perms::from_bits(self.int()? as u32);
+                Ok(Acl::new(perms, self.string()?, self.string()?))
+            })
+            .collect()
     }
     pub fn stat(&mut self) -> DecodeResult<Stat> {
         Ok(Stat {

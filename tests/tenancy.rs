@@ -1,0 +1,351 @@
+//! Co-tenants of a shared ensemble attack what *they* created, not only what we did: a
+//! directory squatted before us (or re-created after our empty container went) with an open
+//! ACL, an open parent of an unfair lock, a persistent node parked in a queue. A recipe whose
+//! ACL keeps others out must refuse to queue where others may delete its node.
+//!
+//! Identities use the `digest` scheme (`addauth`), which needs no server configuration;
+//! every test runs against a real ZooKeeper server.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{connect, shared_cluster, unique, WITHIN};
+use zkguard::{
+    Client, CreateMode, Error, Guard, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore,
+    UnfairMutex,
+};
+
+fn as_user(user: &str) -> Client {
+    Client::builder(&shared_cluster().connect_string())
+        .auth("digest", format!("{user}:{user}-pw").as_bytes())
+        .connect_timeout(WITHIN)
+        .build()
+        .unwrap()
+}
+
+/// The recipes that queue in a directory, and the directories a squatter takes for each.
+#[derive(Clone, Copy, Debug)]
+enum Recipe {
+    Mutex,
+    Read,
+    Write,
+    /// The semaphore's leases directory is squatted.
+    Leases,
+    /// The semaphore's internal lock's directory is squatted.
+    SemaphoreLock,
+    Election,
+}
+
+const ALL: [Recipe; 6] = [
+    Recipe::Mutex,
+    Recipe::Read,
+    Recipe::Write,
+    Recipe::Leases,
+    Recipe::SemaphoreLock,
+    Recipe::Election,
+];
+
+impl Recipe {
+    /// Takes the recipe at `path` as `c` with `acl`, waiting up to `within`.
+    fn take(
+        self,
+        c: &Client,
+        path: &str,
+        acl: &NodeAcl,
+        within: Duration,
+    ) -> zkguard::Result<Option<Box<dyn Guard>>> {
+        fn boxed<G: Guard + 'static>(g: Option<G>) -> Option<Box<dyn Guard>> {
+            g.map(|g| Box::new(g) as Box<dyn Guard>)
+        }
+        Ok(match self {
+            Recipe::Mutex => boxed(
+                Mutex::new(c, path)?
+                    .with_acl(acl.clone())?
+                    .acquire_timeout(within)?,
+            ),
+            Recipe::Read | Recipe::Write => {
+                let rw = RwLock::new(c, path)?.with_acl(acl.clone())?;
+                match self {
+                    Recipe::Read => boxed(rw.read_lock().acquire_timeout(within)?),
+                    _ => boxed(rw.write_lock().acquire_timeout(within)?),
+                }
+            }
+            Recipe::Leases | Recipe::SemaphoreLock => boxed(
+                Semaphore::new_with_acl(c, path, 1, acl.clone())?.acquire_timeout(within)?,
+            ),
+            Recipe::Election => boxed(
+                LeaderElection::new(c, path, "alice")?
+                    .with_acl(acl.clone())?
+                    .lead_timeout(within)?,
+            ),
+        })
+    }
+
+    /// The directory the squatter takes.
+    fn squatted(self, path: &str) -> String {
+        match self {
+            Recipe::Leases => format!("{path}/leases"),
+            Recipe::SemaphoreLock => format!("{path}/locks"),
+            _ => path.to_string(),
+        }
+    }
+}
+
+/// Alice takes `recipe` at `path` (in a directory Mallory made open to all) while another
+/// run of hers may be queued: the take must be refused, naming the directory and the open
+/// entry, and leave nothing behind. Were it granted, Mallory deletes the holder's node and a
+/// second run of Alice's takes the lock while the first still holds it: the two-holder
+/// sequence the refusal exists to prevent, asserted here so that the test fails loudly.
+fn assert_refused(recipe: Recipe, path: &str, mallory: &Client) {
+    let squatted = recipe.squatted(path);
+    let (first, second) = (as_user("alice"), as_user("alice"));
+    let acl = NodeAcl::creator();
+    match recipe.take(&first, path, &acl, WITHIN) {
+        Err(Error::UntrustedDirectory {
+            path: dir,
+            acl: whole,
+            untrusted,
+        }) => {
+            assert_eq!(dir, squatted, "{recipe:?}: the squatted directory is named");
+            assert!(
+                untrusted.iter().any(|a| a.starts_with("world:anyone")),
+                "{recipe:?}: {untrusted:?}"
+            );
+            assert!(whole.len() >= untrusted.len(), "{recipe:?}");
+        }
+        Err(e) => panic!("{recipe:?}: expected UntrustedDirectory, got {e}"),
+        Ok(None) => panic!("{recipe:?}: neither refused nor granted within {WITHIN:?}"),
+        Ok(Some(held)) => {
+            mallory.delete(held.path(), None).ok();
+            let again = recipe.take(&second, path, &acl, Duration::from_secs(5));
+            let both = matches!(&again, Ok(Some(_)));
+            panic!(
+                "{recipe:?}: granted in {squatted}, which Mallory may delete in; after \
+                 Mallory deleted the holder's node, a second run {} (first still believes \
+                 it holds: {})",
+                if both { "took it too" } else { "did not" },
+                held.is_valid()
+            );
+        }
+    }
+    // Nothing of Alice's is left in the squatted directory (Mallory may list it).
+    let (left, _) = mallory.get_children(&squatted).unwrap();
+    assert!(left.is_empty(), "{recipe:?}: left behind in {squatted}: {left:?}");
+    // The refusal is the error of every later try as well: the attack never gets a holder.
+    assert!(matches!(
+        recipe.take(&second, path, &acl, WITHIN),
+        Err(Error::UntrustedDirectory { .. })
+    ));
+}
+
+/// Mallory creates `dir` (and what is missing above it) with the open ACL; the semaphore's
+/// count node gets the permit count the recipe asks for.
+fn squat(mallory: &Client, recipe: Recipe, path: &str) {
+    let squatted = recipe.squatted(path);
+    if squatted != path && mallory.exists(path).unwrap().is_none() {
+        mallory.create(path, b"1", CreateMode::Persistent).unwrap();
+    }
+    mallory
+        .create(&squatted, b"", CreateMode::Persistent)
+        .unwrap();
+}
+
+/// An open parent that stands for any directory others may write (a default ensemble's `/`,
+/// or a shared `/locks` made open long ago).
+fn open_parent(mallory: &Client) -> String {
+    let base = unique("squat");
+    mallory.create(&base, b"", CreateMode::Persistent).unwrap();
+    base
+}
+
+#[test]
+fn a_directory_squatted_before_first_use_is_refused_by_every_recipe() {
+    let mallory = as_user("mallory");
+    let base = open_parent(&mallory);
+    for recipe in ALL {
+        let path = format!("{base}/{recipe:?}");
+        squat(&mallory, recipe, &path);
+        assert_refused(recipe, &path, &mallory);
+    }
+}
+
+#[test]
+fn a_directory_squatted_after_ours_went_away_is_refused_by_every_recipe() {
+    let mallory = as_user("mallory");
+    let base = open_parent(&mallory);
+    let alice = as_user("alice");
+    for recipe in ALL {
+        let path = format!("{base}/{recipe:?}");
+        // A first run makes the directory creator-only, holds, and lets go.
+        if matches!(recipe, Recipe::Leases | Recipe::SemaphoreLock) {
+            // The semaphore's count node must be Mallory's for the squat to be possible
+            // (under Alice's own creator-only count node nobody else may create).
+            mallory.create(&path, b"1", CreateMode::Persistent).unwrap();
+        }
+        let held = recipe
+            .take(&alice, &path, &NodeAcl::creator(), WITHIN)
+            .unwrap()
+            .unwrap();
+        let squatted = recipe.squatted(&path);
+        assert!(
+            !alice
+                .get_acl(&squatted)
+                .unwrap()
+                .0
+                .iter()
+                .any(|a| a.scheme == "world"),
+            "{recipe:?}: the first run's directory is closed"
+        );
+        drop(held); // releases
+        // The emptied container goes (the server reaps it; anyone with DELETE on the parent
+        // may delete it too), and Mallory makes it again, open.
+        let emptied = |c: &Client| c.get_children(&squatted).map(|(n, _)| n.is_empty());
+        common::wait_until(WITHIN, "the directory emptied", || {
+            emptied(&alice).unwrap_or(false)
+        });
+        mallory.delete(&squatted, None).unwrap();
+        squat(&mallory, recipe, &path);
+        assert_refused(recipe, &path, &mallory);
+    }
+}
+
+#[test]
+fn a_directory_prepared_for_several_identities_is_used_when_they_are_trusted() {
+    // An administrator made the directory for the service (alice) and an operator (ops),
+    // both with every right, nobody else anything.
+    let (alice, ops) = (as_user("alice"), as_user("ops"));
+    let dir = unique("prepared");
+    let mut acl = zkguard::Acl::creator_all();
+    let digest = |user: &str| {
+        let probe = unique("whoami");
+        let c = as_user(user);
+        c.create_with_acl(&probe, b"", CreateMode::Ephemeral, &zkguard::Acl::creator_all())
+            .unwrap();
+        c.get_acl(&probe).unwrap().0.remove(0)
+    };
+    let alice_id = digest("alice");
+    acl.push(alice_id.clone());
+    ops.create_with_acl(&dir, b"", CreateMode::Persistent, &acl)
+        .unwrap();
+    let ops_id = digest("ops");
+    // Untrusted by default: ops may delete alice's node.
+    let e = Recipe::Mutex
+        .take(&alice, &dir, &NodeAcl::creator(), WITHIN)
+        .err()
+        .unwrap();
+    match &e {
+        Error::UntrustedDirectory { untrusted, .. } => {
+            assert_eq!(untrusted, &[ops_id.to_string()], "only ops is untrusted")
+        }
+        other => panic!("expected UntrustedDirectory, got {other}"),
+    }
+    assert!(e.to_string().contains(&dir), "{e}");
+    // Trusted by name: used, and outsiders still cannot touch it.
+    let trusting = NodeAcl::creator()
+        .trusting(&ops_id.scheme, &ops_id.id)
+        .unwrap();
+    let held = Recipe::Mutex
+        .take(&alice, &dir, &trusting, WITHIN)
+        .unwrap()
+        .unwrap();
+    let bob = as_user("bob");
+    assert!(matches!(bob.delete(held.path(), None), Err(Error::NoAuth { .. })));
+    held.confirm().unwrap();
+}
+
+#[test]
+fn a_creator_unfair_lock_or_election_refuses_an_open_parent() {
+    let mallory = as_user("mallory");
+    let alice = as_user("alice");
+    let base = open_parent(&mallory);
+    // Under `/` (open on a default ensemble) and under an open directory.
+    let top = unique("unfair-top");
+    for path in [top.clone(), format!("{base}/u")] {
+        let parent = match path.rfind('/') {
+            Some(0) => "/".to_string(),
+            Some(i) => path[..i].to_string(),
+            None => unreachable!(),
+        };
+        let lock = UnfairMutex::new(&alice, &path)
+            .unwrap()
+            .with_acl(NodeAcl::creator())
+            .unwrap();
+        match lock.try_acquire() {
+            Err(Error::UntrustedDirectory { path: p, .. }) => assert_eq!(p, parent),
+            other => panic!("{path}: expected UntrustedDirectory, got {other:?}"),
+        }
+        assert!(alice.exists(&path).unwrap().is_none(), "{path} left behind");
+        let el = LeaderElection::unfair(&alice, &path, "alice")
+            .unwrap()
+            .with_acl(NodeAcl::creator_read())
+            .unwrap();
+        assert!(matches!(
+            el.try_lead(),
+            Err(Error::UntrustedDirectory { .. })
+        ));
+        // Held by another identity there: a contender is refused too, without waiting.
+        mallory
+            .create(&path, b"m", CreateMode::Ephemeral)
+            .unwrap();
+        assert!(matches!(
+            lock.acquire_timeout(WITHIN),
+            Err(Error::UntrustedDirectory { .. })
+        ));
+        mallory.delete(&path, None).unwrap();
+    }
+    // A parent of its own, made by the recipe: held, and safe from Mallory.
+    let own = format!("{}/u", unique("unfair-own"));
+    let lock = UnfairMutex::new(&alice, &own)
+        .unwrap()
+        .with_acl(NodeAcl::creator())
+        .unwrap();
+    let held = lock.try_acquire().unwrap().unwrap();
+    assert!(matches!(
+        mallory.delete(held.path(), None),
+        Err(Error::NoAuth { .. })
+    ));
+}
+
+#[test]
+fn an_open_lock_still_queues_in_an_open_directory() {
+    // The check is for ACLs that keep others out; the open ACL promises nothing of the sort.
+    let mallory = as_user("mallory");
+    let base = open_parent(&mallory);
+    let c = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
+    for recipe in ALL {
+        let path = format!("{base}/{recipe:?}");
+        squat(&mallory, recipe, &path);
+        let held = recipe
+            .take(&c, &path, &NodeAcl::open(), WITHIN)
+            .unwrap()
+            .unwrap();
+        drop(held); // releases
+    }
+}
+
+#[test]
+fn a_persistent_node_ahead_in_the_queue_is_named_not_waited_on_forever() {
+    let c = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
+    let dir = unique("parked");
+    c.create(&dir, b"", CreateMode::Persistent).unwrap();
+    // A node with a lock node's name that no session owns: it never goes by itself.
+    let parked = c
+        .create(&format!("{dir}/lock-"), b"", CreateMode::PersistentSequential)
+        .unwrap()
+        .path;
+    let lock = Mutex::new(&c, &dir).unwrap();
+    match lock.acquire_timeout(WITHIN) {
+        Err(Error::ForeignNode { path, node }) => {
+            assert_eq!(path, dir);
+            assert_eq!(format!("{dir}/{node}"), parked);
+        }
+        other => panic!("expected ForeignNode for {parked}, got {other:?}"),
+    }
+    let (left, _) = c.get_children(&dir).unwrap();
+    assert_eq!(left.len(), 1, "only the parked node is left: {left:?}");
+    // Once it is gone the lock works.
+    c.delete(&parked, None).unwrap();
+    let held = lock.try_acquire().unwrap().unwrap();
+    held.confirm().unwrap();
+}
