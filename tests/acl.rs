@@ -307,7 +307,9 @@ fn an_existing_open_directory_is_refused_for_a_creator_lock() {
         .with_acl(NodeAcl::creator())
         .unwrap();
     match lock.acquire() {
-        Err(Error::UntrustedDirectory { path, untrusted, .. }) => {
+        Err(Error::UntrustedDirectory {
+            path, untrusted, ..
+        }) => {
             assert_eq!(path, dir);
             assert_eq!(untrusted, ["world:anyone cdrwa"]);
         }
@@ -541,4 +543,51 @@ fn an_existing_directory_under_a_parent_others_may_not_create_in_is_used() {
     let unfair = UnfairMutex::new(&bob, &format!("{p}/q/u/one")).unwrap();
     let held = unfair.acquire().unwrap();
     assert!(held.is_valid());
+}
+
+#[test]
+fn a_fenced_create_gets_the_lock_s_acl_or_the_one_given() {
+    let alice = as_user("alice");
+    let dir = format!("{}/lock", unique("fence-acl"));
+    let lock = Mutex::new(&alice, &dir)
+        .unwrap()
+        .with_acl(NodeAcl::creator())
+        .unwrap();
+    let guard = lock.acquire().unwrap();
+    let (made, given) = (unique("fenced-made"), unique("fenced-given"));
+    guard
+        .fenced_multi(&[
+            Op::Create {
+                path: made.clone(),
+                data: b"x".to_vec(),
+                mode: CreateMode::Persistent,
+            },
+            Op::CreateWithAcl {
+                path: given.clone(),
+                data: b"y".to_vec(),
+                mode: CreateMode::Persistent,
+                acl: zkguard::Acl::read_unsafe(),
+            },
+        ])
+        .unwrap();
+    // The lock's creator ACL: only alice; bob may not even read it.
+    let (acl, _) = alice.get_acl(&made).unwrap();
+    assert!(
+        acl.len() == 1 && acl[0].scheme == "digest" && acl[0].id.starts_with("alice:"),
+        "{acl:?}"
+    );
+    let bob = as_user("bob");
+    assert_no_auth(bob.get_data(&made), &made, "get_data", "bob reads");
+    assert_no_auth(
+        bob.set_data(&made, b"v", None),
+        &made,
+        "set_data",
+        "bob writes",
+    );
+    // The ACL given: everyone reads, nobody writes.
+    assert_eq!(
+        alice.get_acl(&given).unwrap().0,
+        zkguard::Acl::read_unsafe()
+    );
+    assert_eq!(bob.get_data(&given).unwrap().0, b"y");
 }

@@ -71,9 +71,9 @@ impl Recipe {
                     _ => boxed(rw.write_lock().acquire_timeout(within)?),
                 }
             }
-            Recipe::Leases | Recipe::SemaphoreLock => boxed(
-                Semaphore::new_with_acl(c, path, 1, acl.clone())?.acquire_timeout(within)?,
-            ),
+            Recipe::Leases | Recipe::SemaphoreLock => {
+                boxed(Semaphore::new_with_acl(c, path, 1, acl.clone())?.acquire_timeout(within)?)
+            }
             Recipe::Election => boxed(
                 LeaderElection::new(c, path, "alice")?
                     .with_acl(acl.clone())?
@@ -131,7 +131,10 @@ fn assert_refused(recipe: Recipe, path: &str, mallory: &Client) {
     }
     // Nothing of Alice's is left in the squatted directory (Mallory may list it).
     let (left, _) = mallory.get_children(&squatted).unwrap();
-    assert!(left.is_empty(), "{recipe:?}: left behind in {squatted}: {left:?}");
+    assert!(
+        left.is_empty(),
+        "{recipe:?}: left behind in {squatted}: {left:?}"
+    );
     // The refusal is the error of every later try as well: the attack never gets a holder.
     assert!(matches!(
         recipe.take(&second, path, &acl, WITHIN),
@@ -198,8 +201,8 @@ fn a_directory_squatted_after_ours_went_away_is_refused_by_every_recipe() {
             "{recipe:?}: the first run's directory is closed"
         );
         drop(held); // releases
-        // The emptied container goes (the server reaps it; anyone with DELETE on the parent
-        // may delete it too), and Mallory makes it again, open.
+                    // The emptied container goes (the server reaps it; anyone with DELETE on the parent
+                    // may delete it too), and Mallory makes it again, open.
         let emptied = |c: &Client| c.get_children(&squatted).map(|(n, _)| n.is_empty());
         common::wait_until(WITHIN, "the directory emptied", || {
             emptied(&alice).unwrap_or(false)
@@ -220,8 +223,13 @@ fn a_directory_prepared_for_several_identities_is_used_when_they_are_trusted() {
     let digest = |user: &str| {
         let probe = unique("whoami");
         let c = as_user(user);
-        c.create_with_acl(&probe, b"", CreateMode::Ephemeral, &zkguard::Acl::creator_all())
-            .unwrap();
+        c.create_with_acl(
+            &probe,
+            b"",
+            CreateMode::Ephemeral,
+            &zkguard::Acl::creator_all(),
+        )
+        .unwrap();
         c.get_acl(&probe).unwrap().0.remove(0)
     };
     let alice_id = digest("alice");
@@ -250,7 +258,10 @@ fn a_directory_prepared_for_several_identities_is_used_when_they_are_trusted() {
         .unwrap()
         .unwrap();
     let bob = as_user("bob");
-    assert!(matches!(bob.delete(held.path(), None), Err(Error::NoAuth { .. })));
+    assert!(matches!(
+        bob.delete(held.path(), None),
+        Err(Error::NoAuth { .. })
+    ));
     held.confirm().unwrap();
 }
 
@@ -285,9 +296,7 @@ fn a_creator_unfair_lock_or_election_refuses_an_open_parent() {
             Err(Error::UntrustedDirectory { .. })
         ));
         // Held by another identity there: a contender is refused too, without waiting.
-        mallory
-            .create(&path, b"m", CreateMode::Ephemeral)
-            .unwrap();
+        mallory.create(&path, b"m", CreateMode::Ephemeral).unwrap();
         assert!(matches!(
             lock.acquire_timeout(WITHIN),
             Err(Error::UntrustedDirectory { .. })
@@ -331,7 +340,11 @@ fn a_persistent_node_ahead_in_the_queue_is_named_not_waited_on_forever() {
     c.create(&dir, b"", CreateMode::Persistent).unwrap();
     // A node with a lock node's name that no session owns: it never goes by itself.
     let parked = c
-        .create(&format!("{dir}/lock-"), b"", CreateMode::PersistentSequential)
+        .create(
+            &format!("{dir}/lock-"),
+            b"",
+            CreateMode::PersistentSequential,
+        )
         .unwrap()
         .path;
     let lock = Mutex::new(&c, &dir).unwrap();

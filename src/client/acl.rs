@@ -202,7 +202,11 @@ impl NodeAcl {
             .filter(|a| a.perms.bits() & power != 0)
             .filter(|a| {
                 unauthenticated(&a.scheme)
-                    || !(self.entries.iter().chain(ours).any(|o| same(a, &o.scheme, &o.id))
+                    || !(self
+                        .entries
+                        .iter()
+                        .chain(ours)
+                        .any(|o| same(a, &o.scheme, &o.id))
                         || self.trusted.iter().any(|(s, i)| same(a, s, i)))
             })
             .cloned()
@@ -366,7 +370,12 @@ mod tests {
         let ip = NodeAcl::custom(vec![Acl::new(Perms::ALL, "ip", "10.0.0.1")]).unwrap();
         assert!(!ip.keeps_others_out());
         assert!(NodeAcl::custom(alice()).unwrap().keeps_others_out());
-        for (scheme, id) in [("world", "anyone"), ("ip", "10.0.0.1"), ("auth", "x"), ("", "x")] {
+        for (scheme, id) in [
+            ("world", "anyone"),
+            ("ip", "10.0.0.1"),
+            ("auth", "x"),
+            ("", "x"),
+        ] {
             let e = NodeAcl::creator().trusting(scheme, id).unwrap_err();
             assert!(e.to_string().contains("trust"), "{e}");
         }

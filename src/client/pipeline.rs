@@ -536,14 +536,19 @@ fn with_watch<A: 'static, B: 'static>(
 fn check_multi(ops: &[Op]) -> Result<()> {
     for o in ops {
         match o {
-            Op::Create { path, mode, .. } => {
+            Op::Create { path, mode, .. } | Op::CreateWithAcl { path, mode, .. } => {
                 if mode.ttl().is_some() {
                     return Err(Error::InvalidArgument {
                         name: "multi op",
                         reason: format!("TTL create of {path} inside a multi is not supported"),
                     });
                 }
-                check_create(path, *mode, &Acl::open_unsafe())?
+                let open = Acl::open_unsafe();
+                let acl = match o {
+                    Op::CreateWithAcl { acl, .. } => acl,
+                    _ => &open,
+                };
+                check_create(path, *mode, acl)?
             }
             Op::Delete { path, .. } | Op::Check { path, .. } | Op::SetData { path, .. } => {
                 path::validate_path(path)?

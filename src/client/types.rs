@@ -344,7 +344,8 @@ pub enum Op {
         /// Expected data version; `None` checks existence only.
         version: Option<i32>,
     },
-    /// Creates a node with the open ACL.
+    /// Creates a node with the open ACL (in a guard's
+    /// [`fenced_multi`](crate::Guard::fenced_multi): with the lock's ACL).
     Create {
         /// Node path.
         path: String,
@@ -352,6 +353,17 @@ pub enum Op {
         data: Vec<u8>,
         /// Create mode (TTL modes are not allowed inside a multi).
         mode: CreateMode,
+    },
+    /// Creates a node with the given ACL.
+    CreateWithAcl {
+        /// Node path.
+        path: String,
+        /// Initial data.
+        data: Vec<u8>,
+        /// Create mode (TTL modes are not allowed inside a multi).
+        mode: CreateMode,
+        /// The new node's ACL.
+        acl: Vec<Acl>,
     },
     /// Deletes a node.
     Delete {
@@ -376,7 +388,7 @@ impl Op {
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Op::Check { .. } => "check",
-            Op::Create { .. } => "create",
+            Op::Create { .. } | Op::CreateWithAcl { .. } => "create",
             Op::Delete { .. } => "delete",
             Op::SetData { .. } => "set_data",
         }
@@ -387,6 +399,7 @@ impl Op {
         match self {
             Op::Check { path, .. }
             | Op::Create { path, .. }
+            | Op::CreateWithAcl { path, .. }
             | Op::Delete { path, .. }
             | Op::SetData { path, .. } => path,
         }

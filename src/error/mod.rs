@@ -355,10 +355,16 @@ impl fmt::Display for Error {
             Error::Connect { attempts, after } => {
                 let unresolved = !attempts.is_empty()
                     && attempts.iter().all(|a| {
-                        matches!(a.reason, ConnectFailure::Resolve(_) | ConnectFailure::NoAddress)
+                        matches!(
+                            a.reason,
+                            ConnectFailure::Resolve(_) | ConnectFailure::NoAddress
+                        )
                     });
                 if unresolved {
-                    write!(f, "no server of the connect string resolves to an address: ")?;
+                    write!(
+                        f,
+                        "no server of the connect string resolves to an address: "
+                    )?;
                 } else {
                     write!(f, "no ZooKeeper session within {after:?}; servers tried: ")?;
                 }
@@ -382,7 +388,10 @@ impl fmt::Display for Error {
                     "" => "this operation",
                     other => other,
                 };
-                write!(f, "not authorized: the ACL of node {path} does not allow {what}")
+                write!(
+                    f,
+                    "not authorized: the ACL of node {path} does not allow {what}"
+                )
             }
             Error::InvalidAcl { path } => write!(f, "invalid ACL for node {path}"),
             Error::NoChildrenForEphemerals { path } => {

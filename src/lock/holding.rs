@@ -372,7 +372,16 @@ pub(crate) fn fenced(nodes: &[&Holding], ops: &[Op]) -> Result<Vec<OpResult>> {
             version: None,
         })
         .collect();
-    all.extend_from_slice(ops);
+    // A create gets the lock's ACL, not the open one.
+    all.extend(ops.iter().map(|o| match o {
+        Op::Create { path, data, mode } => Op::CreateWithAcl {
+            path: path.clone(),
+            data: data.clone(),
+            mode: *mode,
+            acl: first.acquired.acl.entries().to_vec(),
+        },
+        o => o.clone(),
+    }));
     match first.client.pinned(first.acquired.owner).multi(&all) {
         Ok(mut results) => {
             results.drain(..nodes.len());

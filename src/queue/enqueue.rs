@@ -99,7 +99,7 @@ pub(crate) fn enqueue<'a>(
             return Err(Next::Done(expired(wait, spec.path, client)));
         };
         if at.maybe_created {
-            match find_by_uuid(&c, spec.dir, &at.uuid) {
+            match find_by_uuid(&c, spec, &at.uuid) {
                 Ok(found) => {
                     at.maybe_created = false;
                     at.node = found;
@@ -134,7 +134,7 @@ pub(crate) fn enqueue<'a>(
         });
         match created.wait() {
             Ok(cr) => {
-                at.node = Some(Acquired::of(cr.path, &cr.stat));
+                at.node = Some(Acquired::of(cr.path, &cr.stat, spec.acl));
                 listing = listed.wait().ok();
                 dir_acl = read_acl.and_then(|p| p.wait().ok().map(|(acl, _)| acl));
             }
@@ -198,7 +198,8 @@ fn trusted(
 
 /// After a create whose reply was lost: our node, if the server made it in this session.
 /// A node of ours left by an earlier session is deleted.
-fn find_by_uuid(c: &Client, dir: &str, uuid: &str) -> Result<Option<Acquired>> {
+fn find_by_uuid(c: &Client, spec: &Spec<'_>, uuid: &str) -> Result<Option<Acquired>> {
+    let dir = spec.dir;
     let names = match c.get_children(dir) {
         Ok((names, _)) => names,
         Err(Error::NoNode { .. }) => return Ok(None),
@@ -209,7 +210,7 @@ fn find_by_uuid(c: &Client, dir: &str, uuid: &str) -> Result<Option<Acquired>> {
         let path = names::child(dir, &n);
         match c.exists(&path)? {
             Some(stat) if found.is_none() && stat.ephemeral_owner == c.session_id() => {
-                found = Some(Acquired::of(path, &stat));
+                found = Some(Acquired::of(path, &stat, spec.acl));
             }
             Some(_) => {
                 let _ = c.delete(&path, None);

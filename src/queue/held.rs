@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-use crate::Stat;
+use crate::{NodeAcl, Stat};
 /// A node that was acquired: the queue's answer to a recipe.
 #[derive(Debug, Clone)]
 pub(crate) struct Acquired {
@@ -16,15 +16,18 @@ pub(crate) struct Acquired {
     pub token: u64,
     /// The session that created it (the node's ephemeral owner).
     pub owner: i64,
+    /// The ACL it was created with (a fenced write's creates get it too).
+    pub acl: NodeAcl,
 }
 
 impl Acquired {
     /// The node at `path` as `stat` describes it.
-    pub(crate) fn of(path: String, stat: &Stat) -> Acquired {
+    pub(crate) fn of(path: String, stat: &Stat, acl: &NodeAcl) -> Acquired {
         Acquired {
             path,
             token: token_of(stat),
             owner: stat.ephemeral_owner,
+            acl: acl.clone(),
         }
     }
 

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use super::enqueue::create_dir;
 use super::held::{Acquired, Canceller};
-use super::{names, tenancy};
 use super::wait::{bounded, expired, pause, retry_backoff, SessionEvents, Wait};
 use super::wake::{wake, Wake};
+use super::{names, tenancy};
 use crate::client::{Check, Client, Job};
 use crate::error::{Error, Result};
 use crate::{CreateMode, EventType, NodeAcl, SessionEvent};
@@ -134,8 +134,8 @@ fn try_once(c: &Client, path: &str, data: &[u8], acl: &NodeAcl) -> Result<Option
             (created, guard.then(|| p.get_acl(parent)))
         });
         let won = match created.wait() {
-            Ok(cr) => Some(Acquired::of(cr.path, &cr.stat)),
-            Err(Error::NodeExists { .. }) => ours(c, path, data)?,
+            Ok(cr) => Some(Acquired::of(cr.path, &cr.stat, acl)),
+            Err(Error::NodeExists { .. }) => ours(c, path, data, acl)?,
             Err(Error::NoNode { .. }) if !parents_made => {
                 parents_made = true;
                 if parent != "/" {
@@ -146,7 +146,7 @@ fn try_once(c: &Client, path: &str, data: &[u8], acl: &NodeAcl) -> Result<Option
             // Did the create happen? Read the node back; if that fails too, the caller
             // retries with the same data, and a node of ours found by a later create
             // (NodeExists) is recognised by it.
-            Err(e) if e.is_connection_error() => ours(c, path, data)?,
+            Err(e) if e.is_connection_error() => ours(c, path, data, acl)?,
             Err(e) => return Err(e),
         };
         if !guard {
@@ -176,10 +176,10 @@ fn release(c: &Client, path: &str) {
 }
 
 /// The node at the path, if it is ours (our data, our session).
-fn ours(c: &Client, path: &str, data: &[u8]) -> Result<Option<Acquired>> {
+fn ours(c: &Client, path: &str, data: &[u8], acl: &NodeAcl) -> Result<Option<Acquired>> {
     match c.get_data(path) {
         Ok((d, stat)) if d == data && stat.ephemeral_owner == c.session_id() => {
-            Ok(Some(Acquired::of(path.to_string(), &stat)))
+            Ok(Some(Acquired::of(path.to_string(), &stat, acl)))
         }
         Ok((_, stat)) if stat.ephemeral_owner == 0 => Err(in_the_way(path)),
         Ok(_) | Err(Error::NoNode { .. }) => Ok(None),

@@ -42,7 +42,11 @@ pub(crate) fn check(
         let (stored, _) = c.get_acl(node)?;
         let own: Vec<Acl> = stored
             .into_iter()
-            .filter(|a| !acl.entries().iter().any(|e| e.scheme == a.scheme && e.id == a.id))
+            .filter(|a| {
+                !acl.entries()
+                    .iter()
+                    .any(|e| e.scheme == a.scheme && e.id == a.id)
+            })
             .filter(|a| !matches!(a.scheme.as_str(), "world" | "ip"))
             .collect();
         Some(c.learned_identities(own))

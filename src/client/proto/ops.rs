@@ -25,6 +25,17 @@ pub(crate) fn create_body(
     }
 }
 
+/// One create of a multi.
+fn multi_create(w: &mut Writer, server_path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]) {
+    let code = if mode == CreateMode::Container {
+        op::CREATE_CONTAINER
+    } else {
+        op::CREATE
+    };
+    w.int(code).bool(false).int(-1);
+    create_body(w, server_path, data, mode, acl);
+}
+
 pub(crate) fn encode_multi(w: &mut Writer, chroot: &str, ops: &[Op]) {
     for o in ops {
         let sp = path::to_server(chroot, o.path());
@@ -34,14 +45,11 @@ pub(crate) fn encode_multi(w: &mut Writer, chroot: &str, ops: &[Op]) {
                 w.string(&sp).int(version_arg(*version));
             }
             Op::Create { data, mode, .. } => {
-                let code = if *mode == CreateMode::Container {
-                    op::CREATE_CONTAINER
-                } else {
-                    op::CREATE
-                };
-                w.int(code).bool(false).int(-1);
-                create_body(w, &sp, data, *mode, &Acl::open_unsafe());
+                multi_create(w, &sp, data, *mode, &Acl::open_unsafe());
             }
+            Op::CreateWithAcl {
+                data, mode, acl, ..
+            } => multi_create(w, &sp, data, *mode, acl),
             Op::Delete { version, .. } => {
                 w.int(op::DELETE).bool(false).int(-1);
                 w.string(&sp).int(version_arg(*version));
