@@ -4,7 +4,7 @@
 //! `BENCH_FORCE_SYNC=1`; the JVM's full JIT; warmed up for 3 s first), or the ensemble named
 //! by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
 //! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
-//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`, `W8`, `W9`, `W10`, `W11`, `W12`, and `TLS`: built with the `tls`
+//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`, `W8`, `W9`, `W10`, `W11`, `W12`, `W13`, and `TLS`: built with the `tls`
 //! feature, the harness server also has a TLS port, and `ops`, `W1` and `W2` run a second
 //! time over TLS right after the plaintext ones (their lines' `target` ends in `over TLS`);
 //! `BENCH_ONLY=ops,W1,W2,TLS` gives both side by side.
@@ -102,6 +102,10 @@
 //!   (tickets from the KDC), with later ones (tickets in memory: what a reconnect costs) and
 //!   from a `kinit` cache file, interleaved against one Kerberized server of its own,
 //!   `BENCH_LOGIN_N` each (default 200), and the ratios to no login.
+//! - `W13`: what the co-tenant check of a lock whose ACL keeps others out costs: `Mutex`
+//!   acquire and release p50/p99 with `NodeAcl::creator()` against the open ACL,
+//!   interleaved, one session each; `acquire_ratio_p50`; the requests one acquire sends
+//!   (the check's `getACL` goes out in the create's write) and those of a client's first.
 //! - `W11`: `BENCH_SCALE / 10` threads (default 1,000) blocked on as many `Mutex`es of one
 //!   client, each held by another client, released one at a time (each after the previous
 //!   waiter woke): p50/p99 from the start of the release (the holder's delete) to the
@@ -117,6 +121,7 @@
 //! blocking acquire is bounded as well. A workload that fails prints an `error` line; the
 //! others still run, and the process exits with status 1.
 
+mod acl;
 mod contention;
 mod election;
 mod login;
@@ -193,9 +198,9 @@ impl Ctx {
     }
 }
 
-const WORKLOADS: [&str; 15] = [
+const WORKLOADS: [&str; 16] = [
     "ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11",
-    "W12",
+    "W12", "W13",
 ];
 
 fn main() {
@@ -371,6 +376,7 @@ fn run() -> Res<bool> {
     }
     run_one("W11", 300.0 * scale_budget(), &w11);
     run_one("W12", 300.0, &login::w12);
+    run_one("W13", 120.0, &acl::w13);
 
     let _armed = watchdog.arm("cleanup", Duration::from_secs(60));
     delete_tree(&ctx.client, &ctx.dir)?;
