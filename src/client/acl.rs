@@ -349,7 +349,7 @@ mod tests {
         // An address is never trusted, even when the ACL names it.
         let ip = Acl::new(Perms::ALL, "ip", "127.0.0.1");
         let custom = NodeAcl::custom([alice(), vec![ip.clone()]].concat()).unwrap();
-        assert_eq!(custom.untrusted(&[ip.clone()], &[]), vec![ip]);
+        assert_eq!(custom.untrusted(std::slice::from_ref(&ip), &[]), vec![ip]);
         // Another identity: untrusted unless trusted by name, or named by a custom list.
         let bob = Acl::new(Perms::CREATE, "digest", "bob:h");
         let dir = [alice(), vec![bob.clone()]].concat();
