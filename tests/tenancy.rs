@@ -362,3 +362,49 @@ fn a_persistent_node_ahead_in_the_queue_is_named_not_waited_on_forever() {
     let held = lock.try_acquire().unwrap().unwrap();
     held.confirm().unwrap();
 }
+
+#[test]
+fn a_listing_over_the_reply_limit_is_an_error_not_a_reconnect_loop() {
+    // A directory whose listing is over the client's reply limit (here 256 KiB; ZooKeeper
+    // itself sends such replies, however large): the request fails with an error saying so,
+    // the connection and the session stay, and a lock there fails instead of spinning.
+    let cs = shared_cluster().connect_string();
+    let c = Client::builder(&cs)
+        .max_reply_size(256 * 1024)
+        .connect_timeout(WITHIN)
+        .build()
+        .unwrap();
+    let dir = unique("crowded");
+    c.create(&dir, b"", CreateMode::Persistent).unwrap();
+    let long = "x".repeat(3_000);
+    let made = c.pipeline(|p| {
+        (0..100)
+            .map(|i| p.create(&format!("{dir}/{long}-lock-{i:010}"), b"", CreateMode::Persistent))
+            .collect::<Vec<_>>()
+    });
+    for m in made {
+        m.wait().unwrap();
+    }
+    let (session, connects) = (c.session_id(), c.stats().connect_attempts);
+    match c.get_children(&dir) {
+        Err(Error::Malformed { op, path, reason }) => {
+            assert_eq!((op, path.as_str()), ("get_children", dir.as_str()));
+            assert!(reason.contains("max_reply_size"), "{reason}");
+        }
+        other => panic!("expected Malformed, got {:?}", other.map(|(n, _)| n.len())),
+    }
+    let lock = Mutex::new(&c, &dir).unwrap();
+    assert!(matches!(
+        lock.acquire_timeout(WITHIN),
+        Err(Error::Malformed { .. })
+    ));
+    // The same connection serves on; nothing of the lock's is left.
+    assert!(c.exists(&dir).unwrap().is_some());
+    assert_eq!(
+        (c.session_id(), c.stats().connect_attempts),
+        (session, connects),
+        "no reconnect"
+    );
+    let big = Client::connect(&cs).unwrap();
+    assert_eq!(big.get_children(&dir).unwrap().0.len(), 100);
+}

@@ -32,6 +32,7 @@ pub struct ClientBuilder {
     pub(super) request_timeout: Option<Duration>,
     pub(super) auth: Vec<(String, Vec<u8>)>,
     pub(super) max_request: usize,
+    pub(super) max_reply: usize,
     #[cfg(feature = "tls")]
     pub(super) tls: Option<super::TlsConfig>,
     pub(super) sasl: Option<SaslLogin>,
@@ -183,6 +184,16 @@ impl ClientBuilder {
         self
     }
 
+    /// The largest reply the client accepts, in bytes (default 64 MiB). ZooKeeper sends
+    /// replies larger than its own `jute.maxbuffer` (a listing of a directory with many or
+    /// long children); one over this limit is read and dropped, and only its request fails,
+    /// with [`Error::Malformed`] saying so: the connection and the session go on. (A client
+    /// that dropped the connection instead would list again after reconnecting, and again.)
+    pub fn max_reply_size(mut self, bytes: usize) -> Self {
+        self.max_reply = bytes.min(i32::MAX as usize);
+        self
+    }
+
     /// Connects: returns once a session exists, or fails by the connect deadline with an
     /// error that names every server tried and what went wrong there. With a chroot in the
     /// connect string, the chroot node must exist: if not, the error is
@@ -288,6 +299,7 @@ impl ClientBuilder {
             session_timeout: self.session_timeout,
             auth: self.auth,
             max_request: self.max_request,
+            max_reply: self.max_reply,
             tls,
             sasl: self.sasl,
             node_acl: self.node_acl,

@@ -13,6 +13,8 @@ pub(crate) struct Config {
     pub auth: Vec<(String, Vec<u8>)>,
     /// The largest request frame to send (see [`ClientBuilder::max_request_size`](super::ClientBuilder::max_request_size)).
     pub max_request: usize,
+    /// The largest reply kept (see [`ClientBuilder::max_reply_size`](super::ClientBuilder::max_reply_size)).
+    pub max_reply: usize,
     /// TLS to every server (feature `tls`).
     pub tls: Option<super::TlsSetup>,
     /// The SASL login (DIGEST-MD5 or Kerberos), on every connection.

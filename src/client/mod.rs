@@ -217,6 +217,7 @@ impl Client {
             request_timeout: None,
             auth: Vec::new(),
             max_request: proto::DEFAULT_MAX_REQUEST,
+            max_reply: proto::MAX_FRAME,
             #[cfg(feature = "tls")]
             tls: None,
             sasl: None,

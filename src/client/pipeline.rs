@@ -214,7 +214,7 @@ impl<'a> Pipeline<'a> {
         let (op_name, p) = (req.op, req.path.to_string());
         self.push_raw(req, body, move |raw| {
             if raw.err != proto::code::OK {
-                return Err(Error::from_reply(raw.err, op_name, &p));
+                return Err(reply_error(raw.err, op_name, &p));
             }
             decode(raw).map_err(|m| malformed(op_name, &p, &m.0))
         })
@@ -523,6 +523,21 @@ impl<T: 'static> Pending<T> {
             index,
         }
     }
+}
+
+/// The error a reply's code stands for, the client's mark of a dropped reply included.
+pub(super) fn reply_error(code: i32, op: &'static str, path: &str) -> Error {
+    if code == proto::code::REPLY_TOO_LARGE {
+        return Error::Malformed {
+            op,
+            path: path.to_string(),
+            reason: "the reply is over the client's size limit and was dropped (a listing of \
+                     too many or too long children?); the connection goes on; see \
+                     ClientBuilder::max_reply_size"
+                .into(),
+        };
+    }
+    Error::from_reply(code, op, path)
 }
 
 fn with_watch<A: 'static, B: 'static>(

@@ -162,7 +162,7 @@ impl Shared {
                 passwd,
             ))
             .map_err(io_err)?;
-        let mut frames = FrameReader::default();
+        let mut frames = FrameReader::new(self.cfg.max_reply);
         let resp = frames.read_frame_by(&stream, deadline).map_err(io_err)?;
         let resp =
             proto::decode_connect_response(&resp).map_err(|m| ConnectFailure::Malformed(m.0))?;

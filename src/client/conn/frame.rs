@@ -16,23 +16,49 @@ pub(super) fn is_timeout(e: &io::Error) -> bool {
 
 /// Splits a byte stream into length-prefixed frames, tolerating read timeouts mid-frame.
 /// Reads into one reused buffer (`buf[start..end]` holds the unread bytes).
+///
+/// A reply over the size limit is not kept: its header (xid, zxid, error code) comes out as
+/// a frame of its own whose error code is [`proto::code::REPLY_TOO_LARGE`], and the rest of
+/// it is read and dropped. Only the request it answers fails; the connection, and every
+/// other request on it, goes on (a client that dropped the connection instead would send the
+/// same request again after reconnecting, and again).
 pub(crate) struct FrameReader {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// The largest frame kept.
+    max: usize,
+    /// Bytes of an oversized frame still to drop.
+    skip: usize,
 }
 
-impl Default for FrameReader {
-    fn default() -> Self {
+/// A reply's header: xid (4 bytes), zxid (8), error code (4).
+const REPLY_HEADER: usize = 16;
+
+impl FrameReader {
+    /// A reader that keeps frames of up to `max` bytes.
+    pub fn new(max: usize) -> FrameReader {
         FrameReader {
             buf: vec![0; 64 * 1024],
             start: 0,
             end: 0,
+            max: max.max(REPLY_HEADER),
+            skip: 0,
         }
     }
-}
 
-impl FrameReader {
+    /// Drops what is buffered of an oversized frame; whether any of it is still to come.
+    fn skipping(&mut self) -> bool {
+        let n = self.skip.min(self.end - self.start);
+        self.start += n;
+        self.skip -= n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        self.skip > 0
+    }
+
     /// Reads what is available into the buffer.
     pub fn fill(&mut self, stream: &mut impl Read) -> io::Result<usize> {
         if self.end == self.buf.len() {
@@ -51,15 +77,34 @@ impl FrameReader {
 
     /// Takes one complete frame off the buffer, if there is one.
     pub fn pop(&mut self) -> std::result::Result<Option<Vec<u8>>, Malformed> {
+        if self.skip > 0 && self.skipping() {
+            return Ok(None);
+        }
         let avail = &self.buf[self.start..self.end];
         if avail.len() < 4 {
             return Ok(None);
         }
         let len = i32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]]);
-        if len < 0 || len as usize > proto::MAX_FRAME {
+        if len < 0 || (len as usize > self.max && (len as usize) < REPLY_HEADER) {
             return Err(Malformed(format!("frame length {len}")));
         }
         let len = len as usize;
+        if len > self.max {
+            if avail.len() < 4 + REPLY_HEADER {
+                return Ok(None);
+            }
+            let mut header = avail[4..4 + REPLY_HEADER].to_vec();
+            header[12..16].copy_from_slice(&proto::code::REPLY_TOO_LARGE.to_be_bytes());
+            log::warn!(
+                "zkguard: a {len}-byte reply is over the client's {}-byte limit \
+                 (ClientBuilder::max_reply_size); dropping it, and failing its request",
+                self.max
+            );
+            self.start += 4 + REPLY_HEADER;
+            self.skip = len - REPLY_HEADER;
+            self.skipping();
+            return Ok(Some(header));
+        }
         if avail.len() < 4 + len {
             return Ok(None);
         }
@@ -113,7 +158,7 @@ mod tests {
 
     #[test]
     fn frames_split_across_reads() -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let mut fr = FrameReader::default();
+        let mut fr = FrameReader::new(proto::MAX_FRAME);
         let mut data: Vec<u8> = Vec::new();
         data.extend_from_slice(&3u32.to_be_bytes());
         data.extend_from_slice(&[1, 2, 3]);
@@ -131,12 +176,43 @@ mod tests {
 
     #[test]
     fn hostile_frame_lengths_are_errors() -> io::Result<()> {
-        let mut fr = FrameReader::default();
+        let mut fr = FrameReader::new(proto::MAX_FRAME);
         fr.fill(&mut &(-5i32).to_be_bytes()[..])?;
         assert!(fr.pop().is_err());
-        let mut fr = FrameReader::default();
-        fr.fill(&mut &(i32::MAX).to_be_bytes()[..])?;
+        // Over the limit and too short to be a reply.
+        let mut fr = FrameReader::new(4);
+        fr.fill(&mut &8i32.to_be_bytes()[..])?;
         assert!(fr.pop().is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn an_oversized_reply_leaves_its_header_and_the_stream_goes_on(
+    ) -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let mut fr = FrameReader::new(20);
+        let mut data: Vec<u8> = Vec::new();
+        // A 40-byte reply: xid 7, zxid 9, error 0, then 24 bytes of body.
+        data.extend_from_slice(&40u32.to_be_bytes());
+        data.extend_from_slice(&7i32.to_be_bytes());
+        data.extend_from_slice(&9i64.to_be_bytes());
+        data.extend_from_slice(&0i32.to_be_bytes());
+        data.extend_from_slice(&[0xaa; 24]);
+        // Then a small frame.
+        data.extend_from_slice(&2u32.to_be_bytes());
+        data.extend_from_slice(&[1, 2]);
+        // Fed in small pieces, as a socket may.
+        let mut got = Vec::new();
+        for chunk in data.chunks(7) {
+            fr.fill(&mut &chunk[..])?;
+            while let Some(f) = fr.pop()? {
+                got.push(f);
+            }
+        }
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(&got[0][..4], &7i32.to_be_bytes());
+        assert_eq!(&got[0][4..12], &9i64.to_be_bytes());
+        assert_eq!(&got[0][12..], &proto::code::REPLY_TOO_LARGE.to_be_bytes());
+        assert_eq!(got[1], vec![1, 2]);
         Ok(())
     }
 }

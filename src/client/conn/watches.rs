@@ -335,6 +335,7 @@ mod tests {
             session_timeout: std::time::Duration::from_secs(10),
             auth: Vec::new(),
             max_request: proto::DEFAULT_MAX_REQUEST,
+            max_reply: proto::MAX_FRAME,
             tls: None,
             sasl: None,
             node_acl: crate::NodeAcl::open(),

@@ -55,10 +55,14 @@ pub(crate) mod code {
     pub const RUNTIME_INCONSISTENCY: i32 = ErrorCode::RuntimeInconsistency.as_i32();
     pub const NO_NODE: i32 = ErrorCode::NoNode.as_i32();
     pub const SESSION_EXPIRED: i32 = ErrorCode::SessionExpired.as_i32();
+    /// Not the server's: the client's mark on a reply over its size limit, which it dropped
+    /// (see `conn/frame.rs`).
+    pub const REPLY_TOO_LARGE: i32 = -1_000_001;
 }
 
-/// Largest frame accepted from a server (ZooKeeper's own `jute.maxbuffer` default is 1 MiB;
-/// a large multi or children listing may exceed it a little, so allow headroom).
+/// Largest frame accepted from a server by default (ZooKeeper's own `jute.maxbuffer` default
+/// is 1 MiB; the server sends larger replies, such as a listing of many children, so allow
+/// headroom; see `ClientBuilder::max_reply_size`).
 pub(crate) const MAX_FRAME: usize = 64 * 1024 * 1024;
 
 /// The server's default `jute.maxbuffer`: the largest request frame it accepts.
