@@ -119,6 +119,16 @@ pub struct Connection {
     pub sasl_realm: Option<String>,
 }
 
+/// The environment variables zkguard reads that hold a secret: the digest credentials
+/// `user:password` (`ZKGUARD_AUTH`, `--auth`'s variable) and the DIGEST-MD5 password
+/// (`ZKGUARD_SASL_PASSWORD`). They are removed from the environment of the command zkguard
+/// runs (and so of its children): it needs none of them, and any of them would let it, or
+/// anything it runs, log in as the lock's owner and break the lock. The other variables name
+/// no secret and stay: `ZK_CONNECT`, `ZKGUARD_SASL_USER`, `ZKGUARD_SASL_MECHANISM`, and the
+/// paths `ZKGUARD_TLS_CA`, `ZKGUARD_TLS_CERT`, `ZKGUARD_TLS_KEY` (a file's name, not its
+/// contents; Kerberos' `KRB5CCNAME` and `KRB5_CLIENT_KTNAME` likewise).
+pub const SECRET_ENV: [&str; 2] = ["ZKGUARD_AUTH", "ZKGUARD_SASL_PASSWORD"];
+
 /// The SASL login the options ask for.
 enum Sasl {
     Digest(String, String),

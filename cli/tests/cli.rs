@@ -6,6 +6,8 @@ mod common;
 #[cfg(feature = "kerberos")]
 #[path = "cli/kerberos.rs"]
 mod kerberos;
+#[path = "cli/secrets.rs"]
+mod secrets;
 #[path = "cli/show.rs"]
 mod show;
 #[path = "cli/terminal.rs"]
