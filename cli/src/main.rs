@@ -4,6 +4,7 @@
 mod child;
 mod conn;
 mod hold;
+mod logging;
 mod run;
 mod server;
 mod show;
@@ -61,6 +62,19 @@ struct Cli {
     /// No messages on stderr but errors
     #[arg(long, short, global = true, display_order = 900)]
     quiet: bool,
+    // Plain help text (not a doc comment): the variable's name is not code markup in --help.
+    #[arg(
+        long,
+        short,
+        action = clap::ArgAction::Count,
+        global = true,
+        conflicts_with = "quiet",
+        display_order = 901,
+        help = "Show more of the library's log records on stderr: -v info, -vv debug (with \
+                timestamps), -vvv trace [default: warnings; errors only with --quiet]. \
+                RUST_LOG, if set, decides instead (env_logger's filters: RUST_LOG=zkguard=debug)"
+    )]
+    verbose: u8,
     #[command(flatten)]
     conn: Connection,
     #[command(subcommand)]
@@ -294,7 +308,7 @@ pub struct Say {
 impl Say {
     pub fn say(&self, msg: impl fmt::Display) {
         if !self.quiet {
-            eprintln!("zkguard: {msg}");
+            logging::line(msg);
         }
     }
 }
@@ -409,10 +423,11 @@ fn main() {
             e.exit()
         }
         Err(e) => {
-            eprintln!("zkguard: {}", usage_error(&e));
+            logging::line(usage_error(&e));
             std::process::exit(EXIT_USAGE);
         }
     };
+    logging::init(cli.verbose, cli.quiet);
     let say = Say { quiet: cli.quiet };
     let result = check_server_args(&matches).and_then(|()| match &cli.command {
         Command::Lock(args) => run::lock(&cli.conn, args, say),
@@ -432,7 +447,7 @@ fn main() {
     let code = match result {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("zkguard: {}", f.msg);
+            logging::line(&f.msg);
             f.code
         }
     };
