@@ -162,6 +162,22 @@ pub enum OnSuspend {
     Kill,
 }
 
+/// `--acl`'s help (for `lock` and `elect`), short (`-h`) and long (`--help`). Plain help
+/// text, not doc comments: ZooKeeper's ACL notation is not code markup in --help.
+const ACL_HELP: &str = "ACL of the nodes it creates: open (the default: anyone may do \
+    anything), creator (only the identity this client logs in as may touch them), or \
+    creator-read (others may also read: holders and leader stay visible)";
+const ACL_LONG_HELP: &str = "ACL of the nodes it creates: open (the default: anyone may do \
+    anything, delete a held lock node too; with credentials given and no --acl, zkguard \
+    warns), creator (only the identity this client logs in as may touch them), or \
+    creator-read (others may also read: holders and leader stay visible).\n\n\
+    With digest credentials (--auth, ZKGUARD_AUTH, --auth-file) the ACL entry is \
+    digest:USER:base64(sha1(USER:PASSWORD)), an unsalted hash from which a weak password \
+    can be guessed offline. ZooKeeper before 3.4.14 and 3.5.5 shows it to every reader of \
+    the ACL (with creator-read: everyone); later versions show it only to sessions with \
+    ADMIN on the node (the creator), others see digest:USER:x. Use a long random password, \
+    or SASL (--sasl-user) or Kerberos identities, whose ACL entries hold no password hash";
+
 /// `--acl`: a preset's name (`open`, `creator`, `creator-read`).
 fn parse_acl(s: &str) -> Result<zkguard::NodeAcl, String> {
     s.parse()
@@ -184,11 +200,8 @@ pub struct LockArgs {
     /// Data of this contender's node, shown by `holders` [default: host and pid]
     #[arg(long, value_name = "TEXT")]
     pub data: Option<String>,
-    /// ACL of the nodes it creates: open (anyone may do anything), creator (only the
-    /// identity this client logs in as may touch them), or creator-read (others may also
-    /// read: holders and leader stay visible)
-    #[arg(long, value_name = "ACL", default_value = "open", value_parser = parse_acl)]
-    pub acl: zkguard::NodeAcl,
+    #[arg(long, value_name = "ACL", value_parser = parse_acl, help = ACL_HELP, long_help = ACL_LONG_HELP)]
+    pub acl: Option<zkguard::NodeAcl>,
     #[command(flatten)]
     pub waiting: Waiting,
     #[command(flatten)]
@@ -202,11 +215,8 @@ pub struct ElectArgs {
     /// This candidate's id, shown by `leader` [default: host and pid]
     #[arg(long)]
     pub id: Option<String>,
-    /// ACL of the nodes it creates: open (anyone may do anything), creator (only the
-    /// identity this client logs in as may touch them), or creator-read (others may also
-    /// read: holders and leader stay visible)
-    #[arg(long, value_name = "ACL", default_value = "open", value_parser = parse_acl)]
-    pub acl: zkguard::NodeAcl,
+    #[arg(long, value_name = "ACL", value_parser = parse_acl, help = ACL_HELP, long_help = ACL_LONG_HELP)]
+    pub acl: Option<zkguard::NodeAcl>,
     /// Queue again after CMD exits or leadership is lost, until signalled
     #[arg(long = "loop")]
     pub repeat: bool,
