@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use crossbeam_channel::Receiver;
 
+use crate::conn::SECRET_ENV;
 use crate::tty::Terminal;
 use crate::{Fail, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SOFTWARE};
 
@@ -45,7 +46,7 @@ impl Child {
     }
 }
 
-/// Starts `cmd` with `env` added, as the leader of a new process group (so a signal for
+/// Starts `cmd` with `env` added and zkguard's secrets ([`SECRET_ENV`]) removed, as the leader of a new process group (so a signal for
 /// the command reaches its children too, and zkguard can stop and continue the group
 /// without stopping itself). On Linux the command is killed if zkguard dies (`PR_SET_PDEATHSIG`):
 /// a crashed zkguard releases the lock, so its command must not run on. With `terminal`,
@@ -62,6 +63,9 @@ pub fn spawn(
     c.args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .process_group(0);
+    for name in SECRET_ENV {
+        c.env_remove(name);
+    }
     if let Some(t) = terminal {
         // SAFETY: a plain query of this process.
         let parent_group = unsafe { libc::getpgrp() };

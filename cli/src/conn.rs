@@ -119,6 +119,16 @@ pub struct Connection {
     pub sasl_realm: Option<String>,
 }
 
+/// The environment variables zkguard reads that hold a secret: the digest credentials
+/// `user:password` (`ZKGUARD_AUTH`, `--auth`'s variable) and the DIGEST-MD5 password
+/// (`ZKGUARD_SASL_PASSWORD`). They are removed from the environment of the command zkguard
+/// runs (and so of its children): it needs none of them, and any of them would let it, or
+/// anything it runs, log in as the lock's owner and break the lock. The other variables name
+/// no secret and stay: `ZK_CONNECT`, `ZKGUARD_SASL_USER`, `ZKGUARD_SASL_MECHANISM`, and the
+/// paths `ZKGUARD_TLS_CA`, `ZKGUARD_TLS_CERT`, `ZKGUARD_TLS_KEY` (a file's name, not its
+/// contents; Kerberos' `KRB5CCNAME` and `KRB5_CLIENT_KTNAME` likewise).
+pub const SECRET_ENV: [&str; 2] = ["ZKGUARD_AUTH", "ZKGUARD_SASL_PASSWORD"];
+
 /// The SASL login the options ask for.
 enum Sasl {
     Digest(String, String),
@@ -126,6 +136,23 @@ enum Sasl {
 }
 
 impl Connection {
+    /// The credentials the options give, named for messages (`None`: no identity to log in
+    /// with): digest (`--auth`, `ZKGUARD_AUTH`, `--auth-file`), a SASL or Kerberos login,
+    /// or a TLS client certificate.
+    pub fn credentials_given(&self) -> Option<&'static str> {
+        if self.auth.is_some() || self.auth_file.is_some() {
+            Some("digest credentials (--auth, ZKGUARD_AUTH or --auth-file)")
+        } else if self.sasl_mechanism.as_deref() == Some("gssapi") {
+            Some("Kerberos (--sasl-mechanism gssapi)")
+        } else if self.sasl_user.is_some() {
+            Some("SASL (--sasl-user)")
+        } else if self.tls_cert.is_some() {
+            Some("a TLS client certificate (--tls-cert)")
+        } else {
+            None
+        }
+    }
+
     /// The digest credentials, from `--auth`, `ZKGUARD_AUTH` or `--auth-file`.
     fn credentials(&self) -> Result<Option<String>, Fail> {
         let cred = match (&self.auth, &self.auth_file) {
@@ -341,4 +368,54 @@ fn no_answer(cs: &str, timeout: Duration) -> String {
          local one",
         humantime::format_duration(timeout)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{Args, FromArgMatches};
+
+    use super::Connection;
+
+    fn parsed(args: &[&str]) -> Connection {
+        // Without the variables (ZKGUARD_AUTH …) of whoever runs the tests.
+        let cmd = Connection::augment_args(clap::Command::new("zkguard"))
+            .mut_args(|a| a.env(None::<&str>));
+        let m = cmd
+            .try_get_matches_from([&["zkguard"], args].concat())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        Connection::from_arg_matches(&m).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    /// Every way of logging in counts as credentials for the open-ACL warning; TLS without
+    /// a client certificate, or a SASL mechanism alone, does not.
+    #[test]
+    fn every_kind_of_credentials_is_seen() {
+        for (args, kind) in [
+            (&["--auth", "alice:pw"][..], "digest"),
+            (&["--auth-file", "/some/file"], "digest"),
+            (&["--sasl-user", "alice"], "SASL"),
+            (&["--sasl-mechanism", "gssapi"], "Kerberos"),
+            (
+                &[
+                    "--tls-ca",
+                    "ca.pem",
+                    "--tls-cert",
+                    "c.pem",
+                    "--tls-key",
+                    "k.pem",
+                ],
+                "TLS client certificate",
+            ),
+        ] {
+            let said = parsed(args).credentials_given();
+            assert!(said.is_some_and(|s| s.contains(kind)), "{args:?}: {said:?}");
+        }
+        for args in [
+            &[][..],
+            &["--tls-ca", "ca.pem"],
+            &["--sasl-mechanism", "digest"],
+        ] {
+            assert_eq!(parsed(args).credentials_given(), None, "{args:?}");
+        }
+    }
 }

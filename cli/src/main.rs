@@ -4,6 +4,7 @@
 mod child;
 mod conn;
 mod hold;
+mod logging;
 mod run;
 mod server;
 mod show;
@@ -61,6 +62,19 @@ struct Cli {
     /// No messages on stderr but errors
     #[arg(long, short, global = true, display_order = 900)]
     quiet: bool,
+    // Plain help text (not a doc comment): the variable's name is not code markup in --help.
+    #[arg(
+        long,
+        short,
+        action = clap::ArgAction::Count,
+        global = true,
+        conflicts_with = "quiet",
+        display_order = 901,
+        help = "Show more of the library's log records on stderr: -v info, -vv debug (with \
+                timestamps), -vvv trace [default: warnings; errors only with --quiet]. \
+                RUST_LOG, if set, decides instead (env_logger's filters: RUST_LOG=zkguard=debug)"
+    )]
+    verbose: u8,
     #[command(flatten)]
     conn: Connection,
     #[command(subcommand)]
@@ -148,6 +162,22 @@ pub enum OnSuspend {
     Kill,
 }
 
+/// `--acl`'s help (for `lock` and `elect`), short (`-h`) and long (`--help`). Plain help
+/// text, not doc comments: ZooKeeper's ACL notation is not code markup in --help.
+const ACL_HELP: &str = "ACL of the nodes it creates: open (the default: anyone may do \
+    anything), creator (only the identity this client logs in as may touch them), or \
+    creator-read (others may also read: holders and leader stay visible)";
+const ACL_LONG_HELP: &str = "ACL of the nodes it creates: open (the default: anyone may do \
+    anything, delete a held lock node too; with credentials given and no --acl, zkguard \
+    warns), creator (only the identity this client logs in as may touch them), or \
+    creator-read (others may also read: holders and leader stay visible).\n\n\
+    With digest credentials (--auth, ZKGUARD_AUTH, --auth-file) the ACL entry is \
+    digest:USER:base64(sha1(USER:PASSWORD)), an unsalted hash from which a weak password \
+    can be guessed offline. ZooKeeper before 3.4.14 and 3.5.5 shows it to every reader of \
+    the ACL (with creator-read: everyone); later versions show it only to sessions with \
+    ADMIN on the node (the creator), others see digest:USER:x. Use a long random password, \
+    or SASL (--sasl-user) or Kerberos identities, whose ACL entries hold no password hash";
+
 /// `--acl`: a preset's name (`open`, `creator`, `creator-read`).
 fn parse_acl(s: &str) -> Result<zkguard::NodeAcl, String> {
     s.parse()
@@ -170,11 +200,8 @@ pub struct LockArgs {
     /// Data of this contender's node, shown by `holders` [default: host and pid]
     #[arg(long, value_name = "TEXT")]
     pub data: Option<String>,
-    /// ACL of the nodes it creates: open (anyone may do anything), creator (only the
-    /// identity this client logs in as may touch them), or creator-read (others may also
-    /// read: holders and leader stay visible)
-    #[arg(long, value_name = "ACL", default_value = "open", value_parser = parse_acl)]
-    pub acl: zkguard::NodeAcl,
+    #[arg(long, value_name = "ACL", value_parser = parse_acl, help = ACL_HELP, long_help = ACL_LONG_HELP)]
+    pub acl: Option<zkguard::NodeAcl>,
     #[command(flatten)]
     pub waiting: Waiting,
     #[command(flatten)]
@@ -188,11 +215,8 @@ pub struct ElectArgs {
     /// This candidate's id, shown by `leader` [default: host and pid]
     #[arg(long)]
     pub id: Option<String>,
-    /// ACL of the nodes it creates: open (anyone may do anything), creator (only the
-    /// identity this client logs in as may touch them), or creator-read (others may also
-    /// read: holders and leader stay visible)
-    #[arg(long, value_name = "ACL", default_value = "open", value_parser = parse_acl)]
-    pub acl: zkguard::NodeAcl,
+    #[arg(long, value_name = "ACL", value_parser = parse_acl, help = ACL_HELP, long_help = ACL_LONG_HELP)]
+    pub acl: Option<zkguard::NodeAcl>,
     /// Queue again after CMD exits or leadership is lost, until signalled
     #[arg(long = "loop")]
     pub repeat: bool,
@@ -297,7 +321,7 @@ pub struct Say {
 impl Say {
     pub fn say(&self, msg: impl fmt::Display) {
         if !self.quiet {
-            eprintln!("zkguard: {msg}");
+            logging::line(msg);
         }
     }
 }
@@ -412,10 +436,11 @@ fn main() {
             e.exit()
         }
         Err(e) => {
-            eprintln!("zkguard: {}", usage_error(&e));
+            logging::line(usage_error(&e));
             std::process::exit(EXIT_USAGE);
         }
     };
+    logging::init(cli.verbose, cli.quiet);
     let say = Say { quiet: cli.quiet };
     let result = check_server_args(&matches).and_then(|()| match &cli.command {
         Command::Lock(args) => run::lock(&cli.conn, args, say),
@@ -435,7 +460,7 @@ fn main() {
     let code = match result {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("zkguard: {}", f.msg);
+            logging::line(&f.msg);
             f.code
         }
     };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{never, select, Receiver};
-use zkguard::{Client, Error, LeaderElection, Mutex, RwLock, Semaphore, SessionState};
+use zkguard::{Client, Error, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore, SessionState};
 
 use crate::child::{self, signal_group, signal_name, status_code, Child};
 use crate::hold::{self, Held, Outcome, Target, Wait};
@@ -19,17 +19,19 @@ use crate::{
 pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
     let client = conn.connect(say)?;
+    warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
+    let acl = args.acl.clone().unwrap_or_default();
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
     let data = args.data.clone();
     let target = if let Some(n) = args.permits {
-        let s = Semaphore::new_with_acl(&client, &args.path, n, args.acl.clone()).map_err(made)?;
+        let s = Semaphore::new_with_acl(&client, &args.path, n, acl).map_err(made)?;
         Target::Semaphore(match data {
             Some(d) => s.with_data(d),
             None => s,
         })
     } else if args.read || args.write {
         let l = RwLock::new(&client, &args.path)
-            .and_then(|l| l.with_acl(args.acl.clone()))
+            .and_then(|l| l.with_acl(acl))
             .map_err(made)?;
         let l = match data {
             Some(d) => l.with_data(d),
@@ -42,7 +44,7 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
         }
     } else {
         let l = Mutex::new(&client, &args.path)
-            .and_then(|l| l.with_acl(args.acl.clone()))
+            .and_then(|l| l.with_acl(acl))
             .map_err(made)?;
         Target::Mutex(match data {
             Some(d) => l.with_data(d),
@@ -58,9 +60,10 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
 pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
     let client = conn.connect(say)?;
+    warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
     let id = args.id.clone().unwrap_or_else(default_id);
     let election = LeaderElection::new(&client, &args.path, id)
-        .and_then(|e| e.with_acl(args.acl.clone()))
+        .and_then(|e| e.with_acl(args.acl.clone().unwrap_or_default()))
         .map_err(|e| Fail::zk(format_args!("election {}", args.path), e))?;
     let code = session(
         &client,
@@ -71,6 +74,20 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
     );
     client.close();
     code
+}
+
+/// Credentials given but no `--acl`: the nodes get the open ACL, which anyone may delete
+/// (and so break the lock) whatever the credentials; says so once, with the way out.
+fn warn_open_acl(conn: &Connection, acl: Option<&NodeAcl>, path: &str, say: Say) {
+    if let (None, Some(creds)) = (acl, conn.credentials_given()) {
+        say.say(format!(
+            "warning: you log in with {creds}, but without --acl the nodes zkguard creates \
+             at {path} get the open ACL: anyone who reaches ZooKeeper may delete them and \
+             take the lock or leadership. Give --acl creator (only this identity may touch \
+             them) or --acl creator-read (others may also see holders and leader); --acl \
+             open keeps them open without this warning"
+        ));
+    }
 }
 
 fn default_id() -> String {

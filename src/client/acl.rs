@@ -90,6 +90,16 @@ impl NodeAcl {
 
     /// The creating session's identities may do everything, everyone may read: others can
     /// list holders, participants and the leader but change nothing.
+    ///
+    /// With digest credentials (`auth("digest", b"user:password")`) the creator's entry is
+    /// stored as `digest:user:base64(sha1(user:password))`, an unsalted hash from which a
+    /// weak password can be guessed offline. ZooKeeper before 3.4.14 and 3.5.5
+    /// (CVE-2019-0201) returns the ACL, hash included, to every reader: under this preset,
+    /// everyone. Later versions return the hash only to sessions with ADMIN on the node
+    /// (the creator's identities) and `digest:user:x` to other readers. Use a long random
+    /// password, or an identity whose ACL entry holds no password hash: SASL
+    /// ([`sasl_digest`](crate::ClientBuilder::sasl_digest), entry `sasl:user`), Kerberos, or
+    /// a TLS client certificate.
     pub fn creator_read() -> NodeAcl {
         let mut acl = Acl::creator_all();
         acl.extend(Acl::read_unsafe());

@@ -1,11 +1,12 @@
 //! Building a client: the settings, connect-string checks, and starting the connection thread.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::config::{Config, SaslLogin};
+use super::config::{AuthDebug, Config, SaslLogin};
 use super::conn::{Rank, Ranked, Shared};
 use super::{path, Client, NodeAcl, Owner};
 use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
@@ -23,7 +24,10 @@ use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` shows no secret: the `auth` data as `digest` `user:<redacted>` (other
+/// schemes' data `<redacted>` whole), a SASL DIGEST-MD5 login's user without its password.
+#[derive(Clone)]
 #[must_use]
 pub struct ClientBuilder {
     pub(super) connect_string: String,
@@ -37,6 +41,23 @@ pub struct ClientBuilder {
     pub(super) tls: Option<super::TlsConfig>,
     pub(super) sasl: Option<SaslLogin>,
     pub(super) node_acl: NodeAcl,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("ClientBuilder");
+        d.field("connect_string", &self.connect_string)
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("auth", &AuthDebug(&self.auth))
+            .field("max_request", &self.max_request);
+        #[cfg(feature = "tls")]
+        d.field("tls", &self.tls);
+        d.field("sasl", &self.sasl)
+            .field("node_acl", &self.node_acl)
+            .finish()
+    }
 }
 
 impl ClientBuilder {

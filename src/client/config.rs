@@ -25,7 +25,31 @@ pub(crate) struct Config {
     pub identity: bool,
 }
 
-/// A SASL login: a DIGEST-MD5 user and password (the password is kept out of `Debug`), or
+/// What `Debug` shows in place of a secret.
+pub(crate) const REDACTED: &str = "<redacted>";
+
+/// `Debug` of the `auth` credentials (scheme, data): the scheme, and for `digest`
+/// (`user:password`) the user with the password redacted (`alice:<redacted>`); every other
+/// scheme's data redacted whole (what part of it is secret is the scheme's business).
+pub(crate) struct AuthDebug<'a>(pub &'a [(String, Vec<u8>)]);
+
+impl std::fmt::Debug for AuthDebug<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut list = f.debug_list();
+        for (scheme, data) in self.0 {
+            let shown = match data.iter().position(|&b| b == b':') {
+                Some(colon) if scheme == "digest" => {
+                    format!("{}:{REDACTED}", String::from_utf8_lossy(&data[..colon]))
+                }
+                _ => REDACTED.to_string(),
+            };
+            list.entry(&(scheme, shown));
+        }
+        list.finish()
+    }
+}
+
+/// A SASL login: a DIGEST-MD5 user and password (the password is redacted in `Debug`), or
 /// Kerberos.
 #[derive(Clone)]
 pub(crate) enum SaslLogin {
@@ -54,9 +78,14 @@ impl std::fmt::Debug for SaslLogin {
             SaslLogin::Digest { user, .. } => f
                 .debug_struct("Digest")
                 .field("user", user)
-                .finish_non_exhaustive(),
+                .field("password", &format_args!("{REDACTED}"))
+                .finish(),
             #[cfg(feature = "kerberos")]
             SaslLogin::Kerberos(login) => f.debug_tuple("Kerberos").field(login).finish(),
         }
     }
 }
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

@@ -113,6 +113,8 @@ pub fn zkguard(connect: &str) -> Command {
         .env_remove("ZKGUARD_TLS_KEY")
         .env_remove("ZKGUARD_SASL_USER")
         .env_remove("ZKGUARD_SASL_PASSWORD")
+        .env_remove("RUST_LOG")
+        .env_remove("RUST_LOG_STYLE")
         .arg("--connect")
         .arg(connect)
         .arg("--connect-timeout")
@@ -279,4 +281,21 @@ pub fn proc_state(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // "pid (comm) S ...": the state follows the last ')'.
     stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Whether a line of zkguard's stderr is one of the library's log records
+/// (`[LEVEL target] message`, from `-vv` on `[TIMESTAMP LEVEL target] message`).
+pub fn is_log_record(line: &str) -> bool {
+    const LEVELS: [&str; 5] = ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"];
+    line.strip_prefix('[')
+        .and_then(|rest| rest.split_once("] "))
+        .is_some_and(|(head, _)| {
+            let words: Vec<&str> = head.split_whitespace().collect();
+            words.len() >= 2 && LEVELS.contains(&words[words.len() - 2])
+        })
+}
+
+/// zkguard's own lines of its stderr: all but the library's log records.
+pub fn own_lines(err: &str) -> Vec<&str> {
+    err.lines().filter(|l| !is_log_record(l)).collect()
 }

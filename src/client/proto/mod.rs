@@ -272,12 +272,23 @@ pub(crate) fn connect_request(
     w.finish_frame()
 }
 
-/// `ConnectResponse`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `ConnectResponse`. Its `Debug` redacts the session password (whoever has it may take
+/// the session over).
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct ConnectResponse {
     pub timeout_ms: i32,
     pub session_id: i64,
     pub passwd: Vec<u8>,
+}
+
+impl std::fmt::Debug for ConnectResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectResponse")
+            .field("timeout_ms", &self.timeout_ms)
+            .field("session_id", &format_args!("0x{:x}", self.session_id))
+            .field("passwd", &format_args!("<redacted>"))
+            .finish()
+    }
 }
 
 pub(crate) fn decode_connect_response(frame: &[u8]) -> DecodeResult<ConnectResponse> {
@@ -480,6 +491,21 @@ mod tests {
         assert_eq!(code::RUNTIME_INCONSISTENCY, -2);
         assert_eq!(code::NO_NODE, -101);
         assert_eq!(code::SESSION_EXPIRED, -112);
+    }
+
+    #[test]
+    fn a_connect_responses_debug_redacts_the_session_password() {
+        let r = ConnectResponse {
+            timeout_ms: 4000,
+            session_id: 0x1234,
+            passwd: vec![0xde, 0xad, 0xbe, 0xef],
+        };
+        let shown = format!("{r:?}");
+        assert!(
+            shown.contains("0x1234") && shown.contains("<redacted>"),
+            "{shown}"
+        );
+        assert!(!shown.contains("222, 173"), "{shown}");
     }
 
     #[test]

@@ -1,0 +1,53 @@
+//! zkguard's messages and the library's log records, both on stderr: the records through
+//! `env_logger`, at the level `-v`/`--quiet` choose unless `RUST_LOG` is set (then it
+//! decides, as for every program using `env_logger`).
+//!
+//! Each message and each record is written to stderr with one `write` under std's stderr
+//! lock: the CLI's threads and the library's never split one another's lines, and a line is
+//! not cut by what the command writes to the same stderr (a pipe takes a write of up to
+//! `PIPE_BUF` bytes whole).
+
+use std::fmt;
+use std::io::Write;
+
+use log::LevelFilter;
+
+/// The level of the library's records shown without `RUST_LOG`: warnings by default,
+/// errors only with `--quiet`, info, debug, trace with `-v`, `-vv`, `-vvv`.
+pub fn level(verbose: u8, quiet: bool) -> LevelFilter {
+    match (quiet, verbose) {
+        (true, _) => LevelFilter::Error,
+        (false, 0) => LevelFilter::Warn,
+        (false, 1) => LevelFilter::Info,
+        (false, 2) => LevelFilter::Debug,
+        (false, _) => LevelFilter::Trace,
+    }
+}
+
+/// Installs the logger: records as `[LEVEL target] message` on stderr (with a timestamp
+/// from `-vv` on, where timing is what one looks for). `RUST_LOG`, if set and not empty,
+/// replaces the level of `-v` and `--quiet` with its own filters; `RUST_LOG_STYLE` says
+/// whether to colour (by default: when stderr is a terminal).
+pub fn init(verbose: u8, quiet: bool) {
+    let mut b = env_logger::Builder::new();
+    b.target(env_logger::Target::Stderr)
+        .format_target(true)
+        .format_timestamp(if verbose >= 2 {
+            Some(env_logger::TimestampPrecision::Millis)
+        } else {
+            None
+        });
+    match std::env::var("RUST_LOG") {
+        Ok(filters) if !filters.trim().is_empty() => b.parse_filters(&filters),
+        _ => b.filter_level(level(verbose, quiet)),
+    };
+    b.parse_env(env_logger::Env::new().write_style("RUST_LOG_STYLE"));
+    // Fails only if a logger is installed already: then that one stays.
+    let _ = b.try_init();
+}
+
+/// Writes `zkguard: MSG` and a newline to stderr in one write.
+pub fn line(msg: impl fmt::Display) {
+    let text = format!("zkguard: {msg}\n");
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}

@@ -1,0 +1,105 @@
+//! zkguard's secrets stay with zkguard: the command it runs under `lock` and `elect` does
+//! not see the credentials' variables in its environment; the user's own variables pass.
+
+use crate::common::*;
+use crate::setup;
+
+/// The environment a `zkguard ARGS -- sh -c 'env > FILE'` command saw, with
+/// `ZKGUARD_AUTH` and `ZKGUARD_SASL_PASSWORD` set for zkguard.
+fn env_seen(cs: &str, s: &Scratch, name: &str, args: &[&str]) -> Vec<String> {
+    let file = s.path(name);
+    let (code, _, err) = output(
+        zkguard(cs)
+            .env("ZKGUARD_AUTH", "alice:s3cret-auth")
+            .env("ZKGUARD_SASL_PASSWORD", "s3cret-sasl")
+            .env("ZKGUARD_TEST_ORDINARY", "plain-value")
+            .args(args)
+            .args(["--", "sh", "-c"])
+            .arg(format!("env > '{}'", file.display())),
+    );
+    assert_eq!(code, 0, "{args:?}: {err}");
+    s.lines(name)
+}
+
+#[test]
+fn the_command_does_not_see_the_credentials_variables() {
+    let (cs, s, path) = setup("secrets");
+    let election = unique("secrets-elect");
+    for (name, args) in [
+        ("lock.env", vec!["lock", path.as_str()]),
+        ("elect.env", vec!["elect", election.as_str(), "--id", "e-1"]),
+    ] {
+        let env = env_seen(&cs, &s, name, &args);
+        assert!(
+            env.iter().any(|l| l == "ZKGUARD_TEST_ORDINARY=plain-value"),
+            "{args:?}: the user's own variable is missing: {env:?}"
+        );
+        assert!(
+            env.iter().any(|l| l.starts_with("ZKGUARD_TOKEN=")),
+            "{args:?}: not the command's environment: {env:?}"
+        );
+        for secret in ["ZKGUARD_AUTH=", "ZKGUARD_SASL_PASSWORD="] {
+            assert!(
+                !env.iter().any(|l| l.starts_with(secret)),
+                "{args:?}: the command sees {secret}…: {env:?}"
+            );
+        }
+        let all = env.concat();
+        assert!(
+            !all.contains("s3cret"),
+            "{args:?}: a secret reached the command: {env:?}"
+        );
+    }
+}
+
+/// What the open-ACL warning says.
+const OPEN_ACL: &str = "get the open ACL";
+
+/// Credentials without `--acl`: `lock` and `elect` warn once that their nodes get the open
+/// ACL and name `--acl creator` and `--acl creator-read`; not with an explicit `--acl`
+/// (`open` included), not without credentials, not with `--quiet`.
+#[test]
+fn credentials_without_acl_warn_once_that_the_nodes_are_open() {
+    let (cs, _s, path) = setup("open-acl");
+    let election = unique("open-acl-elect");
+    let run = |env_auth: bool, args: &[&str]| {
+        let mut c = zkguard(&cs);
+        if env_auth {
+            c.env("ZKGUARD_AUTH", "alice:alice-pw");
+        }
+        let (code, _, err) = output(c.args(args).args(["--", "true"]));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        err
+    };
+    let auth = ["--auth", "alice:alice-pw"];
+    for (env_auth, args) in [
+        (false, [&auth[..], &["lock", &path]].concat()),
+        (true, vec!["lock", &path, "--read"]),
+        (true, vec!["elect", &election, "--id", "e-1"]),
+    ] {
+        let err = run(env_auth, &args);
+        let warnings: Vec<&str> = err.lines().filter(|l| l.contains(OPEN_ACL)).collect();
+        assert_eq!(warnings.len(), 1, "{args:?}: not one warning:\n{err}");
+        let w = warnings[0];
+        assert!(
+            w.starts_with("zkguard: warning: ")
+                && w.contains("--acl creator ")
+                && w.contains("--acl creator-read"),
+            "{args:?}: {w}"
+        );
+    }
+    let other = unique("open-acl-quiet");
+    for (env_auth, args) in [
+        (true, vec!["lock", &path, "--acl", "open"]),
+        (true, vec!["lock", &other, "--acl", "creator"]),
+        (
+            true,
+            vec!["elect", &election, "--acl", "open", "--id", "e-2"],
+        ),
+        (false, vec!["lock", &path]),
+        (true, vec!["lock", &path, "-q"]),
+    ] {
+        let err = run(env_auth, &args);
+        assert!(!err.contains(OPEN_ACL), "{args:?} warned:\n{err}");
+    }
+}
