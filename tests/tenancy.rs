@@ -379,7 +379,13 @@ fn a_listing_over_the_reply_limit_is_an_error_not_a_reconnect_loop() {
     let long = "x".repeat(3_000);
     let made = c.pipeline(|p| {
         (0..100)
-            .map(|i| p.create(&format!("{dir}/{long}-lock-{i:010}"), b"", CreateMode::Persistent))
+            .map(|i| {
+                p.create(
+                    &format!("{dir}/{long}-lock-{i:010}"),
+                    b"",
+                    CreateMode::Persistent,
+                )
+            })
             .collect::<Vec<_>>()
     });
     for m in made {

@@ -178,6 +178,19 @@ const ACL_LONG_HELP: &str = "ACL of the nodes it creates: open (the default: any
     ADMIN on the node (the creator), others see digest:USER:x. Use a long random password, \
     or SASL (--sasl-user) or Kerberos identities, whose ACL entries hold no password hash";
 
+/// `--trust`'s help.
+const TRUST_HELP: &str = "With --acl creator or creator-read: also trust this identity \
+    (as ZooKeeper writes it in an ACL, e.g. digest:admin:HASH or sasl:ops@REALM) to create \
+    and delete in the lock's directory; repeat for several";
+const TRUST_LONG_HELP: &str = "With --acl creator or creator-read, zkguard refuses (exit 77) \
+    to queue in a directory whose ACL lets any other identity create or delete nodes there \
+    or change its ACL: whoever may delete in the directory may delete a held node and let a \
+    second holder in while the first still runs. A directory an administrator prepared for \
+    several identities is used when each of them is trusted: --trust SCHEME:ID, as ZooKeeper \
+    writes the identity in an ACL (digest:admin:HASH, sasl:ops@EXAMPLE.COM, x509:CN=ops); \
+    repeat for several. world and ip identities are never trusted. (ZooKeeper shows digest \
+    hashes only to sessions with ADMIN on a node; others see digest:USER:x.)";
+
 /// `--acl`: a preset's name (`open`, `creator`, `creator-read`).
 fn parse_acl(s: &str) -> Result<zkguard::NodeAcl, String> {
     s.parse()
@@ -202,6 +215,8 @@ pub struct LockArgs {
     pub data: Option<String>,
     #[arg(long, value_name = "ACL", value_parser = parse_acl, help = ACL_HELP, long_help = ACL_LONG_HELP)]
     pub acl: Option<zkguard::NodeAcl>,
+    #[arg(long, value_name = "SCHEME:ID", requires = "acl", help = TRUST_HELP, long_help = TRUST_LONG_HELP)]
+    pub trust: Vec<String>,
     #[command(flatten)]
     pub waiting: Waiting,
     #[command(flatten)]
@@ -217,6 +232,8 @@ pub struct ElectArgs {
     pub id: Option<String>,
     #[arg(long, value_name = "ACL", value_parser = parse_acl, help = ACL_HELP, long_help = ACL_LONG_HELP)]
     pub acl: Option<zkguard::NodeAcl>,
+    #[arg(long, value_name = "SCHEME:ID", requires = "acl", help = TRUST_HELP, long_help = TRUST_LONG_HELP)]
+    pub trust: Vec<String>,
     /// Queue again after CMD exits or leadership is lost, until signalled
     #[arg(long = "loop")]
     pub repeat: bool,

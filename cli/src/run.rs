@@ -12,15 +12,15 @@ use crate::hold::{self, Held, Outcome, Target, Wait};
 use crate::tty::Terminal;
 use crate::{
     check_path, Connection, ElectArgs, Fail, LockArgs, OnSuspend, Say, Supervise, Waiting,
-    EXIT_LOST,
+    EXIT_LOST, EXIT_USAGE,
 };
 
 /// `zkguard lock PATH -- CMD`.
 pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
+    let acl = node_acl(args.acl.as_ref(), &args.trust)?;
     let client = conn.connect(say)?;
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
-    let acl = args.acl.clone().unwrap_or_default();
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
     let data = args.data.clone();
     let target = if let Some(n) = args.permits {
@@ -59,11 +59,12 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
 /// `zkguard elect PATH --id ID [--loop] -- CMD`.
 pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
+    let acl = node_acl(args.acl.as_ref(), &args.trust)?;
     let client = conn.connect(say)?;
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
     let id = args.id.clone().unwrap_or_else(default_id);
     let election = LeaderElection::new(&client, &args.path, id)
-        .and_then(|e| e.with_acl(args.acl.clone().unwrap_or_default()))
+        .and_then(|e| e.with_acl(acl))
         .map_err(|e| Fail::zk(format_args!("election {}", args.path), e))?;
     let code = session(
         &client,
@@ -74,6 +75,18 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
     );
     client.close();
     code
+}
+
+/// The ACL of `--acl` (open without it), trusting each `--trust SCHEME:ID`.
+fn node_acl(acl: Option<&NodeAcl>, trust: &[String]) -> Result<NodeAcl, Fail> {
+    let mut acl = acl.cloned().unwrap_or_default();
+    for t in trust {
+        let (scheme, id) = t.split_once(':').unwrap_or((t, ""));
+        acl = acl
+            .trusting(scheme, id)
+            .map_err(|e| Fail::new(EXIT_USAGE, format!("--trust {t}: {e}")))?;
+    }
+    Ok(acl)
 }
 
 /// Credentials given but no `--acl`: the nodes get the open ACL, which anyone may delete

@@ -109,3 +109,109 @@ fn a_creator_acl_lock_and_election_refuse_other_identities() {
     leader.signal(libc::SIGTERM);
     assert_eq!(leader.wait(PATIENCE), 0, "{}", leader.stderr());
 }
+
+/// The co-tenant sequence: Alice's creator-only lock directory goes away when empty (the
+/// server reaps it, or anyone deletes it), Mallory makes it again, open to all. Alice's next
+/// runs must not queue there (Mallory could delete the holder's node and start a second run
+/// while the first still runs): exit 77 naming the directory and its open entry, nothing
+/// left, the command never run. A directory prepared for alice and an operator is used once
+/// the operator is trusted.
+#[test]
+fn a_squatted_directory_is_refused_and_a_trusted_one_is_used() {
+    // Top-level: the squatter needs CREATE on the parent (`/` on a default ensemble).
+    let (cs, s, _) = setup("acl-squat");
+    let path = format!("/squat-{}", uuid::Uuid::new_v4().simple());
+    let alice = ["--auth", "alice:alice-pw"];
+    let ran = s.path("ran");
+    let mark = format!("touch {}", ran.display());
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(alice)
+            .args(["lock", "--acl", "creator", &path, "--", "true"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    let mallory = as_user(&cs, "mallory");
+    wait_until(
+        || format!("{path} emptied"),
+        || {
+            as_user(&cs, "alice")
+                .get_children(&path)
+                .map(|(n, _)| n.is_empty())
+                .unwrap_or(true)
+        },
+    );
+    let _ = mallory.delete(&path, None); // reaped already, or deleted now
+    mallory
+        .create(&path, b"", zkguard::CreateMode::Persistent)
+        .unwrap();
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(alice)
+            .args(["lock", "--acl", "creator", &path, "--", "sh", "-c", &mark]),
+    );
+    assert_eq!(code, 77, "{err}");
+    assert!(err.contains(&path) && err.contains("world:anyone"), "{err}");
+    assert!(!ran.exists(), "the command ran in a squatted directory");
+    assert!(mallory.get_children(&path).unwrap().0.is_empty());
+    // Trusting needs a protective ACL, and a well-formed identity.
+    let (code, _, err) = output(zkguard(&cs).args(alice).args([
+        "lock",
+        "--trust",
+        "digest:x:y",
+        &path,
+        "--",
+        "true",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = output(zkguard(&cs).args(alice).args([
+        "lock",
+        "--acl",
+        "creator",
+        "--trust",
+        "world:anyone",
+        &path,
+        "--",
+        "true",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--trust world:anyone"), "{err}");
+    // Prepared by an operator for alice and itself (both with every right).
+    let ops = as_user(&cs, "ops");
+    let prepared = format!("{path}-prepared");
+    let probe = format!("{path}-probe");
+    let id_of = |c: &Client| {
+        c.create_with_acl(
+            &probe,
+            b"",
+            zkguard::CreateMode::Ephemeral,
+            &zkguard::Acl::creator_all(),
+        )
+        .unwrap();
+        let id = c.get_acl(&probe).unwrap().0.remove(0);
+        c.delete(&probe, None).unwrap();
+        id
+    };
+    let (alice_id, ops_id) = (id_of(&as_user(&cs, "alice")), id_of(&ops));
+    ops.create_with_acl(
+        &prepared,
+        b"",
+        zkguard::CreateMode::Persistent,
+        &[alice_id, ops_id.clone()],
+    )
+    .unwrap();
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(alice)
+            .args(["lock", "--acl", "creator", &prepared, "--", "true"]),
+    );
+    assert_eq!(code, 77, "{err}");
+    let trust = format!("{}:{}", ops_id.scheme, ops_id.id);
+    let (code, _, err) = output(zkguard(&cs).args(alice).args([
+        "lock", "--acl", "creator", "--trust", &trust, &prepared, "--", "sh", "-c", &mark,
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        ran.exists(),
+        "the command did not run under the trusted directory's lock"
+    );
+}

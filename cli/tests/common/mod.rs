@@ -16,7 +16,15 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 /// One standalone server for every test of this binary; its watchdog stops it at exit.
 pub fn cluster() -> &'static TestCluster {
     static CLUSTER: OnceLock<TestCluster> = OnceLock::new();
-    CLUSTER.get_or_init(|| TestCluster::start(1).expect("start a ZooKeeper server"))
+    CLUSTER.get_or_init(|| {
+        let c = TestCluster::start(1).expect("start a ZooKeeper server");
+        // The tests' parent, open to all: a test whose lock (with a creator ACL) made it
+        // would close it to every other test's identity.
+        Client::connect(&c.connect_string())
+            .and_then(|z| z.ensure_path("/cli"))
+            .expect("create /cli");
+        c
+    })
 }
 
 pub fn client(connect: &str) -> Client {
