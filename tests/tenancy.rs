@@ -263,6 +263,30 @@ fn a_directory_prepared_for_several_identities_is_used_when_they_are_trusted() {
         Err(Error::NoAuth { .. })
     ));
     held.confirm().unwrap();
+    drop(held);
+    // Alice without ADMIN there: the server shows her every digest entry as USER:x, so
+    // nothing can be told apart, and the refusal says why.
+    let hidden = unique("prepared-hidden");
+    let acl = vec![
+        ops_id.clone(),
+        zkguard::Acl::new(
+            zkguard::Perms::READ | zkguard::Perms::CREATE | zkguard::Perms::DELETE,
+            "digest",
+            alice_id.id.clone(),
+        ),
+    ];
+    ops.create_with_acl(&hidden, b"", CreateMode::Persistent, &acl)
+        .unwrap();
+    match Recipe::Mutex.take(&alice, &hidden, &trusting, WITHIN) {
+        Err(e @ Error::UntrustedDirectory { .. }) => {
+            assert!(e.to_string().contains("ADMIN"), "{e}")
+        }
+        other => panic!(
+            "expected UntrustedDirectory, got {:?}",
+            other.map(|g| g.is_some())
+        ),
+    }
+    assert!(ops.get_children(&hidden).unwrap().0.is_empty());
 }
 
 #[test]

@@ -433,7 +433,19 @@ impl fmt::Display for Error {
                      are yours, or use the open ACL",
                     untrusted.join(", "),
                     acl.join(", ")
-                )
+                )?;
+                let hidden = |a: &String| {
+                    a.starts_with("digest:")
+                        && a.split(' ').next().is_some_and(|i| i.ends_with(":x"))
+                };
+                if untrusted.iter().any(hidden) {
+                    write!(
+                        f,
+                        " (ZooKeeper hides digest identities as USER:x from sessions without \
+                         ADMIN on {path}: give this identity ADMIN there to tell them apart)"
+                    )?;
+                }
+                Ok(())
             }
             Error::PermitMismatch {
                 path,
