@@ -97,11 +97,11 @@ impl Recipe {
 /// entry, and leave nothing behind. Were it granted, Mallory deletes the holder's node and a
 /// second run of Alice's takes the lock while the first still holds it: the two-holder
 /// sequence the refusal exists to prevent, asserted here so that the test fails loudly.
-fn assert_refused(recipe: Recipe, path: &str, mallory: &Client) {
+fn assert_refused(recipe: Recipe, path: &str, first: &Client, mallory: &Client) {
     let squatted = recipe.squatted(path);
-    let (first, second) = (as_user("alice"), as_user("alice"));
+    let second = as_user("alice");
     let acl = NodeAcl::creator();
-    match recipe.take(&first, path, &acl, WITHIN) {
+    match recipe.take(first, path, &acl, WITHIN) {
         Err(Error::UntrustedDirectory {
             path: dir,
             acl: whole,
@@ -169,7 +169,7 @@ fn a_directory_squatted_before_first_use_is_refused_by_every_recipe() {
     for recipe in ALL {
         let path = format!("{base}/{recipe:?}");
         squat(&mallory, recipe, &path);
-        assert_refused(recipe, &path, &mallory);
+        assert_refused(recipe, &path, &as_user("alice"), &mallory);
     }
 }
 
@@ -209,8 +209,40 @@ fn a_directory_squatted_after_ours_went_away_is_refused_by_every_recipe() {
         });
         mallory.delete(&squatted, None).unwrap();
         squat(&mallory, recipe, &path);
-        assert_refused(recipe, &path, &mallory);
+        // The same client: it judged the first directory trusted, and must not take the
+        // new one for it.
+        assert_refused(recipe, &path, &alice, &mallory);
     }
+}
+
+#[test]
+fn a_directory_opened_after_it_was_judged_is_refused() {
+    // Alice's own directory, judged trusted at her first acquire, later opened to all (by
+    // her or an administrator: anyone with ADMIN on it): her next acquire is refused.
+    let alice = as_user("alice");
+    let dir = format!("{}/lock", unique("opened"));
+    let lock = Mutex::new(&alice, &dir)
+        .unwrap()
+        .with_acl(NodeAcl::creator())
+        .unwrap();
+    drop(lock.acquire().unwrap());
+    let before = alice.stats().requests;
+    drop(lock.acquire().unwrap());
+    // Judged before and unchanged: create, list and the guard's own watch, nothing else.
+    assert_eq!(
+        alice.stats().requests - before,
+        4,
+        "requests of a second acquire and its release"
+    );
+    let (_, stat) = alice.get_acl(&dir).unwrap();
+    alice
+        .set_acl(&dir, &zkguard::Acl::open_unsafe(), Some(stat.aversion))
+        .unwrap();
+    match lock.acquire() {
+        Err(Error::UntrustedDirectory { path, .. }) => assert_eq!(path, dir),
+        other => panic!("expected UntrustedDirectory, got {:?}", other.map(|_| ())),
+    }
+    assert!(alice.get_children(&dir).unwrap().0.is_empty());
 }
 
 #[test]

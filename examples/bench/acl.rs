@@ -1,6 +1,7 @@
 //! `W13`: what the co-tenant check costs. A lock whose ACL keeps others out reads its
-//! directory's ACL behind its create (one more request in the same write, no round trip);
-//! the first acquire of a client also reads its own node's ACL once (who it is). Measured:
+//! directory's ACL behind its first create there (one more request in the same write, no
+//! round trip), and its own node's ACL once per client (who it is); later acquires compare
+//! the listing's stat with the one judged and send nothing more. Measured:
 //! `Mutex` acquire + release with `NodeAcl::creator()` (a client logged in with a digest
 //! identity) against the same with the open ACL (a client without one), and with the
 //! creator's entry plus a world WRITE entry (an ACL the check skips: what the ACL alone

@@ -105,7 +105,8 @@
 //! - `W13`: what the co-tenant check of a lock whose ACL keeps others out costs: `Mutex`
 //!   acquire and release p50/p99 with `NodeAcl::creator()` against the open ACL,
 //!   interleaved, one session each; `acquire_ratio_p50`; the requests one acquire sends
-//!   (the check's `getACL` goes out in the create's write) and those of a client's first.
+//!   (after the first in a directory, as many as the open lock's) and those of a client's
+//!   first (with the directory's and its own node's `getACL`).
 //! - `W11`: `BENCH_SCALE / 10` threads (default 1,000) blocked on as many `Mutex`es of one
 //!   client, each held by another client, released one at a time (each after the previous
 //!   waiter woke): p50/p99 from the start of the release (the holder's delete) to the

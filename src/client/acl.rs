@@ -1,11 +1,15 @@
-//! The ACL every node a recipe creates gets: [`NodeAcl`], its named presets, and the check
-//! that a session can create nodes with it.
+//! The ACL every node a recipe creates gets: [`NodeAcl`], its named presets, the check that
+//! a session can create nodes with it, the rule that judges a directory's ACL, and what a
+//! client remembers of those judgments ([`Tenancy`]).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use super::types::{Acl, Perms};
+use parking_lot::Mutex;
+
+use super::types::{Acl, Perms, Stat};
 use crate::error::{Error, Result};
 
 /// The ACL of every node a recipe creates: its queue or single node, the lock directory, and
@@ -254,6 +258,59 @@ impl NodeAcl {
             });
         }
         Ok(())
+    }
+}
+
+/// What a client remembers for the co-tenant check (`queue/tenancy.rs`): its identities as
+/// the server records them, and the directories judged trusted, each with the `czxid` and
+/// `aversion` it had (the same node, its ACL unchanged). A leaf lock: taken with nothing
+/// else held, and nothing taken under it.
+#[derive(Default)]
+pub(crate) struct Tenancy {
+    identities: OnceLock<Arc<[Acl]>>,
+    judged: Mutex<HashMap<String, (i64, i32, NodeAcl)>>,
+}
+
+/// Directories remembered per client at most (then it starts over).
+const JUDGED_MAX: usize = 4096;
+
+impl Tenancy {
+    /// The client's identities, once learned.
+    pub(crate) fn identities(&self) -> Option<Arc<[Acl]>> {
+        self.identities.get().cloned()
+    }
+
+    /// Records the client's identities (credentials are fixed at build: the first answer
+    /// holds for the client's life).
+    pub(crate) fn learned(&self, ids: Vec<Acl>) -> Arc<[Acl]> {
+        self.identities.get_or_init(|| ids.into()).clone()
+    }
+
+    /// Whether `dir`, as `stat` describes it, was judged trusted for `acl`.
+    pub(crate) fn trusted(&self, dir: &str, acl: &NodeAcl, stat: &Stat) -> bool {
+        self.judged
+            .lock()
+            .get(dir)
+            .is_some_and(|(czxid, aversion, judged)| {
+                *czxid == stat.czxid && *aversion == stat.aversion && judged == acl
+            })
+    }
+
+    /// Whether `dir` was judged for `acl` before (its stat may since have changed).
+    pub(crate) fn known(&self, dir: &str, acl: &NodeAcl) -> bool {
+        self.judged
+            .lock()
+            .get(dir)
+            .is_some_and(|(_, _, judged)| judged == acl)
+    }
+
+    /// `dir`, as `stat` describes it, is trusted for `acl`.
+    pub(crate) fn record(&self, dir: &str, acl: &NodeAcl, stat: &Stat) {
+        let mut judged = self.judged.lock();
+        if judged.len() >= JUDGED_MAX && !judged.contains_key(dir) {
+            judged.clear();
+        }
+        judged.insert(dir.to_string(), (stat.czxid, stat.aversion, acl.clone()));
     }
 }
 

@@ -340,7 +340,7 @@ impl ClientBuilder {
             thread: Mutex::new(Some(thread)),
             done: done_rx,
             janitor: Ranked::new(Rank::Janitor, Default::default()),
-            identities: Default::default(),
+            tenancy: Default::default(),
         });
         let deadline = Instant::now() + self.connect_timeout;
         // On failure `owner` drops here, which stops the thread.

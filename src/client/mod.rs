@@ -107,9 +107,8 @@ struct Owner {
     /// Deletes waiting to be retried (see `janitor.rs`). A leaf lock: taken with no other
     /// lock held, and nothing taken under it.
     janitor: Ranked<janitor::Janitor>,
-    /// What the server records for this client's `auth` ACL entries (its identities),
-    /// learned from the first node made with one (see `queue/tenancy.rs`).
-    identities: std::sync::OnceLock<Arc<[Acl]>>,
+    /// What the co-tenant check learned (see `queue/tenancy.rs`).
+    tenancy: acl::Tenancy,
 }
 
 impl Owner {
@@ -267,15 +266,9 @@ impl Client {
         self.shared.cfg.identity
     }
 
-    /// The identities the server records for this client's `auth` ACL entries, once learned.
-    pub(crate) fn identities(&self) -> Option<Arc<[Acl]>> {
-        self.owner.identities.get().cloned()
-    }
-
-    /// Records what [`Client::identities`] returns (credentials are fixed at build, so the
-    /// first answer holds for the client's life).
-    pub(crate) fn learned_identities(&self, ids: Vec<Acl>) -> Arc<[Acl]> {
-        self.owner.identities.get_or_init(|| ids.into()).clone()
+    /// What the co-tenant check learned for this client.
+    pub(crate) fn tenancy(&self) -> &acl::Tenancy {
+        &self.owner.tenancy
     }
 
     /// This handle's default request deadline.

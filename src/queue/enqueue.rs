@@ -12,7 +12,7 @@ use super::tenancy;
 use super::wait::{bounded, expired, pause, retry_backoff, Next, Spec, Wait};
 use crate::client::{Check, Client, Job, Names};
 use crate::error::{Error, Result};
-use crate::{Acl, CreateMode, SessionEvent, SessionState};
+use crate::{Acl, CreateMode, SessionEvent, SessionState, Stat};
 
 /// Our node during one attempt; deletes it on drop unless it was handed to a guard.
 pub(crate) struct Attempt<'a> {
@@ -90,7 +90,8 @@ pub(crate) fn enqueue<'a>(
     let mut backoff = retry_backoff();
     let mut parent_tries = 0;
     let mut listing: Option<Names> = None;
-    let mut dir_acl: Option<Vec<Acl>> = None;
+    let guard = spec.acl.keeps_others_out();
+    let mut dir_acl: Option<(Vec<Acl>, Stat)> = None;
     while at.node.is_none() {
         if cancel.try_recv().is_ok() {
             return Err(cancelled());
@@ -119,7 +120,10 @@ pub(crate) fn enqueue<'a>(
         at.session = client.session_id();
         // Pinned: a create that may have happened (a lost reply) happened in `at.session`,
         // the session its clean-up is pinned to.
-        // The directory's ACL, read behind our create, when it has to keep others out.
+        // The directory's ACL, read behind our create when it has to keep others out,
+        // unless the directory was judged before (then the listing's stat tells whether it
+        // is still that node with that ACL).
+        let read = guard && !client.tenancy().known(spec.dir, spec.acl);
         let (created, listed, read_acl) = c.pinned(at.session).pipeline(|p| {
             (
                 p.create_with_acl(
@@ -129,14 +133,14 @@ pub(crate) fn enqueue<'a>(
                     spec.acl.entries(),
                 ),
                 p.list(spec.dir),
-                spec.acl.keeps_others_out().then(|| p.get_acl(spec.dir)),
+                read.then(|| p.get_acl(spec.dir)),
             )
         });
         match created.wait() {
             Ok(cr) => {
                 at.node = Some(Acquired::of(cr.path, &cr.stat, spec.acl));
                 listing = listed.wait().ok();
-                dir_acl = read_acl.and_then(|p| p.wait().ok().map(|(acl, _)| acl));
+                dir_acl = read_acl.and_then(|p| p.wait().ok());
             }
             Err(Error::NoNode { .. }) if parent_tries < 10 => {
                 parent_tries += 1;
@@ -154,18 +158,25 @@ pub(crate) fn enqueue<'a>(
             Err(e) => return Err(Next::Done(Err(e))),
         }
     }
-    if spec.acl.keeps_others_out() {
+    let judged_before = |stat: &Stat| client.tenancy().trusted(spec.dir, spec.acl, stat);
+    if guard
+        && !listing
+            .as_ref()
+            .and_then(Names::stat)
+            .is_some_and(judged_before)
+    {
         trusted(&at, spec, dir_acl, (wait, deadline), (cancel, events))?;
     }
     Ok(Queued { at, listing })
 }
 
 /// The check of the directory our node is in (`tenancy.rs`), with the ACL read behind the
-/// create if it came. `Err`: the attempt ends so, and our node is deleted with `at`.
+/// create if it came; a directory found trusted is remembered with its stat. `Err`: the
+/// attempt ends so, and our node is deleted with `at`.
 fn trusted(
     at: &Attempt<'_>,
     spec: &Spec<'_>,
-    mut dir_acl: Option<Vec<Acl>>,
+    mut dir_acl: Option<(Vec<Acl>, Stat)>,
     (wait, deadline): (Wait, Option<Instant>),
     (cancel, events): (&Receiver<()>, &Receiver<SessionEvent>),
 ) -> std::result::Result<(), Next> {
@@ -183,12 +194,17 @@ fn trusted(
             return Err(Next::Done(expired(wait, spec.path, at.client)));
         };
         let judged = match dir_acl.take() {
-            Some(acl) => Ok(acl),
-            None => c.get_acl(spec.dir).map(|(acl, _)| acl),
+            Some(read) => Ok(read),
+            None => c.get_acl(spec.dir),
         }
-        .and_then(|acl| tenancy::check(&c, spec.acl, spec.dir, &acl, Some(&node.path)));
+        .and_then(|(acl, stat)| {
+            tenancy::check(&c, spec.acl, spec.dir, &acl, Some(&node.path)).map(|()| stat)
+        });
         match judged {
-            Ok(()) => return Ok(()),
+            Ok(stat) => {
+                at.client.tenancy().record(spec.dir, spec.acl, &stat);
+                return Ok(());
+            }
             Err(e) if e.is_connection_error() => pause(events, cancel, deadline, &mut backoff),
             Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => return Err(Next::Restart),
             Err(e) => return Err(Next::Done(Err(e))),

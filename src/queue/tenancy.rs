@@ -12,7 +12,10 @@
 //! The check cannot be raced: it is made after our node exists in the directory (the
 //! `getACL` goes out right behind the create, in the same write, so it costs no round trip),
 //! and a directory with a child can be neither deleted nor replaced; its ACL can only change
-//! by someone with ADMIN on it, which the check refuses too.
+//! by someone with ADMIN on it, which the check refuses too. A directory found trusted is
+//! remembered with its `czxid` and `aversion`: a later acquire whose listing (taken after
+//! its create, so of the directory holding its node) shows both unchanged is the same node
+//! with the same ACL, and sends no `getACL` (`enqueue.rs`).
 //!
 //! Who "we" are is what the server recorded for our `auth` entries: our node's own ACL, read
 //! back once per client (the credentials are fixed at build) and kept.
@@ -41,7 +44,7 @@ pub(crate) fn check(
     }
     let ours: Option<std::sync::Arc<[Acl]>> = if !acl.needs_identity() {
         Some(Vec::new().into())
-    } else if let Some(known) = c.identities() {
+    } else if let Some(known) = c.tenancy().identities() {
         Some(known)
     } else if let Some(node) = node {
         let (stored, _) = c.get_acl(node)?;
@@ -57,7 +60,7 @@ pub(crate) fn check(
             // nobody for sure: kept, it would match anyone of that user name.
             .filter(|a| !(a.scheme == "digest" && a.id.ends_with(":x")))
             .collect();
-        Some(c.learned_identities(own))
+        Some(c.tenancy().learned(own))
     } else {
         None
     };

@@ -10,7 +10,9 @@
 use super::types::{Acl, Perms, Stat};
 use crate::error::Error;
 
+mod names;
 mod ops;
+pub(crate) use names::Names;
 pub(crate) use ops::{create_body, decode_multi, encode_multi, version_arg};
 
 /// Op codes (`ZooDefs.OpCode`).
@@ -438,45 +440,6 @@ pub(crate) fn malformed(op: &'static str, path: &str, why: &str) -> Error {
         op,
         path: path.to_string(),
         reason: why.to_string(),
-    }
-}
-
-/// A node's children as the server sent them, kept in the reply's own buffer: the queue
-/// recipes read a listing of a thousand names without a string allocated for each (at a
-/// thousand waiters that cost a handoff more than the rest of its client work).
-pub(crate) struct Names {
-    raw: RawReply,
-}
-
-impl std::fmt::Debug for Names {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
-}
-
-impl Names {
-    /// Checks a getChildren2 reply body: every name in bounds. (Each is read as UTF-8 once,
-    /// by [`Names::iter`].)
-    pub(crate) fn check(raw: RawReply) -> DecodeResult<Names> {
-        let mut r = Reader::new(raw.body());
-        let n = r.count(4)?;
-        for _ in 0..n {
-            r.slice()?;
-        }
-        Ok(Names { raw })
-    }
-
-    /// The names, in the server's order. A name that is not UTF-8 (a ZooKeeper server
-    /// never sends one) reads as `"\u{FFFD}"`, which no recipe takes for one of its nodes.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
-        let mut r = Reader::new(self.raw.body());
-        let n = r.count(4).unwrap_or(0);
-        // Bounds checked when made: every read succeeds.
-        (0..n).map_while(move |_| {
-            r.slice()
-                .ok()
-                .map(|b| std::str::from_utf8(b).unwrap_or("\u{FFFD}"))
-        })
     }
 }
 
