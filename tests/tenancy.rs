@@ -221,6 +221,16 @@ fn a_directory_opened_after_it_was_judged_is_refused() {
     // her or an administrator: anyone with ADMIN on it): her next acquire is refused.
     let alice = as_user("alice");
     let dir = format!("{}/lock", unique("opened"));
+    // Persistent, so that the server does not reap it between the acquires.
+    alice.ensure_path(&dir[..dir.rfind('/').unwrap()]).unwrap();
+    alice
+        .create_with_acl(
+            &dir,
+            b"",
+            CreateMode::Persistent,
+            &zkguard::Acl::creator_all(),
+        )
+        .unwrap();
     let lock = Mutex::new(&alice, &dir)
         .unwrap()
         .with_acl(NodeAcl::creator())
