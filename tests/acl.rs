@@ -7,20 +7,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN};
+use common::{as_user, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN};
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{
     Client, CreateMode, Error, Guard, LeaderElection, MultiLock, Mutex, NodeAcl, Op, OpResult,
     Semaphore, UnfairMutex,
 };
-
-fn as_user(user: &str) -> Client {
-    Client::builder(&shared_cluster().connect_string())
-        .auth("digest", format!("{user}:{user}-pw").as_bytes())
-        .connect_timeout(WITHIN)
-        .build()
-        .unwrap()
-}
 
 fn anon() -> Client {
     connect(&shared_cluster().connect_string(), Duration::from_secs(10))

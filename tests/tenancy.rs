@@ -10,19 +10,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, shared_cluster, unique, WITHIN};
+use common::{as_user, connect, shared_cluster, unique, WITHIN};
 use zkguard::{
     Client, CreateMode, Error, Guard, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore,
     UnfairMutex,
 };
-
-fn as_user(user: &str) -> Client {
-    Client::builder(&shared_cluster().connect_string())
-        .auth("digest", format!("{user}:{user}-pw").as_bytes())
-        .connect_timeout(WITHIN)
-        .build()
-        .unwrap()
-}
 
 /// The recipes that queue in a directory, and the directories a squatter takes for each.
 #[derive(Clone, Copy, Debug)]

@@ -47,6 +47,15 @@ pub fn shared_cluster() -> &'static TestCluster {
     })
 }
 
+/// A client of the shared server logged in as digest user `user` (password `<user>-pw`).
+pub fn as_user(user: &str) -> Client {
+    Client::builder(&shared_cluster().connect_string())
+        .auth("digest", format!("{user}:{user}-pw").as_bytes())
+        .connect_timeout(WITHIN)
+        .build()
+        .unwrap()
+}
+
 /// A client with the given session timeout and a generous connect deadline (slow CI).
 pub fn connect(connect_string: &str, session_timeout: Duration) -> Client {
     Client::builder(connect_string)
