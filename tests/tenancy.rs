@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::{as_user, connect, shared_cluster, unique, WITHIN};
 use zkguard::{
-    Client, CreateMode, Error, Guard, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore,
+    Client, CreateMode, Error, Guard, LeaderElection, MultiLock, Mutex, NodeAcl, RwLock, Semaphore,
     UnfairMutex,
 };
 
@@ -27,15 +27,18 @@ enum Recipe {
     /// The semaphore's internal lock's directory is squatted.
     SemaphoreLock,
     Election,
+    /// A multi-lock whose second part's directory is squatted.
+    Multi,
 }
 
-const ALL: [Recipe; 6] = [
+const ALL: [Recipe; 7] = [
     Recipe::Mutex,
     Recipe::Read,
     Recipe::Write,
     Recipe::Leases,
     Recipe::SemaphoreLock,
     Recipe::Election,
+    Recipe::Multi,
 ];
 
 impl Recipe {
@@ -65,6 +68,15 @@ impl Recipe {
             }
             Recipe::Leases | Recipe::SemaphoreLock => {
                 boxed(Semaphore::new_with_acl(c, path, 1, acl.clone())?.acquire_timeout(within)?)
+            }
+            Recipe::Multi => {
+                let part = |p: &str| Mutex::new(c, p)?.with_acl(acl.clone());
+                let own = format!("{path}-own");
+                boxed(
+                    MultiLock::of(part(&own)?)
+                        .and(part(path)?)
+                        .acquire_timeout(within)?,
+                )
             }
             Recipe::Election => boxed(
                 LeaderElection::new(c, path, "alice")?
