@@ -53,8 +53,8 @@ pub use pipeline::{Pending, Pipeline};
 pub(crate) use proto::Names;
 
 pub use types::{
-    Acl, CloseOutcome, CreateMode, Created, EventType, LossReason, Op, OpResult, Perms,
-    SessionEvent, SessionState, Stat, WatchedEvent,
+    Acl, ClientStats, CloseOutcome, CreateMode, Created, EventType, LossReason, Op, OpResult,
+    Perms, SessionEvent, SessionState, Stat, WatchedEvent,
 };
 
 /// A handle to one ZooKeeper session. Cheap to clone; every clone shares the session and the
@@ -168,23 +168,6 @@ impl fmt::Debug for Client {
             .field("state", &self.state())
             .finish()
     }
-}
-
-/// Counters of what the client has done, for tests and benchmarks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct ClientStats {
-    /// Watch notifications received from the server (one per notification frame, however
-    /// many local receivers it was delivered to).
-    pub watch_events: u64,
-    /// TCP connection attempts made.
-    pub connect_attempts: u64,
-    /// Sessions established (1 until a session is lost and replaced).
-    pub sessions: u64,
-    /// Requests written to a server by callers, including the own-node watch a guard sends
-    /// when it is granted (pings, the handshake, and the watch re-arming the connection
-    /// thread does by itself are not counted).
-    pub requests: u64,
 }
 
 impl Client {
