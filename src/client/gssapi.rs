@@ -204,8 +204,8 @@ pub(crate) fn load(names: &[&str]) -> Result<Gss, String> {
         }
     }
     Err(format!(
-        "cannot load the GSSAPI library ({}: {}): {PACKAGE_HINT}",
-        names.join(", then "),
+        "cannot load {}: {}; {PACKAGE_HINT}",
+        names.join(" or "),
         first_error.unwrap_or_else(|| "no name to try".into())
     ))
 }
@@ -219,7 +219,7 @@ fn resolve(name: &str, lib: Library) -> Result<Gss, String> {
         unsafe { lib.get::<T>(symbol.as_bytes()) }
             .map(|s| *s)
             .map_err(|e| {
-                format!("{name} is not a usable GSSAPI library ({symbol}: {e}): {PACKAGE_HINT}")
+                format!("{name} is not a usable GSSAPI library ({symbol}: {e}); {PACKAGE_HINT}")
             })
     }
     Ok(Gss {
