@@ -1,6 +1,6 @@
 //! A process without a usable GSSAPI library: `ZKGUARD_GSSAPI_LIBRARY` names one that does
-//! not exist (the library is loaded once per process, at the first Kerberos login, so this
-//! is a process of its own). A Kerberos login fails at once with
+//! not exist (once loaded, the library serves the whole process, so this is a process of
+//! its own). A Kerberos login fails at once with
 //! `KerberosCause::LibraryUnavailable`, naming the library and the package to install; it
 //! does not panic, and it leaves other logins (DIGEST-MD5) working.
 
@@ -27,7 +27,7 @@ fn without_the_gssapi_library_a_kerberos_login_is_named_and_digest_still_works()
         .start()
         .expect("a Kerberized server");
     let keytab = kdc.add_principal("alice").unwrap();
-    // Twice: the second login gets the failure the first load left, the same way.
+    // Twice: the second login tries to load it again, and fails the same way.
     for round in 0..2 {
         let started = Instant::now();
         let err = Client::builder(&kerberized.connect_string())

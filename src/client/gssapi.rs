@@ -7,7 +7,8 @@
 //! `ZKGUARD_GSSAPI_LIBRARY` when that is set, else `libgssapi_krb5.so.2` then
 //! `libgssapi_krb5.so` (MIT Kerberos; Debian/Ubuntu `libgssapi-krb5-2`, Fedora/RHEL
 //! `krb5-libs`). A process without it fails each Kerberos login with
-//! `KerberosCause::LibraryUnavailable`, naming the package; nothing else is affected.
+//! `KerberosCause::LibraryUnavailable`, naming the package (and tries to load it again at
+//! the next login); nothing else is affected.
 //!
 //! The safe handles ([`Name`], [`Cred`], [`Context`]) release what they hold on drop. The
 //! loaded library is never unloaded (it lives in a `static`), so the function pointers taken
@@ -84,7 +85,8 @@ const MECH_KRB5: &[u8] = b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02";
 
 type ImportName =
     unsafe extern "C" fn(*mut OmUint32, *mut BufferDesc, *mut OidDesc, *mut RawName) -> OmUint32;
-type ReleaseName = unsafe extern "C" fn(*mut OmUint32, *mut RawName) -> OmUint32;
+/// `gss_release_name` and `gss_release_cred`.
+type ReleaseHandle = unsafe extern "C" fn(*mut OmUint32, *mut *mut c_void) -> OmUint32;
 type AcquireCredFrom = unsafe extern "C" fn(
     *mut OmUint32,
     RawName,
@@ -96,7 +98,6 @@ type AcquireCredFrom = unsafe extern "C" fn(
     *mut *mut c_void,
     *mut OmUint32,
 ) -> OmUint32;
-type ReleaseCred = unsafe extern "C" fn(*mut OmUint32, *mut RawCred) -> OmUint32;
 type InitSecContext = unsafe extern "C" fn(
     *mut OmUint32,
     RawCred,
@@ -146,10 +147,10 @@ pub(crate) struct Gss {
     /// Where it was loaded from, for messages.
     path: String,
     import_name: ImportName,
-    release_name: ReleaseName,
+    release_name: ReleaseHandle,
     /// MIT's extension: absent from Heimdal's GSSAPI.
     acquire_cred_from: Option<AcquireCredFrom>,
-    release_cred: ReleaseCred,
+    release_cred: ReleaseHandle,
     init_sec_context: InitSecContext,
     delete_sec_context: DeleteSecContext,
     wrap: Wrap,
@@ -176,17 +177,21 @@ pub(crate) enum NameType {
     Principal,
 }
 
-/// The GSSAPI of this process: loaded at the first call, the same library (or the same
-/// failure, a sentence naming the package to install) every later call.
-pub(crate) fn library() -> Result<&'static Gss, &'static str> {
-    static LOADED: OnceLock<Result<Gss, String>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| match std::env::var_os(LIBRARY_ENV) {
-            Some(named) if !named.is_empty() => load(&[&named.to_string_lossy()]),
-            _ => load(DEFAULT_NAMES),
-        })
-        .as_ref()
-        .map_err(String::as_str)
+/// The GSSAPI of this process: loaded once, at the first call that finds it, and the same
+/// library every later call. A failure (a sentence naming the package to install) is not
+/// kept: the next login tries again, so a daemon recovers once the package is installed.
+pub(crate) fn library() -> Result<&'static Gss, String> {
+    static LOADED: OnceLock<Gss> = OnceLock::new();
+    if let Some(gss) = LOADED.get() {
+        return Ok(gss);
+    }
+    let gss = match std::env::var_os(LIBRARY_ENV) {
+        Some(named) if !named.is_empty() => load(&[&named.to_string_lossy()])?,
+        _ => load(DEFAULT_NAMES)?,
+    };
+    // Two threads may both have loaded it: one `Gss` is kept, the other dropped (the
+    // library stays loaded: the dynamic loader counts its references).
+    Ok(LOADED.get_or_init(|| gss))
 }
 
 /// Loads the first of `names` that loads and has every function (pure but for the loading:
@@ -325,7 +330,7 @@ impl Gss {
     }
 
     /// Imports a name of the given type.
-    pub(crate) fn import_name(&'static self, name: &str, kind: NameType) -> Result<Name, Status> {
+    pub(crate) fn import_name(&self, name: &str, kind: NameType) -> Result<Name, Status> {
         let mut oid = oid(match kind {
             NameType::HostBasedService => NT_HOSTBASED_SERVICE,
             NameType::Principal => NT_KRB5_PRINCIPAL,
@@ -336,14 +341,17 @@ impl Gss {
         // both); the name made is owned by the returned `Name`.
         let major = unsafe { (self.import_name)(&mut minor, &mut buf, &mut oid, &mut raw) };
         check(major, minor)?;
-        Ok(Name { gss: self, raw })
+        Ok(Name(Owned {
+            raw,
+            release: self.release_name,
+        }))
     }
 
     /// Acquires initiator credentials from a credential store (`ccache`, `client_keytab`
     /// entries), for `name` or the store's default principal. `Err(None)` when the library
     /// lacks `gss_acquire_cred_from` (Heimdal).
     pub(crate) fn acquire_cred_from(
-        &'static self,
+        &self,
         name: Option<&Name>,
         store: &[(&CStr, CString)],
     ) -> Result<Cred, Option<Status>> {
@@ -365,7 +373,7 @@ impl Gss {
         let major = unsafe {
             acquire(
                 &mut minor,
-                name.map_or(ptr::null_mut(), |n| n.raw),
+                name.map_or(ptr::null_mut(), |n| n.0.raw),
                 GSS_C_INDEFINITE,
                 ptr::null_mut(),
                 GSS_C_INITIATE,
@@ -376,7 +384,10 @@ impl Gss {
             )
         };
         check(major, minor).map_err(Some)?;
-        Ok(Cred { gss: self, raw })
+        Ok(Cred(Owned {
+            raw,
+            release: self.release_cred,
+        }))
     }
 
     /// Where the library was loaded from.
@@ -385,33 +396,27 @@ impl Gss {
     }
 }
 
-/// An imported name, released on drop.
-pub(crate) struct Name {
-    gss: &'static Gss,
-    raw: RawName,
+/// A GSSAPI object made for us (a name, credentials), released on drop by its release
+/// function (`gss_release_name`, `gss_release_cred`: the same prototype).
+struct Owned {
+    raw: *mut c_void,
+    release: ReleaseHandle,
 }
 
-impl Drop for Name {
+impl Drop for Owned {
     fn drop(&mut self) {
         let mut minor = 0;
-        // SAFETY: a name gss_import_name made, owned by nobody else, released once.
-        unsafe { (self.gss.release_name)(&mut minor, &mut self.raw) };
+        // SAFETY: an object the matching GSSAPI call made, owned by nobody else, released
+        // once, by the release function of its kind.
+        unsafe { (self.release)(&mut minor, &mut self.raw) };
     }
 }
+
+/// An imported name, released on drop.
+pub(crate) struct Name(Owned);
 
 /// Credentials, released on drop.
-pub(crate) struct Cred {
-    gss: &'static Gss,
-    raw: RawCred,
-}
-
-impl Drop for Cred {
-    fn drop(&mut self) {
-        let mut minor = 0;
-        // SAFETY: a credential gss_acquire_cred_from made, owned by nobody else.
-        unsafe { (self.gss.release_cred)(&mut minor, &mut self.raw) };
-    }
-}
+pub(crate) struct Cred(Owned);
 
 /// An initiator's security context with one server (Kerberos V5, mutual authentication
 /// and integrity requested), deleted on drop.
@@ -448,9 +453,9 @@ impl Context {
         let major = unsafe {
             (self.gss.init_sec_context)(
                 &mut minor,
-                self.cred.as_ref().map_or(ptr::null_mut(), |c| c.raw),
+                self.cred.as_ref().map_or(ptr::null_mut(), |c| c.0.raw),
                 &mut self.raw,
-                self.target.raw,
+                self.target.0.raw,
                 &mut mech,
                 CONTEXT_FLAGS,
                 GSS_C_INDEFINITE,

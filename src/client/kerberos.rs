@@ -26,6 +26,10 @@ use crate::error::{ConnectFailure, Error, KerberosCause, Result};
 /// connection goes to (canonicalized by the Kerberos library as `krb5.conf` says:
 /// `dns_canonicalize_hostname`, `rdns`), in the realm `krb5.conf` maps the host to.
 ///
+/// The GSSAPI library (MIT Kerberos' `libgssapi_krb5.so.2`, Debian's `libgssapi-krb5-2`,
+/// or the one `ZKGUARD_GSSAPI_LIBRARY` names) is loaded at the first login, not linked:
+/// without it a login fails with [`KerberosCause::LibraryUnavailable`].
+///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
 /// // A daemon with its own keytab; the servers are zookeeper/<host>@EXAMPLE.COM.
@@ -338,7 +342,7 @@ impl GssapiClient {
     ) -> Result<(GssapiClient, Vec<u8>), KerberosFailure> {
         let gss = gssapi::library().map_err(|reason| KerberosFailure {
             cause: KerberosCause::LibraryUnavailable,
-            reason: reason.to_string(),
+            reason,
         })?;
         let (target, full) = login.target(host);
         let kind = if full {
