@@ -256,7 +256,7 @@ fn failure(gss: &Gss, status: Status, during: &str) -> KerberosFailure {
 
 /// The client's credentials: `None` for the environment's defaults, or acquired from the
 /// given cache, keytab and principal (`gss_acquire_cred_from`, MIT's credential store).
-fn credentials(gss: &'static Gss, login: &Kerberos) -> Result<Option<Cred>, KerberosFailure> {
+fn credentials(gss: &Gss, login: &Kerberos) -> Result<Option<Cred>, KerberosFailure> {
     if login.principal.is_none() && login.ccache.is_none() && login.keytab.is_none() {
         return Ok(None);
     }
