@@ -3,7 +3,7 @@
 //! extension `gss_acquire_cred_from`. The only `unsafe` code of the crate is here.
 //!
 //! Nothing is linked at build time (no headers, no libclang, no pkg-config): the library is
-//! loaded with `libloading` the first time a Kerberos login starts, once per process, from
+//! loaded with `libloading` at the first Kerberos login and kept for the process, from
 //! `ZKGUARD_GSSAPI_LIBRARY` when that is set, else `libgssapi_krb5.so.2` then
 //! `libgssapi_krb5.so` (MIT Kerberos; Debian/Ubuntu `libgssapi-krb5-2`, Fedora/RHEL
 //! `krb5-libs`). A process without it fails each Kerberos login with
@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 use libloading::Library;
 
 /// The environment variable naming the GSSAPI library to load instead of the default names
-/// (a path, or a name the dynamic loader searches for), read once, at the first login.
+/// (a path, or a name the dynamic loader searches for), read when the library is loaded.
 pub(crate) const LIBRARY_ENV: &str = "ZKGUARD_GSSAPI_LIBRARY";
 
 /// The names tried in turn when [`LIBRARY_ENV`] is not set: MIT Kerberos' GSSAPI library
