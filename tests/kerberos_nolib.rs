@@ -2,7 +2,8 @@
 //! not exist (once loaded, the library serves the whole process, so this is a process of
 //! its own). A Kerberos login fails at once with
 //! `KerberosCause::LibraryUnavailable`, naming the library and the package to install; it
-//! does not panic, and it leaves other logins (DIGEST-MD5) working.
+//! does not panic, and it leaves other logins (DIGEST-MD5) working; once the library can
+//! be loaded, the next login in the same process succeeds.
 
 mod common;
 
@@ -78,5 +79,18 @@ fn without_the_gssapi_library_a_kerberos_login_is_named_and_digest_still_works()
     let path = unique("nolib");
     let guard = Mutex::new(&client, &path).unwrap().acquire().unwrap();
     assert!(guard.is_valid());
+    guard.release().unwrap();
+
+    // A failed load is not kept: once the library is there (here: named), the next login
+    // loads it and succeeds, in the same process.
+    std::env::set_var("ZKGUARD_GSSAPI_LIBRARY", "libgssapi_krb5.so.2");
+    let client = Client::builder(&kerberized.connect_string())
+        .sasl_kerberos(Kerberos::new().keytab(&keytab))
+        .build()
+        .expect("a Kerberos login once the library can be loaded");
+    let guard = Mutex::new(&client, &unique("nolib-then-lib"))
+        .unwrap()
+        .acquire()
+        .unwrap();
     guard.release().unwrap();
 }
