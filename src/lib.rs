@@ -83,7 +83,8 @@
 //! always knows the state of its session; TLS and mutual TLS with the `tls` feature
 //! (`ClientBuilder::tls`, `TlsConfig`), SASL DIGEST-MD5 logins
 //! ([`ClientBuilder::sasl_digest`]) and Kerberos logins with the `kerberos` feature
-//! (`ClientBuilder::sasl_kerberos`, `Kerberos`, on the platform's GSSAPI); with the `testing`
+//! (`ClientBuilder::sasl_kerberos`, `Kerberos`, on the platform's GSSAPI, loaded at run
+//! time: building needs nothing but Rust); with the `testing`
 //! feature, real ZooKeeper clusters (secured and Kerberized ones too, with a throwaway KDC)
 //! and a fault-injecting proxy for tests ([`testing`]).
 //!

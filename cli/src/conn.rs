@@ -313,8 +313,9 @@ impl Connection {
     fn kerberos(&self) -> Result<std::convert::Infallible, Fail> {
         Err(Fail::new(
             EXIT_USAGE,
-            "--sasl-mechanism gssapi: this zkguard was built without Kerberos; install it with \
-             `cargo install --path cli --features kerberos` (needs libkrb5-dev and libclang-dev)",
+            "--sasl-mechanism gssapi: this zkguard was built without Kerberos (with \
+             --no-default-features); install it with `cargo install --path cli`, where Kerberos \
+             is a default feature",
         ))
     }
 

@@ -118,7 +118,9 @@ impl ClientBuilder {
     /// drops it). A login that cannot be made makes [`build`](Self::build) fail at once with
     /// [`Error::Connect`] whose attempts say [`ConnectFailure::Kerberos`] and the
     /// [`KerberosCause`](crate::KerberosCause): no ticket, an expired ticket, an unknown
-    /// server or client principal, clock skew. A KDC that cannot be reached is the one cause
+    /// server or client principal, clock skew, no GSSAPI library in this process (MIT
+    /// Kerberos' `libgssapi_krb5.so.2`, loaded at the first login: Debian's
+    /// `libgssapi-krb5-2`). A KDC that cannot be reached is the one cause
     /// that is retried until the connect deadline. A live client whose ticket expires keeps
     /// its session; if it has to reconnect meanwhile, it keeps trying (a `kinit` or the
     /// keytab renews the ticket) until the session expires.

@@ -1,6 +1,6 @@
 //! Kerberos logins (feature `kerberos`): the options a user sets ([`Kerberos`]) and the
 //! SASL GSSAPI mechanism (RFC 4752) as ZooKeeper's server runs it, on the platform's GSSAPI
-//! (MIT Kerberos' `libgssapi_krb5`) through the `libgssapi` crate. The connection layer
+//! (MIT Kerberos' `libgssapi_krb5`), loaded at run time by `gssapi.rs`. The connection layer
 //! carries the tokens in `sasl` requests (see `conn/connect.rs`), like DIGEST-MD5's.
 //!
 //! The exchange: the client's context tokens (the AP-REQ, answered by the server's AP-REP:
@@ -9,17 +9,11 @@
 //! "no security layer" (authentication only, as ZooKeeper's Java client does) wrapped the
 //! same way, and the server's last (empty) reply ends it.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::ptr;
 
-use libgssapi::context::{ClientCtx, CtxFlags, SecurityContext};
-use libgssapi::credential::Cred;
-use libgssapi::name::Name;
-use libgssapi::oid::{GSS_MECH_KRB5, GSS_NT_HOSTBASED_SERVICE, GSS_NT_KRB5_PRINCIPAL};
-use libgssapi_sys as sys;
-
+use super::gssapi::{self, Context, Cred, Gss, NameType, Status};
 use crate::error::{ConnectFailure, Error, KerberosCause, Result};
 
 /// A Kerberos login (SASL GSSAPI, feature `kerberos`) for
@@ -31,6 +25,10 @@ use crate::error::{ConnectFailure, Error, KerberosCause, Result};
 /// Java client names it: `zookeeper/<host>`, the host being the one of the connect string the
 /// connection goes to (canonicalized by the Kerberos library as `krb5.conf` says:
 /// `dns_canonicalize_hostname`, `rdns`), in the realm `krb5.conf` maps the host to.
+///
+/// The GSSAPI library (MIT Kerberos' `libgssapi_krb5.so.2`, Debian's `libgssapi-krb5-2`,
+/// or the one `ZKGUARD_GSSAPI_LIBRARY` names) is loaded at the first login, not linked:
+/// without it a login fails with [`KerberosCause::LibraryUnavailable`].
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
@@ -249,25 +247,16 @@ pub(crate) fn classify(major: u32, minor: u32) -> KerberosCause {
     }
 }
 
-fn failure(e: libgssapi::error::Error, during: &str) -> KerberosFailure {
+fn failure(gss: &Gss, status: Status, during: &str) -> KerberosFailure {
     KerberosFailure {
-        cause: classify(e.major.bits(), e.minor),
-        reason: format!("{during}: {}", words(e)),
+        cause: classify(status.major, status.minor),
+        reason: format!("{during}: {}", gss.describe(status)),
     }
-}
-
-/// GSSAPI's words for a status, without the major status's "see the minor code" filler.
-fn words(e: libgssapi::error::Error) -> String {
-    let text = e.to_string();
-    text.trim()
-        .trim_start_matches("Unspecified GSS failure.  Minor code may provide more information")
-        .trim()
-        .to_string()
 }
 
 /// The client's credentials: `None` for the environment's defaults, or acquired from the
 /// given cache, keytab and principal (`gss_acquire_cred_from`, MIT's credential store).
-fn credentials(login: &Kerberos) -> Result<Option<Cred>, KerberosFailure> {
+fn credentials(gss: &Gss, login: &Kerberos) -> Result<Option<Cred>, KerberosFailure> {
     if login.principal.is_none() && login.ccache.is_none() && login.keytab.is_none() {
         return Ok(None);
     }
@@ -275,7 +264,7 @@ fn credentials(login: &Kerberos) -> Result<Option<Cred>, KerberosFailure> {
         cause: KerberosCause::Other,
         reason: format!("the {what} holds a NUL byte"),
     };
-    let mut store: Vec<(CString, CString)> = Vec::new();
+    let mut store: Vec<(&CStr, CString)> = Vec::new();
     let ccache = match (&login.ccache, &login.keytab) {
         (Some(c), _) => Some(c.clone()),
         // Tickets from a keytab go to a cache in this process's memory, not the user's.
@@ -284,98 +273,46 @@ fn credentials(login: &Kerberos) -> Result<Option<Cred>, KerberosFailure> {
     };
     if let Some(c) = ccache {
         store.push((
-            c"ccache".to_owned(),
+            c"ccache",
             CString::new(c).map_err(|_| bad_string("credential cache"))?,
         ));
     }
     if let Some(k) = &login.keytab {
         store.push((
-            c"client_keytab".to_owned(),
+            c"client_keytab",
             CString::new(k.to_string_lossy().into_owned()).map_err(|_| bad_string("keytab"))?,
         ));
     }
-    let mut elements: Vec<sys::gss_key_value_element_desc> = store
-        .iter()
-        .map(|(k, v)| sys::gss_key_value_element_desc {
-            key: k.as_ptr(),
-            value: v.as_ptr(),
-        })
-        .collect();
-    let set = sys::gss_key_value_set_desc {
-        count: elements.len() as u32,
-        elements: elements.as_mut_ptr(),
-    };
     let principal = match &login.principal {
-        Some(p) => Some(import_principal(p)?),
+        Some(p) => Some(
+            gss.import_name(p, NameType::Principal)
+                .map_err(|_| KerberosFailure {
+                    cause: KerberosCause::Other,
+                    reason: format!("the principal {p:?} is not a Kerberos principal name"),
+                })?,
+        ),
         None => None,
     };
-    let mut minor: u32 = 0;
-    let mut cred: sys::gss_cred_id_t = ptr::null_mut();
-    // SAFETY: every pointer is valid for the call (the strings and elements outlive it);
-    // the name is released below, the credential handed to `Cred` which releases it.
-    let major = unsafe {
-        sys::gss_acquire_cred_from(
-            &mut minor,
-            principal.as_ref().map_or(ptr::null_mut(), |n| n.0),
-            sys::_GSS_C_INDEFINITE,
-            ptr::null_mut(),
-            sys::GSS_C_INITIATE as sys::gss_cred_usage_t,
-            &set,
-            &mut cred,
-            ptr::null_mut(),
-            ptr::null_mut(),
-        )
-    };
-    if major != sys::GSS_S_COMPLETE {
-        return Err(KerberosFailure {
-            cause: classify(major, minor),
+    match gss.acquire_cred_from(principal.as_ref(), &store) {
+        Ok(cred) => Ok(Some(cred)),
+        Err(Some(status)) => Err(failure(
+            gss,
+            status,
+            &format!("getting the credentials of {}", login.who()),
+        )),
+        Err(None) => Err(KerberosFailure {
+            cause: KerberosCause::LibraryUnavailable,
             reason: format!(
-                "getting the credentials of {}: {}",
-                login.who(),
-                words(libgssapi::error::Error {
-                    major: libgssapi::error::MajorFlags::from_bits_retain(major),
-                    minor,
-                })
+                "{} has no gss_acquire_cred_from (MIT Kerberos' credential store, which \
+                 Heimdal lacks), needed to name a keytab, credential cache or principal: use \
+                 MIT Kerberos' GSSAPI library (Debian/Ubuntu: libgssapi-krb5-2; name it in \
+                 {}), or let the environment name the credentials (KRB5CCNAME, \
+                 KRB5_CLIENT_KTNAME)",
+                gss.path(),
+                gssapi::LIBRARY_ENV
             ),
-        });
+        }),
     }
-    // SAFETY: a credential the call above created, owned by nobody else.
-    Ok(Some(unsafe { Cred::from_c(cred) }))
-}
-
-/// A GSSAPI name imported as a Kerberos principal, released on drop.
-struct RawName(sys::gss_name_t);
-
-impl Drop for RawName {
-    fn drop(&mut self) {
-        let mut minor = 0;
-        // SAFETY: a name gss_import_name made and nobody else holds.
-        unsafe { sys::gss_release_name(&mut minor, &mut self.0) };
-    }
-}
-
-fn import_principal(principal: &str) -> Result<RawName, KerberosFailure> {
-    // 1.2.840.113554.1.2.2.1, GSS_KRB5_NT_PRINCIPAL_NAME.
-    let mut oid_bytes = *b"\x2a\x86\x48\x86\xf7\x12\x01\x02\x02\x01";
-    let mut oid = sys::gss_OID_desc {
-        length: oid_bytes.len() as u32,
-        elements: oid_bytes.as_mut_ptr().cast(),
-    };
-    let mut buf = sys::gss_buffer_desc {
-        length: principal.len(),
-        value: principal.as_ptr() as *mut _,
-    };
-    let mut minor = 0;
-    let mut name: sys::gss_name_t = ptr::null_mut();
-    // SAFETY: the buffer and OID point at live memory for the call; GSSAPI copies both.
-    let major = unsafe { sys::gss_import_name(&mut minor, &mut buf, &mut oid, &mut name) };
-    if major != sys::GSS_S_COMPLETE {
-        return Err(KerberosFailure {
-            cause: KerberosCause::Other,
-            reason: format!("the principal {principal:?} is not a Kerberos principal name"),
-        });
-    }
-    Ok(RawName(name))
 }
 
 enum Stage {
@@ -390,7 +327,8 @@ enum Stage {
 
 /// One GSSAPI login with one server.
 pub(crate) struct GssapiClient {
-    ctx: ClientCtx,
+    gss: &'static Gss,
+    ctx: Context,
     target: String,
     stage: Stage,
 }
@@ -402,21 +340,27 @@ impl GssapiClient {
         login: &Kerberos,
         host: &str,
     ) -> Result<(GssapiClient, Vec<u8>), KerberosFailure> {
+        let gss = gssapi::library().map_err(|reason| KerberosFailure {
+            cause: KerberosCause::LibraryUnavailable,
+            reason,
+        })?;
         let (target, full) = login.target(host);
         let kind = if full {
-            GSS_NT_KRB5_PRINCIPAL
+            NameType::Principal
         } else {
-            GSS_NT_HOSTBASED_SERVICE
+            NameType::HostBasedService
         };
-        let name = Name::new(target.as_bytes(), Some(kind)).map_err(|e| KerberosFailure {
-            cause: KerberosCause::Other,
-            reason: format!("the server principal {target:?}: {}", e.to_string().trim()),
-        })?;
-        let cred = credentials(login)?;
-        let flags = CtxFlags::GSS_C_MUTUAL_FLAG | CtxFlags::GSS_C_INTEG_FLAG;
-        let mut ctx = ClientCtx::new(cred, name, flags, Some(GSS_MECH_KRB5));
-        let first = ctx.step(None, None).map_err(|e| {
+        let name = gss
+            .import_name(&target, kind)
+            .map_err(|e| KerberosFailure {
+                cause: KerberosCause::Other,
+                reason: format!("the server principal {target:?}: {}", gss.describe(e)),
+            })?;
+        let cred = credentials(gss, login)?;
+        let mut ctx = Context::new(gss, name, cred);
+        let first = ctx.step(None).map_err(|e| {
             failure(
+                gss,
                 e,
                 &format!("logging in as {} to {}", login.who(), display(&target)),
             )
@@ -426,8 +370,15 @@ impl GssapiClient {
         } else {
             Stage::Context
         };
-        let token = first.map(|b| b.to_vec()).unwrap_or_default();
-        Ok((GssapiClient { ctx, target, stage }, token))
+        Ok((
+            GssapiClient {
+                gss,
+                ctx,
+                target,
+                stage,
+            },
+            first,
+        ))
     }
 
     /// Answers one token of the server: `Some(reply)` to send, or `None` when the login is
@@ -438,8 +389,9 @@ impl GssapiClient {
     ) -> std::result::Result<Option<Vec<u8>>, ConnectFailure> {
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Context => {
-                let out = self.ctx.step(Some(token), None).map_err(|e| {
+                let out = self.ctx.step(Some(token)).map_err(|e| {
                     ConnectFailure::from(failure(
+                        self.gss,
                         e,
                         &format!("the reply of {}", display(&self.target)),
                     ))
@@ -450,22 +402,22 @@ impl GssapiClient {
                     Stage::Context
                 };
                 // Complete with nothing to send: an empty token asks for the offer.
-                Ok(Some(out.map(|b| b.to_vec()).unwrap_or_default()))
+                Ok(Some(out))
             }
             Stage::Layer => {
                 let offer = self.ctx.unwrap(token).map_err(|e| {
                     sasl(format!(
                         "the server's security-layer offer cannot be unwrapped: {}",
-                        e.to_string().trim()
+                        self.gss.describe(e)
                     ))
                 })?;
                 let reply = layer_reply(&offer)?;
                 let wrapped = self
                     .ctx
-                    .wrap(false, &reply)
-                    .map_err(|e| sasl(format!("wrapping the reply: {}", e.to_string().trim())))?;
+                    .wrap(&reply)
+                    .map_err(|e| sasl(format!("wrapping the reply: {}", self.gss.describe(e))))?;
                 self.stage = Stage::Final;
-                Ok(Some(wrapped.to_vec()))
+                Ok(Some(wrapped))
             }
             Stage::Final if token.is_empty() => Ok(None),
             Stage::Final => Err(sasl(

@@ -11,6 +11,8 @@ mod acl;
 mod builder;
 mod config;
 mod conn;
+#[cfg(feature = "kerberos")]
+mod gssapi;
 mod janitor;
 #[cfg(feature = "kerberos")]
 mod kerberos;

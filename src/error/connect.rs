@@ -112,6 +112,12 @@ pub enum KerberosCause {
     /// No KDC of the realm answered (down, unreachable, or none configured). The only
     /// cause that may pass by itself: the client keeps trying until the connect deadline.
     KdcUnreachable,
+    /// No usable GSSAPI library in this process: MIT Kerberos' `libgssapi_krb5.so.2` is
+    /// not installed (Debian/Ubuntu `libgssapi-krb5-2`, Fedora/RHEL `krb5-libs`), or the
+    /// library loaded lacks what the login needs. The reason names the library and the
+    /// package. The library is loaded at the first Kerberos login; other logins are not
+    /// affected.
+    LibraryUnavailable,
     /// Anything else; the reason says what.
     Other,
 }
@@ -127,6 +133,7 @@ impl fmt::Display for KerberosCause {
             KerberosCause::UnknownClient => "the KDC does not know the client principal",
             KerberosCause::ClockSkew => "the clocks differ too much (Kerberos clock skew)",
             KerberosCause::KdcUnreachable => "no KDC of the realm can be reached",
+            KerberosCause::LibraryUnavailable => "no usable GSSAPI library (MIT Kerberos)",
             KerberosCause::Other => "Kerberos error",
         })
     }

@@ -136,3 +136,23 @@ fn a_login_that_cannot_be_made_is_named() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--sasl-mechanism gssapi"), "{err}");
 }
+
+#[test]
+fn without_the_gssapi_library_the_login_names_the_package() {
+    let (kdc, cluster) = kerberized();
+    let cs = cluster.connect_string();
+    let keytab = kdc.add_principal("alice").unwrap();
+    let path = unique("krb-cli-nolib");
+    // The library is loaded at the first login of each zkguard process.
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .env("ZKGUARD_GSSAPI_LIBRARY", "/nonexistent/libgssapi_krb5.so.2")
+            .args(["--sasl-mechanism", "gssapi", "--sasl-keytab"])
+            .arg(&keytab)
+            .args(["lock", &path, "--", "true"]),
+    );
+    assert_eq!(code, 69, "{err}");
+    assert!(err.contains("no usable GSSAPI library"), "{err}");
+    assert!(err.contains("libgssapi-krb5-2"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
