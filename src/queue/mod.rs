@@ -3,6 +3,8 @@
 
 mod enqueue;
 mod held;
+#[cfg(test)]
+mod model;
 pub(crate) mod names;
 mod rules;
 mod single;
