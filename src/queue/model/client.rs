@@ -53,12 +53,7 @@ impl Queue {
     pub(super) fn start(&self, s: &mut State, p: usize) {
         let proc = &mut s.procs[p];
         proc.events.clear();
-        proc.phase = Phase::Enqueue {
-            dir: Dir::Queue,
-            uuid: proc.attempts,
-            maybe: false,
-        };
-        proc.attempts += 1;
+        proc.new_attempt(Dir::Queue);
     }
 
     /// Step 1: the create and its listing in one write, or after a lost reply the search
@@ -143,17 +138,8 @@ impl Queue {
             } => match (step, reply) {
                 (WStep::Listing, Reply::Listed(l)) => self.decide(s, p, seq, owner, l),
                 (WStep::Arming(v), Reply::Armed(armed, gone)) => {
-                    let proc = &mut s.procs[p];
-                    proc.recv.extend(armed.iter().map(|a| (*a, false)));
-                    let own_heard =
-                        !self.config.seeded.ignore_own_watch && proc.recv.contains(&(seq, true));
-                    let then = after_arm(
-                        &view(s, &v, self.config.recipe),
-                        gone.contains(&seq),
-                        !gone.is_empty(),
-                        own_heard,
-                    );
-                    self.then(s, p, then, v);
+                    s.procs[p].recv.extend(armed.iter().map(|a| (*a, false)));
+                    self.armed(s, p, seq, v, &gone);
                 }
                 _ => self.set_step(s, p, WStep::Pause),
             },
@@ -205,26 +191,30 @@ impl Queue {
     /// Steps 1 and 2 of a round (`Waiter::checked` and `Waiter::list`): our session, then
     /// the create's listing or a new one.
     pub(super) fn list(&self, s: &mut State, p: usize) {
-        let Phase::Waiter {
-            seq,
-            owner,
-            listing,
-            ..
-        } = s.procs[p].phase.clone()
-        else {
+        let Phase::Waiter { seq, owner, .. } = s.procs[p].phase else {
             unreachable!()
         };
-        if s.procs[p].sid != owner {
-            return self.restart(s, p);
-        }
+        let Some(listing) = self.round(s, p, owner) else {
+            return;
+        };
         if let Some(l) = listing {
-            if let Phase::Waiter { listing, .. } = &mut s.procs[p].phase {
-                *listing = None;
-            }
             return self.decide(s, p, seq, owner, l);
         }
         self.set_step(s, p, WStep::Listing);
         s.send(p, |s| Reply::Listed(s.list(Dir::Queue)));
+    }
+
+    /// The top of a round (`Waiter::checked`, and the lease loop's): `None` if our session
+    /// changed (the attempt starts over); else the create's listing, if it is still unused.
+    pub(super) fn round(&self, s: &mut State, p: usize, owner: u8) -> Option<Option<Vec<Node>>> {
+        if s.procs[p].sid != owner {
+            self.restart(s, p);
+            return None;
+        }
+        Some(match &mut s.procs[p].phase {
+            Phase::Waiter { listing, .. } | Phase::Lease { listing, .. } => listing.take(),
+            _ => None,
+        })
     }
 
     /// The rule's verdict on a listing: `order_upto` and `View::of`.
@@ -270,15 +260,7 @@ impl Queue {
             .filter(|w| !gone.contains(w) && !proc.recv.iter().any(|r| r.0 == *w))
             .collect();
         if missing.is_empty() {
-            let own_heard =
-                !self.config.seeded.ignore_own_watch && proc.recv.contains(&(seq, true));
-            let then = after_arm(
-                &view(s, &v, self.config.recipe),
-                gone.contains(&seq),
-                !gone.is_empty(),
-                own_heard,
-            );
-            return self.then(s, p, then, v);
+            return self.armed(s, p, seq, v, &gone);
         }
         let sid = proc.sid;
         self.set_step(s, p, WStep::Arming(v));
@@ -293,6 +275,19 @@ impl Queue {
             }
             Reply::Armed(armed, gone)
         });
+    }
+
+    /// The watches are armed, these nodes were found `gone`: `after_arm` decides.
+    fn armed(&self, s: &mut State, p: usize, seq: u8, v: MView, gone: &[u8]) {
+        let own_heard =
+            !self.config.seeded.ignore_own_watch && s.procs[p].recv.contains(&(seq, true));
+        let then = after_arm(
+            &view(s, &v, self.config.recipe),
+            gone.contains(&seq),
+            !gone.is_empty(),
+            own_heard,
+        );
+        self.then(s, p, then, v);
     }
 
     /// Where a decision of the library's leads.
@@ -364,41 +359,16 @@ impl Queue {
         proc.attempt_node = None;
         if self.config.recipe.is_semaphore() && proc.internal.is_none() {
             // The internal lock (`Holding::new` when it first waits): now the lease.
-            proc.internal = Some(Guard {
-                seq,
-                owner,
-                lost: proc.clock_out,
-                released: false,
-            });
-            if proc.reaches() && !s.watch_data(owner, seq) {
-                s.procs[p].inbox.push(In::Deleted(seq));
-            }
-            let proc = &mut s.procs[p];
-            proc.phase = Phase::Enqueue {
-                dir: Dir::Leases,
-                uuid: proc.attempts,
-                maybe: false,
-            };
-            proc.attempts += 1;
-            return;
+            s.procs[p].internal = Some(holding(s, p, seq, owner));
+            return s.procs[p].new_attempt(Dir::Leases);
         }
         self.hold(s, p, seq, owner);
     }
 
-    /// The acquire returns a guard (`Holding::new`: lost at once if the session is lost,
-    /// else its own-node watch is armed); a semaphore lets its internal lock go in the
+    /// The acquire returns a guard; a semaphore lets its internal lock go in the
     /// background.
     pub(super) fn hold(&self, s: &mut State, p: usize, seq: u8, owner: u8) {
-        let proc = &mut s.procs[p];
-        proc.guard = Some(Guard {
-            seq,
-            owner,
-            lost: proc.clock_out,
-            released: false,
-        });
-        if proc.reaches() && !s.watch_data(owner, seq) {
-            s.procs[p].inbox.push(In::Deleted(seq));
-        }
+        s.procs[p].guard = Some(holding(s, p, seq, owner));
         let proc = &mut s.procs[p];
         proc.events.clear();
         proc.phase = Phase::Held;
@@ -426,12 +396,7 @@ impl Queue {
         proc.recv.clear();
         proc.lease_watch = None;
         if again {
-            proc.phase = Phase::Enqueue {
-                dir: Dir::Queue,
-                uuid: proc.attempts,
-                maybe: false,
-            };
-            proc.attempts += 1;
+            proc.new_attempt(Dir::Queue);
         } else {
             proc.events.clear();
             proc.phase = Phase::Idle;
@@ -486,6 +451,34 @@ impl Queue {
         } else if let Some(g) = s.procs[p].guard.as_mut() {
             g.lost = true;
         }
+    }
+}
+
+/// `Holding::new` on node `seq` of session `owner`: lost at once if the session is lost,
+/// else its own-node watch is armed (a missing node is a loss, one notification later).
+fn holding(s: &mut State, p: usize, seq: u8, owner: u8) -> Guard {
+    let proc = &s.procs[p];
+    let g = Guard {
+        seq,
+        owner,
+        lost: proc.clock_out,
+        released: false,
+    };
+    if proc.reaches() && !s.watch_data(owner, seq) {
+        s.procs[p].inbox.push(In::Deleted(seq));
+    }
+    g
+}
+
+impl super::state::Proc {
+    /// A new attempt (a new uuid) queues in `dir`.
+    fn new_attempt(&mut self, dir: Dir) {
+        self.phase = Phase::Enqueue {
+            dir,
+            uuid: self.attempts,
+            maybe: false,
+        };
+        self.attempts += 1;
     }
 }
 

@@ -17,31 +17,21 @@ impl Queue {
         }
     }
 
-    fn lease_phase(s: &mut State, p: usize) -> &mut Phase {
-        &mut s.procs[p].phase
-    }
-
     /// The top of the loop: our session, then the create's listing or a new one.
     pub(super) fn lease_list(&self, s: &mut State, p: usize) {
         let Phase::Lease {
-            owner,
-            want_watch,
-            listing,
-            ..
-        } = s.procs[p].phase.clone()
+            owner, want_watch, ..
+        } = s.procs[p].phase
         else {
             unreachable!()
         };
-        if s.procs[p].sid != owner {
-            return self.restart(s, p);
-        }
+        let Some(listing) = self.round(s, p, owner) else {
+            return;
+        };
         if let Some(l) = listing {
-            if let Phase::Lease { listing, .. } = Self::lease_phase(s, p) {
-                *listing = None;
-            }
             return self.count(s, p, l, false);
         }
-        if let Phase::Lease { out, .. } = Self::lease_phase(s, p) {
+        if let Phase::Lease { out, .. } = &mut s.procs[p].phase {
             *out = true;
         }
         let sid = s.procs[p].sid;
@@ -57,7 +47,7 @@ impl Queue {
         let Phase::Lease { want_watch, .. } = s.procs[p].phase else {
             unreachable!()
         };
-        if let Phase::Lease { out, .. } = Self::lease_phase(s, p) {
+        if let Phase::Lease { out, .. } = &mut s.procs[p].phase {
             *out = false;
         }
         // Else connection trouble: a pause, then the loop again.
