@@ -207,7 +207,7 @@ impl Queue {
     /// The top of a round (`Waiter::checked`, and the lease loop's): `None` if our session
     /// changed (the attempt starts over); else the create's listing, if it is still unused.
     pub(super) fn round(&self, s: &mut State, p: usize, owner: u8) -> Option<Option<Vec<Node>>> {
-        if s.procs[p].sid != owner {
+        if s.procs[p].session_id() != Some(owner) {
             self.restart(s, p);
             return None;
         }
@@ -351,7 +351,7 @@ impl Queue {
     /// `Waiter::grant`: a session that changed starts over; else the guard (`Holding::new`:
     /// lost at once if the session is lost, else its own-node watch is armed).
     fn grant(&self, s: &mut State, p: usize, seq: u8, owner: u8) {
-        if s.procs[p].sid != owner {
+        if s.procs[p].session_id() != Some(owner) {
             return self.restart(s, p);
         }
         let proc = &mut s.procs[p];

@@ -193,7 +193,7 @@ impl Queue {
                 } else if !asked
                     && ((proc.up && !proc.clock_out)
                         || listing.is_some()
-                        || proc.sid != self.lease_owner(proc))
+                        || proc.session_id() != Some(self.lease_owner(proc)))
                 {
                     out.push(Action::LeaseList(p));
                 }

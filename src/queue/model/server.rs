@@ -12,6 +12,11 @@ impl Proc {
         self.up && self.link && !self.clock_out
     }
 
+    /// `Client::session_id`: none (0) once the session is declared lost, until a new one.
+    pub(crate) fn session_id(&self) -> Option<u8> {
+        (!self.clock_out).then_some(self.sid)
+    }
+
     /// Whether an acquire call runs (and so hears session events).
     pub(crate) fn acquiring(&self) -> bool {
         matches!(

@@ -71,10 +71,11 @@ fn mutex_three_processes_two_acquisitions_each() {
 }
 
 #[test]
-fn mutex_with_lost_replies_and_session_expiry() {
-    let mut c = config(Recipe::Mutex, procs("www", 1), faults(1, 1, 0, 0));
-    c.fenced_writes = true;
-    holds("mutex 3x1, a lost link and an expiry", c);
+fn mutex_with_a_lost_link() {
+    holds(
+        "mutex 3x1, a lost link",
+        config(Recipe::Mutex, procs("www", 1), faults(1, 0, 0, 0)),
+    );
 }
 
 #[test]
@@ -147,8 +148,12 @@ fn semaphore_two_permits_three_processes() {
 #[test]
 fn semaphore_with_faults() {
     holds(
-        "semaphore(1) 2x1, every fault",
-        config(Recipe::Semaphore(1), procs("ww", 1), faults(1, 1, 1, 1)),
+        "semaphore(1) 2x1, a lost link, an expiry, a give-up",
+        config(Recipe::Semaphore(1), procs("ww", 1), faults(1, 1, 0, 1)),
+    );
+    holds(
+        "semaphore(1) 2x2, a deleted node",
+        config(Recipe::Semaphore(1), procs("ww", 2), faults(0, 0, 1, 0)),
     );
 }
 
