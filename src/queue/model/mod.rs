@@ -27,26 +27,48 @@
 //!
 //! One linearizable server; per session, replies and watch events in order; watches
 //! one-shot, set only on a node that exists (`getData` on a missing node answers `NoNode`
-//! and leaves none: `Server::watch_data`), fired on deletion to every session that set one,
+//! and leaves none: `State::watch_data`), fired on deletion to every session that set one,
 //! child watches fired on a child's creation or deletion; ephemeral nodes deleted with
 //! their session; sequence numbers (and creation zxids, the fencing tokens) increasing.
 //! A request is applied by the server when sent (a pipelined create and list, or a
-//! `find_by_uuid`'s list and exists, as one step); its reply may be lost with the
-//! connection. Watch events survive a reconnect to the same session (the client's
-//! SetWatches). **The timing rule:** the server expires a session only after its client's
-//! loss clock (counted from the send of the last answered request) has declared it lost;
-//! the loss clock runs out only while disconnected.
+//! `find_by_uuid`'s list and exists, as one step); its reply may be lost with the link.
+//! Watch events survive a reconnect to the same session (the client's SetWatches).
+//! **The timing rule:** the server expires a session only after its client's loss clock
+//! (counted from the send of the last answered request) has declared it lost; the clock
+//! runs out only while the link is broken.
+//!
+//! # The environment's faults (each bounded per test)
+//!
+//! A link breaks (the client notices later; the reply in flight, a create's included, is
+//! lost, the request maybe applied); a loss clock runs out (the guards read invalid, the
+//! client's session id is 0, the server may then expire the session, the client reconnects
+//! with a new one); another party deletes a node, held or waiting; a waiter gives up (a
+//! cancel or its deadline: the same way out). Reconnecting, the server's expiry of a
+//! session declared lost, replies, events and the background deletes are progress steps:
+//! a fair run takes them.
+//!
+//! # The properties ([`props`] and the liveness check in [`check`])
+//!
+//! In every reachable state: at most one valid holder of a mutex or an election; a valid
+//! writer holds alone; no more valid permits than the semaphore has; a holder whose node
+//! is gone already reads invalid; the fencing tokens the server accepts never go down; a
+//! process neither acquiring nor holding, with no background delete pending, has no node
+//! in its live session. A holder whose node another party deleted while it held (by the
+//! server's queue) is exempt until it learns: nothing can tell it sooner. And liveness:
+//! from every reachable state, progress steps alone reach the state where every process
+//! made all its acquisitions.
 //!
 //! # What it leaves out
 //!
 //! Several clients per process, the re-entrant count, a multi-lock's order, revocation
 //! (data changes), `Wait::Try`, a closing client, the unfair recipes (`queue::single`),
 //! the `Candidate`'s background re-queueing, container directories, a connection that
-//! stays up while its server stops answering (modelled as a disconnect), a pause's taking
-//! of a session event during step 1, and the semaphore's `try` path; a process takes its
-//! steps one at a time (no two requests of one process in flight at once), and the
-//! semaphore's internal lock watches its node from its grant on (the library arms that
-//! watch at the first wait). Bounds are per test (see `tests.rs`).
+//! stays up while its server stops answering (modelled as a broken link), a pause's taking
+//! of a session event during step 1, another party deleting a semaphore's lease, and the
+//! semaphore's `try` path; a process takes its steps one at a time (no two requests of one
+//! process in flight at once), and the semaphore's internal lock watches its node from its
+//! grant on (the library arms that watch at the first wait). Bounds are per test (see
+//! `tests.rs`): two or three processes, one or two acquisitions each, one of each fault.
 
 mod check;
 mod client;
