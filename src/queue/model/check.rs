@@ -33,6 +33,9 @@ pub(super) trait Model {
     fn progress(&self, a: &Self::Action) -> bool;
     /// Safety properties: each must hold in every reachable state.
     fn properties(&self) -> Vec<Property<Self, Self::State>>;
+    /// Situations the exploration must reach (else the bounds or the model cannot show what
+    /// they claim to): each must hold in some reachable state.
+    fn situations(&self) -> Vec<Property<Self, Self::State>>;
     /// The liveness goal: every reachable state must reach one by progress steps.
     fn goal(&self, s: &Self::State) -> bool;
     /// One line per process and the server, for traces.
@@ -52,6 +55,8 @@ pub(super) struct Report {
     pub depth: usize,
     pub elapsed: Duration,
     pub violations: Vec<Counterexample>,
+    /// The situations no reachable state is in.
+    pub unreached: Vec<&'static str>,
 }
 
 impl Report {
@@ -76,6 +81,8 @@ fn fingerprint<S: Hash>(s: &S) -> u64 {
 pub(super) fn check<M: Model>(m: &M, stop_at: Option<&str>) -> Report {
     let start = Instant::now();
     let props = m.properties();
+    let situations = m.situations();
+    let mut reached = vec![false; situations.len()];
     let inits = m.init();
     let mut seen: HashMap<u64, u32> = HashMap::new();
     // The parent of each state and the action from it (`None` for an initial state).
@@ -106,6 +113,9 @@ pub(super) fn check<M: Model>(m: &M, stop_at: Option<&str>) -> Report {
                         trace: trace(m, &inits, &parent, *i as usize, None),
                     });
                 }
+            }
+            for (k, (_, seen)) in situations.iter().enumerate() {
+                reached[k] = reached[k] || seen(m, s);
             }
             if stop_at.is_some_and(|p| violations.iter().any(|c| c.property == p)) {
                 stopped = true;
@@ -152,6 +162,12 @@ pub(super) fn check<M: Model>(m: &M, stop_at: Option<&str>) -> Report {
         depth,
         elapsed: start.elapsed(),
         violations,
+        unreached: situations
+            .iter()
+            .zip(&reached)
+            .filter(|(_, r)| !**r)
+            .map(|((name, _), _)| *name)
+            .collect(),
     }
 }
 

@@ -378,6 +378,10 @@ impl Model for Queue {
         props::all()
     }
 
+    fn situations(&self) -> Vec<check::Property<Self, State>> {
+        props::situations(&self.config)
+    }
+
     fn goal(&self, s: &State) -> bool {
         s.procs
             .iter()

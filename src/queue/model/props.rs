@@ -1,6 +1,6 @@
 //! The safety properties, each checked in every reachable state.
 
-use super::state::{Phase, State};
+use super::state::{Config, Phase, Reply, State, WStep};
 use super::{Queue, Recipe};
 
 type Property = super::check::Property<Queue, State>;
@@ -64,6 +64,74 @@ fn gone_reads_invalid(_: &Queue, s: &State) -> bool {
             .flatten()
             .all(|g| !g.is_valid(p) || s.node(g.seq).is_some() || s.tampered.contains(&g.seq))
     })
+}
+
+/// The situations a configuration must reach: the faults it allows happen, and the
+/// algorithm's paths are taken.
+pub(super) fn situations(c: &Config) -> Vec<Property> {
+    let mut out: Vec<Property> = vec![(
+        "a blocker deleted before its watch was set (NoNode, no watch)",
+        |_, s| {
+            s.procs.iter().any(|p| match (&p.phase, &p.reply) {
+                (Phase::Waiter { seq, .. }, Some(Reply::Armed(_, gone))) => {
+                    gone.iter().any(|g| g != seq)
+                }
+                _ => false,
+            })
+        },
+    )];
+    if c.procs.len() >= 3 {
+        out.push((
+            "a waiter watching its blocker and the node two ahead",
+            |_, s| {
+                s.procs.iter().any(|p| {
+                matches!(&p.phase, Phase::Waiter { step: WStep::Wait(v), .. } if v.next.is_some())
+            })
+            },
+        ));
+    }
+    if c.faults.disconnects > 0 {
+        out.push(("a lost create reply, our node found by its uuid", |_, s| {
+            s.procs.iter().any(|p| {
+                matches!(p.phase, Phase::Enqueuing { find: true, .. })
+                    && matches!(p.reply, Some(Reply::Found(Some(_))))
+            })
+        }));
+    }
+    if c.faults.expiries > 0 {
+        out.push(("a session expired by the server", |_, s| {
+            s.server.ended != 0
+        }));
+        out.push(("a holder's guard lost with its session", |_, s| {
+            s.procs
+                .iter()
+                .any(|p| p.clock_out && p.guard.is_some_and(|g| g.lost))
+        }));
+    }
+    if c.faults.tampers > 0 {
+        out.push(("a held node deleted by another party", |_, s| {
+            !s.tampered.is_empty()
+        }));
+    }
+    if c.recipe == Recipe::RwLock && c.procs.iter().filter(|p| p.read).count() >= 2 {
+        out.push(("two readers holding at once", |m, s| {
+            holders(m, s).iter().filter(|(_, read)| *read).count() >= 2
+        }));
+    }
+    if let Recipe::Semaphore(n) = c.recipe {
+        if n >= 2 && c.procs.len() as u32 > n {
+            out.push((
+                "every permit held, a contender waiting on the leases",
+                |m, s| {
+                    matches!(m.config.recipe, Recipe::Semaphore(n) if holders(m, s).len() == n as usize)
+                        && s.procs
+                            .iter()
+                            .any(|p| matches!(p.phase, Phase::Lease { waiting: true, .. }))
+                },
+            ));
+        }
+    }
+    out
 }
 
 fn nothing_left(_: &Queue, s: &State) -> bool {

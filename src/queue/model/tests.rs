@@ -42,6 +42,11 @@ fn holds(name: &str, config: Config) {
     if let Some(c) = r.violations.first() {
         panic!("{name}: {} fails:\n{}", c.property, c.trace);
     }
+    assert!(
+        r.unreached.is_empty(),
+        "{name}: never reached: {:?}",
+        r.unreached
+    );
 }
 
 /// The seeded fault is caught by `property`; its trace is printed.
