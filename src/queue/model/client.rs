@@ -147,7 +147,7 @@ impl Queue {
             Phase::Releasing => {
                 let proc = &mut s.procs[p];
                 let g = proc.guard.take().expect("a guard being released");
-                if reply == Reply::Loss && !self.config.seeded.release_forgets_delete {
+                if reply == Reply::Loss && !self.config.seeded.release_drops_failed_delete {
                     proc.janitor.push((g.seq, g.owner));
                 }
                 proc.phase = Phase::Idle;

@@ -48,9 +48,9 @@ pub(crate) struct Seeded {
     /// The fast path without its two-ahead check: every view says "the blocker's deletion
     /// lets me in".
     pub no_two_ahead: bool,
-    /// A release whose delete could not be sent is forgotten, not handed to the
-    /// background.
-    pub release_forgets_delete: bool,
+    /// A release that does not see its delete through: a delete that fails for connection
+    /// reasons (lost with the link) is dropped, not handed to the background.
+    pub release_drops_failed_delete: bool,
     /// The server expires a session before the client's loss clock has run out (breaks
     /// the timing rule the guards rely on).
     pub early_expiry: bool,

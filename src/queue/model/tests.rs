@@ -187,15 +187,19 @@ fn seeded_fast_path_without_the_two_ahead_check_breaks_the_fence() {
 }
 
 #[test]
-fn seeded_release_that_forgets_its_delete_is_caught() {
+fn seeded_release_that_drops_its_failed_delete_is_caught() {
     let mut c = config(Recipe::Mutex, procs("ww", 1), faults(1, 0, 0, 0));
-    c.seeded.release_forgets_delete = true;
+    c.seeded.release_drops_failed_delete = true;
     caught(
-        "seeded: release forgets its delete",
+        "seeded: release drops its failed delete",
         c.clone(),
         NOTHING_LEFT,
     );
-    caught("seeded: release forgets its delete (liveness)", c, LIVENESS);
+    caught(
+        "seeded: release drops its failed delete (liveness)",
+        c,
+        LIVENESS,
+    );
 }
 
 #[test]
