@@ -7,8 +7,8 @@ use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
 use crate::queue::{
-    self, names, Acquired, Canceller, News, Next, Participant, Queued, Rule, SessionEvents, Spec,
-    Wait, Wake,
+    self, names, Acquired, Canceller, Count, News, Next, Participant, Queued, Rule, SessionEvents,
+    Spec, Wait, Wake,
 };
 use crate::{EventType, SessionEvent, WatchedEvent};
 
@@ -398,16 +398,15 @@ impl Semaphore {
                 Ok(q) => q,
                 Err(e) => return Next::Done(Err(e)),
             };
-            if !leases.iter().any(|c| c.name == me) {
-                // Our lease is gone: deleted by someone, or its session ended.
-                at.node = None;
-                return Next::Restart;
-            }
-            if leases.len() <= self.permits as usize {
-                if client.is_closing() {
-                    return Next::Done(Err(Error::Closed));
+            match queue::lease_count(&leases, &me, self.permits) {
+                Count::Gone => {
+                    // Our lease is gone: deleted by someone, or its session ended.
+                    at.node = None;
+                    return Next::Restart;
                 }
-                return Next::Done(Ok(at.take()));
+                Count::Permit if client.is_closing() => return Next::Done(Err(Error::Closed)),
+                Count::Permit => return Next::Done(Ok(at.take())),
+                Count::Wait => {}
             }
             if matches!(wait, Wait::Try) {
                 return Next::Done(Ok(None));

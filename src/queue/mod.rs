@@ -3,6 +3,8 @@
 
 mod enqueue;
 mod held;
+#[cfg(test)]
+mod model;
 pub(crate) mod names;
 mod rules;
 mod single;
@@ -14,7 +16,7 @@ mod wake;
 pub(crate) use enqueue::{create_dir, enqueue, Queued};
 pub(crate) use held::{token_of, Acquired};
 pub use held::{Canceller, Participant};
-pub(crate) use rules::Rule;
+pub(crate) use rules::{lease_count, Count, Rule};
 pub(crate) use single::{acquire as single, holder as single_holder};
 pub(crate) use wait::{
     acquire, bounded, expired, participants, pause, retry_backoff, News, Next, SessionEvents, Spec,

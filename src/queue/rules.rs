@@ -36,6 +36,33 @@ impl Rule {
     }
 }
 
+/// What a listing of the leases says to the lease named `me`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Count {
+    /// Our lease is not listed.
+    Gone,
+    /// Every lease, ours included, fits within the permits: ours is a permit.
+    Permit,
+    /// More leases than permits: wait for one to go.
+    Wait,
+}
+
+/// The semaphore's lease loop's decision on a listing of its leases (also the model
+/// checker's): counting is safe on its own (see `Semaphore`).
+pub(crate) fn lease_count<N: PartialEq<str>>(
+    leases: &[Contender<N>],
+    me: &str,
+    permits: u32,
+) -> Count {
+    if !leases.iter().any(|c| c.name == *me) {
+        Count::Gone
+    } else if leases.len() <= permits as usize {
+        Count::Permit
+    } else {
+        Count::Wait
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,9 +31,9 @@ enum Step {
 }
 
 /// The watches a waiter waits on, by their index in [`wake`]'s list.
-const BLOCKER: usize = 0;
-const NEXT: usize = 1;
-const OWN: usize = 2;
+pub(super) const BLOCKER: usize = 0;
+pub(super) const NEXT: usize = 1;
+pub(super) const OWN: usize = 2;
 
 /// One attempt after its node was made: the node, the caller's limits, and what it keeps
 /// between steps. Between listings it keeps only what the last one told it (a [`View`]: a
@@ -180,19 +180,14 @@ impl<'a, 's> Waiter<'a, 's> {
             Err(Error::SessionExpired) => return Step::End(Next::Restart),
             Err(e) => return Step::End(Next::Done(Err(e))),
         };
-        if gone.contains(&self.node.path.as_str()) {
-            // Deleted by someone else while we waited.
-            return self.vanished();
+        let own_gone = gone.contains(&self.node.path.as_str());
+        let own_heard = !self.watching.receiver(&self.node.path).is_empty();
+        match after_arm(&v, own_gone, !gone.is_empty(), own_heard) {
+            Then::Vanished => self.vanished(),
+            Then::Wait => Step::Wait(v),
+            Then::Grant => self.grant(),
+            Then::List | Then::Arm | Then::End(_) => Step::List,
         }
-        if gone.is_empty() {
-            return Step::Wait(v);
-        }
-        // The blocker is gone already and nothing else blocks us: ours, unless our own
-        // node went before it (its event would have come before the answer).
-        if v.grant_when_gone && self.watching.receiver(&self.node.path).is_empty() {
-            return self.grant();
-        }
-        Step::List
     }
 
     /// Step 5: waits on the watches, the session, a cancel, the deadline and the tick.
@@ -231,19 +226,13 @@ impl<'a, 's> Waiter<'a, 's> {
                 _ => self.node.path.as_str(),
             };
             self.watching.spent(path);
-            return match (heard(ev), i) {
-                // Our blocker went. Unless our own node was deleted before it (that event
-                // would have come first: one session's notifications come in order).
-                (Heard::Deleted, BLOCKER) if v.grant_when_gone && own.is_empty() => self.grant(),
-                // Our own node, deleted by someone else: we start over.
-                (Heard::Deleted, OWN) => self.vanished(),
-                // Our blocker went, and someone else may be ahead; or the node ahead of our
-                // blocker went: our blocker holds now, or the node gave up. Either way, list
-                // again while our blocker is still there (its watch is kept), so that its
-                // deletion finds us knowing whether we are next.
-                (Heard::Deleted, _) => Step::List,
-                (Heard::Changed, _) => Step::Arm(v),
-                (Heard::End(end), _) => Step::End(end),
+            return match on_watch(heard(ev), i, &v, !own.is_empty()) {
+                Then::Grant => self.grant(),
+                Then::Vanished => self.vanished(),
+                Then::List => Step::List,
+                Then::Arm => Step::Arm(v),
+                Then::Wait => Step::Wait(v),
+                Then::End(end) => Step::End(end),
             };
         }
     }
@@ -263,8 +252,63 @@ impl<'a, 's> Waiter<'a, 's> {
     }
 }
 
+/// What a waiter does next, as decided by [`after_arm`] and [`on_watch`]: the decisions
+/// of steps 3 to 5 without their I/O, shared with the model checker's model of the queue.
+pub(super) enum Then {
+    /// Wait on the armed watches.
+    Wait,
+    /// Our node heads the queue: take it (after [`Waiter::grant`]'s last checks).
+    Grant,
+    /// List the directory again.
+    List,
+    /// Arm the view's watches again (a watch fired on a data change).
+    Arm,
+    /// Our own node is gone: start over.
+    Vanished,
+    /// The attempt ends so.
+    End(Next),
+}
+
+/// Step 3's verdict once the watches of `v` are armed: whether our own node was found
+/// gone (`own_gone`), whether any watched node was (`any_gone`), and whether an event
+/// waits on the watch of our own node (`own_heard`).
+pub(super) fn after_arm(v: &View, own_gone: bool, any_gone: bool, own_heard: bool) -> Then {
+    if own_gone {
+        // Deleted by someone else while we waited.
+        return Then::Vanished;
+    }
+    if !any_gone {
+        return Then::Wait;
+    }
+    // The blocker is gone already and nothing else blocks us: ours, unless our own
+    // node went before it (its event would have come before the answer).
+    if v.grant_when_gone && !own_heard {
+        return Then::Grant;
+    }
+    Then::List
+}
+
+/// Step 5's verdict on an event `heard` on the watch at index `which` (`BLOCKER`, `NEXT`,
+/// `OWN`) of view `v`, with `own_heard` saying whether an event waits on our own node's.
+pub(super) fn on_watch(heard: Heard, which: usize, v: &View, own_heard: bool) -> Then {
+    match (heard, which) {
+        // Our blocker went. Unless our own node was deleted before it (that event
+        // would have come first: one session's notifications come in order).
+        (Heard::Deleted, BLOCKER) if v.grant_when_gone && !own_heard => Then::Grant,
+        // Our own node, deleted by someone else: we start over.
+        (Heard::Deleted, OWN) => Then::Vanished,
+        // Our blocker went, and someone else may be ahead; or the node ahead of our
+        // blocker went: our blocker holds now, or the node gave up. Either way, list
+        // again while our blocker is still there (its watch is kept), so that its
+        // deletion finds us knowing whether we are next.
+        (Heard::Deleted, _) => Then::List,
+        (Heard::Changed, _) => Then::Arm,
+        (Heard::End(end), _) => Then::End(end),
+    }
+}
+
 /// What a waiter makes of an event on one of its watches.
-enum Heard {
+pub(super) enum Heard {
     /// The node was deleted.
     Deleted,
     /// The node is still there (its data changed: a revocation request, say); the watch
@@ -274,7 +318,7 @@ enum Heard {
     End(Next),
 }
 
-fn heard(ev: Result<WatchedEvent, crossbeam_channel::RecvError>) -> Heard {
+pub(super) fn heard(ev: Result<WatchedEvent, crossbeam_channel::RecvError>) -> Heard {
     match ev.map(|e| e.event_type) {
         Ok(EventType::NodeDeleted) => Heard::Deleted,
         Ok(EventType::Closed) => Heard::End(Next::Done(Err(Error::Closed))),
@@ -284,15 +328,15 @@ fn heard(ev: Result<WatchedEvent, crossbeam_channel::RecvError>) -> Heard {
 }
 
 /// What a waiter keeps from its last listing.
-#[derive(Debug, PartialEq, Eq)]
-struct View {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct View {
     /// The node we wait for (a path).
-    blocker: String,
+    pub(super) blocker: String,
     /// Whether `blocker`'s deletion lets us in without listing again: the rule finds no
     /// other blocker in this listing once `blocker` is struck out. Nodes only ever join
     /// behind us, so the nodes ahead of us from now on are a subset of this listing's, and
     /// a rule that finds no blocker among them finds none later either.
-    grant_when_gone: bool,
+    pub(super) grant_when_gone: bool,
     /// Otherwise, the node that blocks us once `blocker` is gone, by the same rule (for a
     /// mutex or an election, the node two places ahead of ours; for a reader, the writer
     /// before the one it waits for). When it goes (our blocker now holds, or it gave up,
@@ -300,12 +344,12 @@ struct View {
     /// turn: so when our blocker goes we normally know already that we are next, and hold
     /// on its notification alone. `None` for a semaphore (one watch per waiter, as
     /// documented there).
-    next: Option<String>,
+    pub(super) next: Option<String>,
 }
 
 impl View {
     /// What a listing `queue` (ordered) says to the node at `me`; `None`: it holds.
-    fn of<N: AsRef<str>>(
+    pub(super) fn of<N: AsRef<str>>(
         dir: &str,
         rule: Rule,
         mut queue: Vec<names::Contender<N>>,

@@ -1,0 +1,514 @@
+//! A process's steps through the queue: step 1 (`enqueue`: create and list, a lost reply
+//! recovered by uuid), steps 2 to 5 (the `Waiter`: list, arm, wait), the grant, a give-up,
+//! a restart, and the guard's release and fenced write. Every decision is the library's:
+//! `names::order_upto`, `View::of` (so `Rule::blocker`), `after_arm`, `on_watch`, `heard`,
+//! `News::of`; this file only moves the model's state between them.
+
+use super::state::{Dir, Ev, Guard, In, MView, Node, Phase, Recipe, Reply, State, WStep};
+use super::Queue;
+use crate::queue::names;
+use crate::queue::rules::Rule;
+use crate::queue::wait::{News, Next};
+use crate::queue::waiter::{after_arm, heard, on_watch, Then, View, BLOCKER, NEXT};
+use crate::{EventType, SessionEvent, WatchedEvent};
+
+/// The path of a node in a listing.
+fn path(dir: Dir, n: &Node, recipe: Recipe) -> String {
+    names::child(dir.path(), &n.name(recipe))
+}
+
+/// The sequence number at the end of a path.
+fn seq_of(path: &str) -> u8 {
+    names::sequence(names::base(path)).expect("a node the model named") as u8
+}
+
+/// The library's `View` of a model view (paths from sequence numbers).
+fn view(s: &State, v: &MView, recipe: Recipe) -> View {
+    let named = |seq: u8| match s.server.nodes.iter().find(|n| n.seq == seq) {
+        Some(n) => path(Dir::Queue, n, recipe),
+        // Gone: only its sequence number matters to the decisions.
+        None => format!("/q/gone{seq:010}"),
+    };
+    View {
+        blocker: named(v.blocker),
+        grant_when_gone: v.grant_when_gone,
+        next: v.next.map(named),
+    }
+}
+
+impl Queue {
+    /// The rule process `p` queues by.
+    pub(super) fn rule(&self, p: usize) -> Rule {
+        match self.config.recipe {
+            Recipe::RwLock if self.config.procs[p].read => Rule::Read,
+            _ => Rule::Exclusive,
+        }
+    }
+
+    fn read(&self, p: usize, dir: Dir) -> bool {
+        dir == Dir::Queue && self.config.recipe == Recipe::RwLock && self.config.procs[p].read
+    }
+
+    /// An acquire call begins.
+    pub(super) fn start(&self, s: &mut State, p: usize) {
+        let proc = &mut s.procs[p];
+        proc.events.clear();
+        proc.new_attempt(Dir::Queue);
+    }
+
+    /// Step 1: the create and its listing in one write, or after a lost reply the search
+    /// for our uuid (`find_by_uuid`: a node of ours of an earlier session is deleted).
+    pub(super) fn enqueue(&self, s: &mut State, p: usize, dir: Dir, uuid: u8, maybe: bool) {
+        s.procs[p].phase = Phase::Enqueuing {
+            dir,
+            uuid,
+            find: maybe,
+        };
+        let read = self.read(p, dir);
+        s.send(p, |s| {
+            if !maybe {
+                let seq = s.create(p, dir, uuid, read);
+                return Reply::Created(seq, s.list(dir));
+            }
+            let sid = s.procs[p].sid;
+            let mut found = None;
+            for n in s.list(dir) {
+                if n.proc as usize == p && n.uuid == uuid {
+                    if found.is_none() && n.owner == sid {
+                        found = Some(n.seq);
+                    } else {
+                        s.delete(n.seq);
+                    }
+                }
+            }
+            Reply::Found(found)
+        });
+    }
+
+    /// Step 1's answer.
+    fn enqueued(&self, s: &mut State, p: usize, dir: Dir, uuid: u8, reply: Reply) {
+        let proc = &mut s.procs[p];
+        let (seq, listing) = match reply {
+            Reply::Created(seq, listing) => (seq, Some(listing)),
+            Reply::Found(Some(seq)) => (seq, None),
+            Reply::Found(None) => {
+                proc.phase = Phase::Enqueue {
+                    dir,
+                    uuid,
+                    maybe: false,
+                };
+                return;
+            }
+            _ => {
+                proc.phase = Phase::Enqueue {
+                    dir,
+                    uuid,
+                    maybe: true,
+                };
+                return;
+            }
+        };
+        let owner = proc.sid;
+        proc.attempt_node = Some((seq, owner));
+        proc.phase = match dir {
+            Dir::Queue => Phase::Waiter {
+                seq,
+                owner,
+                step: WStep::List,
+                listing,
+            },
+            Dir::Leases => Phase::Lease {
+                seq,
+                owner,
+                want_watch: false,
+                listing,
+                out: false,
+                waiting: false,
+            },
+        };
+    }
+
+    /// The reply at the head of the inbox, taken by the step that waits for it.
+    pub(super) fn answered(&self, s: &mut State, p: usize) {
+        let reply = s.procs[p].reply.take().expect("a reply to a request");
+        match s.procs[p].phase.clone() {
+            Phase::Enqueuing { dir, uuid, .. } => self.enqueued(s, p, dir, uuid, reply),
+            Phase::Waiter {
+                seq, owner, step, ..
+            } => match (step, reply) {
+                (WStep::Listing, Reply::Listed(l)) => self.decide(s, p, seq, owner, l),
+                (WStep::Arming(v), Reply::Armed(armed, gone)) => {
+                    s.procs[p].recv.extend(armed.iter().map(|a| (*a, false)));
+                    self.armed(s, p, seq, v, &gone);
+                }
+                _ => self.set_step(s, p, WStep::Pause),
+            },
+            Phase::Lease { .. } => self.lease_answered(s, p, reply),
+            Phase::Releasing => {
+                let proc = &mut s.procs[p];
+                let g = proc.guard.take().expect("a guard being released");
+                if reply == Reply::Loss && !self.config.seeded.release_drops_failed_delete {
+                    proc.janitor.push((g.seq, g.owner));
+                }
+                proc.phase = Phase::Idle;
+                proc.left -= 1;
+            }
+            other => unreachable!("a reply in phase {other:?}"),
+        }
+    }
+
+    /// Hands the head of the inbox on: a reply to its step, a watch event to the watches
+    /// and guards that wait for it (the connection thread's dispatch).
+    pub(super) fn receive(&self, s: &mut State, p: usize) {
+        let m = s.procs[p].inbox.remove(0);
+        let proc = &mut s.procs[p];
+        match m {
+            In::Reply => self.answered(s, p),
+            In::Deleted(seq) => {
+                for r in proc.recv.iter_mut().filter(|r| r.0 == seq) {
+                    r.1 = true;
+                }
+                for g in [&mut proc.guard, &mut proc.internal].into_iter().flatten() {
+                    if g.seq == seq && !g.released {
+                        g.lost = true;
+                    }
+                }
+            }
+            In::Children(_) => {
+                if let Some(w) = proc.lease_watch.as_mut() {
+                    *w = true;
+                }
+            }
+        }
+    }
+
+    fn set_step(&self, s: &mut State, p: usize, to: WStep) {
+        if let Phase::Waiter { step, .. } = &mut s.procs[p].phase {
+            *step = to;
+        }
+    }
+
+    /// Steps 1 and 2 of a round (`Waiter::checked` and `Waiter::list`): our session, then
+    /// the create's listing or a new one.
+    pub(super) fn list(&self, s: &mut State, p: usize) {
+        let Phase::Waiter { seq, owner, .. } = s.procs[p].phase else {
+            unreachable!()
+        };
+        let Some(listing) = self.round(s, p, owner) else {
+            return;
+        };
+        if let Some(l) = listing {
+            return self.decide(s, p, seq, owner, l);
+        }
+        self.set_step(s, p, WStep::Listing);
+        s.send(p, |s| Reply::Listed(s.list(Dir::Queue)));
+    }
+
+    /// The top of a round (`Waiter::checked`, and the lease loop's): `None` if our session
+    /// changed (the attempt starts over); else the create's listing, if it is still unused.
+    pub(super) fn round(&self, s: &mut State, p: usize, owner: u8) -> Option<Option<Vec<Node>>> {
+        if s.procs[p].session_id() != Some(owner) {
+            self.restart(s, p);
+            return None;
+        }
+        Some(match &mut s.procs[p].phase {
+            Phase::Waiter { listing, .. } | Phase::Lease { listing, .. } => listing.take(),
+            _ => None,
+        })
+    }
+
+    /// The rule's verdict on a listing: `order_upto` and `View::of`.
+    fn decide(&self, s: &mut State, p: usize, seq: u8, owner: u8, listing: Vec<Node>) {
+        let recipe = self.config.recipe;
+        let names: Vec<String> = listing.iter().map(|n| n.name(recipe)).collect();
+        let me = s.node_name(seq, &listing, recipe);
+        let q = names::order_upto(Dir::Queue.path(), names.iter().map(String::as_str), &me)
+            .expect("the model names its nodes as the recipes do");
+        let Some(pos) = q.iter().rposition(|x| x.name == me) else {
+            return self.vanished(s, p);
+        };
+        match View::of(Dir::Queue.path(), self.rule(p), q, pos) {
+            None => self.grant(s, p, seq, owner),
+            Some(v) => {
+                let mut v = MView {
+                    blocker: seq_of(&v.blocker),
+                    next: v.next.as_deref().map(seq_of),
+                    grant_when_gone: v.grant_when_gone,
+                };
+                if self.config.seeded.no_two_ahead {
+                    v.grant_when_gone = true;
+                }
+                self.arm(s, p, seq, v)
+            }
+        }
+    }
+
+    /// Steps 3 and 4 (`Watching::arm`): the watches the view wants that are not armed, in
+    /// one round trip; a kept watch that heard a deletion counts as gone.
+    fn arm(&self, s: &mut State, p: usize, seq: u8, v: MView) {
+        let want: Vec<u8> = std::iter::once(v.blocker)
+            .chain(v.next)
+            .chain(std::iter::once(seq))
+            .collect();
+        let proc = &mut s.procs[p];
+        proc.recv.retain(|(w, _)| want.contains(w));
+        let mut gone: Vec<u8> = proc.recv.iter().filter(|r| r.1).map(|r| r.0).collect();
+        proc.recv.retain(|r| !r.1);
+        let missing: Vec<u8> = want
+            .iter()
+            .copied()
+            .filter(|w| !gone.contains(w) && !proc.recv.iter().any(|r| r.0 == *w))
+            .collect();
+        if missing.is_empty() {
+            return self.armed(s, p, seq, v, &gone);
+        }
+        let sid = proc.sid;
+        self.set_step(s, p, WStep::Arming(v));
+        s.send(p, |s| {
+            let mut armed = Vec::new();
+            for w in missing {
+                if s.watch_data(sid, w) {
+                    armed.push(w);
+                } else {
+                    gone.push(w);
+                }
+            }
+            Reply::Armed(armed, gone)
+        });
+    }
+
+    /// The watches are armed, these nodes were found `gone`: `after_arm` decides.
+    fn armed(&self, s: &mut State, p: usize, seq: u8, v: MView, gone: &[u8]) {
+        let own_heard =
+            !self.config.seeded.ignore_own_watch && s.procs[p].recv.contains(&(seq, true));
+        let then = after_arm(
+            &view(s, &v, self.config.recipe),
+            gone.contains(&seq),
+            !gone.is_empty(),
+            own_heard,
+        );
+        self.then(s, p, then, v);
+    }
+
+    /// Where a decision of the library's leads.
+    fn then(&self, s: &mut State, p: usize, then: Then, v: MView) {
+        let Phase::Waiter { seq, owner, .. } = s.procs[p].phase else {
+            unreachable!()
+        };
+        match then {
+            Then::Wait => self.set_step(s, p, WStep::Wait(v)),
+            Then::Grant => self.grant(s, p, seq, owner),
+            Then::List | Then::Arm => self.set_step(s, p, WStep::List),
+            Then::Vanished => self.vanished(s, p),
+            Then::End(Next::Restart) => self.restart(s, p),
+            Then::End(Next::Done(_)) => unreachable!("the model never closes a client"),
+        }
+    }
+
+    /// Step 5: the watch at `which` (`BLOCKER`, `NEXT`, `OWN`) heard its node's deletion.
+    pub(super) fn heard(&self, s: &mut State, p: usize, which: usize, v: MView) {
+        let Phase::Waiter { seq, .. } = s.procs[p].phase else {
+            unreachable!()
+        };
+        let node = match which {
+            BLOCKER => v.blocker,
+            NEXT => v.next.expect("a next node watched"),
+            _ => seq,
+        };
+        let proc = &mut s.procs[p];
+        proc.recv.retain(|r| r.0 != node);
+        let own_heard = !self.config.seeded.ignore_own_watch && proc.recv.contains(&(seq, true));
+        let ev = WatchedEvent {
+            event_type: EventType::NodeDeleted,
+            path: String::new(),
+        };
+        let mut then = on_watch(
+            heard(Ok(ev)),
+            which,
+            &view(s, &v, self.config.recipe),
+            own_heard,
+        );
+        if self.config.seeded.no_relist && which == BLOCKER && matches!(then, Then::List) {
+            then = Then::Grant;
+        }
+        self.then(s, p, then, v);
+    }
+
+    /// Step 5: the next session event, by `News::of`.
+    pub(super) fn news(&self, s: &mut State, p: usize) {
+        let Phase::Waiter { owner, .. } = s.procs[p].phase else {
+            unreachable!()
+        };
+        let ev = session_event(s.procs[p].events.remove(0), owner);
+        match News::of(Ok(ev), i64::from(owner)) {
+            News::Wait => {}
+            News::Relist => self.set_step(s, p, WStep::List),
+            News::Restart => self.restart(s, p),
+            News::Closed => unreachable!("the model never closes a client"),
+        }
+    }
+
+    /// `Waiter::grant`: a session that changed starts over; else the guard (`Holding::new`:
+    /// lost at once if the session is lost, else its own-node watch is armed).
+    fn grant(&self, s: &mut State, p: usize, seq: u8, owner: u8) {
+        if s.procs[p].session_id() != Some(owner) {
+            return self.restart(s, p);
+        }
+        let proc = &mut s.procs[p];
+        proc.recv.clear();
+        proc.attempt_node = None;
+        if self.config.recipe.is_semaphore() && proc.internal.is_none() {
+            // The internal lock (`Holding::new` when it first waits): now the lease.
+            s.procs[p].internal = Some(holding(s, p, seq, owner));
+            return s.procs[p].new_attempt(Dir::Leases);
+        }
+        self.hold(s, p, seq, owner);
+    }
+
+    /// The acquire returns a guard; a semaphore lets its internal lock go in the
+    /// background.
+    pub(super) fn hold(&self, s: &mut State, p: usize, seq: u8, owner: u8) {
+        s.procs[p].guard = Some(holding(s, p, seq, owner));
+        let proc = &mut s.procs[p];
+        proc.events.clear();
+        proc.phase = Phase::Held;
+        if let Some(internal) = proc.internal.take() {
+            s.delete_owned(p, internal.seq, internal.owner, false);
+        }
+    }
+
+    /// Our node is gone (`Waiter::vanished`): start over, nothing to delete.
+    fn vanished(&self, s: &mut State, p: usize) {
+        s.procs[p].attempt_node = None;
+        self.restart(s, p);
+    }
+
+    /// The attempt ends (its node deleted, `Attempt::drop`); a semaphore also lets its
+    /// internal lock go. With `again`, a new attempt starts; else the call returns.
+    fn end_attempt(&self, s: &mut State, p: usize, again: bool) {
+        if let Some((seq, owner)) = s.procs[p].attempt_node.take() {
+            s.delete_owned(p, seq, owner, false);
+        }
+        if let Some(internal) = s.procs[p].internal.take() {
+            s.delete_owned(p, internal.seq, internal.owner, false);
+        }
+        let proc = &mut s.procs[p];
+        proc.recv.clear();
+        proc.lease_watch = None;
+        if again {
+            proc.new_attempt(Dir::Queue);
+        } else {
+            proc.events.clear();
+            proc.phase = Phase::Idle;
+            proc.left -= 1;
+        }
+    }
+
+    pub(super) fn restart(&self, s: &mut State, p: usize) {
+        self.end_attempt(s, p, true);
+    }
+
+    /// A cancel or the deadline: the call returns, leaving nothing behind.
+    pub(super) fn give_up(&self, s: &mut State, p: usize) {
+        s.faults.give_ups -= 1;
+        self.end_attempt(s, p, false);
+    }
+
+    /// `Holding::release`: marked released at once, then the delete, waited for; a delete
+    /// that fails for connection reasons goes to the background.
+    pub(super) fn release(&self, s: &mut State, p: usize) {
+        let proc = &mut s.procs[p];
+        let g = proc.guard.as_mut().expect("a guard");
+        g.released = true;
+        let g = *g;
+        if proc.sid != g.owner {
+            // Not sent on another session: the server deletes the node with its session.
+            proc.guard = None;
+            proc.phase = Phase::Idle;
+            proc.left -= 1;
+            return;
+        }
+        proc.phase = Phase::Releasing;
+        s.send(p, |s| {
+            s.delete(g.seq);
+            Reply::Deleted
+        });
+    }
+
+    /// `fenced_multi`: a check of the node and a write, on the node's session; the server
+    /// takes it only while the node exists.
+    pub(super) fn fenced_write(&self, s: &mut State, p: usize) {
+        let g = s.procs[p].guard.expect("a guard");
+        if !s.procs[p].reaches() {
+            // Not answered: a connection error, nothing learnt.
+            return;
+        }
+        if s.node(g.seq).is_some_and(|n| n.owner == g.owner) {
+            if g.seq < s.fence {
+                s.fence_broken = true;
+            }
+            s.fence = s.fence.max(g.seq);
+        } else if let Some(g) = s.procs[p].guard.as_mut() {
+            g.lost = true;
+        }
+    }
+}
+
+/// `Holding::new` on node `seq` of session `owner`: lost at once if the session is lost,
+/// else its own-node watch is armed (a missing node is a loss, one notification later).
+fn holding(s: &mut State, p: usize, seq: u8, owner: u8) -> Guard {
+    let proc = &s.procs[p];
+    let g = Guard {
+        seq,
+        owner,
+        lost: proc.clock_out,
+        released: false,
+    };
+    if proc.reaches() && !s.watch_data(owner, seq) {
+        s.procs[p].inbox.push(In::Deleted(seq));
+    }
+    g
+}
+
+impl super::state::Proc {
+    /// A new attempt (a new uuid) queues in `dir`.
+    fn new_attempt(&mut self, dir: Dir) {
+        self.phase = Phase::Enqueue {
+            dir,
+            uuid: self.attempts,
+            maybe: false,
+        };
+        self.attempts += 1;
+    }
+}
+
+/// The library's `SessionEvent` of a model's event (`owner`: the waiter's session).
+pub(super) fn session_event(ev: Ev, owner: u8) -> SessionEvent {
+    match ev {
+        Ev::Suspended => SessionEvent::Suspended {
+            session_id: i64::from(owner),
+        },
+        Ev::Reconnected => SessionEvent::Reconnected {
+            session_id: i64::from(owner),
+        },
+        Ev::Lost(sid) => SessionEvent::Lost {
+            session_id: i64::from(sid),
+            reason: crate::LossReason::Timeout,
+        },
+        Ev::Connected(sid) => SessionEvent::Connected {
+            session_id: i64::from(sid),
+        },
+    }
+}
+
+impl State {
+    /// The name of our node `seq` (in the listing, or on the server).
+    fn node_name(&self, seq: u8, listing: &[Node], recipe: Recipe) -> String {
+        listing
+            .iter()
+            .chain(self.server.nodes.iter())
+            .find(|n| n.seq == seq)
+            .map(|n| n.name(recipe))
+            .unwrap_or_else(|| format!("gone{seq:010}"))
+    }
+}

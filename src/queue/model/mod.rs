@@ -1,0 +1,445 @@
+//! The queue algorithm, model-checked: every interleaving of a few processes running a
+//! recipe against one ZooKeeper server, with the faults listed below, explored exhaustively
+//! by a small breadth-first checker ([`check`]), run by `cargo test`.
+//!
+//! # What is the library's own code
+//!
+//! Every decision a waiter takes is made by the library's functions, called by the model:
+//! the node names (`Node::name` uses `names::node_prefix`, and the listing is parsed and
+//! ordered by `names::order_upto` / `names::order`), the blocker rules (`Rule::blocker` and
+//! `Rule::looks_two_ahead`, through `View::of`: the blocker, the node two ahead, the fast
+//! path's `grant_when_gone`), what the waiter does once its watches are armed
+//! (`waiter::after_arm`) and when one fires (`waiter::heard`, `waiter::on_watch`), what a
+//! session event means to it (`News::of`), and the semaphore's count (`lease_count`).
+//!
+//! # What is re-described, and why
+//!
+//! The I/O around those decisions is re-described here, step for step with the code it
+//! mirrors (each function names it): `enqueue` (create and list in one write; a lost reply
+//! resolved by `find_by_uuid`), the `Waiter`'s loop (`checked`, `list`, `Watching::arm`'s
+//! bookkeeping of kept, spent and missing watches, `grant`), `Attempt::drop`,
+//! `Holding::new`, `is_valid`, `release` and the fenced write, `Client::delete_owned` and the
+//! janitor, the semaphore's `lease` and `await_leases`, and the session's transitions
+//! (`conn/session.rs`). They are written against threads, channels and sockets, which a
+//! model cannot run; what they decide is small and is kept in the library's functions.
+//!
+//! # What it assumes of ZooKeeper
+//!
+//! One linearizable server; per session, replies and watch events in order; watches
+//! one-shot, set only on a node that exists (`getData` on a missing node answers `NoNode`
+//! and leaves none: `State::watch_data`), fired on deletion to every session that set one,
+//! child watches fired on a child's creation or deletion; ephemeral nodes deleted with
+//! their session; sequence numbers (and creation zxids, the fencing tokens) increasing.
+//! A request is applied by the server when sent (a pipelined create and list, or a
+//! `find_by_uuid`'s list and exists, as one step); its reply may be lost with the link.
+//! Watch events survive a reconnect to the same session (the client's SetWatches).
+//! **The timing rule:** the server expires a session only after its client's loss clock
+//! (counted from the send of the last answered request) has declared it lost; the clock
+//! runs out only while the link is broken.
+//!
+//! # The environment's faults (each bounded per test)
+//!
+//! A link breaks (the client notices later; the reply in flight, a create's included, is
+//! lost, the request maybe applied); a loss clock runs out (the guards read invalid, the
+//! client's session id is 0, the server may then expire the session, the client reconnects
+//! with a new one); another party deletes a node, held or waiting; a waiter gives up (a
+//! cancel or its deadline: the same way out). Reconnecting, the server's expiry of a
+//! session declared lost, replies, events and the background deletes are progress steps:
+//! a fair run takes them.
+//!
+//! # The properties ([`props`] and the liveness check in [`check`])
+//!
+//! In every reachable state: at most one valid holder of a mutex or an election; a valid
+//! writer holds alone; no more valid permits than the semaphore has; a holder whose node
+//! is gone already reads invalid; the fencing tokens the server accepts never go down; a
+//! process neither acquiring nor holding, with no background delete pending, has no node
+//! in its live session. A holder whose node another party deleted while it held (by the
+//! server's queue) is exempt until it learns: nothing can tell it sooner. And liveness:
+//! from every reachable state, progress steps alone reach the state where every process
+//! made all its acquisitions.
+//!
+//! # What it leaves out
+//!
+//! Several clients per process, the re-entrant count, a multi-lock's order, revocation
+//! (data changes), `Wait::Try`, a closing client, the unfair recipes (`queue::single`),
+//! the `Candidate`'s background re-queueing, container directories, a connection that
+//! stays up while its server stops answering (modelled as a broken link), a pause's taking
+//! of a session event during step 1, another party deleting a semaphore's lease, and the
+//! semaphore's `try` path; a process takes its steps one at a time (no two requests of one
+//! process in flight at once), and the semaphore's internal lock watches its node from its
+//! grant on (the library arms that watch at the first wait). Bounds are per test (see
+//! `tests.rs`): two or three processes, one or two acquisitions each, one of each fault.
+
+mod check;
+mod client;
+mod lease;
+mod props;
+mod server;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::fmt::Write as _;
+
+use check::Model;
+pub(crate) use state::{Config, Dir, Faults, ProcSpec, Recipe, Seeded};
+use state::{Phase, State, WStep};
+
+use crate::queue::waiter::{BLOCKER, NEXT, OWN};
+
+/// The model of a configuration.
+pub(crate) struct Queue {
+    pub config: Config,
+}
+
+impl Recipe {
+    pub(crate) fn is_semaphore(self) -> bool {
+        matches!(self, Recipe::Semaphore(_))
+    }
+}
+
+/// One step of one process or of the environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// An acquire call begins.
+    Start(usize),
+    /// Step 1's request (create and list, or the uuid search).
+    Enqueue(usize),
+    /// The head of the inbox: a reply, or a watch event for the connection thread.
+    Receive(usize),
+    /// The waiter lists (or uses the create's listing).
+    List(usize),
+    /// A waiter's watch (`BLOCKER`, `NEXT`, `OWN`) heard a deletion.
+    Heard(usize, usize),
+    /// A waiter (or the lease loop) takes a session event.
+    News(usize),
+    /// A pause after connection trouble ends (taking a session event, or not).
+    PauseEnds(usize, bool),
+    /// The slow re-check tick.
+    Tick(usize),
+    /// The lease loop lists (or uses the create's listing).
+    LeaseList(usize),
+    /// The lease loop's child watch fired.
+    LeaseHeard(usize),
+    /// The lease loop finds its internal lock lost.
+    LeaseLost(usize),
+    Release(usize),
+    FencedWrite(usize),
+    /// The background deletes one node.
+    Janitor(usize),
+    // Faults, and the environment.
+    GiveUp(usize),
+    /// A link breaks; the client does not know yet.
+    Partition(usize),
+    /// The client notices (its connection breaks).
+    Notice(usize),
+    ClockOut(usize),
+    Reconnect(usize),
+    /// The server expires a session.
+    Expire(u8),
+    /// Another party deletes a held node.
+    Tamper(u8),
+}
+
+impl Queue {
+    fn proc_actions(&self, s: &State, p: usize, out: &mut Vec<Action>) {
+        let proc = &s.procs[p];
+        if let Some(&(_, owner)) = proc.janitor.first() {
+            if owner != proc.sid || proc.reaches() {
+                out.push(Action::Janitor(p));
+            }
+        }
+        if let Some(m) = proc.inbox.first() {
+            if (proc.up && proc.link) || *m == state::In::Reply {
+                out.push(Action::Receive(p));
+            }
+        }
+        let giving_up = s.faults.give_ups > 0;
+        match &proc.phase {
+            Phase::Idle if proc.left > 0 => out.push(Action::Start(p)),
+            Phase::Idle => {}
+            Phase::Enqueue { .. } => out.push(Action::Enqueue(p)),
+            Phase::Waiter { step, .. } => match step {
+                WStep::List => out.push(Action::List(p)),
+                WStep::Pause => {
+                    out.push(Action::PauseEnds(p, false));
+                    if !proc.events.is_empty() {
+                        out.push(Action::PauseEnds(p, true));
+                    }
+                }
+                WStep::Wait(v) => {
+                    let fired = |seq: u8| proc.recv.contains(&(seq, true));
+                    if fired(v.blocker) {
+                        out.push(Action::Heard(p, BLOCKER));
+                    }
+                    if v.next.is_some_and(fired) {
+                        out.push(Action::Heard(p, NEXT));
+                    }
+                    if let Phase::Waiter { seq, .. } = proc.phase {
+                        if fired(seq) {
+                            out.push(Action::Heard(p, OWN));
+                        }
+                    }
+                    if !proc.events.is_empty() {
+                        out.push(Action::News(p));
+                    }
+                    if self.config.tick {
+                        out.push(Action::Tick(p));
+                    }
+                    if giving_up {
+                        out.push(Action::GiveUp(p));
+                    }
+                }
+                WStep::Listing | WStep::Arming(_) => {}
+            },
+            Phase::Enqueuing { .. } | Phase::Releasing => {}
+            Phase::Lease {
+                out: asked,
+                waiting,
+                listing,
+                ..
+            } => {
+                if *waiting {
+                    if proc.lease_watch == Some(true) {
+                        out.push(Action::LeaseHeard(p));
+                    }
+                    if proc.internal.is_some_and(|g| g.lost) {
+                        out.push(Action::LeaseLost(p));
+                    }
+                    if !proc.events.is_empty() {
+                        out.push(Action::News(p));
+                    }
+                    if giving_up {
+                        out.push(Action::GiveUp(p));
+                    }
+                } else if !asked
+                    && ((proc.up && !proc.clock_out)
+                        || listing.is_some()
+                        || proc.session_id() != Some(self.lease_owner(proc)))
+                {
+                    out.push(Action::LeaseList(p));
+                }
+            }
+            Phase::Held => {
+                out.push(Action::Release(p));
+                let exclusive = match self.config.recipe {
+                    Recipe::Mutex | Recipe::Election => true,
+                    Recipe::RwLock => !self.config.procs[p].read,
+                    Recipe::Semaphore(_) => false,
+                };
+                if self.config.fenced_writes
+                    && exclusive
+                    && proc.guard.is_some_and(|g| g.is_valid(proc))
+                {
+                    out.push(Action::FencedWrite(p));
+                }
+            }
+        }
+        // The environment.
+        if proc.link && s.faults.disconnects > 0 {
+            out.push(Action::Partition(p));
+        }
+        if !proc.link && proc.up {
+            out.push(Action::Notice(p));
+        }
+        if !proc.link && !proc.clock_out && s.faults.expiries > 0 {
+            out.push(Action::ClockOut(p));
+        }
+        if !proc.up {
+            out.push(Action::Reconnect(p));
+        }
+    }
+
+    /// Whether node `seq` holds by the server's queue (`Rule::blocker` finds nothing ahead
+    /// of it).
+    fn heads(&self, s: &State, seq: u8) -> bool {
+        let listing = s.list(Dir::Queue);
+        let Some(n) = listing.iter().find(|n| n.seq == seq) else {
+            return false;
+        };
+        let names: Vec<String> = listing.iter().map(|n| n.name(self.config.recipe)).collect();
+        let q = crate::queue::names::order(Dir::Queue.path(), names)
+            .expect("the model names its nodes as the recipes do");
+        let me = n.name(self.config.recipe);
+        let i = q.iter().position(|c| c.name == me).expect("listed");
+        self.rule(n.proc as usize).blocker(&q, i).is_none()
+    }
+
+    fn lease_owner(&self, proc: &state::Proc) -> u8 {
+        match proc.phase {
+            Phase::Lease { owner, .. } => owner,
+            _ => proc.sid,
+        }
+    }
+}
+
+impl Model for Queue {
+    type State = State;
+    type Action = Action;
+
+    fn init(&self) -> Vec<State> {
+        vec![State::initial(&self.config)]
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        for p in 0..s.procs.len() {
+            self.proc_actions(s, p, out);
+        }
+        for sid in 0..s.next_sid {
+            if s.may_expire(sid, self.config.seeded.early_expiry).is_some()
+                && s.server.nodes.iter().any(|n| n.owner == sid)
+            {
+                out.push(Action::Expire(sid));
+            }
+        }
+        if s.faults.tampers > 0 {
+            out.extend(
+                s.server
+                    .nodes
+                    .iter()
+                    .filter(|n| n.dir == Dir::Queue)
+                    .map(|n| Action::Tamper(n.seq)),
+            );
+        }
+    }
+
+    fn next(&self, s: &State, a: &Action) -> State {
+        let mut s = s.clone();
+        let t = &mut s;
+        match *a {
+            Action::Start(p) => self.start(t, p),
+            Action::Enqueue(p) => {
+                let Phase::Enqueue { dir, uuid, maybe } = t.procs[p].phase else {
+                    unreachable!()
+                };
+                self.enqueue(t, p, dir, uuid, maybe);
+            }
+            Action::Receive(p) => self.receive(t, p),
+            Action::List(p) => self.list(t, p),
+            Action::Heard(p, which) => {
+                let Phase::Waiter {
+                    step: WStep::Wait(v),
+                    ..
+                } = t.procs[p].phase
+                else {
+                    unreachable!()
+                };
+                self.heard(t, p, which, v);
+            }
+            Action::News(p) if matches!(t.procs[p].phase, Phase::Lease { .. }) => {
+                self.lease_news(t, p)
+            }
+            Action::News(p) => self.news(t, p),
+            Action::PauseEnds(p, take) => {
+                if take {
+                    t.procs[p].events.remove(0);
+                }
+                if let Phase::Waiter { step, .. } = &mut t.procs[p].phase {
+                    *step = WStep::List;
+                }
+            }
+            Action::Tick(p) => {
+                if let Phase::Waiter { step, .. } = &mut t.procs[p].phase {
+                    *step = WStep::List;
+                }
+            }
+            Action::LeaseList(p) => self.lease_list(t, p),
+            Action::LeaseHeard(p) => self.lease_heard(t, p),
+            Action::LeaseLost(p) => self.lease_lost(t, p),
+            Action::Release(p) => self.release(t, p),
+            Action::FencedWrite(p) => self.fenced_write(t, p),
+            Action::Janitor(p) => t.janitor(p),
+            Action::GiveUp(p) => self.give_up(t, p),
+            Action::Partition(p) => t.partition(p),
+            Action::Notice(p) => t.notice(p),
+            Action::ClockOut(p) => t.clock_out(p),
+            Action::Reconnect(p) => t.reconnect(p),
+            Action::Expire(sid) => t.expire(sid),
+            Action::Tamper(seq) => {
+                let held = self.heads(t, seq);
+                t.tamper(seq, held);
+            }
+        }
+        s
+    }
+
+    fn progress(&self, a: &Action) -> bool {
+        !matches!(
+            a,
+            Action::Tick(_)
+                | Action::GiveUp(_)
+                | Action::Partition(_)
+                | Action::ClockOut(_)
+                | Action::Tamper(_)
+        )
+    }
+
+    fn properties(&self) -> Vec<check::Property<Self, State>> {
+        props::all()
+    }
+
+    fn situations(&self) -> Vec<check::Property<Self, State>> {
+        props::situations(&self.config)
+    }
+
+    fn goal(&self, s: &State) -> bool {
+        s.procs
+            .iter()
+            .all(|p| p.left == 0 && matches!(p.phase, Phase::Idle))
+    }
+
+    fn show(&self, s: &State) -> String {
+        let mut out = String::new();
+        let nodes: Vec<String> = s
+            .server
+            .nodes
+            .iter()
+            .map(|n| {
+                let kind = match (n.dir, n.read) {
+                    (Dir::Leases, _) => "lease",
+                    (_, true) => "read",
+                    _ => "node",
+                };
+                format!("{kind} {} of p{} (session {})", n.seq, n.proc, n.owner)
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "    server: [{}] ended sessions {:#b}",
+            nodes.join(", "),
+            s.server.ended
+        );
+        for (i, p) in s.procs.iter().enumerate() {
+            let conn = match (p.link, p.up, p.clock_out) {
+                (true, true, _) => "up",
+                (false, true, false) => "link broken (not noticed)",
+                (_, false, false) => "down",
+                (_, _, true) => "declared lost",
+            };
+            let guard = p.guard.map(|g| {
+                format!(
+                    " guard on {}{}",
+                    g.seq,
+                    if g.is_valid(p) {
+                        " (valid)"
+                    } else {
+                        " (invalid)"
+                    }
+                )
+            });
+            let _ = writeln!(
+                out,
+                "    p{i}: session {} {conn}, {:?}{}{}",
+                p.sid,
+                p.phase,
+                guard.unwrap_or_default(),
+                if p.inbox.is_empty() {
+                    String::new()
+                } else {
+                    format!(" inbox {:?}", p.inbox)
+                }
+            );
+        }
+        out
+    }
+}

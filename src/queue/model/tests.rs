@@ -1,0 +1,227 @@
+//! The model checked: each recipe under its bounds (every property must hold), and each
+//! seeded fault (its counterexample must be found). Run with `--nocapture` to see the
+//! states explored and the traces.
+
+use super::check::{check, Report, LIVENESS};
+use super::props::{EXCLUSION, FENCE, GONE_READS_INVALID, NOTHING_LEFT, PERMITS, READ_WRITE};
+use super::{Config, Faults, ProcSpec, Queue, Recipe, Seeded};
+
+fn procs(kinds: &str, acquisitions: u8) -> Vec<ProcSpec> {
+    kinds
+        .chars()
+        .map(|k| ProcSpec {
+            read: k == 'r',
+            acquisitions,
+        })
+        .collect()
+}
+
+fn config(recipe: Recipe, procs: Vec<ProcSpec>, faults: Faults) -> Config {
+    Config {
+        recipe,
+        procs,
+        faults,
+        seeded: Seeded::default(),
+        tick: false,
+        fenced_writes: false,
+    }
+}
+
+fn run(name: &str, config: Config, stop_at: Option<&str>) -> Report {
+    let r = check(&Queue { config }, stop_at);
+    eprintln!(
+        "model {name}: {} states, {} transitions, depth {}, {:.1?}",
+        r.states, r.edges, r.depth, r.elapsed
+    );
+    r
+}
+
+/// Every property holds.
+fn holds(name: &str, config: Config) {
+    let r = run(name, config, None);
+    if let Some(c) = r.violations.first() {
+        panic!("{name}: {} fails:\n{}", c.property, c.trace);
+    }
+    assert!(
+        r.unreached.is_empty(),
+        "{name}: never reached: {:?}",
+        r.unreached
+    );
+}
+
+/// The seeded fault is caught by `property`; its trace is printed.
+fn caught(name: &str, config: Config, property: &str) {
+    let r = run(name, config, (property != LIVENESS).then_some(property));
+    let Some(c) = r.found(property) else {
+        let others: Vec<&str> = r.violations.iter().map(|c| c.property).collect();
+        panic!("{name}: the seeded fault was not caught by {property:?} (found: {others:?})");
+    };
+    eprintln!("{name}: counterexample to {property:?}:\n{}", c.trace);
+}
+
+fn faults(disconnects: u8, expiries: u8, tampers: u8, give_ups: u8) -> Faults {
+    Faults {
+        disconnects,
+        expiries,
+        tampers,
+        give_ups,
+    }
+}
+
+#[test]
+fn mutex_three_processes_two_acquisitions_each() {
+    let mut c = config(Recipe::Mutex, procs("www", 2), Faults::default());
+    c.fenced_writes = true;
+    holds("mutex 3x2", c);
+}
+
+#[test]
+fn mutex_with_a_lost_link() {
+    holds(
+        "mutex 3x1, a lost link",
+        config(Recipe::Mutex, procs("www", 1), faults(1, 0, 0, 0)),
+    );
+}
+
+#[test]
+fn mutex_with_a_deleted_node_and_a_give_up() {
+    let mut c = config(Recipe::Mutex, procs("www", 1), faults(0, 0, 1, 1));
+    c.fenced_writes = true;
+    holds(
+        "mutex 3x1, a node deleted by another party and a give-up",
+        c,
+    );
+}
+
+#[test]
+fn mutex_two_processes_with_every_fault() {
+    let mut c = config(Recipe::Mutex, procs("ww", 1), faults(1, 1, 1, 1));
+    c.fenced_writes = true;
+    holds("mutex 2x1, every fault", c);
+}
+
+#[test]
+fn mutex_waiters_that_re_check_on_their_tick() {
+    let mut c = config(Recipe::Mutex, procs("www", 1), faults(0, 0, 0, 1));
+    c.tick = true;
+    holds("mutex 3x1, ticks and a give-up", c);
+}
+
+#[test]
+fn election_with_a_give_up() {
+    holds(
+        "election 3x1, a give-up",
+        config(Recipe::Election, procs("www", 1), faults(0, 0, 0, 1)),
+    );
+}
+
+#[test]
+fn election_with_lost_replies_and_session_expiry() {
+    holds(
+        "election 2x2, a lost link and an expiry",
+        config(Recipe::Election, procs("ww", 2), faults(1, 1, 0, 0)),
+    );
+}
+
+#[test]
+fn rwlock_readers_and_writers() {
+    let mut c = config(Recipe::RwLock, procs("rwr", 2), Faults::default());
+    c.fenced_writes = true;
+    holds("rwlock r-w-r x2", c);
+}
+
+#[test]
+fn rwlock_with_faults() {
+    holds(
+        "rwlock w-r-r x1, a deleted node and a give-up",
+        config(Recipe::RwLock, procs("wrr", 1), faults(0, 0, 1, 1)),
+    );
+    holds(
+        "rwlock w-r x2, a lost link and an expiry",
+        config(Recipe::RwLock, procs("wr", 2), faults(1, 1, 0, 0)),
+    );
+}
+
+#[test]
+fn semaphore_two_permits_three_processes() {
+    holds(
+        "semaphore(2) 3x1",
+        config(Recipe::Semaphore(2), procs("www", 1), Faults::default()),
+    );
+}
+
+#[test]
+fn semaphore_with_faults() {
+    holds(
+        "semaphore(1) 2x1, a lost link, an expiry, a give-up",
+        config(Recipe::Semaphore(1), procs("ww", 1), faults(1, 1, 0, 1)),
+    );
+    holds(
+        "semaphore(1) 2x2, a deleted node",
+        config(Recipe::Semaphore(1), procs("ww", 2), faults(0, 0, 1, 0)),
+    );
+}
+
+// The negative controls.
+
+#[test]
+fn seeded_no_relist_after_the_blockers_deletion_is_caught() {
+    let mut c = config(Recipe::Mutex, procs("www", 1), faults(0, 0, 0, 1));
+    c.seeded.no_relist = true;
+    caught("seeded: no re-list", c, EXCLUSION);
+}
+
+#[test]
+fn seeded_fast_path_without_the_two_ahead_check_is_caught() {
+    let mut c = config(Recipe::Mutex, procs("www", 1), Faults::default());
+    c.seeded.no_two_ahead = true;
+    caught("seeded: no two-ahead check", c, EXCLUSION);
+}
+
+#[test]
+fn seeded_fast_path_without_the_two_ahead_check_breaks_the_fence() {
+    let mut c = config(Recipe::Mutex, procs("www", 1), Faults::default());
+    c.seeded.no_two_ahead = true;
+    c.fenced_writes = true;
+    caught("seeded: no two-ahead check, fenced", c, FENCE);
+}
+
+#[test]
+fn seeded_release_that_drops_its_failed_delete_is_caught() {
+    let mut c = config(Recipe::Mutex, procs("ww", 1), faults(1, 0, 0, 0));
+    c.seeded.release_drops_failed_delete = true;
+    caught(
+        "seeded: release drops its failed delete",
+        c.clone(),
+        NOTHING_LEFT,
+    );
+    caught(
+        "seeded: release drops its failed delete (liveness)",
+        c,
+        LIVENESS,
+    );
+}
+
+#[test]
+fn seeded_expiry_before_the_loss_clock_is_caught() {
+    let mut c = config(Recipe::Mutex, procs("ww", 1), faults(1, 0, 0, 0));
+    c.seeded.early_expiry = true;
+    caught("seeded: early expiry", c, GONE_READS_INVALID);
+}
+
+#[test]
+fn seeded_grant_that_ignores_the_own_node_watch_is_caught() {
+    let mut c = config(Recipe::Mutex, procs("www", 1), faults(0, 0, 1, 0));
+    c.seeded.ignore_own_watch = true;
+    caught("seeded: own watch ignored", c, EXCLUSION);
+}
+
+#[test]
+fn seeded_faults_break_the_rwlock_and_the_semaphore_too() {
+    let mut c = config(Recipe::RwLock, procs("wwr", 1), Faults::default());
+    c.seeded.no_two_ahead = true;
+    caught("seeded: rwlock, no two-ahead check", c, READ_WRITE);
+    let mut c = config(Recipe::Semaphore(1), procs("ww", 1), Faults::default());
+    c.seeded.count_off_by_one = true;
+    caught("seeded: semaphore, a count off by one", c, PERMITS);
+}
