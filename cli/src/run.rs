@@ -8,7 +8,7 @@ use crossbeam_channel::{never, select, Receiver};
 use zkguard::{Client, Error, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore, SessionState};
 
 use crate::child::{self, signal_group, signal_name, status_code, Child};
-use crate::hold::{self, Held, Outcome, Target, Wait};
+use crate::hold::{self, Held, Kind, Outcome, Target, Wait};
 use crate::tty::Terminal;
 use crate::{
     check_path, Connection, ElectArgs, Fail, LockArgs, OnSuspend, Say, Supervise, Waiting,
@@ -25,9 +25,13 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     let data = args.data.clone();
     let target = if let Some(n) = args.permits {
         let s = Semaphore::new_with_acl(&client, &args.path, n, acl).map_err(made)?;
-        Target::Semaphore(match data {
+        let s = match data {
             Some(d) => s.with_data(d),
             None => s,
+        };
+        let listed = s.clone();
+        Target::new(s, Kind::Semaphore, &args.path, move || {
+            listed.participants()
         })
     } else if args.read || args.write {
         let l = RwLock::new(&client, &args.path)
@@ -37,19 +41,23 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
             Some(d) => l.with_data(d),
             None => l,
         };
+        let (read, write) = (l.read_lock().clone(), l.write_lock().clone());
+        let list = move || l.participants();
         if args.read {
-            Target::Read(l)
+            Target::new(read, Kind::Read, &args.path, list)
         } else {
-            Target::Write(l)
+            Target::new(write, Kind::Write, &args.path, list)
         }
     } else {
         let l = Mutex::new(&client, &args.path)
             .and_then(|l| l.with_acl(acl))
             .map_err(made)?;
-        Target::Mutex(match data {
+        let l = match data {
             Some(d) => l.with_data(d),
             None => l,
-        })
+        };
+        let listed = l.clone();
+        Target::new(l, Kind::Mutex, &args.path, move || listed.participants())
     };
     let code = session(&client, Arc::new(target), args, say, false);
     client.close();
@@ -66,13 +74,16 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
     let election = LeaderElection::new(&client, &args.path, id)
         .and_then(|e| e.with_acl(acl))
         .map_err(|e| Fail::zk(format_args!("election {}", args.path), e))?;
-    let code = session(
-        &client,
-        Arc::new(Target::Elect(election)),
-        args,
-        say,
-        args.repeat,
+    let listed = election.clone();
+    let target = Target::new(
+        election.clone(),
+        Kind::Elect {
+            id: election.id().to_string(),
+        },
+        &args.path,
+        move || listed.participants(),
     );
+    let code = session(&client, Arc::new(target), args, say, args.repeat);
     client.close();
     code
 }
@@ -189,10 +200,10 @@ fn session(
             let mut env = vec![
                 ("ZKGUARD_TOKEN", held.token().to_string()),
                 ("ZKGUARD_PATH", path.clone()),
-                ("ZKGUARD_NODE", held.node().to_string()),
+                ("ZKGUARD_NODE", held.path().to_string()),
             ];
-            if let Target::Elect(e) = &*target {
-                env.push(("ZKGUARD_ID", e.id().to_string()));
+            if let Some(id) = target.id() {
+                env.push(("ZKGUARD_ID", id.to_string()));
             }
             let child = child::spawn(&argv, &env, Terminal::stdin())?;
             let (end, signalled) = watch(client, &held, &child, sup, &signals, say, &label);
@@ -228,7 +239,7 @@ fn session(
 /// Returns how it ended and whether a signal was forwarded.
 fn watch(
     client: &Client,
-    held: &Arc<dyn Held>,
+    held: &Held,
     child: &Child,
     sup: &Supervise,
     signals: &Receiver<i32>,
@@ -335,7 +346,7 @@ fn watch(
 /// Without a command (as `etcdctl lock`): holds until SIGINT, SIGTERM or SIGHUP (then
 /// ends as a command exiting with 0 would) or until lost.
 fn hold_until_signalled(
-    held: &Arc<dyn Held>,
+    held: &Held,
     signals: &Receiver<i32>,
     say: Say,
     label: &str,
