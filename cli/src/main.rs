@@ -96,7 +96,7 @@ enum Command {
     /// Show who leads the election at PATH and who waits
     Leader(ShowArgs),
     /// Start real ZooKeeper servers on loopback for local development; print the connect
-    /// string; run until Ctrl-C
+    /// string; run until Ctrl-C (only in a build with the dev-server feature)
     Server(ServerArgs),
 }
 
