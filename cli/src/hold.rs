@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
+use nix::sys::signal::Signal;
 use zkguard::{Client, DynLock, Guard, Participant};
 
 use crate::show::contenders;
@@ -114,7 +115,7 @@ pub enum Outcome {
     /// Not free (`--nonblock`) or not within `--timeout`.
     NotObtained,
     /// A signal arrived while waiting; nothing is held.
-    Signalled(i32),
+    Signalled(Signal),
 }
 
 /// Waits for `target` in a thread of its own, so that a signal can stop the wait. Says who
@@ -123,7 +124,7 @@ pub fn obtain(
     client: &Client,
     target: &Arc<Target>,
     wait: Wait,
-    signals: &Receiver<i32>,
+    signals: &Receiver<Signal>,
     say: Say,
 ) -> Result<Outcome, Fail> {
     let (tx, rx) = crossbeam_channel::bounded(1);
@@ -224,6 +225,6 @@ pub fn seconds(d: Duration) -> String {
 }
 
 /// A pause that a signal cuts short (`Some(signal)`).
-pub fn pause(d: Duration, signals: &Receiver<i32>) -> Option<i32> {
+pub fn pause(d: Duration, signals: &Receiver<Signal>) -> Option<Signal> {
     crate::child::next_signal(signals, Some(Instant::now() + d))
 }
