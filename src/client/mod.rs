@@ -13,6 +13,7 @@ mod config;
 mod conn;
 mod janitor;
 #[cfg(feature = "kerberos")]
+#[allow(unsafe_code)] // the GSSAPI calls libgssapi has no safe wrapper for
 mod kerberos;
 pub(crate) mod path;
 mod pipeline;
