@@ -154,11 +154,9 @@ fn session(
     say: Say,
     repeat: bool,
 ) -> Result<i32, Fail> {
-    let sup = job.supervise();
     let wait = Wait::from(job.waiting());
     let signals = child::signals()?;
-    let (what, path) = (target.what(), target.path().to_string());
-    let argv = sup.argv();
+    let (what, path) = (target.what(), target.path());
     loop {
         let held = match hold::obtain(client, &target, wait, &signals, say)? {
             Outcome::Held(h) => h,
@@ -175,36 +173,7 @@ fn session(
             }
         };
         let started = Instant::now();
-        let label = format!("the {what} {path}");
-        let (end, signalled) = if argv.is_empty() {
-            say.say(format!(
-                "got the {what} {path} (token {}); holding it until signalled",
-                held.token()
-            ));
-            hold_until_signalled(&held, &signals, say, &label)
-        } else {
-            say.say(format!(
-                "got the {what} {path} (token {}); running the command",
-                held.token()
-            ));
-            let mut env = vec![
-                ("ZKGUARD_TOKEN", held.token().to_string()),
-                ("ZKGUARD_PATH", path.clone()),
-                ("ZKGUARD_NODE", held.path().to_string()),
-            ];
-            if let Some(id) = target.id() {
-                env.push(("ZKGUARD_ID", id.to_string()));
-            }
-            let child = child::spawn(&argv, &env, Terminal::stdin())?;
-            let (end, signalled) =
-                supervise::watch(client, &held, &child, sup, &signals, say, &label);
-            child.take_terminal_back();
-            // Ctrl-C typed to a command with the terminal reached it, not zkguard: as a
-            // shell does, take the command's death by SIGINT as the wish to stop (--loop).
-            let interrupted = child.has_terminal()
-                && matches!(end, End::Exited(code) if code == 128 + Signal::SIGINT as i32);
-            (end, signalled || interrupted)
-        };
+        let (end, signalled) = term(client, &target, &held, job.supervise(), &signals, say)?;
         // The command has exited: only now let the lock go.
         drop(held);
         match end {
@@ -223,6 +192,49 @@ fn session(
             return Ok(128 + sig as i32);
         }
     }
+}
+
+/// One term of holding: runs the command under `held` (without one, holds until
+/// signalled). Returns how it ended and whether zkguard was asked to stop (a signal, or
+/// Ctrl-C typed to the command).
+fn term(
+    client: &Client,
+    target: &Target,
+    held: &Held,
+    sup: &Supervise,
+    signals: &Receiver<Signal>,
+    say: Say,
+) -> Result<(End, bool), Fail> {
+    let (what, path) = (target.what(), target.path());
+    let label = format!("the {what} {path}");
+    let argv = sup.argv();
+    if argv.is_empty() {
+        say.say(format!(
+            "got the {what} {path} (token {}); holding it until signalled",
+            held.token()
+        ));
+        return Ok(hold_until_signalled(held, signals, say, &label));
+    }
+    say.say(format!(
+        "got the {what} {path} (token {}); running the command",
+        held.token()
+    ));
+    let mut env = vec![
+        ("ZKGUARD_TOKEN", held.token().to_string()),
+        ("ZKGUARD_PATH", path.to_string()),
+        ("ZKGUARD_NODE", held.path().to_string()),
+    ];
+    if let Some(id) = target.id() {
+        env.push(("ZKGUARD_ID", id.to_string()));
+    }
+    let child = child::spawn(&argv, &env, Terminal::stdin())?;
+    let (end, signalled) = supervise::watch(client, held, &child, sup, signals, say, &label);
+    child.take_terminal_back();
+    // Ctrl-C typed to a command with the terminal reached it, not zkguard: as a shell
+    // does, take the command's death by SIGINT as the wish to stop (--loop).
+    let interrupted = child.has_terminal()
+        && matches!(end, End::Exited(code) if code == 128 + Signal::SIGINT as i32);
+    Ok((end, signalled || interrupted))
 }
 
 /// Without a command (as `etcdctl lock`): holds until SIGINT, SIGTERM or SIGHUP (then
