@@ -2,21 +2,33 @@
 //! It forwards signals, stops the command while the lock cannot be known to be held
 //! (`--on-suspend stop`), and terminates it on loss.
 //!
-//! Its [`State`], one method per transition (each says what it does):
+//! This file alone moves its [`State`]: every change is one method of [`Supervisor`],
+//! which says what it does and does it (signals to the command's group, the terminal).
+//! [`Supervisor::look`] runs after every event and picks the transitions the guard's
+//! validity and the clock call for.
 //!
-//! | from | event | to |
-//! |---|---|---|
-//! | `Running` | the guard not valid (disconnected), `--on-suspend stop` | `Suspended` ([`Supervisor::suspend`]: SIGSTOP to the group, the terminal back) |
-//! | `Running` | the same, `--on-suspend ignore` | `Ignoring` ([`Supervisor::ignore`]: said once) |
-//! | `Running` | the same, `--on-suspend kill` | ends, terminated ([`Supervisor::disconnected`]) |
-//! | `Ignoring` | the guard valid again | `Running` ([`Supervisor::reconnected`]) |
-//! | any but `Confirming` | zkguard continued after Ctrl-Z (SIGTSTP) | `Suspended`, a confirm due at once ([`Supervisor::resumed`]) |
-//! | `Suspended` | a confirm due, the session connected | `Confirming` ([`Supervisor::start_confirm`]: one quorum round trip, on a thread) |
-//! | `Confirming` | confirmed | `Running` ([`Supervisor::confirmed`]: the terminal given, SIGCONT) |
-//! | `Confirming` | ZooKeeper could not be asked | `Suspended`, again in 500 ms |
-//! | `Confirming` | the lock is not ours | ends, terminated |
-//! | any | the guard's `lost()` | ends, terminated ([`Supervisor::lost`]) |
-//! | any | the command exited | ends with its status |
+//! | from | cause (method) | to | does |
+//! |---|---|---|---|
+//! | Running | the guard not valid (disconnected), `--on-suspend stop` ([`suspend`]) | Suspended | SIGSTOP to the group, the terminal back |
+//! | Running | the same, `--on-suspend ignore` ([`ignore`]) | Ignoring | says so once |
+//! | Running | the same, `--on-suspend kill` ([`disconnected`]) | ended, terminated | SIGTERM, SIGKILL after `--kill-after` |
+//! | Ignoring | the guard valid again ([`reconnected`]) | Running | says so |
+//! | any but Confirming | zkguard continued after Ctrl-Z ([`resumed`]) | Suspended, a confirm due at once | says so |
+//! | Suspended | a confirm due, the session connected ([`start_confirm`]) | Confirming | `confirm()` on a thread |
+//! | Confirming | confirmed ([`confirmed`]) | Running | the terminal given, SIGCONT |
+//! | Confirming | ZooKeeper could not be asked ([`confirmed`]) | Suspended, again in 500 ms | |
+//! | Confirming | the lock is not ours ([`confirmed`]) | ended, terminated | |
+//! | any | the guard's `lost()` ([`lost`]) | ended, terminated | |
+//! | any | the command exited | ended with its status | |
+//!
+//! [`suspend`]: Supervisor::suspend
+//! [`ignore`]: Supervisor::ignore
+//! [`disconnected`]: Supervisor::disconnected
+//! [`reconnected`]: Supervisor::reconnected
+//! [`resumed`]: Supervisor::resumed
+//! [`start_confirm`]: Supervisor::start_confirm
+//! [`confirmed`]: Supervisor::confirmed
+//! [`lost`]: Supervisor::lost
 //!
 //! A signal for zkguard (SIGINT, SIGTERM, SIGHUP) is forwarded to the command's group in
 //! every state and changes none ([`Supervisor::forward`]); it is remembered, so that
