@@ -29,7 +29,8 @@
 //! Every lock has blocking, `try_` and timeout acquires and a [`Canceller`], written once in
 //! the [`Lock`] trait (each lock has them as inherent methods too, so no import is needed;
 //! an [`RwLock`]'s sides are the locks [`ReadLock`] and [`WriteLock`]). The exclusive ones
-//! ([`ExclusiveLock`]) combine, in any mix, into a [`MultiLock`]. The sequential
+//! ([`ExclusiveLock`]) combine, in any mix, into a [`MultiLock`]; a lock picked at run
+//! time is a `Box<dyn` [`DynLock`]`>`, its guard a [`BoxedGuard`]. The sequential
 //! ones share one queue algorithm: each contender waits for the node ahead of it and also
 //! watches the one before that (data watches), so a release wakes at most two waiters and
 //! the next holder takes over on the notification alone. The [`Semaphore`] follows Curator's
@@ -121,6 +122,10 @@
 //! - On reconnecting within the same session the client re-arms every watch (a change made
 //!   during the outage is still reported) and presents its credentials again.
 #![warn(missing_docs)]
+// Unsafe code only where a module allows it: today the Kerberos binding
+// (`client::kerberos`, feature `kerberos`), whose every block says why it is sound.
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod backoff;
 mod client;
@@ -148,9 +153,9 @@ pub use crossbeam_channel as channel;
 pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
 pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause, Result};
 pub use lock::{
-    revoke, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex, MutexGuard, Permit,
-    ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex,
-    UnfairMutexGuard, WriteGuard, WriteLock,
+    revoke, BoxedGuard, DynLock, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex,
+    MutexGuard, Permit, ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock,
+    Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard, WriteLock,
 };
 pub use queue::{Canceller, Participant};
 

@@ -1,64 +1,41 @@
-//! What `lock` and `elect` take: one trait over the library's guards, one enum over its
-//! locks, and the wait for them (cancellable by a signal, reporting who holds).
+//! What `lock` and `elect` take: any of the library's locks as a [`DynLock`], held as its
+//! [`Guard`], and the wait for them (cancellable by a signal, reporting who holds).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
-use zkguard::{
-    Client, LeaderElection, Leadership, Mutex, MutexGuard, Participant, Permit, ReadGuard, RwLock,
-    Semaphore, WriteGuard,
-};
+use nix::sys::signal::Signal;
+use zkguard::{Client, DynLock, Guard, Participant};
 
 use crate::show::contenders;
 use crate::{Fail, Say, Waiting};
 
-/// A held lock or leadership, whatever its kind.
-pub trait Held: Send + Sync {
-    fn is_valid(&self) -> bool;
-    fn lost(&self) -> Receiver<()>;
-    fn confirm(&self) -> zkguard::Result<()>;
-    fn token(&self) -> u64;
-    fn node(&self) -> &str;
+/// A held lock or leadership, whatever its kind: the library's guard, shared with the
+/// thread that confirms it.
+pub type Held = Arc<dyn Guard + Send + Sync>;
+
+/// Who lists a target's contenders (each lock type has its own `participants`).
+type Lister = Box<dyn Fn() -> zkguard::Result<Vec<Participant>> + Send + Sync>;
+
+/// What is being taken: any of the library's locks, through its [`DynLock`].
+pub struct Target {
+    lock: Box<dyn DynLock>,
+    kind: Kind,
+    path: String,
+    participants: Lister,
 }
 
-macro_rules! held {
-    ($($guard:ty),*) => {$(
-        impl Held for $guard {
-            fn is_valid(&self) -> bool {
-                <$guard>::is_valid(self)
-            }
-            fn lost(&self) -> Receiver<()> {
-                <$guard>::lost(self)
-            }
-            fn confirm(&self) -> zkguard::Result<()> {
-                <$guard>::confirm(self)
-            }
-            fn token(&self) -> u64 {
-                <$guard>::token(self)
-            }
-            fn node(&self) -> &str {
-                <$guard>::path(self)
-            }
-        }
-    )*};
-}
-
-held!(MutexGuard, ReadGuard, WriteGuard, Permit, Leadership);
-
-type Taken = zkguard::Result<Option<Arc<dyn Held>>>;
-
-fn boxed<G: Held + 'static>(r: zkguard::Result<Option<G>>) -> Taken {
-    r.map(|g| g.map(|g| Arc::new(g) as Arc<dyn Held>))
-}
-
-/// What is being taken.
-pub enum Target {
-    Mutex(Mutex),
-    Read(RwLock),
-    Write(RwLock),
-    Semaphore(Semaphore),
-    Elect(LeaderElection),
+/// The kind of a [`Target`], for messages and the command's environment.
+pub enum Kind {
+    Mutex,
+    Read,
+    Write,
+    Semaphore,
+    /// Leadership, standing as `id`.
+    Elect {
+        id: String,
+    },
 }
 
 /// How long to wait.
@@ -80,70 +57,65 @@ impl From<&Waiting> for Wait {
 }
 
 impl Target {
-    fn take(&self, wait: Wait) -> Taken {
-        use Target as T;
-        match wait {
-            Wait::Try => match self {
-                T::Mutex(l) => boxed(l.try_acquire()),
-                T::Read(l) => boxed(l.try_read()),
-                T::Write(l) => boxed(l.try_write()),
-                T::Semaphore(l) => boxed(l.try_acquire()),
-                T::Elect(l) => boxed(l.try_lead()),
-            },
-            Wait::For(d) => match self {
-                T::Mutex(l) => boxed(l.acquire_timeout(d)),
-                T::Read(l) => boxed(l.read_timeout(d)),
-                T::Write(l) => boxed(l.write_timeout(d)),
-                T::Semaphore(l) => boxed(l.acquire_timeout(d)),
-                T::Elect(l) => boxed(l.lead_timeout(d)),
-            },
-            Wait::Forever => match self {
-                T::Mutex(l) => boxed(l.acquire().map(Some)),
-                T::Read(l) => boxed(l.read().map(Some)),
-                T::Write(l) => boxed(l.write().map(Some)),
-                T::Semaphore(l) => boxed(l.acquire().map(Some)),
-                T::Elect(l) => boxed(l.lead().map(Some)),
-            },
+    /// `lock` at `path`, its contenders listed by `participants`.
+    pub fn new(
+        lock: impl DynLock + 'static,
+        kind: Kind,
+        path: &str,
+        participants: impl Fn() -> zkguard::Result<Vec<Participant>> + Send + Sync + 'static,
+    ) -> Target {
+        Target {
+            lock: Box::new(lock),
+            kind,
+            path: path.to_string(),
+            participants: Box::new(participants),
         }
+    }
+
+    fn take(&self, wait: Wait) -> zkguard::Result<Option<Held>> {
+        let taken = match wait {
+            Wait::Try => self.lock.try_acquire_boxed(),
+            Wait::For(d) => self.lock.acquire_timeout_boxed(d),
+            Wait::Forever => self.lock.acquire_boxed().map(Some),
+        };
+        Ok(taken?.map(Held::from))
     }
 
     pub fn participants(&self) -> zkguard::Result<Vec<Participant>> {
-        match self {
-            Target::Mutex(l) => l.participants(),
-            Target::Read(l) | Target::Write(l) => l.participants(),
-            Target::Semaphore(l) => l.participants(),
-            Target::Elect(l) => l.participants(),
-        }
+        (self.participants)()
     }
 
     pub fn path(&self) -> &str {
-        match self {
-            Target::Mutex(l) => l.path(),
-            Target::Read(l) | Target::Write(l) => l.path(),
-            Target::Semaphore(l) => l.path(),
-            Target::Elect(l) => l.path(),
+        &self.path
+    }
+
+    /// The candidate's id, for an election.
+    pub fn id(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Elect { id } => Some(id),
+            _ => None,
         }
     }
 
     /// "lock", "read lock" … for messages.
     pub fn what(&self) -> &'static str {
-        match self {
-            Target::Mutex(_) => "lock",
-            Target::Read(_) => "read lock",
-            Target::Write(_) => "write lock",
-            Target::Semaphore(_) => "permit of",
-            Target::Elect(_) => "leadership of",
+        match self.kind {
+            Kind::Mutex => "lock",
+            Kind::Read => "read lock",
+            Kind::Write => "write lock",
+            Kind::Semaphore => "permit of",
+            Kind::Elect { .. } => "leadership of",
         }
     }
 }
 
 /// How a wait ended.
 pub enum Outcome {
-    Held(Arc<dyn Held>),
+    Held(Held),
     /// Not free (`--nonblock`) or not within `--timeout`.
     NotObtained,
     /// A signal arrived while waiting; nothing is held.
-    Signalled(i32),
+    Signalled(Signal),
 }
 
 /// Waits for `target` in a thread of its own, so that a signal can stop the wait. Says who
@@ -152,7 +124,7 @@ pub fn obtain(
     client: &Client,
     target: &Arc<Target>,
     wait: Wait,
-    signals: &Receiver<i32>,
+    signals: &Receiver<Signal>,
     say: Say,
 ) -> Result<Outcome, Fail> {
     let (tx, rx) = crossbeam_channel::bounded(1);
@@ -219,11 +191,7 @@ pub fn holders_line(client: &Client, target: &Target, queued: bool) -> String {
         .filter(|c| !c.p.holds)
         .count()
         .saturating_sub(usize::from(queued));
-    let verb = if matches!(target, Target::Elect(_)) {
-        "led"
-    } else {
-        "held"
-    };
+    let verb = if target.id().is_some() { "led" } else { "held" };
     match (holders.is_empty(), waiting) {
         (true, 0) => format!("{path} (free)"),
         (true, n) => format!("{path} ({n} {} waiting)", others(n)),
@@ -257,6 +225,6 @@ pub fn seconds(d: Duration) -> String {
 }
 
 /// A pause that a signal cuts short (`Some(signal)`).
-pub fn pause(d: Duration, signals: &Receiver<i32>) -> Option<i32> {
+pub fn pause(d: Duration, signals: &Receiver<Signal>) -> Option<Signal> {
     crate::child::next_signal(signals, Some(Instant::now() + d))
 }

@@ -1,5 +1,7 @@
 //! `zkguard`: run a command under a ZooKeeper lock, or only while this process leads an
 //! election; show who holds a lock or leads; start throwaway ZooKeeper servers.
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod child;
 mod conn;
@@ -8,6 +10,7 @@ mod logging;
 mod run;
 mod server;
 mod show;
+mod supervise;
 mod tty;
 
 use std::ffi::OsString;
@@ -96,7 +99,7 @@ enum Command {
     /// Show who leads the election at PATH and who waits
     Leader(ShowArgs),
     /// Start real ZooKeeper servers on loopback for local development; print the connect
-    /// string; run until Ctrl-C
+    /// string; run until Ctrl-C (only in a build with the dev-server feature)
     Server(ServerArgs),
 }
 

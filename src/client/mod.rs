@@ -12,6 +12,7 @@ mod builder;
 mod config;
 mod conn;
 #[cfg(feature = "kerberos")]
+#[allow(unsafe_code)] // the RFC 2744 FFI and the run-time loading: the crate's only unsafe code
 mod gssapi;
 mod janitor;
 #[cfg(feature = "kerberos")]

@@ -142,6 +142,77 @@ pub trait Lock: Sealed {
     }
 }
 
+/// A guard of any lock, boxed: what the acquires of a [`DynLock`] return.
+pub type BoxedGuard = Box<dyn Guard + Send + Sync>;
+
+/// Any [`Lock`] whose guard can move between threads, behind one type: the acquire trio with
+/// the guard boxed. [`Lock`] names its guard's type, so `dyn Lock` is no type; a
+/// `Box<dyn DynLock>` is, for code that picks the lock at run time (a command line, a
+/// configuration) and holds whichever it got the same way. Every such lock is one (a blanket
+/// implementation); [`ReentrantMutex`](crate::ReentrantMutex) and
+/// [`MultiLock`](crate::MultiLock), whose guards stay on their thread, are not. Sealed, as
+/// [`Lock`] is.
+///
+/// ```no_run
+/// use zkguard::{DynLock, Guard};
+///
+/// # fn main() -> zkguard::Result<()> {
+/// let client = zkguard::Client::connect("127.0.0.1:2181")?;
+/// let shared = std::env::args().any(|a| a == "--read");
+/// let rw = zkguard::RwLock::new(&client, "/locks/catalog")?;
+/// let lock: Box<dyn DynLock> = if shared {
+///     Box::new(rw.read_lock().clone())
+/// } else {
+///     Box::new(zkguard::Mutex::new(&client, "/locks/catalog-admin")?)
+/// };
+/// let guard = lock.acquire_boxed()?;
+/// println!("fencing token {}", guard.token());
+/// guard.release_boxed()?;
+/// # Ok(()) }
+/// ```
+pub trait DynLock: Sealed + Send + Sync {
+    /// [`Lock::acquire`], the guard boxed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::acquire`].
+    fn acquire_boxed(&self) -> Result<BoxedGuard>;
+
+    /// [`Lock::try_acquire`], the guard boxed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::try_acquire`].
+    fn try_acquire_boxed(&self) -> Result<Option<BoxedGuard>>;
+
+    /// [`Lock::acquire_timeout`], the guard boxed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::acquire_timeout`].
+    fn acquire_timeout_boxed(&self, timeout: Duration) -> Result<Option<BoxedGuard>>;
+}
+
+impl<L> DynLock for L
+where
+    L: Lock + Send + Sync,
+    L::Guard: Send + Sync + 'static,
+{
+    fn acquire_boxed(&self) -> Result<BoxedGuard> {
+        Ok(Box::new(self.acquire()?))
+    }
+
+    fn try_acquire_boxed(&self) -> Result<Option<BoxedGuard>> {
+        Ok(self.try_acquire()?.map(|g| Box::new(g) as BoxedGuard))
+    }
+
+    fn acquire_timeout_boxed(&self, timeout: Duration) -> Result<Option<BoxedGuard>> {
+        Ok(self
+            .acquire_timeout(timeout)?
+            .map(|g| Box::new(g) as BoxedGuard))
+    }
+}
+
 /// A lock that one holder at a time can hold: [`Mutex`](crate::Mutex),
 /// [`ReentrantMutex`](crate::ReentrantMutex), [`UnfairMutex`](crate::UnfairMutex) and
 /// [`WriteLock`](crate::WriteLock) (an [`RwLock`](crate::RwLock)'s write side). These can be
@@ -293,6 +364,16 @@ pub trait Guard: Sealed + std::fmt::Debug {
     where
         Self: Sized,
     {
+        self.core().release()
+    }
+
+    /// [`release`](Guard::release) for a boxed guard (a [`BoxedGuard`], which `release`,
+    /// taking the guard by value, cannot take).
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](Guard::release).
+    fn release_boxed(self: Box<Self>) -> Result<()> {
         self.core().release()
     }
 

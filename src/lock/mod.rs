@@ -11,7 +11,7 @@ mod semaphore;
 mod unfair;
 
 pub(crate) use api::{boxed, guard_api, lock_api, Core, Part, Sealed};
-pub use api::{ExclusiveLock, Guard, Lock};
+pub use api::{BoxedGuard, DynLock, ExclusiveLock, Guard, Lock};
 pub(crate) use holding::{fenced, Holding};
 pub use multi::{MultiLock, MultiLockGuard};
 pub use mutex::{Mutex, MutexGuard};
