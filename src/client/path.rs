@@ -55,37 +55,14 @@ pub(crate) fn parse_connect_string(s: &str) -> Result<ConnectString> {
         if entry.is_empty() {
             return Err(bad("empty host entry".into()));
         }
-        let with_port = if let Some(rest) = entry.strip_prefix('[') {
-            // [v6]:port or [v6]
-            let close = rest
-                .find(']')
-                .ok_or_else(|| bad_entry(entry, "unclosed '['".into()))?;
-            let after = &rest[close + 1..];
-            if after.is_empty() {
-                format!("{entry}:2181")
-            } else if let Some(port) = after.strip_prefix(':') {
+        let with_port = match split_host_port(entry) {
+            Err(reason) => return Err(bad_entry(entry, reason)),
+            Ok(("", _)) => return Err(bad_entry(entry, "missing host".into())),
+            Ok((_, Some(port))) => {
                 check_port(port).map_err(|r| bad_entry(entry, r))?;
                 entry.to_string()
-            } else {
-                return Err(bad_entry(entry, "unexpected text after ']'".into()));
             }
-        } else {
-            match entry.rsplit_once(':') {
-                Some((host, port)) => {
-                    if host.is_empty() {
-                        return Err(bad_entry(entry, "missing host".into()));
-                    }
-                    if host.contains(':') {
-                        return Err(bad_entry(
-                            entry,
-                            "an IPv6 address must be written as [addr]:port".into(),
-                        ));
-                    }
-                    check_port(port).map_err(|r| bad_entry(entry, r))?;
-                    entry.to_string()
-                }
-                None => format!("{entry}:2181"),
-            }
+            Ok((_, None)) => format!("{entry}:2181"),
         };
         hosts.push(with_port);
     }
@@ -93,6 +70,37 @@ pub(crate) fn parse_connect_string(s: &str) -> Result<ConnectString> {
         hosts,
         chroot: chroot.to_string(),
     })
+}
+
+/// The host and the port of a connect-string entry: `zk1:2181`, `zk1`, `[::1]:2181` or
+/// `[::1]` (the port `None` when the entry has none). The one place `host:port` is taken
+/// apart: the connect-string check, TLS's server name and Kerberos' server principal use it.
+pub(crate) fn split_host_port(entry: &str) -> std::result::Result<(&str, Option<&str>), String> {
+    if let Some(rest) = entry.strip_prefix('[') {
+        let close = rest.find(']').ok_or_else(|| "unclosed '['".to_string())?;
+        let (host, after) = (&rest[..close], &rest[close + 1..]);
+        return match after {
+            "" => Ok((host, None)),
+            _ => match after.strip_prefix(':') {
+                Some(port) => Ok((host, Some(port))),
+                None => Err("unexpected text after ']'".into()),
+            },
+        };
+    }
+    match entry.rsplit_once(':') {
+        Some((host, _)) if host.contains(':') => {
+            Err("an IPv6 address must be written as [addr]:port".into())
+        }
+        Some((host, port)) => Ok((host, Some(port))),
+        None => Ok((entry, None)),
+    }
+}
+
+/// The host of a connect-string entry (one the connect-string check passed): `zk1` of
+/// `zk1:2181`, `::1` of `[::1]:2181`.
+#[cfg(any(feature = "kerberos", feature = "tls", test))]
+pub(crate) fn host_of(entry: &str) -> &str {
+    split_host_port(entry).map_or(entry, |(host, _)| host)
 }
 
 fn check_port(port: &str) -> std::result::Result<(), String> {
@@ -183,6 +191,19 @@ pub(crate) fn from_server(chroot: &str, path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_is_taken_from_host_port() {
+        assert_eq!(host_of("zk1.example.com:2181"), "zk1.example.com");
+        assert_eq!(host_of("127.0.0.1:2281"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:2281"), "::1");
+        assert_eq!(host_of("[::1]"), "::1");
+        assert_eq!(host_of("zk1"), "zk1");
+        assert_eq!(split_host_port("zk1:x"), Ok(("zk1", Some("x"))));
+        assert!(split_host_port("[::1").is_err());
+        assert!(split_host_port("[::1]x").is_err());
+        assert!(split_host_port("::1:2181").is_err());
+    }
 
     #[test]
     fn connect_strings() -> Result<()> {

@@ -31,7 +31,8 @@ impl Mechanism {
             }
             #[cfg(feature = "kerberos")]
             SaslLogin::Kerberos(login) => {
-                let (m, first) = super::kerberos::GssapiClient::start(login, host_part(server))?;
+                let (m, first) =
+                    super::kerberos::GssapiClient::start(login, super::path::host_of(server))?;
                 Ok((Mechanism::Gssapi(m), first))
             }
         }
@@ -48,15 +49,6 @@ impl Mechanism {
             Mechanism::Gssapi(m) => m.step(token),
         }
     }
-}
-
-/// The host of a connect-string entry: `zk1` of `zk1:2181`, `::1` of `[::1]:2181`.
-#[cfg(any(feature = "kerberos", test))]
-pub(crate) fn host_part(server: &str) -> &str {
-    if let Some(rest) = server.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    server.rsplit_once(':').map_or(server, |(h, _)| h)
 }
 
 /// The digest-uri ZooKeeper's server checks: `<protocol>/<server name>`.
@@ -369,14 +361,6 @@ fn md5(data: &[u8]) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_host_of_a_server_entry() {
-        assert_eq!(host_part("zk1.example.com:2181"), "zk1.example.com");
-        assert_eq!(host_part("127.0.0.1:2181"), "127.0.0.1");
-        assert_eq!(host_part("[::1]:2181"), "::1");
-        assert_eq!(host_part("zk1"), "zk1");
-    }
 
     #[test]
     fn md5_matches_rfc_1321() {

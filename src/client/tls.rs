@@ -271,35 +271,16 @@ impl Tls {
     pub fn name_for(&self, host: &str) -> std::result::Result<ServerName<'static>, String> {
         let name = match &self.server_name {
             Some(n) => n.clone(),
-            None => host_of(host).to_string(),
+            None => super::path::host_of(host).to_string(),
         };
         ServerName::try_from(name.clone())
             .map_err(|e| format!("{name:?} cannot be verified as a server name: {e}"))
     }
 }
 
-/// The host part of `host:port` (IPv6 in brackets too).
-fn host_of(host_port: &str) -> &str {
-    if let Some(rest) = host_port.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match host_port.rsplit_once(':') {
-        Some((h, _)) => h,
-        None => host_port,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_host_is_taken_from_host_port() {
-        assert_eq!(host_of("zk1:2281"), "zk1");
-        assert_eq!(host_of("127.0.0.1:2281"), "127.0.0.1");
-        assert_eq!(host_of("[::1]:2281"), "::1");
-        assert_eq!(host_of("zk1"), "zk1");
-    }
 
     #[test]
     fn bad_pem_is_an_error_naming_the_argument() {
