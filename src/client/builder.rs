@@ -236,77 +236,8 @@ impl ClientBuilder {
     /// - [`Error::Spawn`] when the connection thread cannot be started.
     pub fn build(self) -> Result<Client> {
         let cs = path::parse_connect_string(&self.connect_string)?;
-        let check = |name: &'static str, d: Duration| {
-            if d.is_zero() {
-                Err(Error::InvalidArgument {
-                    name,
-                    reason: "must be more than zero".into(),
-                })
-            } else if d.as_millis() > i32::MAX as u128 {
-                Err(Error::InvalidArgument {
-                    name,
-                    reason: format!("{d:?} is too long"),
-                })
-            } else {
-                Ok(())
-            }
-        };
-        check("session timeout", self.session_timeout)?;
-        check("connect timeout", self.connect_timeout)?;
-        if let Some(t) = self.request_timeout {
-            check("request timeout", t)?;
-        }
-        match &self.sasl {
-            Some(SaslLogin::Digest { user, .. }) if user.is_empty() => {
-                return Err(Error::InvalidArgument {
-                    name: "SASL user",
-                    reason: "empty".into(),
-                });
-            }
-            #[cfg(feature = "kerberos")]
-            Some(SaslLogin::Kerberos(login)) => login.check()?,
-            _ => {}
-        }
-        for (scheme, _) in &self.auth {
-            if scheme.is_empty() {
-                return Err(Error::InvalidArgument {
-                    name: "auth scheme",
-                    reason: "empty".into(),
-                });
-            }
-        }
-        #[cfg(feature = "tls")]
-        let cert = self.tls.as_ref().is_some_and(|t| t.has_client_cert());
-        #[cfg(not(feature = "tls"))]
-        let cert = false;
-        let identity = !self.auth.is_empty() || self.sasl.is_some() || cert;
-        self.node_acl.check_identity(
-            identity,
-            "every recipe of this client (ClientBuilder::node_acl)",
-        )?;
-        // Fail at once when no host of the list can be resolved at all.
-        let mut resolve_errors = Vec::new();
-        for h in &cs.hosts {
-            match std::net::ToSocketAddrs::to_socket_addrs(h.as_str())
-                .map(|mut a| a.next().is_some())
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    resolve_errors.push(ConnectAttempt::new(h, None, ConnectFailure::NoAddress))
-                }
-                Err(e) => resolve_errors.push(ConnectAttempt::new(
-                    h,
-                    None,
-                    ConnectFailure::Resolve(e.into()),
-                )),
-            }
-        }
-        if resolve_errors.len() == cs.hosts.len() {
-            return Err(Error::Connect {
-                attempts: resolve_errors,
-                after: Duration::ZERO,
-            });
-        }
+        let identity = self.check()?;
+        any_resolves(&cs.hosts)?;
         #[cfg(feature = "tls")]
         let tls = match &self.tls {
             Some(t) => Some(t.build()?),
@@ -356,6 +287,58 @@ impl ClientBuilder {
         client.check_chroot()?;
         Ok(client)
     }
+
+    /// The checks of the settings, before anything is sent; whether the client has an
+    /// identity (credentials, a SASL login or a client certificate).
+    fn check(&self) -> Result<bool> {
+        let check = |name: &'static str, d: Duration| {
+            if d.is_zero() {
+                Err(Error::InvalidArgument {
+                    name,
+                    reason: "must be more than zero".into(),
+                })
+            } else if d.as_millis() > i32::MAX as u128 {
+                Err(Error::InvalidArgument {
+                    name,
+                    reason: format!("{d:?} is too long"),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        check("session timeout", self.session_timeout)?;
+        check("connect timeout", self.connect_timeout)?;
+        if let Some(t) = self.request_timeout {
+            check("request timeout", t)?;
+        }
+        match &self.sasl {
+            Some(SaslLogin::Digest { user, .. }) if user.is_empty() => {
+                return Err(Error::InvalidArgument {
+                    name: "SASL user",
+                    reason: "empty".into(),
+                });
+            }
+            #[cfg(feature = "kerberos")]
+            Some(SaslLogin::Kerberos(login)) => login.check()?,
+            _ => {}
+        }
+        if self.auth.iter().any(|(scheme, _)| scheme.is_empty()) {
+            return Err(Error::InvalidArgument {
+                name: "auth scheme",
+                reason: "empty".into(),
+            });
+        }
+        #[cfg(feature = "tls")]
+        let cert = self.tls.as_ref().is_some_and(|t| t.has_client_cert());
+        #[cfg(not(feature = "tls"))]
+        let cert = false;
+        let identity = !self.auth.is_empty() || self.sasl.is_some() || cert;
+        self.node_acl.check_identity(
+            identity,
+            "every recipe of this client (ClientBuilder::node_acl)",
+        )?;
+        Ok(identity)
+    }
 }
 
 impl Client {
@@ -388,4 +371,24 @@ fn shuffle(v: &mut [String]) {
         x ^= x << 17;
         v.swap(i, (x % (i as u64 + 1)) as usize);
     }
+}
+
+/// Fails at once when no host of the list can be resolved at all.
+fn any_resolves(hosts: &[String]) -> Result<()> {
+    let mut failed = Vec::new();
+    for h in hosts {
+        match std::net::ToSocketAddrs::to_socket_addrs(h.as_str()).map(|mut a| a.next().is_some()) {
+            Ok(true) => return Ok(()),
+            Ok(false) => failed.push(ConnectAttempt::new(h, None, ConnectFailure::NoAddress)),
+            Err(e) => failed.push(ConnectAttempt::new(
+                h,
+                None,
+                ConnectFailure::Resolve(e.into()),
+            )),
+        }
+    }
+    Err(Error::Connect {
+        attempts: failed,
+        after: Duration::ZERO,
+    })
 }
