@@ -122,8 +122,8 @@
 //! - On reconnecting within the same session the client re-arms every watch (a change made
 //!   during the outage is still reported) and presents its credentials again.
 #![warn(missing_docs)]
-// Unsafe code only where a module allows it: today the Kerberos binding
-// (`client::kerberos`, feature `kerberos`), whose every block says why it is sound.
+// Unsafe code only where a module allows it: today the GSSAPI loaded at run time
+// (`client::gssapi`, feature `kerberos`), whose every block says why it is sound.
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
