@@ -428,9 +428,11 @@ impl fmt::Display for Error {
                     f,
                     "refusing to queue in {path}: its ACL lets others in ({}), so they could \
                      delete a held node and take the lock while it is held (whole ACL: {}); \
-                     nothing was left there. Create {path} yourself with a restrictive ACL \
-                     (or delete it and let zkguard create it), trust those identities if they \
-                     are yours, or use the open ACL",
+                     nothing was left there. Use a directory only this identity may create \
+                     and delete in: let zkguard create it (a new path, or delete this one), \
+                     create it yourself with a restrictive ACL, or for an unfair lock or \
+                     election put its path under such a directory; trust those identities if \
+                     they are yours (NodeAcl::trusting, --trust), or use the open ACL",
                     untrusted.join(", "),
                     acl.join(", ")
                 )?;
