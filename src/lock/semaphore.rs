@@ -7,10 +7,10 @@ use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
 use crate::queue::{
-    self, names, Acquired, Canceller, Count, News, Next, Participant, Queued, Rule, SessionEvents,
-    Spec, Wait, Wake,
+    self, names, Acquired, Attempt, Canceller, Count, News, Next, Participant, Queued, Rule,
+    SessionEvents, Spec, Wait, Wake,
 };
-use crate::{EventType, SessionEvent, WatchedEvent};
+use crate::{EventType, WatchedEvent};
 
 /// A counting semaphore: at most `permits` holders at once, shared with Apache Curator's
 /// `InterProcessSemaphoreV2` on the same path.
@@ -263,7 +263,8 @@ impl Semaphore {
             let Some(mut lock) = self.internal_lock(wait, &call.canceller)? else {
                 return Ok(None);
             };
-            match self.lease(&mut lock, wait, &cancel.rx, &events.rx) {
+            let mut cx = Attempt::new(&self.client, &self.path, wait, &cancel.rx, &events.rx);
+            match self.lease(&mut lock, &mut cx) {
                 Next::Restart => {
                     log::info!(
                         "zkguard: {}: session changed, lease or internal lock gone; queueing again",
@@ -327,20 +328,13 @@ impl Semaphore {
 
     /// Holding the internal lock: creates our lease and waits until the leases are within
     /// the permits.
-    fn lease(
-        &self,
-        lock: &mut InternalLock,
-        wait: Wait,
-        cancel: &Receiver<()>,
-        events: &Receiver<SessionEvent>,
-    ) -> Next {
+    fn lease<'a>(&'a self, lock: &mut InternalLock, cx: &mut Attempt<'a>) -> Next {
         let client = &self.client;
-        let deadline = wait.deadline(client);
         let spec = self.spec(&self.leases, names::LEASE, Rule::Semaphore(self.permits));
         let Queued {
             mut at,
             mut listing,
-        } = match queue::enqueue(client, &spec, wait, deadline, cancel, events) {
+        } = match queue::enqueue(cx, &spec) {
             Ok(q) => q,
             Err(next) => return next,
         };
@@ -352,25 +346,18 @@ impl Semaphore {
         // A listing leaves a watch on the lease list only when we are about to wait: a
         // contender that gets in leaves no watch behind to be woken by later leases.
         let mut watch: Option<Receiver<WatchedEvent>> = None;
-        let mut backoff = queue::retry_backoff();
+        cx.reset_backoff();
         let mut want_watch = false;
-        let cancelled = || {
-            Next::Done(Err(Error::Cancelled {
-                path: self.path.clone(),
-            }))
-        };
         loop {
-            if cancel.try_recv().is_ok() {
-                return cancelled();
-            }
-            if client.session_id() != node.owner {
-                return Next::Restart;
+            if let Err(end) = cx.live(Some(node.owner)) {
+                return end;
             }
             let names = match listing.take() {
                 Some(names) => names,
                 None => {
-                    let Some(c) = queue::bounded(client, deadline) else {
-                        return Next::Done(queue::expired(wait, &self.path, client));
+                    let c = match cx.bounded() {
+                        Ok(c) => c,
+                        Err(end) => return end,
                     };
                     let listed = if want_watch {
                         c.list_w(&self.leases).map(|(names, w)| (names, Some(w)))
@@ -379,12 +366,12 @@ impl Semaphore {
                     };
                     match listed {
                         Ok((names, w)) => {
-                            backoff.reset();
+                            cx.reset_backoff();
                             watch = w;
                             names
                         }
                         Err(e) if e.is_connection_error() => {
-                            queue::pause(events, cancel, deadline, &mut backoff);
+                            cx.pause();
                             continue;
                         }
                         Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => {
@@ -408,7 +395,7 @@ impl Semaphore {
                 Count::Permit => return Next::Done(Ok(at.take())),
                 Count::Wait => {}
             }
-            if matches!(wait, Wait::Try) {
+            if matches!(cx.wait, Wait::Try) {
                 return Next::Done(Ok(None));
             }
             let Some(w) = watch.take() else {
@@ -417,8 +404,7 @@ impl Semaphore {
             };
             want_watch = false;
             let lost = lock_lost.get_or_insert_with(|| lock.lost());
-            let waited = self.await_leases(&w, lost, node.owner, (cancel, events), deadline);
-            if let Some(end) = waited {
+            if let Some(end) = self.await_leases(cx, &w, lost, node.owner) {
                 return end;
             }
         }
@@ -428,14 +414,13 @@ impl Semaphore {
     /// comes back (`None`: count again), or the attempt ends.
     fn await_leases(
         &self,
+        cx: &Attempt<'_>,
         watch: &Receiver<WatchedEvent>,
         lost: &Receiver<()>,
         owner: i64,
-        (cancel, events): (&Receiver<()>, &Receiver<SessionEvent>),
-        deadline: Option<std::time::Instant>,
     ) -> Option<Next> {
         loop {
-            return match queue::wake(&[watch], Some(lost), events, cancel, deadline, None) {
+            return match cx.wake(&[watch], Some(lost), None) {
                 Wake::Watch(_, ev) => match ev.map(|e| e.event_type) {
                     Ok(EventType::Closed) => Some(Next::Done(Err(Error::Closed))),
                     Ok(EventType::SessionLost) => Some(Next::Restart),
@@ -454,9 +439,7 @@ impl Semaphore {
                     News::Restart => Some(Next::Restart),
                     News::Closed => Some(Next::Done(Err(Error::Closed))),
                 },
-                Wake::Cancel => Some(Next::Done(Err(Error::Cancelled {
-                    path: self.path.clone(),
-                }))),
+                Wake::Cancel => Some(cx.cancelled()),
                 Wake::Deadline | Wake::Tick => Some(Next::Done(Ok(None))),
             };
         }
