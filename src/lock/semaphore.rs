@@ -4,7 +4,7 @@
 use crossbeam_channel::Receiver;
 
 use super::{guard_api, lock_api, Holding, Lock, Sealed};
-use crate::client::{Client, NodeAcl};
+use crate::client::{Client, Names, NodeAcl};
 use crate::error::{Error, Result};
 use crate::queue::{
     self, names, Acquired, Attempt, Canceller, Count, News, Next, Participant, Queued, Rule,
@@ -354,32 +354,14 @@ impl Semaphore {
             }
             let names = match listing.take() {
                 Some(names) => names,
-                None => {
-                    let c = match cx.bounded() {
-                        Ok(c) => c,
-                        Err(end) => return end,
-                    };
-                    let listed = if want_watch {
-                        c.list_w(&self.leases).map(|(names, w)| (names, Some(w)))
-                    } else {
-                        c.list(&self.leases).map(|names| (names, None))
-                    };
-                    match listed {
-                        Ok((names, w)) => {
-                            cx.reset_backoff();
-                            watch = w;
-                            names
-                        }
-                        Err(e) if e.is_connection_error() => {
-                            cx.pause();
-                            continue;
-                        }
-                        Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => {
-                            return Next::Restart
-                        }
-                        Err(e) => return Next::Done(Err(e)),
+                None => match self.list_leases(cx, want_watch) {
+                    Ok(Some((names, w))) => {
+                        watch = w;
+                        names
                     }
-                }
+                    Ok(None) => continue, // connection trouble, paused
+                    Err(end) => return end,
+                },
             };
             let leases = match names::order(&self.leases, names.iter()) {
                 Ok(q) => q,
@@ -407,6 +389,33 @@ impl Semaphore {
             if let Some(end) = self.await_leases(cx, &w, lost, node.owner) {
                 return end;
             }
+        }
+    }
+
+    /// The lease list, with a watch on it if `want_watch`; `Ok(None)`: connection trouble
+    /// (after a pause), `Err`: the attempt ends so.
+    fn list_leases(
+        &self,
+        cx: &mut Attempt<'_>,
+        want_watch: bool,
+    ) -> std::result::Result<Option<Listed>, Next> {
+        let c = cx.bounded()?;
+        let listed = if want_watch {
+            c.list_w(&self.leases).map(|(names, w)| (names, Some(w)))
+        } else {
+            c.list(&self.leases).map(|names| (names, None))
+        };
+        match listed {
+            Ok(listed) => {
+                cx.reset_backoff();
+                Ok(Some(listed))
+            }
+            Err(e) if e.is_connection_error() => {
+                cx.pause();
+                Ok(None)
+            }
+            Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => Err(Next::Restart),
+            Err(e) => Err(Next::Done(Err(e))),
         }
     }
 
@@ -445,6 +454,9 @@ impl Semaphore {
         }
     }
 }
+
+/// A listing of the leases, with the watch it left if one was asked for.
+type Listed = (Names, Option<Receiver<WatchedEvent>>);
 
 /// The semaphore's internal lock while we hold it. Dropping it lets go in the background,
 /// off the caller's path: the acquire returns as soon as its lease is counted.

@@ -29,6 +29,26 @@ impl OwnNode<'_> {
         self.maybe_created = false;
         self.node.take()
     }
+
+    /// After a create whose reply was lost: looks for the node it may have made (then the
+    /// next round creates again, or goes on with the node found).
+    fn recover(
+        &mut self,
+        cx: &mut Attempt<'_>,
+        c: &Client,
+        spec: &Spec<'_>,
+    ) -> std::result::Result<(), Next> {
+        match find_by_uuid(c, spec, &self.uuid) {
+            Ok(found) => {
+                self.maybe_created = false;
+                self.node = found;
+            }
+            Err(e) if e.is_connection_error() => cx.pause(),
+            Err(Error::SessionExpired) => self.maybe_created = false,
+            Err(e) => return Err(Next::Done(Err(e))),
+        }
+        Ok(())
+    }
 }
 
 impl Drop for OwnNode<'_> {
@@ -85,22 +105,8 @@ pub(crate) fn enqueue<'a, 's: 'a>(
     while at.node.is_none() {
         let c = cx.checked(None)?;
         if at.maybe_created {
-            match find_by_uuid(&c, spec, &at.uuid) {
-                Ok(found) => {
-                    at.maybe_created = false;
-                    at.node = found;
-                    continue;
-                }
-                Err(e) if e.is_connection_error() => {
-                    cx.pause();
-                    continue;
-                }
-                Err(Error::SessionExpired) => {
-                    at.maybe_created = false;
-                    continue;
-                }
-                Err(e) => return Err(Next::Done(Err(e))),
-            }
+            at.recover(cx, &c, spec)?;
+            continue;
         }
         at.session = client.session_id();
         // Pinned: a create that may have happened (a lost reply) happened in `at.session`,

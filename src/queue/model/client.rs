@@ -204,8 +204,9 @@ impl Queue {
         s.send(p, |s| Reply::Listed(s.list(Dir::Queue)));
     }
 
-    /// The top of a round (`Attempt::checked`, and the lease loop's `Attempt::live`): `None` if our session
-    /// changed (the attempt starts over); else the create's listing, if it is still unused.
+    /// The top of a round (`Attempt::checked`, and the lease loop's `Attempt::live`):
+    /// `None` if our session changed (the attempt starts over); else the create's listing,
+    /// if it is still unused.
     pub(super) fn round(&self, s: &mut State, p: usize, owner: u8) -> Option<Option<Vec<Node>>> {
         if s.procs[p].session_id() != Some(owner) {
             self.restart(s, p);
