@@ -70,29 +70,32 @@ pub(crate) fn acquire(
                 return Err(e);
             }
         }
-        // Held by someone else: wait for the node to go (no watch is left if it already
-        // has).
-        let watch = match c.get_data_w(path) {
-            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
-            Ok((_, _, w)) => w,
-            Err(Error::NoNode { .. }) => continue,
-            Err(e) if e.is_connection_error() || e == Error::SessionExpired => continue,
-            Err(e) => return Err(e),
-        };
-        // Without a deadline, a slow re-check every session timeout.
-        let tick = cx
-            .deadline
-            .is_none()
-            .then(|| Instant::now() + client.session_timeout());
-        match cx.wake(&[&watch], None, tick) {
-            Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::Closed => {
-                return Err(Error::Closed)
-            }
-            Wake::Session(Ok(SessionEvent::Closed) | Err(_)) => return Err(Error::Closed),
-            Wake::Cancel => return Err(Error::cancelled(path)),
-            // Race again (a deadline passed is noticed at the top).
-            _ => {}
-        }
+        // Held by someone else: wait for it to go, then race again.
+        await_release(&cx, &c, path)?;
+    }
+}
+
+/// Waits until the node at `path`, held by someone else, changes or goes (no watch is left
+/// if it already has), or the tick, or a session event; then the caller races again (a
+/// deadline passed is noticed at the top of its round). `Err`: the acquire ends so.
+fn await_release(cx: &Attempt<'_>, c: &Client, path: &str) -> Result<()> {
+    let watch = match c.get_data_w(path) {
+        Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
+        Ok((_, _, w)) => w,
+        Err(Error::NoNode { .. }) => return Ok(()),
+        Err(e) if e.is_connection_error() || e == Error::SessionExpired => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    // Without a deadline, a slow re-check every session timeout.
+    let tick = cx
+        .deadline
+        .is_none()
+        .then(|| Instant::now() + cx.client.session_timeout());
+    match cx.wake(&[&watch], None, tick) {
+        Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::Closed => Err(Error::Closed),
+        Wake::Session(Ok(SessionEvent::Closed) | Err(_)) => Err(Error::Closed),
+        Wake::Cancel => Err(Error::cancelled(path)),
+        _ => Ok(()),
     }
 }
 
