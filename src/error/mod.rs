@@ -250,6 +250,13 @@ impl From<io::Error> for Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// An acquire of `path` was cancelled: the one place this error is built.
+    pub(crate) fn cancelled(path: &str) -> Error {
+        Error::Cancelled {
+            path: path.to_string(),
+        }
+    }
+
     /// Whether the outcome of the request is unknown because the connection dropped or the
     /// deadline passed (it may have been applied). Recipes retry such requests idempotently.
     pub fn is_connection_error(&self) -> bool {

@@ -113,9 +113,7 @@ pub trait Lock: Sealed {
     /// node no lock recipe made in the lock's directory).
     fn acquire(&self) -> Result<Self::Guard> {
         self.hold(Wait::Forever, &self.canceller())?
-            .ok_or_else(|| Error::Cancelled {
-                path: self.path().to_string(),
-            })
+            .ok_or_else(|| Error::cancelled(self.path()))
     }
 
     /// Takes the lock if nobody holds or waits for it; never waits for the lock. On `None`

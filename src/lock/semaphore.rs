@@ -4,13 +4,13 @@
 use crossbeam_channel::Receiver;
 
 use super::{guard_api, lock_api, Holding, Lock, Sealed};
-use crate::client::{Client, NodeAcl};
+use crate::client::{Client, Names, NodeAcl};
 use crate::error::{Error, Result};
 use crate::queue::{
-    self, names, Acquired, Canceller, Count, News, Next, Participant, Queued, Rule, SessionEvents,
-    Spec, Wait, Wake,
+    self, names, Acquired, Attempt, Canceller, Count, News, Next, Participant, Queued, Rule,
+    SessionEvents, Spec, Wait, Wake,
 };
-use crate::{EventType, SessionEvent, WatchedEvent};
+use crate::{EventType, WatchedEvent};
 
 /// A counting semaphore: at most `permits` holders at once, shared with Apache Curator's
 /// `InterProcessSemaphoreV2` on the same path.
@@ -263,7 +263,8 @@ impl Semaphore {
             let Some(mut lock) = self.internal_lock(wait, &call.canceller)? else {
                 return Ok(None);
             };
-            match self.lease(&mut lock, wait, &cancel.rx, &events.rx) {
+            let mut cx = Attempt::new(&self.client, &self.path, wait, &cancel.rx, &events.rx);
+            match self.lease(&mut lock, &mut cx) {
                 Next::Restart => {
                     log::info!(
                         "zkguard: {}: session changed, lease or internal lock gone; queueing again",
@@ -327,20 +328,13 @@ impl Semaphore {
 
     /// Holding the internal lock: creates our lease and waits until the leases are within
     /// the permits.
-    fn lease(
-        &self,
-        lock: &mut InternalLock,
-        wait: Wait,
-        cancel: &Receiver<()>,
-        events: &Receiver<SessionEvent>,
-    ) -> Next {
+    fn lease<'a>(&'a self, lock: &mut InternalLock, cx: &mut Attempt<'a>) -> Next {
         let client = &self.client;
-        let deadline = wait.deadline(client);
         let spec = self.spec(&self.leases, names::LEASE, Rule::Semaphore(self.permits));
         let Queued {
             mut at,
             mut listing,
-        } = match queue::enqueue(client, &spec, wait, deadline, cancel, events) {
+        } = match queue::enqueue(cx, &spec) {
             Ok(q) => q,
             Err(next) => return next,
         };
@@ -352,47 +346,22 @@ impl Semaphore {
         // A listing leaves a watch on the lease list only when we are about to wait: a
         // contender that gets in leaves no watch behind to be woken by later leases.
         let mut watch: Option<Receiver<WatchedEvent>> = None;
-        let mut backoff = queue::retry_backoff();
+        cx.reset_backoff();
         let mut want_watch = false;
-        let cancelled = || {
-            Next::Done(Err(Error::Cancelled {
-                path: self.path.clone(),
-            }))
-        };
         loop {
-            if cancel.try_recv().is_ok() {
-                return cancelled();
-            }
-            if client.session_id() != node.owner {
-                return Next::Restart;
+            if let Err(end) = cx.live(Some(node.owner)) {
+                return end;
             }
             let names = match listing.take() {
                 Some(names) => names,
-                None => {
-                    let Some(c) = queue::bounded(client, deadline) else {
-                        return Next::Done(queue::expired(wait, &self.path, client));
-                    };
-                    let listed = if want_watch {
-                        c.list_w(&self.leases).map(|(names, w)| (names, Some(w)))
-                    } else {
-                        c.list(&self.leases).map(|names| (names, None))
-                    };
-                    match listed {
-                        Ok((names, w)) => {
-                            backoff.reset();
-                            watch = w;
-                            names
-                        }
-                        Err(e) if e.is_connection_error() => {
-                            queue::pause(events, cancel, deadline, &mut backoff);
-                            continue;
-                        }
-                        Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => {
-                            return Next::Restart
-                        }
-                        Err(e) => return Next::Done(Err(e)),
+                None => match self.list_leases(cx, want_watch) {
+                    Ok(Some((names, w))) => {
+                        watch = w;
+                        names
                     }
-                }
+                    Ok(None) => continue, // connection trouble, paused
+                    Err(end) => return end,
+                },
             };
             let leases = match names::order(&self.leases, names.iter()) {
                 Ok(q) => q,
@@ -408,7 +377,7 @@ impl Semaphore {
                 Count::Permit => return Next::Done(Ok(at.take())),
                 Count::Wait => {}
             }
-            if matches!(wait, Wait::Try) {
+            if matches!(cx.wait, Wait::Try) {
                 return Next::Done(Ok(None));
             }
             let Some(w) = watch.take() else {
@@ -417,10 +386,36 @@ impl Semaphore {
             };
             want_watch = false;
             let lost = lock_lost.get_or_insert_with(|| lock.lost());
-            let waited = self.await_leases(&w, lost, node.owner, (cancel, events), deadline);
-            if let Some(end) = waited {
+            if let Some(end) = self.await_leases(cx, &w, lost, node.owner) {
                 return end;
             }
+        }
+    }
+
+    /// The lease list, with a watch on it if `want_watch`; `Ok(None)`: connection trouble
+    /// (after a pause), `Err`: the attempt ends so.
+    fn list_leases(
+        &self,
+        cx: &mut Attempt<'_>,
+        want_watch: bool,
+    ) -> std::result::Result<Option<Listed>, Next> {
+        let c = cx.bounded()?;
+        let listed = if want_watch {
+            c.list_w(&self.leases).map(|(names, w)| (names, Some(w)))
+        } else {
+            c.list(&self.leases).map(|names| (names, None))
+        };
+        match listed {
+            Ok(listed) => {
+                cx.reset_backoff();
+                Ok(Some(listed))
+            }
+            Err(e) if e.is_connection_error() => {
+                cx.pause();
+                Ok(None)
+            }
+            Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => Err(Next::Restart),
+            Err(e) => Err(Next::Done(Err(e))),
         }
     }
 
@@ -428,14 +423,13 @@ impl Semaphore {
     /// comes back (`None`: count again), or the attempt ends.
     fn await_leases(
         &self,
+        cx: &Attempt<'_>,
         watch: &Receiver<WatchedEvent>,
         lost: &Receiver<()>,
         owner: i64,
-        (cancel, events): (&Receiver<()>, &Receiver<SessionEvent>),
-        deadline: Option<std::time::Instant>,
     ) -> Option<Next> {
         loop {
-            return match queue::wake(&[watch], Some(lost), events, cancel, deadline, None) {
+            return match cx.wake(&[watch], Some(lost), None) {
                 Wake::Watch(_, ev) => match ev.map(|e| e.event_type) {
                     Ok(EventType::Closed) => Some(Next::Done(Err(Error::Closed))),
                     Ok(EventType::SessionLost) => Some(Next::Restart),
@@ -454,14 +448,15 @@ impl Semaphore {
                     News::Restart => Some(Next::Restart),
                     News::Closed => Some(Next::Done(Err(Error::Closed))),
                 },
-                Wake::Cancel => Some(Next::Done(Err(Error::Cancelled {
-                    path: self.path.clone(),
-                }))),
+                Wake::Cancel => Some(cx.cancelled()),
                 Wake::Deadline | Wake::Tick => Some(Next::Done(Ok(None))),
             };
         }
     }
 }
+
+/// A listing of the leases, with the watch it left if one was asked for.
+type Listed = (Names, Option<Receiver<WatchedEvent>>);
 
 /// The semaphore's internal lock while we hold it. Dropping it lets go in the background,
 /// off the caller's path: the acquire returns as soon as its lease is counted.

@@ -1,21 +1,19 @@
-//! Phase 1 of an attempt (step 1 of the algorithm in `wait.rs`): our node in the queue,
+//! Phase 1 of an attempt (step 1 of the algorithm in `acquire.rs`): our node in the queue,
 //! made once even when a create's reply is lost, and deleted on every way out that is not
 //! success.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::Receiver;
-
+use super::attempt::{Attempt, Next, Spec};
 use super::held::Acquired;
 use super::names;
 use super::tenancy;
-use super::wait::{bounded, expired, pause, retry_backoff, Next, Spec, Wait};
 use crate::client::{Check, Client, Job, Names};
 use crate::error::{Error, Result};
-use crate::{Acl, CreateMode, SessionEvent, SessionState, Stat};
+use crate::{Acl, CreateMode, SessionState, Stat};
 
 /// Our node during one attempt; deletes it on drop unless it was handed to a guard.
-pub(crate) struct Attempt<'a> {
+pub(crate) struct OwnNode<'a> {
     client: &'a Client,
     dir: &'a str,
     uuid: String,
@@ -26,14 +24,34 @@ pub(crate) struct Attempt<'a> {
     maybe_created: bool,
 }
 
-impl Attempt<'_> {
+impl OwnNode<'_> {
     pub(crate) fn take(&mut self) -> Option<Acquired> {
         self.maybe_created = false;
         self.node.take()
     }
+
+    /// After a create whose reply was lost: looks for the node it may have made (then the
+    /// next round creates again, or goes on with the node found).
+    fn recover(
+        &mut self,
+        cx: &mut Attempt<'_>,
+        c: &Client,
+        spec: &Spec<'_>,
+    ) -> std::result::Result<(), Next> {
+        match find_by_uuid(c, spec, &self.uuid) {
+            Ok(found) => {
+                self.maybe_created = false;
+                self.node = found;
+            }
+            Err(e) if e.is_connection_error() => cx.pause(),
+            Err(Error::SessionExpired) => self.maybe_created = false,
+            Err(e) => return Err(Next::Done(Err(e))),
+        }
+        Ok(())
+    }
 }
 
-impl Drop for Attempt<'_> {
+impl Drop for OwnNode<'_> {
     fn drop(&mut self) {
         if let Some(node) = self.node.take() {
             // Bounded: one short request at most, then the background takes over.
@@ -59,26 +77,18 @@ impl Drop for Attempt<'_> {
 
 /// A node in a queue, with the listing its create brought back.
 pub(crate) struct Queued<'a> {
-    pub at: Attempt<'a>,
+    pub at: OwnNode<'a>,
     pub listing: Option<Names>,
 }
 
 /// Phase 1 of an attempt: our node, and (usually) a listing of the directory taken right
 /// after it, in the same write. `Err` says how the attempt ends instead.
-pub(crate) fn enqueue<'a>(
-    client: &'a Client,
-    spec: &Spec<'a>,
-    wait: Wait,
-    deadline: Option<Instant>,
-    cancel: &Receiver<()>,
-    events: &Receiver<SessionEvent>,
+pub(crate) fn enqueue<'a, 's: 'a>(
+    cx: &mut Attempt<'a>,
+    spec: &Spec<'s>,
 ) -> std::result::Result<Queued<'a>, Next> {
-    let cancelled = || {
-        Next::Done(Err(Error::Cancelled {
-            path: spec.path.to_string(),
-        }))
-    };
-    let mut at = Attempt {
+    let client = cx.client;
+    let mut at = OwnNode {
         client,
         dir: spec.dir,
         uuid: uuid::Uuid::new_v4().to_string(),
@@ -87,35 +97,16 @@ pub(crate) fn enqueue<'a>(
         maybe_created: false,
     };
     let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
-    let mut backoff = retry_backoff();
+    cx.reset_backoff();
     let mut parent_tries = 0;
     let mut listing: Option<Names> = None;
     let guard = spec.acl.keeps_others_out();
     let mut dir_acl: Option<(Vec<Acl>, Stat)> = None;
     while at.node.is_none() {
-        if cancel.try_recv().is_ok() {
-            return Err(cancelled());
-        }
-        let Some(c) = bounded(client, deadline) else {
-            return Err(Next::Done(expired(wait, spec.path, client)));
-        };
+        let c = cx.checked(None)?;
         if at.maybe_created {
-            match find_by_uuid(&c, spec, &at.uuid) {
-                Ok(found) => {
-                    at.maybe_created = false;
-                    at.node = found;
-                    continue;
-                }
-                Err(e) if e.is_connection_error() => {
-                    pause(events, cancel, deadline, &mut backoff);
-                    continue;
-                }
-                Err(Error::SessionExpired) => {
-                    at.maybe_created = false;
-                    continue;
-                }
-                Err(e) => return Err(Next::Done(Err(e))),
-            }
+            at.recover(cx, &c, spec)?;
+            continue;
         }
         at.session = client.session_id();
         // Pinned: a create that may have happened (a lost reply) happened in `at.session`,
@@ -152,7 +143,7 @@ pub(crate) fn enqueue<'a>(
             }
             Err(e) if e.is_connection_error() => {
                 at.maybe_created = true;
-                pause(events, cancel, deadline, &mut backoff);
+                cx.pause();
             }
             Err(Error::SessionExpired) => {}
             Err(e) => return Err(Next::Done(Err(e))),
@@ -165,7 +156,7 @@ pub(crate) fn enqueue<'a>(
             .and_then(Names::stat)
             .is_some_and(judged_before)
     {
-        trusted(&at, spec, dir_acl, (wait, deadline), (cancel, events))?;
+        trusted(cx, &at, spec, dir_acl)?;
     }
     Ok(Queued { at, listing })
 }
@@ -174,25 +165,17 @@ pub(crate) fn enqueue<'a>(
 /// create if it came; a directory found trusted is remembered with its stat. `Err`: the
 /// attempt ends so, and our node is deleted with `at`.
 fn trusted(
-    at: &Attempt<'_>,
+    cx: &mut Attempt<'_>,
+    at: &OwnNode<'_>,
     spec: &Spec<'_>,
     mut dir_acl: Option<(Vec<Acl>, Stat)>,
-    (wait, deadline): (Wait, Option<Instant>),
-    (cancel, events): (&Receiver<()>, &Receiver<SessionEvent>),
 ) -> std::result::Result<(), Next> {
     let Some(node) = at.node.as_ref() else {
         return Err(Next::Restart);
     };
-    let mut backoff = retry_backoff();
+    cx.reset_backoff();
     loop {
-        if cancel.try_recv().is_ok() {
-            return Err(Next::Done(Err(Error::Cancelled {
-                path: spec.path.to_string(),
-            })));
-        }
-        let Some(c) = bounded(at.client, deadline) else {
-            return Err(Next::Done(expired(wait, spec.path, at.client)));
-        };
+        let c = cx.checked(None)?;
         let judged = match dir_acl.take() {
             Some(read) => Ok(read),
             None => c.get_acl(spec.dir),
@@ -202,10 +185,10 @@ fn trusted(
         });
         match judged {
             Ok(stat) => {
-                at.client.tenancy().record(spec.dir, spec.acl, &stat);
+                cx.client.tenancy().record(spec.dir, spec.acl, &stat);
                 return Ok(());
             }
-            Err(e) if e.is_connection_error() => pause(events, cancel, deadline, &mut backoff),
+            Err(e) if e.is_connection_error() => cx.pause(),
             Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => return Err(Next::Restart),
             Err(e) => return Err(Next::Done(Err(e))),
         }

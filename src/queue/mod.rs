@@ -1,6 +1,8 @@
 //! The ordered queue of contenders: one algorithm under every sequential recipe. A recipe
 //! picks node names (a marker) and a blocker rule; the rest is here.
 
+mod acquire;
+mod attempt;
 mod enqueue;
 mod held;
 #[cfg(test)]
@@ -9,19 +11,16 @@ pub(crate) mod names;
 mod rules;
 mod single;
 mod tenancy;
-mod wait;
 mod waiter;
 mod wake;
 
+pub(crate) use acquire::{acquire, participants};
+pub(crate) use attempt::{Attempt, News, Next, SessionEvents, Spec, Wait};
 pub(crate) use enqueue::{create_dir, enqueue, Queued};
 pub(crate) use held::{token_of, Acquired};
 pub use held::{Canceller, Participant};
 pub(crate) use rules::{lease_count, Count, Rule};
 pub(crate) use single::{acquire as single, holder as single_holder};
-pub(crate) use wait::{
-    acquire, bounded, expired, participants, pause, retry_backoff, News, Next, SessionEvents, Spec,
-    Wait,
-};
 pub(crate) use wake::{wake, Wake};
 
 use crate::error::{Error, Result};

@@ -9,7 +9,8 @@ pub(crate) enum Rule {
     Exclusive,
     /// Read lock: the nearest write (non-read) node before me.
     Read,
-    /// Semaphore with this many permits: the node that many places before me.
+    /// Semaphore with this many permits: the node that many places before me. (Which
+    /// leases hold, for `participants`; a lease itself waits by count: [`lease_count`].)
     Semaphore(u32),
     /// A read/write lock's queue seen whole: each node by its own kind (`Read` for read
     /// nodes, `Exclusive` for write nodes).
@@ -26,13 +27,6 @@ impl Rule {
             Rule::ReadWrite if queue[me].read => Rule::Read.blocker(queue, me),
             Rule::ReadWrite => Rule::Exclusive.blocker(queue, me),
         }
-    }
-
-    /// Whether a waiter also watches the node that blocks it once its blocker is gone,
-    /// to know it is next before its turn (see the queue's wait loop). Every rule but the
-    /// semaphore's, whose waiters keep one watch each.
-    pub(crate) fn looks_two_ahead(self) -> bool {
-        !matches!(self, Rule::Semaphore(_))
     }
 }
 

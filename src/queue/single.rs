@@ -8,10 +8,10 @@
 
 use std::time::Instant;
 
+use super::attempt::{Attempt, Next, SessionEvents, Wait};
 use super::enqueue::create_dir;
 use super::held::{Acquired, Canceller};
-use super::wait::{bounded, expired, pause, retry_backoff, SessionEvents, Wait};
-use super::wake::{wake, Wake};
+use super::wake::Wake;
 use super::{names, tenancy};
 use crate::client::{Check, Client, Job};
 use crate::error::{Error, Result};
@@ -30,16 +30,11 @@ pub(crate) fn acquire(
 ) -> Result<Option<Acquired>> {
     let cancel = canceller.register();
     let events = SessionEvents::new(client);
-    let events = &events.rx;
-    let deadline = wait.deadline(client);
-    let cancelled = || Error::Cancelled {
-        path: path.to_string(),
-    };
+    let mut cx = Attempt::new(client, path, wait, &cancel.rx, &events.rx);
     // Set while a create's outcome is unknown; cleared by the next clear answer.
     let mut unsure = false;
     // The session of the last create (its clean-up goes out on that session only).
     let mut session = client.session_id();
-    let mut backoff = retry_backoff();
     let give_up = |unsure: bool, session: i64| {
         if unsure {
             client.delete_in_background(Job::Path {
@@ -50,13 +45,14 @@ pub(crate) fn acquire(
         }
     };
     loop {
-        if cancel.rx.try_recv().is_ok() {
-            give_up(unsure, session);
-            return Err(cancelled());
-        }
-        let Some(c) = bounded(client, deadline) else {
-            give_up(unsure, session);
-            return expired(wait, path, client);
+        let c = match cx.checked(None) {
+            Ok(c) => c,
+            Err(Next::Done(r)) => {
+                give_up(unsure, session);
+                return r;
+            }
+            // Only a loop whose node has an owner session restarts.
+            Err(Next::Restart) => continue,
         };
         session = client.session_id();
         let tried = try_once(&c.pinned(session), path, data, acl);
@@ -64,9 +60,9 @@ pub(crate) fn acquire(
         match tried {
             Ok(Some(a)) => return Ok(Some(a)),
             Ok(None) if matches!(wait, Wait::Try) => return Ok(None),
-            Ok(None) => backoff.reset(),
+            Ok(None) => cx.reset_backoff(),
             Err(e) if e.is_connection_error() || e == Error::SessionExpired => {
-                pause(events, &cancel.rx, deadline, &mut backoff);
+                cx.pause();
                 continue;
             }
             Err(e) => {
@@ -74,28 +70,32 @@ pub(crate) fn acquire(
                 return Err(e);
             }
         }
-        // Held by someone else: wait for the node to go (no watch is left if it already
-        // has).
-        let watch = match c.get_data_w(path) {
-            Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
-            Ok((_, _, w)) => w,
-            Err(Error::NoNode { .. }) => continue,
-            Err(e) if e.is_connection_error() || e == Error::SessionExpired => continue,
-            Err(e) => return Err(e),
-        };
-        // Without a deadline, a slow re-check every session timeout.
-        let tick = deadline
-            .is_none()
-            .then(|| Instant::now() + client.session_timeout());
-        match wake(&[&watch], None, events, &cancel.rx, deadline, tick) {
-            Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::Closed => {
-                return Err(Error::Closed)
-            }
-            Wake::Session(Ok(SessionEvent::Closed) | Err(_)) => return Err(Error::Closed),
-            Wake::Cancel => return Err(cancelled()),
-            // Race again (a deadline passed is noticed at the top).
-            _ => {}
-        }
+        // Held by someone else: wait for it to go, then race again.
+        await_release(&cx, &c, path)?;
+    }
+}
+
+/// Waits until the node at `path`, held by someone else, changes or goes (no watch is left
+/// if it already has), or the tick, or a session event; then the caller races again (a
+/// deadline passed is noticed at the top of its round). `Err`: the acquire ends so.
+fn await_release(cx: &Attempt<'_>, c: &Client, path: &str) -> Result<()> {
+    let watch = match c.get_data_w(path) {
+        Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
+        Ok((_, _, w)) => w,
+        Err(Error::NoNode { .. }) => return Ok(()),
+        Err(e) if e.is_connection_error() || e == Error::SessionExpired => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    // Without a deadline, a slow re-check every session timeout.
+    let tick = cx
+        .deadline
+        .is_none()
+        .then(|| Instant::now() + cx.client.session_timeout());
+    match cx.wake(&[&watch], None, tick) {
+        Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::Closed => Err(Error::Closed),
+        Wake::Session(Ok(SessionEvent::Closed) | Err(_)) => Err(Error::Closed),
+        Wake::Cancel => Err(Error::cancelled(path)),
+        _ => Ok(()),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Phase 2 of an attempt (steps 2 to 5 of the algorithm in `wait.rs`): a waiter whose node
+//! Phase 2 of an attempt (steps 2 to 5 of the algorithm in `acquire.rs`): a waiter whose node
 //! is queued lists, arms its watches, and waits, until it holds or the attempt ends. Each
 //! step returns the next as a [`Step`]; [`Waiter::run`] drives them.
 
@@ -6,16 +6,15 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::enqueue::{Attempt, Queued};
+use super::attempt::{Attempt, News, Next, Spec, Wait};
+use super::enqueue::{OwnNode, Queued};
 use super::held::Acquired;
 use super::names;
 use super::rules::Rule;
-use super::wait::{bounded, expired, pause, retry_backoff, News, Next, Spec, Wait};
-use super::wake::{wake, Wake};
-use crate::backoff::Backoff;
+use super::wake::Wake;
 use crate::client::{Client, Names};
 use crate::error::{Error, Result};
-use crate::{EventType, SessionEvent, WatchedEvent};
+use crate::{EventType, WatchedEvent};
 
 /// Where a waiter goes next.
 enum Step {
@@ -30,22 +29,18 @@ enum Step {
     End(Next),
 }
 
-/// The watches a waiter waits on, by their index in [`wake`]'s list.
+/// The watches a waiter waits on, by their index in [`wake`](super::wake::wake)'s list.
 pub(super) const BLOCKER: usize = 0;
 pub(super) const NEXT: usize = 1;
 pub(super) const OWN: usize = 2;
 
-/// One attempt after its node was made: the node, the caller's limits, and what it keeps
+/// One attempt after its node was made: the call's context, the node, and what it keeps
 /// between steps. Between listings it keeps only what the last one told it (a [`View`]: a
 /// thousand waiters would each keep a thousand names otherwise) and its unspent watches.
 pub(crate) struct Waiter<'a, 's> {
-    client: &'a Client,
+    cx: &'s mut Attempt<'a>,
     spec: &'s Spec<'a>,
-    wait: Wait,
-    deadline: Option<Instant>,
-    cancel: &'s Receiver<()>,
-    events: &'s Receiver<SessionEvent>,
-    at: Attempt<'a>,
+    at: OwnNode<'a>,
     /// Our node (also in `at` until granted).
     node: Acquired,
     /// Our node's name.
@@ -53,7 +48,6 @@ pub(crate) struct Waiter<'a, 's> {
     /// The listing our create brought back, used by the first `list`.
     listing: Option<Names>,
     watching: Watching,
-    backoff: Backoff,
     /// The slow re-check's period.
     tick: Duration,
 }
@@ -61,27 +55,22 @@ pub(crate) struct Waiter<'a, 's> {
 impl<'a, 's> Waiter<'a, 's> {
     /// The waiter of a queued node; `None` if the attempt has no node.
     pub(crate) fn new(
-        client: &'a Client,
+        cx: &'s mut Attempt<'a>,
         spec: &'s Spec<'a>,
-        (wait, deadline): (Wait, Option<Instant>),
-        (cancel, events): (&'s Receiver<()>, &'s Receiver<SessionEvent>),
         queued: Queued<'a>,
     ) -> Option<Waiter<'a, 's>> {
         let node = queued.at.node.clone()?;
+        cx.reset_backoff();
+        let tick = cx.client.session_timeout().max(Duration::from_secs(1));
         Some(Waiter {
-            client,
+            cx,
             spec,
-            wait,
-            deadline,
-            cancel,
-            events,
             me: names::base(&node.path).to_string(),
             node,
             at: queued.at,
             listing: queued.listing,
             watching: Watching::default(),
-            backoff: retry_backoff(),
-            tick: client.session_timeout().max(Duration::from_secs(1)),
+            tick,
         })
     }
 
@@ -90,7 +79,7 @@ impl<'a, 's> Waiter<'a, 's> {
     pub(crate) fn run(mut self) -> Next {
         let mut step = Step::List;
         loop {
-            let c = match self.checked() {
+            let c = match self.cx.checked(Some(self.node.owner)) {
                 Ok(c) => c,
                 Err(end) => return end,
             };
@@ -109,27 +98,9 @@ impl<'a, 's> Waiter<'a, 's> {
         }
     }
 
-    /// A handle whose requests end by the deadline, unless the attempt ends first.
-    fn checked(&self) -> std::result::Result<Client, Next> {
-        if self.cancel.try_recv().is_ok() {
-            return Err(self.cancelled());
-        }
-        if self.client.session_id() != self.node.owner {
-            return Err(Next::Restart);
-        }
-        bounded(self.client, self.deadline)
-            .ok_or_else(|| Next::Done(expired(self.wait, self.spec.path, self.client)))
-    }
-
-    fn cancelled(&self) -> Next {
-        Next::Done(Err(Error::Cancelled {
-            path: self.spec.path.to_string(),
-        }))
-    }
-
     /// Connection trouble: a pause, then a new round.
     fn trouble(&mut self) -> Step {
-        pause(self.events, self.cancel, self.deadline, &mut self.backoff);
+        self.cx.pause();
         Step::List
     }
 
@@ -163,7 +134,7 @@ impl<'a, 's> Waiter<'a, 's> {
         };
         match View::of(self.spec.dir, self.spec.rule, q, pos) {
             None => self.grant(),
-            Some(_) if matches!(self.wait, Wait::Try) => Step::End(Next::Done(Ok(None))),
+            Some(_) if matches!(self.cx.wait, Wait::Try) => Step::End(Next::Done(Ok(None))),
             Some(v) => Step::Arm(v),
         }
     }
@@ -173,7 +144,7 @@ impl<'a, 's> Waiter<'a, 's> {
         let gone = match self.watching.arm(c, &v, &self.node.path) {
             Ok(gone) => {
                 // The server answers again: the next trouble starts with a short pause.
-                self.backoff.reset();
+                self.cx.reset_backoff();
                 gone
             }
             Err(e) if e.is_connection_error() => return self.trouble(),
@@ -200,14 +171,7 @@ impl<'a, 's> Waiter<'a, 's> {
         let own = self.watching.receiver(&self.node.path);
         let tick = Some(Instant::now() + self.tick);
         loop {
-            let woken = wake(
-                &[&blocker, &next, &own],
-                None,
-                self.events,
-                self.cancel,
-                self.deadline,
-                tick,
-            );
+            let woken = self.cx.wake(&[&blocker, &next, &own], None, tick);
             let (i, ev) = match woken {
                 Wake::Watch(i, ev) => (i, ev),
                 Wake::Session(ev) => match News::of(ev, self.node.owner) {
@@ -216,7 +180,7 @@ impl<'a, 's> Waiter<'a, 's> {
                     News::Restart => return Step::End(Next::Restart),
                     News::Closed => return Step::End(Next::Done(Err(Error::Closed))),
                 },
-                Wake::Cancel => return Step::End(self.cancelled()),
+                Wake::Cancel => return Step::End(self.cx.cancelled()),
                 Wake::Deadline => return Step::End(Next::Done(Ok(None))),
                 Wake::Tick | Wake::Lost => return Step::List, // the slow re-check
             };
@@ -242,10 +206,10 @@ impl<'a, 's> Waiter<'a, 's> {
     /// node's listing was answered within its session, and an ephemeral node only goes with
     /// its session or by an explicit delete, which a guard's own watch reports.)
     fn grant(&mut self) -> Step {
-        if self.client.is_closing() {
+        if self.cx.client.is_closing() {
             return Step::End(Next::Done(Err(Error::Closed)));
         }
-        if self.client.session_id() != self.node.owner {
+        if self.cx.client.session_id() != self.node.owner {
             return Step::End(Next::Restart);
         }
         Step::End(Next::Done(Ok(self.at.take())))
@@ -342,8 +306,7 @@ pub(super) struct View {
     /// before the one it waits for). When it goes (our blocker now holds, or it gave up,
     /// timed out, expired or was deleted), we list again at once, during our blocker's
     /// turn: so when our blocker goes we normally know already that we are next, and hold
-    /// on its notification alone. `None` for a semaphore (one watch per waiter, as
-    /// documented there).
+    /// on its notification alone.
     pub(super) next: Option<String>,
 }
 
@@ -359,9 +322,7 @@ impl View {
         let blocker = queue.remove(b).name;
         // The blocker is always ahead of us: without it, we are one place further up.
         let then = rule.blocker(&queue, me - 1);
-        let next = then
-            .filter(|_| rule.looks_two_ahead())
-            .map(|i| names::child(dir, queue[i].name.as_ref()));
+        let next = then.map(|i| names::child(dir, queue[i].name.as_ref()));
         Some(View {
             blocker: names::child(dir, blocker.as_ref()),
             grant_when_gone: then.is_none(),
@@ -501,16 +462,5 @@ mod tests {
         assert_eq!(view(Rule::Read, "rwrr", 3), some("/d/n1", None));
         assert_eq!(view(Rule::Read, "wrrwrr", 5), some("/d/n3", Some("/d/n0")));
         assert_eq!(view(Rule::Read, "wwr", 2), some("/d/n1", Some("/d/n0")));
-    }
-
-    #[test]
-    fn a_semaphore_waiter_watches_its_blocker_only() {
-        let rule = Rule::Semaphore(2);
-        assert_eq!(view(rule, "ww", 1), None);
-        assert_eq!(view(rule, "www", 2), some("/d/n0", None));
-        assert_eq!(
-            view(rule, "wwww", 3),
-            Some(("/d/n1".to_string(), false, None))
-        );
     }
 }

@@ -6,9 +6,9 @@
 
 use super::state::{Dir, Ev, Guard, In, MView, Node, Phase, Recipe, Reply, State, WStep};
 use super::Queue;
+use crate::queue::attempt::{News, Next};
 use crate::queue::names;
 use crate::queue::rules::Rule;
-use crate::queue::wait::{News, Next};
 use crate::queue::waiter::{after_arm, heard, on_watch, Then, View, BLOCKER, NEXT};
 use crate::{EventType, SessionEvent, WatchedEvent};
 
@@ -188,7 +188,7 @@ impl Queue {
         }
     }
 
-    /// Steps 1 and 2 of a round (`Waiter::checked` and `Waiter::list`): our session, then
+    /// Steps 1 and 2 of a round (`Attempt::checked` and `Waiter::list`): our session, then
     /// the create's listing or a new one.
     pub(super) fn list(&self, s: &mut State, p: usize) {
         let Phase::Waiter { seq, owner, .. } = s.procs[p].phase else {
@@ -204,8 +204,9 @@ impl Queue {
         s.send(p, |s| Reply::Listed(s.list(Dir::Queue)));
     }
 
-    /// The top of a round (`Waiter::checked`, and the lease loop's): `None` if our session
-    /// changed (the attempt starts over); else the create's listing, if it is still unused.
+    /// The top of a round (`Attempt::checked`, and the lease loop's `Attempt::live`):
+    /// `None` if our session changed (the attempt starts over); else the create's listing,
+    /// if it is still unused.
     pub(super) fn round(&self, s: &mut State, p: usize, owner: u8) -> Option<Option<Vec<Node>>> {
         if s.procs[p].session_id() != Some(owner) {
             self.restart(s, p);
@@ -383,7 +384,7 @@ impl Queue {
         self.restart(s, p);
     }
 
-    /// The attempt ends (its node deleted, `Attempt::drop`); a semaphore also lets its
+    /// The attempt ends (its node deleted, `OwnNode::drop`); a semaphore also lets its
     /// internal lock go. With `again`, a new attempt starts; else the call returns.
     fn end_attempt(&self, s: &mut State, p: usize, again: bool) {
         if let Some((seq, owner)) = s.procs[p].attempt_node.take() {

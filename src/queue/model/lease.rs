@@ -5,9 +5,9 @@
 
 use super::state::{Dir, Node, Phase, Reply, State};
 use super::Queue;
+use crate::queue::attempt::News;
 use crate::queue::names;
 use crate::queue::rules::{lease_count, Count};
-use crate::queue::wait::News;
 
 impl Queue {
     fn permits(&self) -> u32 {

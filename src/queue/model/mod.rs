@@ -6,21 +6,21 @@
 //!
 //! Every decision a waiter takes is made by the library's functions, called by the model:
 //! the node names (`Node::name` uses `names::node_prefix`, and the listing is parsed and
-//! ordered by `names::order_upto` / `names::order`), the blocker rules (`Rule::blocker` and
-//! `Rule::looks_two_ahead`, through `View::of`: the blocker, the node two ahead, the fast
-//! path's `grant_when_gone`), what the waiter does once its watches are armed
-//! (`waiter::after_arm`) and when one fires (`waiter::heard`, `waiter::on_watch`), what a
-//! session event means to it (`News::of`), and the semaphore's count (`lease_count`).
+//! ordered by `names::order_upto` / `names::order`), the blocker rules (`Rule::blocker`,
+//! through `View::of`: the blocker, the node two ahead, the fast path's `grant_when_gone`),
+//! what the waiter does once its watches are armed (`waiter::after_arm`) and when one
+//! fires (`waiter::heard`, `waiter::on_watch`), what a session event means to it
+//! (`News::of`), and the semaphore's count (`lease_count`).
 //!
 //! # What is re-described, and why
 //!
 //! The I/O around those decisions is re-described here, step for step with the code it
 //! mirrors (each function names it): `enqueue` (create and list in one write; a lost reply
-//! resolved by `find_by_uuid`), the `Waiter`'s loop (`checked`, `list`, `Watching::arm`'s
-//! bookkeeping of kept, spent and missing watches, `grant`), `Attempt::drop`,
-//! `Holding::new`, `is_valid`, `release` and the fenced write, `Client::delete_owned` and the
-//! janitor, the semaphore's `lease` and `await_leases`, and the session's transitions
-//! (`conn/session.rs`). They are written against threads, channels and sockets, which a
+//! resolved by `find_by_uuid`), the `Waiter`'s loop (`Attempt::checked`, `list`,
+//! `Watching::arm`'s bookkeeping of kept, spent and missing watches, `grant`),
+//! `OwnNode::drop`, `Holding::new`, `is_valid`, `release` and the fenced write,
+//! `Client::delete_owned` and the janitor, the semaphore's `lease` and `await_leases`, and
+//! the session's transitions (`conn/session.rs`). They are written against threads, channels and sockets, which a
 //! model cannot run; what they decide is small and is kept in the library's functions.
 //!
 //! # What it assumes of ZooKeeper

@@ -276,7 +276,7 @@ pub(crate) struct Proc {
     pub janitor: Vec<(u8, u8)>,
     /// Attempts made (the next uuid).
     pub attempts: u8,
-    /// The node of the attempt under way (the `Attempt`'s), for its clean-up.
+    /// The node of the attempt under way (the `OwnNode`'s), for its clean-up.
     pub attempt_node: Option<(u8, u8)>,
 }
 

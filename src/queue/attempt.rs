@@ -1,0 +1,251 @@
+//! The context of one acquire call, shared by every acquire loop: the queue's two phases
+//! ([`enqueue`](super::enqueue) and the [`Waiter`](super::waiter::Waiter)), the single node
+//! (`single.rs`) and the semaphore's lease loop (`lock/semaphore.rs`). An [`Attempt`]
+//! carries the client, the path errors name, the caller's [`Wait`] and deadline, the cancel
+//! and session-event receivers and the back-off of requests that met connection trouble;
+//! its methods are the checks every loop makes at the top of a round ([`Attempt::checked`]),
+//! its pause after trouble ([`Attempt::pause`]) and its wait ([`Attempt::wake`]). Here too
+//! the types the loops share: what a recipe asks for ([`Spec`]), how an attempt ends
+//! ([`Next`]), what a session event means to a waiter ([`News`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::held::Acquired;
+use super::rules::Rule;
+use super::wake::{wake, Wake};
+use crate::backoff::Backoff;
+use crate::client::{Client, SessionSink};
+use crate::error::{Error, Result};
+use crate::{NodeAcl, SessionEvent, WatchedEvent};
+
+/// What a recipe asks the queue for.
+pub(crate) struct Spec<'a> {
+    /// The recipe's own path, the one its errors name (a semaphore queues in directories
+    /// under its path; its caller knows only the path).
+    pub path: &'a str,
+    /// The lock directory.
+    pub dir: &'a str,
+    /// The node-name marker (`lock-`, `__READ__`, …).
+    pub marker: &'static str,
+    pub rule: Rule,
+    /// Our node's data.
+    pub data: &'a [u8],
+    /// Data of the directory node if this call has to create it (the semaphore's permits).
+    pub dir_data: &'a [u8],
+    /// The ACL of every node this call creates: ours, the directory and its parents. One
+    /// that keeps others out also has the directory checked (`tenancy.rs`).
+    pub acl: &'a NodeAcl,
+}
+
+/// How long an acquire may wait. (`pub` only to appear in `Lock`'s hidden method; the
+/// module is private.)
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub enum Wait {
+    /// Not at all: take it now or leave nothing behind.
+    Try,
+    /// Until this instant.
+    Until(Instant),
+    /// Until acquired, cancelled, or the client is closed.
+    Forever,
+}
+
+impl Wait {
+    pub(crate) fn timeout(d: Duration) -> Wait {
+        match Instant::now().checked_add(d) {
+            Some(t) => Wait::Until(t),
+            None => Wait::Forever,
+        }
+    }
+
+    /// When the call gives up. A try waits for nothing, connection trouble included: it
+    /// gets one request timeout.
+    pub(crate) fn deadline(self, client: &Client) -> Option<Instant> {
+        match self {
+            Wait::Until(t) => Some(t),
+            Wait::Try => Some(Instant::now() + client.timeout()),
+            Wait::Forever => None,
+        }
+    }
+}
+
+/// Why the current attempt ends.
+pub(crate) enum Next {
+    /// Start over with a new node (the session changed or our node vanished).
+    Restart,
+    /// Give up: deadline passed (`Ok(None)`), or an error.
+    Done(Result<Option<Acquired>>),
+}
+
+/// One acquire call's context: what every round of its loops checks, pauses and waits on.
+pub(crate) struct Attempt<'a> {
+    pub client: &'a Client,
+    /// The path the call's errors name (the recipe's, `Spec::path`).
+    pub path: &'a str,
+    pub wait: Wait,
+    /// When the call gives up (`Wait::deadline`, taken when the context is made).
+    pub deadline: Option<Instant>,
+    cancel: &'a Receiver<()>,
+    events: &'a Receiver<SessionEvent>,
+    /// The pauses after connection trouble; each loop starts it afresh.
+    backoff: Backoff,
+}
+
+impl<'a> Attempt<'a> {
+    pub(crate) fn new(
+        client: &'a Client,
+        path: &'a str,
+        wait: Wait,
+        cancel: &'a Receiver<()>,
+        events: &'a Receiver<SessionEvent>,
+    ) -> Attempt<'a> {
+        Attempt {
+            client,
+            path,
+            wait,
+            deadline: wait.deadline(client),
+            cancel,
+            events,
+            backoff: retry_backoff(),
+        }
+    }
+
+    /// The checks at the top of a round: a cancel ends the attempt (`Cancelled`); so does,
+    /// for a loop whose node belongs to session `owner`, another session (`Restart`); and
+    /// then the deadline ([`bounded`](Attempt::bounded)).
+    pub(crate) fn checked(&self, owner: Option<i64>) -> std::result::Result<Client, Next> {
+        self.live(owner)?;
+        self.bounded()
+    }
+
+    /// The checks of [`checked`](Attempt::checked) without the deadline's.
+    pub(crate) fn live(&self, owner: Option<i64>) -> std::result::Result<(), Next> {
+        if self.cancel.try_recv().is_ok() {
+            return Err(self.cancelled());
+        }
+        match owner {
+            Some(owner) if self.client.session_id() != owner => Err(Next::Restart),
+            _ => Ok(()),
+        }
+    }
+
+    /// A handle whose requests end by the deadline; once it has passed, the attempt ends
+    /// (`Ok(None)`, or for a try, which waits for nothing, the timeout of the request that
+    /// could not be made).
+    pub(crate) fn bounded(&self) -> std::result::Result<Client, Next> {
+        bounded(self.client, self.deadline).ok_or_else(|| {
+            Next::Done(match self.wait {
+                Wait::Try => Err(Error::Timeout {
+                    op: "try_acquire",
+                    path: self.path.to_string(),
+                    after: self.client.timeout(),
+                }),
+                _ => Ok(None),
+            })
+        })
+    }
+
+    /// The attempt ends cancelled.
+    pub(crate) fn cancelled(&self) -> Next {
+        Next::Done(Err(Error::cancelled(self.path)))
+    }
+
+    /// Starts the back-off afresh (a new loop, or the server answers again).
+    pub(crate) fn reset_backoff(&mut self) {
+        self.backoff.reset();
+    }
+
+    /// Waits a little after connection trouble: until the session changes, a cancel, the
+    /// deadline, or the back-off's next pause.
+    pub(crate) fn pause(&mut self) {
+        let until = Instant::now() + self.backoff.next_pause();
+        let _ = self.wake(&[], None, Some(until));
+    }
+
+    /// [`wake`] on `watches` (and `lost`), the session's events, a cancel, the deadline and
+    /// `tick`.
+    pub(crate) fn wake(
+        &self,
+        watches: &[&Receiver<WatchedEvent>],
+        lost: Option<&Receiver<()>>,
+        tick: Option<Instant>,
+    ) -> Wake {
+        wake(watches, lost, self.events, self.cancel, self.deadline, tick)
+    }
+}
+
+/// A handle whose requests end by the caller's deadline; `None` once it has passed.
+fn bounded(client: &Client, deadline: Option<Instant>) -> Option<Client> {
+    match deadline {
+        None => Some(client.clone()),
+        Some(d) => {
+            let left = d.checked_duration_since(Instant::now())?;
+            if left.is_zero() {
+                return None;
+            }
+            Some(client.with_timeout(left.min(client.timeout())))
+        }
+    }
+}
+
+/// The back-off of a recipe's requests that met connection trouble.
+fn retry_backoff() -> Backoff {
+    Backoff::new(Duration::from_millis(50), Duration::from_secs(1))
+}
+
+/// Forwards session events into a waiter's channel.
+struct Forward(Sender<SessionEvent>);
+
+impl SessionSink for Forward {
+    fn on_session(&self, ev: &SessionEvent) {
+        let _ = self.0.send(*ev);
+    }
+}
+
+/// A channel of session events for one waiting call. Unlike `Client::events`, it leaves
+/// the client's list as soon as it is dropped (the list holds it weakly).
+pub(crate) struct SessionEvents {
+    _sink: Arc<dyn SessionSink>,
+    pub rx: Receiver<SessionEvent>,
+}
+
+impl SessionEvents {
+    pub(crate) fn new(client: &Client) -> SessionEvents {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let sink: Arc<dyn SessionSink> = Arc::new(Forward(tx));
+        client.subscribe_sink(Arc::downgrade(&sink));
+        SessionEvents { _sink: sink, rx }
+    }
+}
+
+/// What a waiter whose node belongs to session `owner` makes of a session event.
+pub(crate) enum News {
+    /// Nothing to do: wait on.
+    Wait,
+    /// Same session, new connection: list again.
+    Relist,
+    /// Our session is gone (or another began): start over.
+    Restart,
+    /// The client was closed.
+    Closed,
+}
+
+impl News {
+    pub(crate) fn of(ev: Result<SessionEvent, crossbeam_channel::RecvError>, owner: i64) -> News {
+        match ev {
+            Ok(SessionEvent::Suspended { .. }) => News::Wait,
+            Ok(SessionEvent::Closed) | Err(_) => News::Closed,
+            Ok(SessionEvent::Reconnected { .. }) => News::Relist,
+            // News from before our node was made, read only now (the events that came
+            // while we queued, or while a recipe took its internal lock, wait in the
+            // channel): the start of the session our node belongs to, or the end of an
+            // earlier one. Starting over for them would put us at the back for nothing.
+            Ok(SessionEvent::Connected { session_id }) if session_id == owner => News::Wait,
+            Ok(SessionEvent::Lost { session_id, .. }) if session_id != owner => News::Wait,
+            Ok(_) => News::Restart,
+        }
+    }
+}
