@@ -332,28 +332,12 @@ impl Shared {
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
         loop {
             // `wake` (a resign, a drop) in the cancel's place; `retry` as the tick.
-            let prove = match queue::wake(&[], Some(&lost), &events.rx, wake, None, retry) {
-                Wake::Lost => break,
-                Wake::Session(ev) => match ev {
-                    // Suspensions are reported by `on_session` as they happen.
-                    Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => {
-                        false
-                    }
-                    Ok(SessionEvent::Reconnected { .. }) => true,
-                    Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => break,
-                },
-                Wake::Tick | Wake::Deadline => true,
-                // Not ours any more: resigned or dropped meanwhile.
-                Wake::Cancel => {
-                    if !self.inner.lock().is_term(&h) {
-                        return;
-                    }
-                    false
-                }
-                Wake::Watch(..) => false, // none given
-            };
-            if !prove {
-                continue;
+            let woke = queue::wake(&[], Some(&lost), &events.rx, wake, None, retry);
+            match self.heard(&h, woke) {
+                Heard::Wait => continue,
+                Heard::Prove => {}
+                Heard::Lost => break,
+                Heard::Over => return,
             }
             retry = None;
             match h.confirm() {
@@ -380,4 +364,35 @@ impl Shared {
         // watch report cannot be trusted, this makes sure.
         h.release_quietly();
     }
+
+    /// What a term's wake-up means.
+    fn heard(&self, h: &Arc<Holding>, woke: Wake) -> Heard {
+        match woke {
+            Wake::Lost => Heard::Lost,
+            Wake::Session(ev) => match ev {
+                // Suspensions are reported by `on_session` as they happen.
+                Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => {
+                    Heard::Wait
+                }
+                Ok(SessionEvent::Reconnected { .. }) => Heard::Prove,
+                Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => Heard::Lost,
+            },
+            Wake::Tick | Wake::Deadline => Heard::Prove,
+            // Not ours any more: resigned or dropped meanwhile.
+            Wake::Cancel if !self.inner.lock().is_term(h) => Heard::Over,
+            Wake::Cancel | Wake::Watch(..) => Heard::Wait, // no watch given
+        }
+    }
+}
+
+/// What the leading loop does after a wake-up.
+enum Heard {
+    /// Nothing to do: wait again.
+    Wait,
+    /// Prove leadership (after a reconnect, or the retry's time came).
+    Prove,
+    /// The term is lost: end it.
+    Lost,
+    /// The term was ended meanwhile (a resign, a drop): leave.
+    Over,
 }
