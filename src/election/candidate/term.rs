@@ -43,6 +43,7 @@
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
+use parking_lot::MutexGuard;
 
 use crate::client::SessionSink;
 use crate::error::Error;
@@ -96,6 +97,12 @@ impl Inner {
 
     fn emit(&mut self, ev: LeaderEvent) {
         self.listeners.retain(|tx| tx.send(ev.clone()).is_ok());
+    }
+
+    /// To `phase`, saying so with `ev`.
+    fn go(&mut self, phase: Phase, ev: LeaderEvent) {
+        self.phase = phase;
+        self.emit(ev);
     }
 
     /// The current term, if it is neither suspended nor lost.
@@ -155,8 +162,7 @@ impl Inner {
     /// Leading or Suspended to Lost, saying so (once).
     fn lose(&mut self) {
         if let Phase::Leading(h) | Phase::Suspended(h) = &self.phase {
-            self.phase = Phase::Lost(h.clone());
-            self.emit(LeaderEvent::Lost);
+            self.go(Phase::Lost(h.clone()), LeaderEvent::Lost);
         }
     }
 
@@ -171,6 +177,11 @@ impl Inner {
 }
 
 impl Shared {
+    /// The state, locked, if `h`'s term is the current one.
+    fn term_of(&self, h: &Arc<Holding>) -> Option<MutexGuard<'_, Inner>> {
+        Some(self.inner.lock()).filter(|inner| inner.is_term(h))
+    }
+
     /// The link as the subscription to session events found it.
     pub(super) fn subscribed(&self, connected: bool) {
         self.inner.lock().connected = connected;
@@ -185,12 +196,11 @@ impl Shared {
         if !matches!(inner.phase, Phase::Queued) || h.is_gone() {
             return false;
         }
-        inner.phase = Phase::Leading(h.clone());
-        inner.emit(LeaderEvent::Elected { token: h.token() });
+        let elected = LeaderEvent::Elected { token: h.token() };
+        inner.go(Phase::Leading(h.clone()), elected);
         // Cut off already: `on_session` saw the drop before the term began.
         if !inner.connected {
-            inner.phase = Phase::Suspended(h.clone());
-            inner.emit(LeaderEvent::Suspended);
+            inner.go(Phase::Suspended(h.clone()), LeaderEvent::Suspended);
         }
         self.changed.notify_all();
         true
@@ -199,13 +209,11 @@ impl Shared {
     /// Suspended to Leading, after leadership was proven, unless the connection dropped
     /// again since. False if `h`'s term is over.
     pub(super) fn restore(&self, h: &Arc<Holding>) -> bool {
-        let mut inner = self.inner.lock();
-        if !inner.is_term(h) {
+        let Some(mut inner) = self.term_of(h) else {
             return false;
-        }
+        };
         if inner.suspended() && inner.connected {
-            inner.phase = Phase::Leading(h.clone());
-            inner.emit(LeaderEvent::Restored);
+            inner.go(Phase::Leading(h.clone()), LeaderEvent::Restored);
             self.changed.notify_all();
         }
         true
@@ -214,10 +222,9 @@ impl Shared {
     /// `h`'s term ended on loss (reported already if the session went; not yet if the node
     /// was deleted): to Queued. False if it was over already (resigned, dropped).
     pub(super) fn finish(&self, h: &Arc<Holding>) -> bool {
-        let mut inner = self.inner.lock();
-        if !inner.is_term(h) {
+        let Some(mut inner) = self.term_of(h) else {
             return false;
-        }
+        };
         inner.lose();
         inner.take_term(Phase::Queued);
         self.changed.notify_all();
@@ -288,8 +295,8 @@ impl SessionSink for Shared {
             SessionEvent::Suspended { .. } => {
                 inner.connected = false;
                 if let Phase::Leading(h) = &inner.phase {
-                    inner.phase = Phase::Suspended(h.clone());
-                    inner.emit(LeaderEvent::Suspended);
+                    let h = h.clone();
+                    inner.go(Phase::Suspended(h), LeaderEvent::Suspended);
                 }
             }
             SessionEvent::Connected { .. } | SessionEvent::Reconnected { .. } => {
