@@ -1,6 +1,11 @@
 //! The background style: a candidacy kept alive by a thread of its own, reporting events.
+//!
+//! The candidate's state is one phase (queued; leading, suspended or lost in a term;
+//! stopping; ended), moved only by the transitions in [`term`], each emitting its
+//! [`LeaderEvent`]; the transition table is that module's doc.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+mod term;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +18,8 @@ use crate::error::{Error, Result};
 use crate::lock::Holding;
 use crate::queue::{self, SessionEvents, Wait, Wake};
 use crate::{SessionEvent, SessionState};
+
+use self::term::Inner;
 
 use super::elect::LeaderElection;
 use super::leadership::not_leader;
@@ -99,101 +106,12 @@ struct Shared {
     election: LeaderElection,
     /// Never held while calling the client or waiting for anything: the connection thread
     /// takes it too (in `on_session`), to report a suspension or loss the moment it
-    /// happens.
+    /// happens. Moved only by the transitions in [`term`].
     inner: Mutex<Inner>,
-    /// Signalled when the candidate starts (or resumes) leading, and when it ends.
+    /// Signalled at every transition (waiters look whether the candidate leads, or ended).
     changed: Condvar,
-    /// The client's connection is up (kept by `on_session`).
-    connected: AtomicBool,
-    /// A session was lost since the thread last looked.
-    rejoin: AtomicBool,
-    stop: AtomicBool,
     /// Wakes the thread out of its leading phase (a resign, a drop).
     wake: Sender<()>,
-}
-
-struct Inner {
-    /// The node of the current term, from election until the thread (or a resign, or a
-    /// drop) ends the term.
-    holding: Option<Arc<Holding>>,
-    /// The term is suspended (reported), waiting for leadership to be proven again.
-    suspended: bool,
-    /// The term is lost (reported); the thread cleans up.
-    lost: bool,
-    /// One per [`Candidate::events`] receiver still open (a closed one goes at the next
-    /// event). Dropped when the candidate ends, so receivers see the stream end.
-    listeners: Vec<Sender<LeaderEvent>>,
-    ended: bool,
-}
-
-impl Inner {
-    fn emit(&mut self, ev: LeaderEvent) {
-        self.listeners.retain(|tx| tx.send(ev.clone()).is_ok());
-    }
-
-    /// The current term, if it is neither suspended nor lost.
-    fn leading(&self) -> Option<&Arc<Holding>> {
-        self.holding
-            .as_ref()
-            .filter(|_| !self.suspended && !self.lost)
-    }
-
-    /// Reports the current term lost (once).
-    fn report_lost(&mut self) {
-        if self.holding.is_some() && !self.lost {
-            self.lost = true;
-            self.emit(LeaderEvent::Lost);
-        }
-    }
-
-    /// Ends the current term; the caller releases the node (outside the lock).
-    fn end_term(&mut self) -> Option<Arc<Holding>> {
-        self.suspended = false;
-        self.lost = false;
-        self.holding.take()
-    }
-}
-
-impl SessionSink for Shared {
-    // On the connection thread, so a leader hears of trouble before anyone else can be
-    // elected. It only flips flags, sends into channels and takes `inner` (which nobody
-    // holds while waiting), and never drops the last handle on a node.
-    fn on_session(&self, ev: &SessionEvent) {
-        match *ev {
-            SessionEvent::Suspended { .. } => {
-                self.connected.store(false, Ordering::SeqCst);
-                let mut inner = self.inner.lock();
-                if inner.holding.is_some() && !inner.suspended && !inner.lost {
-                    inner.suspended = true;
-                    inner.emit(LeaderEvent::Suspended);
-                }
-            }
-            SessionEvent::Connected { .. } | SessionEvent::Reconnected { .. } => {
-                self.connected.store(true, Ordering::SeqCst);
-            }
-            SessionEvent::Lost { session_id, .. } => {
-                self.connected.store(false, Ordering::SeqCst);
-                self.rejoin.store(true, Ordering::SeqCst);
-                {
-                    let mut inner = self.inner.lock();
-                    if inner
-                        .holding
-                        .as_ref()
-                        .is_some_and(|h| h.owner() == session_id)
-                    {
-                        inner.report_lost();
-                    }
-                }
-                // A waiting candidate stops waiting, says so, and queues again.
-                self.election.canceller().cancel();
-            }
-            SessionEvent::Closed => {
-                self.connected.store(false, Ordering::SeqCst);
-                self.inner.lock().report_lost();
-                self.election.canceller().cancel();
-            }
-        }
-    }
 }
 
 impl Candidate {
@@ -201,24 +119,13 @@ impl Candidate {
         let (wake, wake_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared {
             election,
-            inner: Mutex::new(Inner {
-                holding: None,
-                suspended: false,
-                lost: false,
-                listeners: Vec::new(),
-                ended: false,
-            }),
+            inner: Mutex::new(Inner::new()),
             changed: Condvar::new(),
-            connected: AtomicBool::new(false),
-            rejoin: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
             wake,
         });
         let sink: Arc<dyn SessionSink> = shared.clone();
         let (_, state) = shared.election.client.subscribe_sink(Arc::downgrade(&sink));
-        shared
-            .connected
-            .store(state == SessionState::Connected, Ordering::SeqCst);
+        shared.subscribed(state == SessionState::Connected);
         let run = shared.clone();
         std::thread::Builder::new()
             .name("zkguard-candidate".into())
@@ -252,18 +159,8 @@ impl Candidate {
     #[must_use = "the receiver is the only way to hear the events"]
     pub fn events(&self) -> Receiver<LeaderEvent> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let mut inner = self.shared.inner.lock();
-        if inner.ended {
-            return rx; // `tx` dropped: disconnected
-        }
-        // Under the lock the thread emits with, so nothing falls between the two.
-        if let Some(h) = inner.holding.as_ref().filter(|_| !inner.lost) {
-            let _ = tx.send(LeaderEvent::Elected { token: h.token() });
-            if inner.suspended {
-                let _ = tx.send(LeaderEvent::Suspended);
-            }
-        }
-        inner.listeners.push(tx);
+        // Under the lock the transitions emit with, so nothing falls between the two.
+        self.shared.inner.lock().listen(tx);
         rx
     }
 
@@ -281,7 +178,7 @@ impl Candidate {
             if let Some(h) = inner.leading() {
                 return Ok(Some(h.token()));
             }
-            if inner.ended {
+            if inner.ended() {
                 return Err(Error::Closed);
             }
             match deadline {
@@ -297,12 +194,7 @@ impl Candidate {
 
     /// The fencing token of the current term, while leading (suspended included).
     pub fn token(&self) -> Option<u64> {
-        let inner = self.shared.inner.lock();
-        inner
-            .holding
-            .as_ref()
-            .filter(|_| !inner.lost)
-            .map(|h| h.token())
+        self.shared.inner.lock().term().map(|h| h.token())
     }
 
     /// Proves that this candidate leads at this instant, with a quorum write (see
@@ -314,10 +206,7 @@ impl Candidate {
     /// [`Error::NotLeader`] if it does not lead (the term is then over); a connection error or
     /// timeout if ZooKeeper cannot be asked.
     pub fn confirm(&self) -> Result<()> {
-        let term = {
-            let inner = self.shared.inner.lock();
-            inner.holding.clone().filter(|_| !inner.lost)
-        };
+        let term = self.shared.inner.lock().term().cloned();
         let path = self.shared.election.path();
         match term {
             None => Err(Error::NotLeader {
@@ -339,14 +228,7 @@ impl Candidate {
     /// [`Client`](crate::Client#errors-every-request-can-return)) from the delete of its
     /// node, other than connection errors (the delete is retried in the background then).
     pub fn resign(&self) -> Result<()> {
-        let (term, was_lost) = {
-            let mut inner = self.shared.inner.lock();
-            let was_lost = inner.lost;
-            if inner.holding.is_some() && !was_lost {
-                inner.emit(LeaderEvent::Resigned);
-            }
-            (inner.end_term(), was_lost)
-        };
+        let (term, was_lost) = self.shared.resign();
         let not_leader = || Error::NotLeader {
             path: self.shared.election.path().to_string(),
         };
@@ -373,8 +255,7 @@ impl Candidate {
 
 impl Drop for Candidate {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let term = self.shared.inner.lock().end_term();
+        let term = self.shared.stop();
         self.shared.election.canceller().shut();
         let _ = self.shared.wake.send(());
         if let Some(h) = term {
@@ -399,10 +280,8 @@ impl Shared {
             Duration::from_millis(100),
             self.election.client.session_timeout(),
         );
-        while !self.stop.load(Ordering::SeqCst) {
-            if self.rejoin.swap(false, Ordering::SeqCst) {
-                self.inner.lock().emit(LeaderEvent::Rejoined);
-            }
+        while !self.inner.lock().stopping() {
+            self.rejoin();
             match self
                 .election
                 .elect(Wait::Forever, &self.election.canceller())
@@ -424,21 +303,12 @@ impl Shared {
                         self.election.id(),
                         self.election.path()
                     );
-                    self.inner.lock().emit(LeaderEvent::Failed { error: e });
+                    self.fail(e);
                     let _ = wake.recv_timeout(pause);
                 }
             }
         }
-        let term = {
-            let mut inner = self.inner.lock();
-            inner.report_lost();
-            let term = inner.end_term();
-            inner.listeners.clear();
-            inner.ended = true;
-            self.changed.notify_all();
-            term
-        };
-        if let Some(h) = term {
+        if let Some(h) = self.end() {
             h.release_quietly();
         }
     }
@@ -447,93 +317,82 @@ impl Shared {
     fn lead(&self, holding: Holding, wake: &Receiver<()>) {
         let h = Arc::new(holding);
         let events = SessionEvents::new(&self.election.client);
-        {
-            let mut inner = self.inner.lock();
-            // Stopping, or the term ended before it began (a new session came up between
-            // the grant and the guard): no Elected for it; the loop queues again.
-            if self.stop.load(Ordering::SeqCst) || h.is_gone() {
-                drop(inner);
-                h.release_quietly();
-                return;
-            }
-            inner.holding = Some(h.clone());
-            inner.emit(LeaderEvent::Elected { token: h.token() });
-            // Cut off already: `on_session` saw the drop before the term began.
-            if !self.connected.load(Ordering::SeqCst) {
-                inner.suspended = true;
-                inner.emit(LeaderEvent::Suspended);
-            }
-            self.changed.notify_all();
+        // Stopping, or the term ended before it began: no Elected for it; the loop queues
+        // again.
+        if !self.begin(&h) {
+            h.release_quietly();
+            return;
         }
         // The guard keeps a watch on our node from the grant on, so its deletion by someone
         // else ends the term.
         let lost = h.lost();
-        // Whether the term is still ours (not resigned or dropped meanwhile).
-        let ours = |inner: &Inner| inner.holding.as_ref().is_some_and(|x| Arc::ptr_eq(x, &h));
         // While suspended on a live connection whose proof failed (a slow server): when to
         // try the proof again.
         let mut retry: Option<Instant> = None;
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
         loop {
             // `wake` (a resign, a drop) in the cancel's place; `retry` as the tick.
-            let prove = match queue::wake(&[], Some(&lost), &events.rx, wake, None, retry) {
-                Wake::Lost => break,
-                Wake::Session(ev) => match ev {
-                    // Suspensions are reported by `on_session` as they happen.
-                    Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => {
-                        false
-                    }
-                    Ok(SessionEvent::Reconnected { .. }) => true,
-                    Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => break,
-                },
-                Wake::Tick | Wake::Deadline => true,
-                Wake::Cancel => {
-                    if !ours(&self.inner.lock()) {
-                        return;
-                    }
-                    false
-                }
-                Wake::Watch(..) => false, // none given
-            };
-            if !prove {
-                continue;
+            let woke = queue::wake(&[], Some(&lost), &events.rx, wake, None, retry);
+            match self.heard(&h, woke) {
+                Heard::Wait => continue,
+                Heard::Prove => {}
+                Heard::Lost => break,
+                Heard::Over => return,
             }
             retry = None;
             match h.confirm() {
                 Ok(()) => {
                     backoff.reset();
-                    let mut inner = self.inner.lock();
-                    if !ours(&inner) {
+                    if !self.restore(&h) {
                         return;
-                    }
-                    // Not if the connection dropped again since.
-                    if inner.suspended && !inner.lost && self.connected.load(Ordering::SeqCst) {
-                        inner.suspended = false;
-                        inner.emit(LeaderEvent::Restored);
-                        self.changed.notify_all();
                     }
                 }
                 Err(Error::LockLost { .. }) => break,
                 // Cut off again (the next session event decides), or a slow server.
                 Err(_) => {
-                    if self.connected.load(Ordering::SeqCst) {
+                    if self.inner.lock().connected() {
                         retry = Some(Instant::now() + backoff.next_pause());
                     }
                 }
             }
         }
         // Lost (reported already if the session went; not yet if the node was deleted).
-        {
-            let mut inner = self.inner.lock();
-            if !ours(&inner) {
-                return;
-            }
-            inner.report_lost();
-            inner.end_term();
-            self.changed.notify_all();
+        if !self.finish(&h) {
+            return;
         }
         // Nothing to delete if the session is gone, or someone deleted the node; if a
         // watch report cannot be trusted, this makes sure.
         h.release_quietly();
     }
+
+    /// What a term's wake-up means.
+    fn heard(&self, h: &Arc<Holding>, woke: Wake) -> Heard {
+        match woke {
+            Wake::Lost => Heard::Lost,
+            Wake::Session(ev) => match ev {
+                // Suspensions are reported by `on_session` as they happen.
+                Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => {
+                    Heard::Wait
+                }
+                Ok(SessionEvent::Reconnected { .. }) => Heard::Prove,
+                Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => Heard::Lost,
+            },
+            Wake::Tick | Wake::Deadline => Heard::Prove,
+            // Not ours any more: resigned or dropped meanwhile.
+            Wake::Cancel if !self.inner.lock().is_term(h) => Heard::Over,
+            Wake::Cancel | Wake::Watch(..) => Heard::Wait, // no watch given
+        }
+    }
+}
+
+/// What the leading loop does after a wake-up.
+enum Heard {
+    /// Nothing to do: wait again.
+    Wait,
+    /// Prove leadership (after a reconnect, or the retry's time came).
+    Prove,
+    /// The term is lost: end it.
+    Lost,
+    /// The term was ended meanwhile (a resign, a drop): leave.
+    Over,
 }

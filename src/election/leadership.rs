@@ -1,10 +1,8 @@
 //! The guard of the guard style: proof of leadership, resigned on drop.
 
-use crossbeam_channel::Sender;
-
 use crate::error::{Error, Result};
 use crate::lock::Holding;
-use crate::lock::{guard_api, Core, Guard};
+use crate::lock::{guard_api, Guard, OneNode};
 
 /// Leadership of a [`LeaderElection`](crate::LeaderElection), won by
 /// [`lead`](crate::LeaderElection::lead). Dropping it resigns: the node is deleted and the
@@ -89,40 +87,12 @@ struct Term {
 /// As a lock's node, but a "lock lost" is, for an election, [`Error::NotLeader`]: `confirm`
 /// proves leadership with a quorum write (a `multi` that only checks the node exists; it
 /// changes nothing and wakes nobody), `release` resigns.
-impl Core for Term {
-    fn is_valid(&self) -> bool {
-        self.holding.is_valid()
+impl OneNode for Term {
+    fn node(&self) -> &Holding {
+        &self.holding
     }
-    fn is_gone(&self) -> bool {
-        self.holding.is_gone()
-    }
-    fn notify_lost(&self, tx: &Sender<()>) {
-        self.holding.notify_lost(tx.clone());
-    }
-    fn notify_revoked(&self, tx: &Sender<()>) {
-        self.holding.notify_revoked(tx.clone());
-    }
-    fn token(&self) -> u64 {
-        self.holding.token()
-    }
-    fn path(&self) -> &str {
-        self.holding.path()
-    }
-    fn confirm(&self) -> Result<()> {
-        self.holding
-            .confirm()
-            .map_err(|e| not_leader(e, &self.election))
-    }
-    fn holdings(&self) -> Vec<&Holding> {
-        vec![&self.holding]
-    }
-    fn fenced(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpResult>> {
-        crate::lock::fenced(&[&self.holding], ops).map_err(|e| not_leader(e, &self.election))
-    }
-    fn release(&self) -> Result<()> {
-        self.holding
-            .release()
-            .map_err(|e| not_leader(e, &self.election))
+    fn rename(&self, e: Error) -> Error {
+        not_leader(e, &self.election)
     }
 }
 

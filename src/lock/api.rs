@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use crate::error::{Error, Result};
 use crate::queue::Canceller;
@@ -412,36 +412,6 @@ pub trait Guard: Sealed + std::fmt::Debug {
     /// - a connection error or timeout: as for any write, it may or may not have applied.
     fn fenced_multi(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpResult>> {
         self.core().fenced(ops)
-    }
-}
-
-impl Core for crate::lock::Holding {
-    fn is_valid(&self) -> bool {
-        crate::lock::Holding::is_valid(self)
-    }
-    fn is_gone(&self) -> bool {
-        crate::lock::Holding::is_gone(self)
-    }
-    fn notify_lost(&self, tx: &Sender<()>) {
-        crate::lock::Holding::notify_lost(self, tx.clone());
-    }
-    fn notify_revoked(&self, tx: &Sender<()>) {
-        crate::lock::Holding::notify_revoked(self, tx.clone());
-    }
-    fn token(&self) -> u64 {
-        crate::lock::Holding::token(self)
-    }
-    fn path(&self) -> &str {
-        crate::lock::Holding::path(self)
-    }
-    fn confirm(&self) -> Result<()> {
-        crate::lock::Holding::confirm(self)
-    }
-    fn release(&self) -> Result<()> {
-        crate::lock::Holding::release(self)
-    }
-    fn holdings(&self) -> Vec<&crate::lock::Holding> {
-        vec![self]
     }
 }
 

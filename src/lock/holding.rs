@@ -9,7 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-use super::REVOKE_MESSAGE;
+use super::{Core, REVOKE_MESSAGE};
 use crate::client::{Check, Client, Job, SessionSink, WatchSink};
 use crate::error::{Error, Result};
 use crate::queue::{token_of, Acquired};
@@ -396,5 +396,61 @@ pub(crate) fn fenced(nodes: &[&Holding], ops: &[Op]) -> Result<Vec<OpResult>> {
         }),
         Err(Error::SessionExpired) => Err(first.fence_lost(false)),
         Err(e) => Err(e),
+    }
+}
+
+/// A guard core that is one node underneath: every [`Core`] method is the node's, written
+/// once here for the three such cores (the node itself, a reentrant lock's level, an
+/// election's term); each says only how it lets go and what the node's errors read as.
+pub(crate) trait OneNode {
+    /// The node held.
+    fn node(&self) -> &Holding;
+    /// The node's error as this core says it (an election: "not the leader" for "lock
+    /// lost").
+    fn rename(&self, e: Error) -> Error {
+        e
+    }
+    /// Lets go (`Core::release`): the node's release, unless the core counts levels.
+    fn let_go(&self) -> Result<()> {
+        Holding::release(self.node()).map_err(|e| self.rename(e))
+    }
+}
+
+impl<T: OneNode> Core for T {
+    fn is_valid(&self) -> bool {
+        Holding::is_valid(self.node())
+    }
+    fn is_gone(&self) -> bool {
+        Holding::is_gone(self.node())
+    }
+    fn notify_lost(&self, tx: &Sender<()>) {
+        Holding::notify_lost(self.node(), tx.clone());
+    }
+    fn notify_revoked(&self, tx: &Sender<()>) {
+        Holding::notify_revoked(self.node(), tx.clone());
+    }
+    fn token(&self) -> u64 {
+        Holding::token(self.node())
+    }
+    fn path(&self) -> &str {
+        Holding::path(self.node())
+    }
+    fn confirm(&self) -> Result<()> {
+        Holding::confirm(self.node()).map_err(|e| self.rename(e))
+    }
+    fn release(&self) -> Result<()> {
+        self.let_go()
+    }
+    fn holdings(&self) -> Vec<&Holding> {
+        vec![self.node()]
+    }
+    fn fenced(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpResult>> {
+        fenced(&[self.node()], ops).map_err(|e| self.rename(e))
+    }
+}
+
+impl OneNode for Holding {
+    fn node(&self) -> &Holding {
+        self
     }
 }

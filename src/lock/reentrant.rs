@@ -6,11 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::ThreadId;
 
-use crossbeam_channel::Sender;
 use parking_lot::Mutex as PlMutex;
 
 use super::Holding;
-use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, Part, Sealed};
+use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, OneNode, Part, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{Canceller, Participant, Wait};
@@ -234,35 +233,14 @@ impl Level {
     }
 }
 
-impl Core for Level {
-    fn is_valid(&self) -> bool {
-        self.holding.is_valid()
-    }
-    fn is_gone(&self) -> bool {
-        self.holding.is_gone()
-    }
-    fn notify_lost(&self, tx: &Sender<()>) {
-        self.holding.notify_lost(tx.clone());
-    }
-    fn notify_revoked(&self, tx: &Sender<()>) {
-        self.holding.notify_revoked(tx.clone());
-    }
-    /// The same at every level.
-    fn token(&self) -> u64 {
-        self.holding.token()
-    }
-    fn path(&self) -> &str {
-        self.holding.path()
-    }
-    fn confirm(&self) -> Result<()> {
-        self.holding.confirm()
-    }
-    fn holdings(&self) -> Vec<&Holding> {
-        vec![&self.holding]
+impl OneNode for Level {
+    /// The same at every level (so is the token).
+    fn node(&self) -> &Holding {
+        &self.holding
     }
     /// Gives up this level; for the outermost one this releases the lock and reports how
     /// the delete went.
-    fn release(&self) -> Result<()> {
+    fn let_go(&self) -> Result<()> {
         let gone = self.holding.is_gone();
         if self.leave() {
             self.holding.release()
