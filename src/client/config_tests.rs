@@ -12,7 +12,7 @@ fn leaks(shown: &str, secret: &str) -> bool {
 
 #[test]
 fn the_builders_debug_shows_the_users_and_redacts_the_passwords() {
-    let b = crate::Client::builder("127.0.0.1:2181")
+    let b = crate::client::Client::builder("127.0.0.1:2181")
         .auth("digest", b"alice:s3cret-digest")
         .auth("digest", b"no-colon-s3cret")
         .auth("custom", b"whole-s3cret-token")
@@ -69,13 +69,13 @@ fn the_auth_lists_debug_redacts_each_entry() {
 #[cfg(feature = "kerberos")]
 #[test]
 fn a_kerberos_logins_debug_shows_the_principal_and_the_keytab_path() {
-    let login = crate::Kerberos::new()
+    let login = crate::client::Kerberos::new()
         .principal("erin@EXAMPLE.COM")
         .keytab("/etc/erin.keytab");
     let shown = format!("{login:?}");
     assert!(shown.contains("erin@EXAMPLE.COM"), "{shown}");
     assert!(shown.contains("/etc/erin.keytab"), "{shown}");
-    let b = crate::Client::builder("127.0.0.1:2181").sasl_kerberos(login);
+    let b = crate::client::Client::builder("127.0.0.1:2181").sasl_kerberos(login);
     let shown = format!("{b:?}");
     assert!(shown.contains("erin@EXAMPLE.COM"), "{shown}");
 }

@@ -17,8 +17,8 @@ use crossbeam_channel::Receiver;
 
 use super::{Client, Owner};
 use crate::backoff::Backoff;
+use crate::client::{SessionEvent, SessionState};
 use crate::error::Error;
-use crate::{SessionEvent, SessionState};
 
 /// One node to delete.
 #[derive(Debug)]
@@ -88,7 +88,7 @@ impl Client {
         check: Check,
         owner: i64,
         timeout: Duration,
-    ) -> crate::Result<bool> {
+    ) -> crate::error::Result<bool> {
         let current = self.session_id();
         let state = self.state();
         if state == SessionState::Closed || (current != 0 && current != owner) {
@@ -246,7 +246,7 @@ fn stop(client: &Client) {
 
 /// Deletes `path` if it passes `check`: `Ok(true)` if it did, `Ok(false)` if the node was
 /// not there or not the one `check` describes.
-fn delete_checked(client: &Client, path: &str, check: &Check) -> crate::Result<bool> {
+fn delete_checked(client: &Client, path: &str, check: &Check) -> crate::error::Result<bool> {
     let version = match check {
         Check::None => None,
         Check::Czxid(z) => match client.exists(path)? {
@@ -266,7 +266,7 @@ fn delete_checked(client: &Client, path: &str, check: &Check) -> crate::Result<b
     }
 }
 
-fn attempt(client: &Client, job: &Job) -> crate::Result<()> {
+fn attempt(client: &Client, job: &Job) -> crate::error::Result<()> {
     match job {
         Job::Path { path, check, .. } => delete_checked(client, path, check).map(|_| ()),
         // Resolved before any attempt (see `run`).

@@ -458,7 +458,7 @@ pub enum CloseOutcome {
     /// about a second: the session's ephemeral nodes stay until the server expires it.
     Unconfirmed {
         /// Why: the connection error, timeout or server error.
-        reason: crate::Error,
+        reason: crate::error::Error,
     },
 }
 
@@ -474,7 +474,7 @@ impl CloseOutcome {
     /// # Errors
     ///
     /// The connection error, timeout or server error that kept the server from confirming.
-    pub fn into_result(self) -> crate::Result<()> {
+    pub fn into_result(self) -> crate::error::Result<()> {
         match self {
             CloseOutcome::Unconfirmed { reason } => Err(reason),
             _ => Ok(()),

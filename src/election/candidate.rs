@@ -14,10 +14,10 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::backoff::Backoff;
 use crate::client::SessionSink;
+use crate::client::{SessionEvent, SessionState};
 use crate::error::{Error, Result};
 use crate::lock::Holding;
 use crate::queue::{self, SessionEvents, Wait, Wake};
-use crate::{SessionEvent, SessionState};
 
 use self::term::Inner;
 

@@ -16,9 +16,9 @@ pub(crate) use sealed::{Core, Part, Sealed, Wait};
 mod sealed {
     use crossbeam_channel::Sender;
 
+    use crate::client::{Op, OpResult};
     use crate::error::Result;
     use crate::lock::Holding;
-    use crate::{Op, OpResult};
 
     /// Implemented by the crate's locks and guards only.
     pub trait Sealed {}
@@ -410,7 +410,7 @@ pub trait Guard: Sealed + std::fmt::Debug {
     ///   shared path where the next holder creates an identical one, which a check cannot
     ///   tell apart), or a multi-lock whose parts are held by different clients;
     /// - a connection error or timeout: as for any write, it may or may not have applied.
-    fn fenced_multi(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpResult>> {
+    fn fenced_multi(&self, ops: &[crate::client::Op]) -> Result<Vec<crate::client::OpResult>> {
         self.core().fenced(ops)
     }
 }

@@ -11,9 +11,9 @@ use parking_lot::Mutex;
 
 use super::{Core, REVOKE_MESSAGE};
 use crate::client::{Check, Client, Job, SessionSink, WatchSink};
+use crate::client::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::queue::{token_of, Acquired};
-use crate::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
 
 /// A one-shot signal: fires once, and every receiver handed out before or after gets `()`.
 #[derive(Default)]
@@ -444,7 +444,7 @@ impl<T: OneNode> Core for T {
     fn holdings(&self) -> Vec<&Holding> {
         vec![self.node()]
     }
-    fn fenced(&self, ops: &[crate::Op]) -> Result<Vec<crate::OpResult>> {
+    fn fenced(&self, ops: &[crate::client::Op]) -> Result<Vec<crate::client::OpResult>> {
         fenced(&[self.node()], ops).map_err(|e| self.rename(e))
     }
 }

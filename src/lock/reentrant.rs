@@ -68,7 +68,7 @@ impl ReentrantMutex {
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
     /// creator's identities on a client that has none; nothing is created.
-    pub fn with_acl(self, acl: crate::NodeAcl) -> Result<ReentrantMutex> {
+    pub fn with_acl(self, acl: crate::client::NodeAcl) -> Result<ReentrantMutex> {
         Ok(ReentrantMutex {
             inner: self.inner.with_acl(acl)?,
             owners: self.owners,

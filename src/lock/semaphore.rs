@@ -5,12 +5,12 @@ use crossbeam_channel::Receiver;
 
 use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::{Client, Names, NodeAcl};
+use crate::client::{EventType, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::queue::{
     self, names, Acquired, Attempt, Canceller, Count, News, Next, Participant, Queued, Rule,
     SessionEvents, Spec, Wait, Wake,
 };
-use crate::{EventType, WatchedEvent};
 
 /// A counting semaphore: at most `permits` holders at once, shared with Apache Curator's
 /// `InterProcessSemaphoreV2` on the same path.

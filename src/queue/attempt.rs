@@ -18,8 +18,8 @@ use super::rules::Rule;
 use super::wake::{wake, Wake};
 use crate::backoff::Backoff;
 use crate::client::{Client, SessionSink};
+use crate::client::{NodeAcl, SessionEvent, WatchedEvent};
 use crate::error::{Error, Result};
-use crate::{NodeAcl, SessionEvent, WatchedEvent};
 
 /// What a recipe asks the queue for.
 pub(crate) struct Spec<'a> {

@@ -8,9 +8,9 @@ use super::attempt::{Attempt, Next, Spec};
 use super::held::Acquired;
 use super::names;
 use super::tenancy;
+use crate::client::{Acl, CreateMode, SessionState, Stat};
 use crate::client::{Check, Client, Job, Names};
 use crate::error::{Error, Result};
-use crate::{Acl, CreateMode, SessionState, Stat};
 
 /// Our node during one attempt; deletes it on drop unless it was handed to a guard.
 pub(crate) struct OwnNode<'a> {
@@ -264,8 +264,8 @@ fn create_one(c: &Client, path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]
 #[cfg(all(test, feature = "testing"))]
 mod tests {
     use super::create_dir;
+    use crate::client::{Client, CreateMode, NodeAcl};
     use crate::testing::TestCluster;
-    use crate::{Client, CreateMode, NodeAcl};
 
     /// Under an existing parent a directory costs one create, not one per ancestor; a
     /// missing chain is still made in full.

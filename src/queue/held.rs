@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-use crate::{NodeAcl, Stat};
+use crate::client::{NodeAcl, Stat};
 /// A node that was acquired: the queue's answer to a recipe.
 #[derive(Debug, Clone)]
 pub(crate) struct Acquired {

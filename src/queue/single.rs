@@ -14,8 +14,8 @@ use super::held::{Acquired, Canceller};
 use super::wake::Wake;
 use super::{names, tenancy};
 use crate::client::{Check, Client, Job};
+use crate::client::{CreateMode, EventType, NodeAcl, SessionEvent};
 use crate::error::{Error, Result};
-use crate::{CreateMode, EventType, NodeAcl, SessionEvent};
 
 /// Takes the single node at `path`, writing `data` (unique to this call) into it; the node
 /// and any parent this call creates get `acl`. `Ok(None)`: not acquired within `wait`,

@@ -13,8 +13,8 @@ use super::names;
 use super::rules::Rule;
 use super::wake::Wake;
 use crate::client::{Client, Names};
+use crate::client::{EventType, WatchedEvent};
 use crate::error::{Error, Result};
-use crate::{EventType, WatchedEvent};
 
 /// Where a waiter goes next.
 enum Step {

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvError, Select};
 
-use crate::{SessionEvent, WatchedEvent};
+use crate::client::{SessionEvent, WatchedEvent};
 
 /// What ended a [`wake`].
 pub(crate) enum Wake {
@@ -80,7 +80,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::EventType;
+    use crate::client::EventType;
 
     fn event(t: EventType) -> WatchedEvent {
         WatchedEvent {

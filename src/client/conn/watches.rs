@@ -37,7 +37,7 @@ pub(crate) struct WatchReg {
 pub(crate) trait WatchSink: Send + Sync {
     fn on_watch(&self, ev: &WatchedEvent);
     /// The data and stat the request that armed the watch read (a getData reply).
-    fn on_data(&self, _data: &[u8], _stat: &crate::Stat) {}
+    fn on_data(&self, _data: &[u8], _stat: &crate::client::Stat) {}
     /// `Some(session)` while the sink wants its data watch kept armed on that session: the
     /// connection thread then re-arms it itself after every data change and after an
     /// arming request died with its connection (a guard watching its own node).
@@ -338,7 +338,7 @@ mod tests {
             max_reply: proto::MAX_FRAME,
             tls: None,
             sasl: None,
-            node_acl: crate::NodeAcl::open(),
+            node_acl: crate::client::NodeAcl::open(),
             identity: false,
         })
     }

@@ -45,10 +45,10 @@ use std::sync::Arc;
 use crossbeam_channel::Sender;
 use parking_lot::MutexGuard;
 
+use crate::client::SessionEvent;
 use crate::client::SessionSink;
 use crate::error::Error;
 use crate::lock::Holding;
-use crate::SessionEvent;
 
 use super::{LeaderEvent, Shared};
 

@@ -6,11 +6,11 @@
 
 use super::state::{Dir, Ev, Guard, In, MView, Node, Phase, Recipe, Reply, State, WStep};
 use super::Queue;
+use crate::client::{EventType, SessionEvent, WatchedEvent};
 use crate::queue::attempt::{News, Next};
 use crate::queue::names;
 use crate::queue::rules::Rule;
 use crate::queue::waiter::{after_arm, heard, on_watch, Then, View, BLOCKER, NEXT};
-use crate::{EventType, SessionEvent, WatchedEvent};
 
 /// The path of a node in a listing.
 fn path(dir: Dir, n: &Node, recipe: Recipe) -> String {
@@ -494,7 +494,7 @@ pub(super) fn session_event(ev: Ev, owner: u8) -> SessionEvent {
         },
         Ev::Lost(sid) => SessionEvent::Lost {
             session_id: i64::from(sid),
-            reason: crate::LossReason::Timeout,
+            reason: crate::client::LossReason::Timeout,
         },
         Ev::Connected(sid) => SessionEvent::Connected {
             session_id: i64::from(sid),
