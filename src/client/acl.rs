@@ -176,7 +176,7 @@ impl NodeAcl {
     /// [`Error::InvalidArgument`] (`trust`) for an empty scheme or id, or a `world`, `ip` or
     /// `auth` identity.
     pub fn trusting(mut self, scheme: &str, id: &str) -> Result<NodeAcl> {
-        if scheme.is_empty() || id.is_empty() || matches!(scheme, "world" | "ip" | "auth") {
+        if scheme.is_empty() || id.is_empty() || unauthenticated(scheme) || scheme == "auth" {
             return Err(Error::InvalidArgument {
                 name: "trust",
                 reason: format!(
@@ -316,7 +316,7 @@ impl Tenancy {
 
 /// Schemes whose identities are no login: anyone is `world:anyone`, and an address can be
 /// shared or spoofed.
-fn unauthenticated(scheme: &str) -> bool {
+pub(crate) fn unauthenticated(scheme: &str) -> bool {
     matches!(scheme, "world" | "ip")
 }
 

@@ -36,6 +36,7 @@ use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
+pub(crate) use acl::unauthenticated;
 pub use acl::NodeAcl;
 pub use builder::ClientBuilder;
 #[cfg(feature = "kerberos")]

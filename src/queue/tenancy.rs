@@ -25,7 +25,7 @@
 //! one (it would match anyone of that user name), so a directory that gives us no ADMIN and
 //! others rights is refused unless its hidden entries are trusted as shown.
 
-use crate::client::{Acl, Client, NodeAcl};
+use crate::client::{unauthenticated, Acl, Client, NodeAcl};
 use crate::error::{Error, Result};
 
 /// Judges the ACL `dir_acl` of directory `dir` for a recipe with ACL `acl`. `node` is our
@@ -55,7 +55,7 @@ pub(crate) fn check(
                     .iter()
                     .any(|e| e.scheme == a.scheme && e.id == a.id)
             })
-            .filter(|a| !matches!(a.scheme.as_str(), "world" | "ip"))
+            .filter(|a| !unauthenticated(&a.scheme))
             // A digest hash the server hid (`user:x`: our ACL gives us no ADMIN) names
             // nobody for sure: kept, it would match anyone of that user name.
             .filter(|a| !(a.scheme == "digest" && a.id.ends_with(":x")))
@@ -66,7 +66,7 @@ pub(crate) fn check(
     };
     let mut untrusted = acl.untrusted(dir_acl, ours.as_deref().unwrap_or_default());
     if ours.is_none() {
-        untrusted.retain(|a| matches!(a.scheme.as_str(), "world" | "ip"));
+        untrusted.retain(|a| unauthenticated(&a.scheme));
     }
     if untrusted.is_empty() {
         return Ok(());
