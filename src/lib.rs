@@ -150,7 +150,7 @@ pub use client::{
 /// leader events) is a [`channel::Receiver`], and [`channel::select!`] waits on several at
 /// once, with no dependency of your own to add.
 pub use crossbeam_channel as channel;
-pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
+pub use election::{Candidate, LeaderElection, LeaderEvent, LeaderTerm, Leadership};
 pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause, Result};
 pub use lock::{
     revoke, BoxedGuard, DynLock, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex,

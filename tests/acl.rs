@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::{as_user, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN};
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{
-    Client, CreateMode, Error, Guard, LeaderElection, MultiLock, Mutex, NodeAcl, Op, OpResult,
-    Semaphore, UnfairMutex,
+    Client, CreateMode, Error, LeaderElection, MultiLock, Mutex, NodeAcl, Op, OpResult, Semaphore,
+    UnfairMutex,
 };
 
 fn anon() -> Client {

@@ -320,6 +320,23 @@ pub(crate) fn unauthenticated(scheme: &str) -> bool {
     matches!(scheme, "world" | "ip")
 }
 
+/// A `NodeAcl` is its entries wherever a plain node's ACL is asked for
+/// ([`Client::create_with_acl`](crate::Client::create_with_acl),
+/// [`Client::ensure_path_with_acl`](crate::Client::ensure_path_with_acl), a pipeline's
+/// create), so the recipes' presets serve plain nodes too.
+impl AsRef<[Acl]> for NodeAcl {
+    fn as_ref(&self) -> &[Acl] {
+        &self.entries
+    }
+}
+
+/// The entries, for an [`Op::CreateWithAcl`](crate::Op::CreateWithAcl) in a `multi`.
+impl From<&NodeAcl> for Vec<Acl> {
+    fn from(acl: &NodeAcl) -> Vec<Acl> {
+        acl.entries.to_vec()
+    }
+}
+
 impl Default for NodeAcl {
     fn default() -> NodeAcl {
         NodeAcl::open()

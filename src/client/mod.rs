@@ -327,6 +327,30 @@ impl Client {
     /// ([`CloseOutcome::AlreadyClosed`]). There is nothing to handle in the usual case, so
     /// `client.close();` is enough; `client.close().into_result()?` treats an unconfirmed
     /// close as an error.
+    ///
+    /// # The way to end every blocked call
+    ///
+    /// Closing is how a program stops everything that waits on this client, on every
+    /// thread: every blocked acquire of every lock ([`Error::Closed`]), every
+    /// [`lead`](crate::LeaderElection::lead), every request waiting for its reply, and every
+    /// [`Candidate`](crate::Candidate) (its [`events`](crate::Candidate::events) streams end
+    /// after a last `Lost` if it led, [`wait_for_leadership`](crate::Candidate::wait_for_leadership)
+    /// says `Closed`). Every guard still held is lost (its `lost()` fires; the server has
+    /// deleted its node). The usual end of a daemon: shut the locks' cancellers
+    /// ([`Canceller::shut`](crate::Canceller::shut)) and stop the candidates
+    /// ([`Candidate::stop`](crate::Candidate::stop)) so the workers finish what they hold
+    /// and return, join them, then close. Closing first is the quick stop: nothing is
+    /// released one by one, the session's end deletes every node at once.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::connect("127.0.0.1:2181")?;
+    /// let lock = zkguard::Mutex::new(&client, "/locks/jobs")?;
+    /// let worker = std::thread::spawn(move || lock.acquire().map(drop));
+    /// client.close(); // the worker's acquire returns Err(Closed)
+    /// assert!(worker.join().unwrap().is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn close(&self) -> CloseOutcome {
         self.owner.close()
     }
@@ -409,7 +433,34 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn ensure_path(&self, path: &str) -> Result<()> {
+        self.ensure_path_with_acl(path, &Acl::open_unsafe())
+    }
+
+    /// [`ensure_path`](Client::ensure_path), the nodes it creates getting `acl`: entries
+    /// (`&[Acl]`, `&Vec<Acl>`) or one of the recipes' presets (a [`NodeAcl`]). Nodes that
+    /// exist keep their own ACL.
+    ///
+    /// # Errors
+    ///
+    /// As [`ensure_path`](Client::ensure_path), and [`Error::InvalidAcl`] for an ACL the
+    /// server rejects (a creator ACL on a session without credentials);
+    /// [`Error::InvalidArgument`] for an empty list.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::builder("127.0.0.1:2181")
+    ///     .auth("digest", b"app:secret")
+    ///     .build()?;
+    /// client.ensure_path_with_acl("/app/config", &zkguard::NodeAcl::creator_read())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn ensure_path_with_acl(
+        &self,
+        path: &str,
+        acl: &(impl AsRef<[Acl]> + ?Sized),
+    ) -> Result<()> {
         path::validate_path(path)?;
+        let acl = acl.as_ref();
         let prefixes: Vec<&str> = path
             .match_indices('/')
             .skip(1)
@@ -419,7 +470,7 @@ impl Client {
         let created = self.pipeline(|p| {
             prefixes
                 .iter()
-                .map(|node| p.create(node, b"", CreateMode::Persistent))
+                .map(|node| p.create_with_acl(node, b"", CreateMode::Persistent, acl))
                 .collect::<Vec<_>>()
         });
         for pending in created {
@@ -442,7 +493,16 @@ impl Client {
         self.one(|p| p.create(path, data, mode))
     }
 
-    /// Creates a node with the given ACL.
+    /// Creates a node with the given ACL: entries (`&[Acl]`, `&Vec<Acl>`) or one of the
+    /// recipes' presets (a [`NodeAcl`], as the recipes' nodes get).
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
+    /// use zkguard::{Acl, CreateMode, NodeAcl};
+    /// client.create_with_acl("/app/a", b"", CreateMode::Persistent, &Acl::read_unsafe())?;
+    /// client.create_with_acl("/app/b", b"", CreateMode::Persistent, &NodeAcl::creator_read())?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -453,7 +513,7 @@ impl Client {
         path: &str,
         data: &[u8],
         mode: CreateMode,
-        acl: &[Acl],
+        acl: &(impl AsRef<[Acl]> + ?Sized),
     ) -> Result<Created> {
         self.one(|p| p.create_with_acl(path, data, mode, acl))
     }

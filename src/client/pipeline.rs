@@ -299,14 +299,15 @@ impl<'a> Pipeline<'a> {
         self.create_with_acl(path, data, mode, &Acl::open_unsafe())
     }
 
-    /// See [`Client::create_with_acl`].
+    /// See [`Client::create_with_acl`] (entries or a [`NodeAcl`](crate::NodeAcl)).
     pub fn create_with_acl(
         &mut self,
         path: &str,
         data: &[u8],
         mode: CreateMode,
-        acl: &[Acl],
+        acl: &(impl AsRef<[Acl]> + ?Sized),
     ) -> Pending<Created> {
+        let acl = acl.as_ref();
         let chroot = self.chroot();
         let req = Req {
             checked: check_create(path, mode, acl),

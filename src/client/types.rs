@@ -6,7 +6,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Stat {
     /// Transaction id of the create. Grows with every later create anywhere in the ensemble,
-    /// which makes it a sound fencing token for a lock node.
+    /// which makes it a sound fencing token for a lock node; [`Stat::token`] gives it as
+    /// the `u64` the guards' tokens are.
     pub czxid: i64,
     /// Transaction id of the last data change.
     pub mzxid: i64,
@@ -28,6 +29,26 @@ pub struct Stat {
     pub num_children: i32,
     /// Transaction id of the last change to the children.
     pub pzxid: i64,
+}
+
+impl Stat {
+    /// The node's creation zxid as the crate's fencing tokens are written: a `u64`, the
+    /// type of every guard's [`token`](crate::Guard::token), a
+    /// [`LeaderTerm`](crate::LeaderTerm)'s and [`LeaderEvent::Elected`](crate::LeaderEvent)'s.
+    /// A lock's node read with [`Client::get_data`](crate::Client::get_data) or
+    /// [`exists`](crate::Client::exists) has `stat.token() == guard.token()` for as long as
+    /// the guard's node is there (ZooKeeper's wire format has `czxid` signed; zxids are
+    /// never negative, so nothing is lost).
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client, guard: &zkguard::MutexGuard) -> zkguard::Result<()> {
+    /// let stat = client.exists(guard.path())?.expect("held");
+    /// assert_eq!(stat.token(), guard.token());
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> u64 {
+        u64::try_from(self.czxid).unwrap_or(0)
+    }
 }
 
 /// How a node is created.
