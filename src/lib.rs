@@ -76,7 +76,15 @@
 //! ```
 //!
 //! A leader is told it is suspended the moment its connection drops, and that it lost
-//! leadership before anyone else can be elected.
+//! leadership before anyone else can be elected. A background leader makes
+//! [fenced writes](LeaderTerm::fenced_multi) through its term ([`Candidate::term`]).
+//!
+//! ## Shutting down
+//!
+//! [`Canceller::shut`] ends the acquires blocked on a lock object and every later one (so
+//! workers between two jobs cannot slip past a stop), [`Candidate::stop`] leaves an
+//! election, and [`Client::close`] ends every blocked call on the client at once (see
+//! there). `examples/daemon.rs` is a whole daemon stopped both ways.
 //!
 //! ## The client
 //!
