@@ -76,23 +76,12 @@ fn main() -> BoxResult<()> {
     std::thread::sleep(Duration::from_millis(1500));
 
     // The leader stops gracefully; the other takes over and writes in its own term.
-    let name = leader.name;
-    let took = leader.stop_gracefully();
-    println!(
-        "{name}: graceful stop: every thread returned {:.1} ms after the stop",
-        took.as_secs_f64() * 1e3
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while follower.candidate.term().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    leader.stop_gracefully();
+    follower
+        .candidate
+        .wait_for_leadership(Duration::from_secs(30))?;
     std::thread::sleep(Duration::from_millis(600));
-    let name = follower.name;
-    let took = follower.stop_by_close();
-    println!(
-        "{name}: stop by close: every thread returned {:.1} ms after the close",
-        took.as_secs_f64() * 1e3
-    );
+    follower.stop_by_close();
 
     let (state, _) = admin.get_data(&leader_state())?;
     println!("last leader state: {}", String::from_utf8_lossy(&state));
@@ -163,34 +152,43 @@ impl Daemon {
     /// The graceful stop: no acquire may start or go on (the cancellers are shut, so a
     /// worker between two jobs cannot slip past), the candidate leaves the election (its
     /// events end), every worker finishes the job it holds and returns; then the session
-    /// ends. Returns how long the threads took to return.
-    fn stop_gracefully(self) -> Duration {
+    /// ends. Prints how long the threads took to return.
+    fn stop_gracefully(self) {
         log::info!("{}: stopping", self.name);
         let started = Instant::now();
         for lock in &self.locks {
             lock.canceller().shut();
         }
         self.candidate.stop();
-        self.join(started)
+        self.join(started, "graceful stop");
     }
 
     /// The quick stop: closing the client ends every blocked call at once (acquires with
     /// `Closed`, the candidate's events after a last `Lost`); held locks are lost, and the
     /// session's end deletes every node.
-    fn stop_by_close(self) -> Duration {
+    fn stop_by_close(self) {
         log::info!("{}: closing its client", self.name);
         let started = Instant::now();
-        self.client.close();
-        self.join(started)
+        let outcome = self.client.close();
+        log::info!(
+            "{}: close returned after {:.1} ms: {outcome:?}",
+            self.name,
+            started.elapsed().as_secs_f64() * 1e3
+        );
+        self.join(started, "stop by close");
     }
 
-    fn join(self, started: Instant) -> Duration {
+    fn join(self, started: Instant, how: &str) {
         for t in self.threads {
             t.join().expect("a daemon thread panicked");
         }
         let took = started.elapsed();
+        println!(
+            "{}: {how}: every thread returned {:.1} ms after the stop began",
+            self.name,
+            took.as_secs_f64() * 1e3
+        );
         self.client.close();
-        took
     }
 }
 

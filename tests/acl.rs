@@ -403,12 +403,7 @@ fn a_fenced_write_of_a_holder_whose_node_was_deleted_is_refused() {
 fn the_server_refuses_a_fenced_write_of_a_holder_that_has_not_heard_its_node_is_gone() {
     let cluster = shared_cluster();
     let proxy = FaultProxy::for_cluster(cluster).unwrap();
-    let holder = Client::builder(&proxy.connect_string())
-        .session_timeout(Duration::from_secs(20))
-        .request_timeout(Duration::from_secs(1))
-        .connect_timeout(WITHIN)
-        .build()
-        .unwrap();
+    let holder = common::partition::stallable(&proxy);
     let other = anon();
     let target = unique("fence-dark");
     let after = format!("{target}-after");

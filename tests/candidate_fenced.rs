@@ -11,10 +11,13 @@ mod common;
 use std::time::Duration;
 
 use common::election::assert_not_leader;
+use common::partition::stallable;
 use common::{connect, recv, shared_cluster, unique, wait_until, WITHIN};
 use crossbeam_channel::Receiver;
 use zkguard::testing::{FaultProxy, TestCluster};
-use zkguard::{Client, CreateMode, Error, LeaderElection, LeaderEvent, LeaderTerm, Op, Stat};
+use zkguard::{
+    Candidate, Client, CreateMode, Error, LeaderElection, LeaderEvent, LeaderTerm, Op, Stat,
+};
 
 const SESSION: Duration = Duration::from_secs(4);
 
@@ -56,6 +59,23 @@ fn target(c: &Client, prefix: &str) -> String {
     let t = unique(prefix);
     c.create(&t, b"before", CreateMode::Persistent).unwrap();
     t
+}
+
+/// A candidate of `client` in a fresh election, leading: the election's path, the
+/// candidate, its events (past its `Elected`) and its term.
+fn leading(
+    client: &Client,
+    prefix: &str,
+) -> (String, Candidate, Receiver<LeaderEvent>, LeaderTerm) {
+    let path = unique(prefix);
+    let a = LeaderElection::new(client, &path, "a")
+        .unwrap()
+        .join()
+        .unwrap();
+    let events = a.events();
+    elected(&events, "a");
+    let term = a.term().expect("a term while leading");
+    (path, a, events, term)
 }
 
 fn assert_refused(r: zkguard::Result<Vec<zkguard::OpResult>>, election: &str, what: &str) {
@@ -156,11 +176,7 @@ fn a_term_whose_node_another_client_deleted_writes_nothing() {
     let c = anon();
     let other = anon();
     let t = target(&other, "cf-del");
-    let path = unique("cf-del");
-    let a = LeaderElection::new(&c, &path, "a").unwrap().join().unwrap();
-    let events = a.events();
-    elected(&events, "a");
-    let term = a.term().unwrap();
+    let (path, a, events, term) = leading(&c, "cf-del");
     other.delete(term.path(), None).unwrap();
     // Refused whether or not the watch's notification has arrived yet: either the client
     // knows, or the server's check of the node fails.
@@ -186,14 +202,7 @@ fn a_term_whose_session_expired_writes_nothing() {
     let holder = connect(&proxy.connect_string(), SESSION);
     let other = connect(&cluster.connect_string(), Duration::from_secs(10));
     let t = target(&other, "cf-exp");
-    let path = unique("cf-exp");
-    let a = LeaderElection::new(&holder, &path, "a")
-        .unwrap()
-        .join()
-        .unwrap();
-    let events = a.events();
-    elected(&events, "a");
-    let term = a.term().unwrap();
+    let (path, a, events, term) = leading(&holder, "cf-exp");
     let node = term.path().to_string();
     proxy.blackhole();
     expect(&events, LeaderEvent::Lost, "a (session lost)");
@@ -223,23 +232,11 @@ fn a_term_whose_session_expired_writes_nothing() {
 #[test]
 fn the_server_refuses_the_fenced_write_of_a_leader_that_has_not_heard_its_node_is_gone() {
     let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
-    let holder = Client::builder(&proxy.connect_string())
-        .session_timeout(Duration::from_secs(20))
-        .request_timeout(Duration::from_secs(1))
-        .connect_timeout(WITHIN)
-        .build()
-        .unwrap();
+    let holder = stallable(&proxy);
     let other = anon();
     let t = target(&other, "cf-dark");
     let after = format!("{t}-after");
-    let path = unique("cf-dark");
-    let a = LeaderElection::new(&holder, &path, "a")
-        .unwrap()
-        .join()
-        .unwrap();
-    let events = a.events();
-    elected(&events, "a");
-    let term: LeaderTerm = a.term().unwrap();
+    let (path, a, events, term) = leading(&holder, "cf-dark");
     proxy.stall_server_to_client();
     other.delete(term.path(), None).unwrap();
     let (_, watch) = other.exists_w(&after).unwrap();
