@@ -68,8 +68,11 @@ pub enum LeaderEvent {
 /// A thread of the candidate's own (named `zkguard-candidate`) queues in the election,
 /// leads when its turn comes, steps down when leadership is lost, and queues again, after a
 /// session expiry too: a daemon stays a candidate until the `Candidate` is dropped or the
-/// client is closed. Dropping it leaves the election (its node is deleted at once if the
-/// connection is up).
+/// client is closed. Dropping it (or [`stop`](Candidate::stop), from any thread) leaves the
+/// election (its node is deleted at once if the connection is up).
+///
+/// While it leads, [`term`](Candidate::term) is the term: its node's path, its token, and
+/// [fenced writes](LeaderTerm::fenced_multi) that apply only while that term lasts.
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {

@@ -296,7 +296,10 @@ mod tests {
     #[test]
     fn a_shut_canceller_cancels_calls_started_later() {
         let lock = Canceller::default();
-        lock.shut();
+        assert!(!lock.is_shut());
+        lock.clone().shut();
+        assert!(lock.is_shut(), "a clone shares the shut");
+        assert!(lock.register().rx.try_recv().is_ok(), "a later acquire");
         let call = lock.call();
         assert!(call.canceller.register().rx.try_recv().is_ok());
     }
