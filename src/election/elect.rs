@@ -2,7 +2,7 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::{lock_api, recipe_options, Based, Holding, Lock, Recipe, Sealed};
+use crate::lock::{lock_api, recipe_options, Holding, Lock, Recipe, Sealed};
 use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
 
 use super::candidate::Candidate;
@@ -208,19 +208,9 @@ impl LeaderElection {
     }
 }
 
-impl Based for LeaderElection {
-    fn base(&self) -> &Recipe {
-        &self.base
-    }
-
-    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe)) {
-        f(&mut self.base);
-    }
-}
-
 // No `with_data`: a candidate's node carries its id.
 recipe_options!(
-    LeaderElection,
+    LeaderElection { base },
     "election",
     "its candidate nodes, its directory (fair) or single node (unfair), and the parents it \
      makes on the way",

@@ -1,6 +1,6 @@
 //! The fair exclusive lock and its guard.
 
-use super::recipe::{recipe_options, Based, Recipe};
+use super::recipe::{recipe_options, Recipe};
 use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
@@ -67,18 +67,8 @@ impl Mutex {
     }
 }
 
-impl Based for Mutex {
-    fn base(&self) -> &Recipe {
-        &self.base
-    }
-
-    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe)) {
-        f(&mut self.base);
-    }
-}
-
 recipe_options!(
-    Mutex,
+    Mutex { base },
     "lock",
     "its queue nodes, its directory, and the parents it makes on the way",
     "Mutex::new(&client, \"/locks/invoices\")",

@@ -101,7 +101,23 @@ pub(crate) trait Based {
 /// Gives `$recipe` its option setters with one text for every recipe: `with_acl` (the ACL of
 /// `$nodes`) and, with `data`, `with_data` (`$data` says which nodes carry it). `$example` is
 /// a doc example's constructor call, after `zkguard::`.
+///
+/// `recipe_options!(Mutex { base }, …)` also implements [`Based`] for a recipe whose one base
+/// is the field `base`; a recipe with another shape implements it itself.
 macro_rules! recipe_options {
+    ($recipe:ident { $field:ident }, $($rest:tt)*) => {
+        impl $crate::lock::Based for $recipe {
+            fn base(&self) -> &$crate::lock::Recipe {
+                &self.$field
+            }
+
+            fn each_base(&mut self, f: &mut dyn FnMut(&mut $crate::lock::Recipe)) {
+                f(&mut self.$field);
+            }
+        }
+
+        $crate::lock::recipe_options!($recipe, $($rest)*);
+    };
     ($recipe:ident, $what:literal, $nodes:literal, $example:literal $(, data: $data:literal)?) => {
         impl $recipe {
             #[doc = concat!(

@@ -6,7 +6,7 @@ use crossbeam_channel::Receiver;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::recipe::{recipe_options, Based, Recipe};
+use super::recipe::{recipe_options, Recipe};
 use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::{Client, Names};
 use crate::client::{EventType, WatchedEvent};
@@ -474,18 +474,8 @@ impl Drop for InternalLock {
     }
 }
 
-impl Based for Semaphore {
-    fn base(&self) -> &Recipe {
-        &self.base
-    }
-
-    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe)) {
-        f(&mut self.base);
-    }
-}
-
 recipe_options!(
-    Semaphore,
+    Semaphore { base },
     "semaphore",
     "the count node at its path when the first acquire records the count, its `locks` and \
      `leases` directories, their nodes, and the parents it makes on the way",

@@ -1,6 +1,6 @@
 //! The unfair single-node lock and its guard.
 
-use super::recipe::{recipe_options, Based, Recipe};
+use super::recipe::{recipe_options, Recipe};
 use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
@@ -62,19 +62,9 @@ impl UnfairMutex {
     }
 }
 
-impl Based for UnfairMutex {
-    fn base(&self) -> &Recipe {
-        &self.base
-    }
-
-    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe)) {
-        f(&mut self.base);
-    }
-}
-
 // No `with_data`: the node's data is the owner id that tells this holder's node from the next.
 recipe_options!(
-    UnfairMutex,
+    UnfairMutex { base },
     "lock",
     "its single node, and the parents it makes on the way: the parent directory decides who \
      may delete the node",
