@@ -82,10 +82,13 @@ fn a_lock_under_an_ephemeral_node_is_an_error_naming_the_path() {
         let multi = MultiLock::new(&client, &[dir]).unwrap();
         check(multi.acquire().map(|_| true), dir, "MultiLock::acquire");
     }
+    // The semaphore records its count (creates its node) at its first acquire.
+    let sem = Semaphore::new(&client, &under, 2).unwrap();
+    check(sem.acquire().map(|_| true), &under, "Semaphore::acquire");
     check(
-        Semaphore::new(&client, &under, 2).map(|_| true),
+        sem.try_acquire().map(|g| g.is_some()),
         &under,
-        "Semaphore::new",
+        "Semaphore::try_acquire",
     );
     let unfair = UnfairMutex::new(&client, &format!("{under}/x")).unwrap();
     check(
