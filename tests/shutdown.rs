@@ -166,6 +166,9 @@ fn a_plain_cancel_does_not_reach_later_acquires() {
     b.mutex.canceller().cancel();
     assert_eq!(recv(&first, WITHIN, "the cancelled acquire"), "cancelled");
     assert!(!b.mutex.canceller().is_shut());
+    wait_until(WITHIN, "the cancelled waiter's node gone", || {
+        children(&holder, &b.dirs[0]).len() == 1
+    });
     // A later one waits again (and is ended by the shut).
     let m = b.mutex.clone();
     let later = spawn(move || outcome(m.acquire()));
