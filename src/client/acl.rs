@@ -207,9 +207,27 @@ impl NodeAcl {
     }
 
     /// The entries of a directory's ACL `dir` that let an identity this ACL does not trust
-    /// create or delete nodes in it or change its ACL. `ours` is what the server recorded
-    /// for this ACL's `auth` entries (the session's identities); empty for a list without.
-    pub(crate) fn untrusted(&self, dir: &[Acl], ours: &[Acl]) -> Vec<Acl> {
+    /// create or delete nodes in it or change its ACL: the rule the recipes apply to a
+    /// directory before queueing in it (and `zkguard doctor` to every parent of a lock).
+    /// A `world` or `ip` entry with CREATE, DELETE or ADMIN is always untrusted; any other
+    /// is trusted when this ACL's entries, `ours` or [`trusted`](NodeAcl::trusted) name
+    /// its identity. `ours` is what the server recorded for this ACL's `auth` entries (the
+    /// session's identities as an ACL holds them: read back from a node made with
+    /// [`Acl::creator_all`]; [`Client::who_am_i`](crate::Client::who_am_i) names a digest
+    /// login without its hash); empty for a list without.
+    ///
+    /// ```
+    /// use zkguard::{Acl, NodeAcl, Perms};
+    ///
+    /// let dir = vec![
+    ///     Acl::new(Perms::ALL, "sasl", "alice"),
+    ///     Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"),
+    /// ];
+    /// let alice = vec![Acl::new(Perms::ALL, "sasl", "alice")];
+    /// let flagged = NodeAcl::creator().untrusted(&dir, &alice);
+    /// assert_eq!(flagged, vec![dir[1].clone()]);
+    /// ```
+    pub fn untrusted(&self, dir: &[Acl], ours: &[Acl]) -> Vec<Acl> {
         let power = Perms::CREATE.bits() | Perms::DELETE.bits() | Perms::ADMIN.bits();
         let same = |a: &Acl, scheme: &str, id: &str| a.scheme == scheme && a.id == id;
         dir.iter()

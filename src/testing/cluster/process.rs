@@ -219,13 +219,13 @@ impl TestCluster {
             );
             let _ = writeln!(cfg, "tickTime={}", ms(settings.tick));
             let _ = writeln!(cfg, "initLimit=10");
-            let _ = writeln!(cfg, "syncLimit=5");
+            let _ = writeln!(cfg, "syncLimit={}", settings.sync_limit);
             let _ = writeln!(cfg, "dataDir={}", data.display());
             let _ = writeln!(cfg, "clientPort={client_port}");
             let _ = writeln!(cfg, "clientPortAddress=127.0.0.1");
             let _ = writeln!(cfg, "minSessionTimeout={}", ms(settings.min_session()));
             let _ = writeln!(cfg, "maxSessionTimeout={}", ms(settings.max_session));
-            let _ = writeln!(cfg, "4lw.commands.whitelist=*");
+            let _ = writeln!(cfg, "4lw.commands.whitelist={}", settings.four_letter_words);
             let _ = writeln!(cfg, "admin.enableServer=false");
             let _ = writeln!(
                 cfg,
@@ -395,7 +395,10 @@ impl TestCluster {
             "-XX:-UsePerfData",
             "-Djava.net.preferIPv4Stack=true",
             "-Dzookeeper.admin.enableServer=false",
-            "-Dzookeeper.4lw.commands.whitelist=*",
+            &format!(
+                "-Dzookeeper.4lw.commands.whitelist={}",
+                self.settings.four_letter_words
+            ),
             "-Dznode.container.checkIntervalMs=100",
             // TTL nodes (CreateMode::PersistentWithTtl) need the extended session-id layout.
             "-Dzookeeper.extendedTypesEnabled=true",
