@@ -29,18 +29,32 @@ Exit status:
 /// The failure for a refused request: exit 77 naming the ACL that refused (ZooKeeper
 /// checks a delete against the parent's ACL, a write against the node's).
 fn refused(client: &Client, what: &str, acl_of: &str, e: Error) -> Fail {
-    let acl = match client.get_acl(acl_of) {
-        Ok((acl, _)) => acl
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", "),
-        Err(_) => "unreadable".into(),
-    };
     Fail::new(
         EXIT_NOPERM,
-        format!("{what}: {e}; the ACL of {acl_of} is [{acl}]"),
+        format!("{what}: {e}; {}", acl_text(client, acl_of)),
     )
+}
+
+/// "the ACL of PATH is [ENTRIES]" (or that this identity may not read it).
+fn acl_text(client: &Client, path: &str) -> String {
+    match client.get_acl(path) {
+        Ok((acl, _)) => {
+            let entries: Vec<String> = acl.iter().map(ToString::to_string).collect();
+            format!("the ACL of {path} is [{}]", entries.join(", "))
+        }
+        Err(e) => format!("the ACL of {path} is unreadable to this identity ({e})"),
+    }
+}
+
+/// A listing of `path` refused: exit 77 (as [`Fail::zk`] made it), with the ACL named.
+fn listing(client: &Client, path: &str) -> Result<Listing, Fail> {
+    Listing::read(client, path, false).map_err(|f| match f.code {
+        EXIT_NOPERM => Fail::new(
+            EXIT_NOPERM,
+            format!("{}; {}", f.msg, acl_text(client, path)),
+        ),
+        _ => f,
+    })
 }
 
 /// "session 0x1000…, data host-a pid 42, for 12 s".
@@ -69,7 +83,7 @@ fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> 
     let path = args.path.as_str();
     let nodes: Vec<(String, String)> = match &args.node {
         Some(n) => vec![(node_path(client, path, n)?.0, String::new())],
-        None => Listing::read(client, path, false)?
+        None => listing(client, path)?
             .rows
             .into_iter()
             .filter(|(_, c)| c.p.holds)
@@ -142,8 +156,7 @@ fn break_on(client: &Client, args: &BreakArgs, say: Say) -> Result<i32, Fail> {
     let name = match &args.node {
         Some(n) => n.clone(),
         None => {
-            let listing = Listing::read(client, path, false)?;
-            let holders: Vec<String> = listing
+            let holders: Vec<String> = listing(client, path)?
                 .rows
                 .iter()
                 .filter(|(_, c)| c.p.holds)
