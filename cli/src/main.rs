@@ -39,7 +39,8 @@ Exit status:
   77            ZooKeeper refused the credentials or the access (ACL)
   126           CMD could not be executed
   127           CMD was not found
-  128+N         zkguard got signal N (SIGINT 130, SIGTERM 143) before CMD started";
+  128+N         zkguard got signal N (SIGINT 130, SIGTERM 143) before CMD started
+  (doctor, revoke and break have tables of their own: see their --help)";
 
 /// Exit status: bad input.
 pub const EXIT_USAGE: i32 = 2;
@@ -292,8 +293,14 @@ pub struct DoctorArgs {
     /// One JSON object on stdout, for scripts
     #[arg(long)]
     pub json: bool,
-    /// The admin server's port, asked where the four-letter words are not whitelisted
-    #[arg(long, value_name = "PORT", default_value_t = 8080)]
+    // Plain help text (not a doc comment): AdminServer is ZooKeeper's name, not code markup.
+    #[arg(
+        long,
+        value_name = "PORT",
+        default_value_t = 8080,
+        help = "The AdminServer's port on each host (http://HOST:PORT/commands/...), asked \
+                for what the four-letter words do not answer (not whitelisted)"
+    )]
     pub admin_port: u16,
     /// Handoffs of the contention probe (with --path; 0 leaves the probe out)
     #[arg(long, value_name = "N", default_value_t = 3)]

@@ -16,7 +16,10 @@ fn holder(cs: &str, s: &Scratch, path: &str, extra: &[&str]) -> Running {
         s,
         "holder",
         &args,
-        &s.ticker("trap 'echo term >> \"$0.term\"; exit 7' TERM;"),
+        &s.ticker(&format!(
+            "trap 'echo term >> \"{}\"; exit 7' TERM;",
+            s.path("term").display()
+        )),
     )
 }
 
@@ -46,6 +49,7 @@ fn revoke_makes_a_zkguard_holder_let_go() {
     assert!(err.contains(&format!("asked {node}")), "{err}");
     assert_eq!(h.wait(PATIENCE), 7, "{}", h.stderr());
     assert!(h.stderr().contains("asked to let go"), "{}", h.stderr());
+    assert_eq!(s.lines("term"), ["term"], "SIGTERM, once");
     assert_eq!(
         c.exists(&node).unwrap(),
         None,
@@ -110,6 +114,7 @@ fn break_deletes_the_holders_node_and_its_command_is_terminated() {
     assert_eq!(h.wait(PATIENCE), 75, "{}", h.stderr());
     assert!(h.stderr().contains("was lost"), "{}", h.stderr());
     assert!(is_dead(pid), "the command was terminated");
+    assert_eq!(s.lines("term"), ["term"], "by SIGTERM, its trap ran");
     assert_eq!(c.exists(&node).unwrap(), None);
 }
 
@@ -159,4 +164,56 @@ fn an_acl_refusal_is_77_naming_the_acl() {
     );
     s2.touch("go");
     assert_eq!(h.wait(PATIENCE), 0, "{}", h.stderr());
+}
+
+/// On a terminal (`script(1)` gives `break` one) it asks first: `n` leaves the node and
+/// exits 1, `y` deletes it. The answer is typed only once the question is on the screen.
+#[test]
+fn break_asks_on_a_terminal() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+
+    let cs = cluster().connect_string();
+    let (s, path) = (Scratch::new(), unique("break-tty"));
+    let c = client(&cs);
+    let mut h = holder(&cs, &s, &path, &[]);
+    s.ticker_pid();
+    let (node, _) = held_node(&c, &path);
+    let answer = |reply: &str| -> (i32, String) {
+        let line = format!(
+            "'{}' --connect {cs} break {path} --holder",
+            env!("CARGO_BIN_EXE_zkguard")
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("script(1) from util-linux");
+        let mut out = child.stdout.take().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 512];
+        while !String::from_utf8_lossy(&seen).contains("[y/N]") {
+            let n = out.read(&mut buf).unwrap();
+            assert!(n > 0, "no question: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{reply}\n").as_bytes())
+            .unwrap();
+        let _ = out.read_to_end(&mut seen);
+        let code = exit_code(child.wait().unwrap());
+        (code, String::from_utf8_lossy(&seen).into_owned())
+    };
+    let (code, said) = answer("n");
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("not deleted"), "{said}");
+    assert!(c.exists(&node).unwrap().is_some());
+    let (code, said) = answer("y");
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(h.wait(PATIENCE), 75, "{}", h.stderr());
+    assert_eq!(c.exists(&node).unwrap(), None);
 }

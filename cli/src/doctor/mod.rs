@@ -36,9 +36,9 @@ Exit status:
   77  ZooKeeper refused the credentials";
 
 /// The README's condition, quoted in the finding.
-const CONDITION: &str = "is_valid() … is false before anyone else can hold the lock only when the \
-    session timeout is comfortably above the ensemble's syncLimit × tickTime (README, \"When \
-    local detection is enough\")";
+const CONDITION: &str = "the README's condition: is_valid() is false before anyone else \
+    can hold the lock only when the session timeout is comfortably above the ensemble's \
+    syncLimit × tickTime";
 
 /// mntr's average latency (ms) above which it is flagged.
 const AVG_LATENCY_MS: f64 = 50.0;
@@ -332,12 +332,12 @@ fn session_findings(
         (false, _) => Finding::new(
             "sync_window",
             Status::Pass,
-            format!("standalone server: no follower can be cut off from a quorum, so the README's condition ({CONDITION}) does not apply; it will for an ensemble"),
+            format!("standalone server: no follower can be cut off from a quorum, so {CONDITION} does not apply (it will for an ensemble)"),
         ),
         (true, None) => Finding::new(
             "sync_window",
             Status::Warn,
-            format!("cannot check the README's condition ({CONDITION}): tickTime and syncLimit could not be read"),
+            format!("cannot check {CONDITION}: tickTime and syncLimit could not be read"),
         )
         .fix("whitelist conf (4lw.commands.whitelist) or enable the AdminServer so the doctor can read them"),
         (true, Some(w)) => {

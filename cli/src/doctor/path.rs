@@ -37,9 +37,10 @@ pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -
                         "acl",
                         Status::Warn,
                         format!("{node} lets other identities create or delete children ({}): {what}", named.join(", ")),
-                    ).fix(format!(
-                        "setAcl {node} to the lock users' identities only (zkCli: setAcl {node} sasl:USER:cdrwa), and lock with --acl creator"
-                    )).about(&node));
+                    ).fix(match node == path {
+                        true => format!("let only the lock's users create and delete there: lock with --acl creator, or setAcl {node} sasl:USER:cdrwa,world:anyone:r"),
+                        false => format!("setAcl {node} to the lock users and administrators (world:anyone:r keeps it readable); where {node} must stay open (the root, usually), keep locks in a closed directory below it"),
+                    }).about(&node));
                 }
                 let flagged: Vec<String> = open.iter().map(ToString::to_string).collect();
                 rows.push(json!({ "path": node, "acl": entries, "open_to_others": flagged }));
