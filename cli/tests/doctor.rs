@@ -135,6 +135,17 @@ fn the_sync_window_condition_is_judged_with_numbers() {
             .contains("syncLimit × tickTime"),
         "{cond}"
     );
+
+    // A follower killed: that server is a failure, named; the others still judge.
+    let follower = (0..3).find(|&i| Some(i) != cluster.leader()).unwrap();
+    cluster.kill(follower).unwrap();
+    let (code, v, _) = doctor(&cs, &["--session-timeout", "5s"]);
+    assert_eq!(code, 3, "{v:#}");
+    let down = cluster.client_addr(follower).to_string();
+    let f = finding(&v, "reachable", "fail");
+    assert_eq!(f["about"], down.as_str(), "{f}");
+    assert_eq!(v["servers"][follower]["reachable"], false);
+    finding(&v, "sync_window", "pass");
 }
 
 /// ZooKeeper's default whitelist (`srvr` alone): version and mode are still read, the rest

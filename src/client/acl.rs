@@ -245,6 +245,18 @@ impl NodeAcl {
             .collect()
     }
 
+    /// Whether identities of `scheme` are no login (`world`, `ip`): never trusted, never
+    /// taken for ours. The rule [`untrusted`](NodeAcl::untrusted) applies, for tools that
+    /// sort a session's identities the same way.
+    ///
+    /// ```
+    /// assert!(zkguard::NodeAcl::unauthenticated("ip"));
+    /// assert!(!zkguard::NodeAcl::unauthenticated("sasl"));
+    /// ```
+    pub fn unauthenticated(scheme: &str) -> bool {
+        unauthenticated(scheme)
+    }
+
     /// The entries every created node gets.
     pub fn entries(&self) -> &[Acl] {
         &self.entries

@@ -13,7 +13,7 @@ mod server;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use zkguard::{Acl, Client, Perms};
+use zkguard::{Acl, Client, NodeAcl, Perms};
 
 use crate::{check_path, Connection, DoctorArgs, Fail, Say};
 use server::Server;
@@ -328,7 +328,71 @@ fn session_findings(
         );
     }
     let window = tick.zip(sync).map(|(t, s)| t * s);
-    let condition = match (ensemble, window) {
+    let condition = sync_window(granted, tick, sync, max, ensemble);
+    out.push(condition.numbers(json!({
+        "session_timeout_ms": granted,
+        "tick_time_ms": tick,
+        "sync_limit": sync,
+        "sync_window_ms": window,
+        "ensemble": ensemble,
+    })));
+    let identities = match client.who_am_i() {
+        Ok(ids) => ids,
+        Err(e) => {
+            out.push(Finding::new(
+                "whoami",
+                Status::Warn,
+                format!("whoami failed ({e}): ZooKeeper 3.7 or later answers it"),
+            ));
+            Vec::new()
+        }
+    };
+    let logins: Vec<String> = identities
+        .iter()
+        .filter(|i| !NodeAcl::unauthenticated(&i.scheme))
+        .map(ToString::to_string)
+        .collect();
+    let names: Vec<String> = identities.iter().map(ToString::to_string).collect();
+    if let (Some(given), true) = (
+        conn.credentials_given(),
+        logins.is_empty() && !identities.is_empty(),
+    ) {
+        out.push(
+            Finding::new("whoami", Status::Fail, format!("credentials given ({given}), but the server sees only {}", names.join(", ")))
+                .fix("check the server's authProvider settings and the login (its logs say why it was not accepted)"),
+        );
+    } else if !identities.is_empty() {
+        out.push(Finding::new(
+            "whoami",
+            Status::Pass,
+            format!("the server sees this session as {}", names.join(", ")),
+        ));
+    }
+    let json = json!({
+        "session_id": format!("0x{:x}", client.session_id()),
+        "requested_timeout_ms": asked,
+        "negotiated_timeout_ms": granted,
+        "identities": names,
+        "tick_time_ms": tick,
+        "sync_limit": sync,
+        "init_limit": init,
+        "min_session_timeout_ms": min,
+        "max_session_timeout_ms": max,
+    });
+    Session { identities, json }
+}
+
+/// The README's condition judged: the granted session timeout `granted` against
+/// `syncLimit × tickTime` (ms), with `max` the servers' `maxSessionTimeout`.
+fn sync_window(
+    granted: u64,
+    tick: Option<u64>,
+    sync: Option<u64>,
+    max: Option<u64>,
+    ensemble: bool,
+) -> Finding {
+    let window = tick.zip(sync).map(|(t, s)| t * s);
+    match (ensemble, window) {
         (false, _) => Finding::new(
             "sync_window",
             Status::Pass,
@@ -365,58 +429,7 @@ fn session_findings(
             }
             f
         }
-    };
-    out.push(condition.numbers(json!({
-        "session_timeout_ms": granted,
-        "tick_time_ms": tick,
-        "sync_limit": sync,
-        "sync_window_ms": window,
-        "ensemble": ensemble,
-    })));
-    let identities = match client.who_am_i() {
-        Ok(ids) => ids,
-        Err(e) => {
-            out.push(Finding::new(
-                "whoami",
-                Status::Warn,
-                format!("whoami failed ({e}): ZooKeeper 3.7 or later answers it"),
-            ));
-            Vec::new()
-        }
-    };
-    let logins: Vec<String> = identities
-        .iter()
-        .filter(|i| !matches!(i.scheme.as_str(), "ip" | "world"))
-        .map(ToString::to_string)
-        .collect();
-    let names: Vec<String> = identities.iter().map(ToString::to_string).collect();
-    if let (Some(given), true) = (
-        conn.credentials_given(),
-        logins.is_empty() && !identities.is_empty(),
-    ) {
-        out.push(
-            Finding::new("whoami", Status::Fail, format!("credentials given ({given}), but the server sees only {}", names.join(", ")))
-                .fix("check the server's authProvider settings and the login (its logs say why it was not accepted)"),
-        );
-    } else if !identities.is_empty() {
-        out.push(Finding::new(
-            "whoami",
-            Status::Pass,
-            format!("the server sees this session as {}", names.join(", ")),
-        ));
     }
-    let json = json!({
-        "session_id": format!("0x{:x}", client.session_id()),
-        "requested_timeout_ms": asked,
-        "negotiated_timeout_ms": granted,
-        "identities": names,
-        "tick_time_ms": tick,
-        "sync_limit": sync,
-        "init_limit": init,
-        "min_session_timeout_ms": min,
-        "max_session_timeout_ms": max,
-    });
-    Session { identities, json }
 }
 
 /// The report for people: servers, configuration, session, findings.
@@ -535,7 +548,82 @@ fn print_human(report: &Value, servers: &[Server], findings: &[Finding]) {
 
 #[cfg(test)]
 mod tests {
-    use super::servers_of;
+    use super::*;
+
+    /// The boundaries: at the window fails, just above warns, twice passes; standalone
+    /// passes whatever the numbers; unreadable numbers warn. The fix asks for twice the
+    /// window, and for a larger maxSessionTimeout when that is below it.
+    #[test]
+    fn the_sync_window_boundaries() {
+        let judge = |granted, max| sync_window(granted, Some(100), Some(10), max, true);
+        assert_eq!(judge(1000, None).status, Status::Fail);
+        assert_eq!(judge(1001, None).status, Status::Warn);
+        assert_eq!(judge(1999, None).status, Status::Warn);
+        assert_eq!(judge(2000, None).status, Status::Pass);
+        assert_eq!(judge(2000, None).fix, None);
+        let fix = judge(400, Some(1500)).fix.unwrap();
+        assert!(
+            fix.contains("--session-timeout 2000ms")
+                && fix.contains("maxSessionTimeout, now 1500 ms"),
+            "{fix}"
+        );
+        assert!(!judge(400, Some(60000))
+            .fix
+            .unwrap()
+            .contains("maxSessionTimeout"));
+        assert_eq!(
+            sync_window(10, Some(100), Some(10), None, false).status,
+            Status::Pass
+        );
+        assert_eq!(
+            sync_window(5000, None, Some(10), None, true).status,
+            Status::Warn
+        );
+    }
+
+    /// Latency and fsync figures are flagged above their thresholds, not at or below.
+    #[test]
+    fn high_latency_and_slow_fsync_are_flagged() {
+        let checks = |figures: &[(&str, &str)]| {
+            let mut s = Server::default();
+            s.address = "zk1:2181".into();
+            s.reachable = true;
+            for (k, v) in figures {
+                s.mntr.insert(k.to_string(), v.to_string());
+            }
+            let mut out = Vec::new();
+            server_findings(&s, &mut out);
+            out.iter().map(|f| (f.check, f.status)).collect::<Vec<_>>()
+        };
+        let quiet = [
+            ("avg_latency", "50"),
+            ("max_latency", "1000"),
+            ("avg_fsynctime", "20"),
+            ("max_fsynctime", "1000"),
+            ("fsync_threshold_exceed_count", "0"),
+        ];
+        assert_eq!(checks(&quiet), []);
+        assert_eq!(
+            checks(&[("avg_latency", "50.5")]),
+            [("latency", Status::Warn)]
+        );
+        assert_eq!(
+            checks(&[("max_latency", "1001")]),
+            [("latency", Status::Warn)]
+        );
+        assert_eq!(
+            checks(&[("avg_fsynctime", "21"), ("max_fsynctime", "30")]),
+            [("fsync", Status::Warn)]
+        );
+        assert_eq!(
+            checks(&[("avg_fsynctime", "1"), ("max_fsynctime", "1500")]),
+            [("fsync", Status::Warn)]
+        );
+        assert_eq!(
+            checks(&[("fsync_threshold_exceed_count", "2")]),
+            [("fsync", Status::Warn)]
+        );
+    }
 
     #[test]
     fn connect_strings_name_their_servers() {

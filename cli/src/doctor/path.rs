@@ -82,7 +82,7 @@ pub fn learn_ours(client: &Client, path: &str) -> Option<Vec<Acl>> {
                 let own = read.ok()?;
                 return Some(
                     own.into_iter()
-                        .filter(|a| !matches!(a.scheme.as_str(), "world" | "ip"))
+                        .filter(|a| !NodeAcl::unauthenticated(&a.scheme))
                         // A hash the server hid (`user:x`) names nobody for sure.
                         .filter(|a| !(a.scheme == "digest" && a.id.ends_with(":x")))
                         .collect(),
