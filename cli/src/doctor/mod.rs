@@ -585,9 +585,11 @@ mod tests {
     #[test]
     fn high_latency_and_slow_fsync_are_flagged() {
         let checks = |figures: &[(&str, &str)]| {
-            let mut s = Server::default();
-            s.address = "zk1:2181".into();
-            s.reachable = true;
+            let mut s = Server {
+                address: "zk1:2181".into(),
+                reachable: true,
+                ..Server::default()
+            };
             for (k, v) in figures {
                 s.mntr.insert(k.to_string(), v.to_string());
             }
