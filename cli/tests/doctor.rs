@@ -305,3 +305,26 @@ fn a_sasl_login_is_what_whoami_shows() {
     let (code, _, err) = sasl("wrong");
     assert_eq!(code, 77, "{err}");
 }
+
+/// The words refused but the admin server on: the doctor reads `conf`, `mntr` and `envi`
+/// from `/commands/...` instead, and the configuration with them.
+#[test]
+fn the_admin_server_stands_in_for_refused_words() {
+    let cluster = TestCluster::builder()
+        .four_letter_words(&["srvr"])
+        .admin_server(true)
+        .start()
+        .expect("a server");
+    let port = cluster.admin_port(0).unwrap().to_string();
+    let (code, v, err) = doctor(&cluster.connect_string(), &["--admin-port", &port]);
+    let s = &v["servers"][0];
+    assert_eq!(s["read_from"]["srvr"], "4lw", "{s}");
+    for word in ["conf", "mntr", "envi"] {
+        assert_eq!(s["read_from"][word], "admin", "{word}: {s}\n{err}");
+    }
+    assert_eq!(v["session"]["tick_time_ms"], 100, "{v:#}");
+    assert_eq!(v["session"]["max_session_timeout_ms"], 60000, "{v:#}");
+    assert!(s["mntr"]["max_latency"].is_string(), "{s}");
+    assert!(findings(&v, "config_readable").is_empty(), "{v:#}");
+    assert_eq!(code, 0, "{v:#}");
+}

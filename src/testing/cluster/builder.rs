@@ -18,6 +18,8 @@ pub(super) struct Settings {
     pub(super) sync_limit: u32,
     /// `4lw.commands.whitelist`: `*` or the words, comma-separated (always with `srvr`).
     pub(super) four_letter_words: String,
+    /// Each server runs the admin server (Jetty) on a free loopback port of its own.
+    pub(super) admin_server: bool,
     pub(super) force_sync: bool,
     pub(super) full_jit: bool,
     pub(super) isolatable: bool,
@@ -44,6 +46,7 @@ impl Default for Settings {
             max_session: Duration::from_secs(60),
             sync_limit: 5,
             four_letter_words: "*".into(),
+            admin_server: false,
             force_sync: false,
             full_jit: false,
             isolatable: false,
@@ -194,6 +197,16 @@ impl TestClusterBuilder {
             list.push("srvr");
         }
         self.settings.four_letter_words = list.join(",");
+        self
+    }
+
+    /// Whether each server runs the admin server (default `false`): `admin.enableServer=true`
+    /// on 127.0.0.1 and a free port of its own, [`TestCluster::admin_port`], serving
+    /// `http://127.0.0.1:PORT/commands/...` (JSON). It needs Jetty on the class path: an
+    /// Apache release has it in `lib/`; Debian's `zookeeper.jar` names Debian's Jetty jars
+    /// in its manifest. Without Jetty the server starts without it.
+    pub fn admin_server(mut self, on: bool) -> Self {
+        self.settings.admin_server = on;
         self
     }
 
