@@ -13,8 +13,13 @@ use zkguard::{Acl, CreateMode, Perms};
 /// `zkguard doctor ARGS --json` against `cs`: its status and the parsed report.
 fn doctor(cs: &str, args: &[&str]) -> (i32, Value, String) {
     let (code, out, err) = output(zkguard(cs).arg("doctor").arg("--json").args(args));
-    let v = serde_json::from_str(out.trim())
+    let v: Value = serde_json::from_str(out.trim())
         .unwrap_or_else(|e| panic!("doctor --json: {e}; stdout {out:?}, stderr {err}"));
+    // What each configuration reported (`--nocapture` shows it).
+    eprintln!("doctor {args:?}: exit {code}");
+    for f in v["findings"].as_array().into_iter().flatten() {
+        eprintln!("  {} {}: {}", f["status"], f["check"], f["message"]);
+    }
     (code, v, err)
 }
 

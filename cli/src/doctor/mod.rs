@@ -37,9 +37,9 @@ Exit status:
   77  ZooKeeper refused the credentials";
 
 /// The README's condition, quoted in the finding.
-const CONDITION: &str = "the README's condition: is_valid() is false before anyone else \
-    can hold the lock only when the session timeout is comfortably above the ensemble's \
-    syncLimit × tickTime";
+const CONDITION: &str = "the README's condition (\"is_valid() is false before anyone \
+    else can hold the lock only when the session timeout is comfortably above the ensemble's \
+    syncLimit × tickTime\")";
 
 /// mntr's average latency (ms) above which it is flagged.
 const AVG_LATENCY_MS: f64 = 50.0;
