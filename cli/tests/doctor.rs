@@ -333,3 +333,37 @@ fn the_admin_server_stands_in_for_refused_words() {
     assert!(findings(&v, "config_readable").is_empty(), "{v:#}");
     assert_eq!(code, 0, "{v:#}");
 }
+
+/// Nothing listening: no session (69), and still a report: the server unreachable and
+/// the session's failure, each a finding with its fix.
+#[test]
+fn without_a_session_the_servers_are_still_reported() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cs = format!("127.0.0.1:{port}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_zkguard"))
+        .args([
+            "--connect",
+            &cs,
+            "--connect-timeout",
+            "1s",
+            "-q",
+            "doctor",
+            "--json",
+        ])
+        .env_remove("ZK_CONNECT")
+        .output()
+        .unwrap();
+    assert_eq!(exit_code(out.status), 69);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    assert_eq!(v["servers"][0]["reachable"], false, "{v:#}");
+    assert_eq!(finding(&v, "reachable", "fail")["about"], cs.as_str());
+    assert!(finding(&v, "session", "fail")["fix"]
+        .as_str()
+        .unwrap()
+        .contains("quorum"));
+    assert_eq!((&v["exit"], &v["session"]), (&69.into(), &Value::Null));
+}

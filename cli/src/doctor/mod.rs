@@ -33,7 +33,7 @@ Exit status:
   3   a check failed: a server unreachable, the session timeout not above
       syncLimit × tickTime, a login the server does not see, the contention probe
   2   bad input (a path, an option, credentials)
-  69  no session could be made with ZooKeeper
+  69  no session could be made with ZooKeeper (the servers' findings are still shown)
   77  ZooKeeper refused the credentials";
 
 /// The README's condition, quoted in the finding.
@@ -165,24 +165,24 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
         server_findings(s, &mut findings);
     }
     // The session a lock user gets: through the whole connect string, with every option.
-    let client = conn.connect(say)?;
-    let session = session_findings(conn, &client, &servers, &mut findings);
-    let path_report = args.path.as_deref().map(|p| {
-        let ours = path::learn_ours(&client, p).unwrap_or_else(|| {
-            let named = session.identities.iter();
-            named
-                .map(|i| Acl::new(Perms::ALL, i.scheme.clone(), i.id.clone()))
-                .collect()
-        });
-        let acl = path::acls(&client, p, &ours, &mut findings);
-        let holders = path::holders(&client, p, &mut findings);
-        let probe = match args.probe_rounds {
-            0 => Value::Null,
-            n => path::probe(conn, p, n, &mut findings),
-        };
-        json!({ "path": p, "acl": acl, "holders": holders, "probe": probe })
-    });
-    client.close();
+    // Without one the servers' findings are still reported, with the session's failure.
+    let (session, path_report, code) = match conn.connect(say) {
+        Ok(client) => {
+            let (session, path_report) = with_session(conn, args, &client, &servers, &mut findings);
+            client.close();
+            (session, path_report, None)
+        }
+        Err(f) => {
+            let fix = match f.code {
+                crate::EXIT_NOPERM => {
+                    "check the credentials (the server's log says why it refused them)"
+                }
+                _ => "check the connect string, and that a quorum of the ensemble is up",
+            };
+            findings.push(Finding::new("session", Status::Fail, f.msg).fix(fix));
+            (Value::Null, None, Some(f.code))
+        }
+    };
     let worst = findings
         .iter()
         .map(|f| f.status)
@@ -191,9 +191,9 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
     let report = json!({
         "connect": conn.connect,
         "status": worst.name(),
-        "exit": worst.code(),
+        "exit": code.unwrap_or(worst.code()),
         "servers": servers.iter().map(Server::json).collect::<Vec<_>>(),
-        "session": session.json,
+        "session": session,
         "path": path_report,
         "findings": findings.iter().map(Finding::json).collect::<Vec<_>>(),
     });
@@ -202,7 +202,35 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
     } else {
         human::print(&report, &servers, &findings);
     }
-    Ok(worst.code())
+    Ok(code.unwrap_or(worst.code()))
+}
+
+/// What needs the session: its checks, and with `--path` the path's; the session's JSON
+/// and the path's.
+fn with_session(
+    conn: &Connection,
+    args: &DoctorArgs,
+    client: &Client,
+    servers: &[Server],
+    findings: &mut Vec<Finding>,
+) -> (Value, Option<Value>) {
+    let session = session_findings(conn, client, servers, findings);
+    let path_report = args.path.as_deref().map(|p| {
+        let ours = path::learn_ours(client, p).unwrap_or_else(|| {
+            let named = session.identities.iter();
+            named
+                .map(|i| Acl::new(Perms::ALL, i.scheme.clone(), i.id.clone()))
+                .collect()
+        });
+        let acl = path::acls(client, p, &ours, findings);
+        let holders = path::holders(client, p, findings);
+        let probe = match args.probe_rounds {
+            0 => Value::Null,
+            n => path::probe(conn, p, n, findings),
+        };
+        json!({ "path": p, "acl": acl, "holders": holders, "probe": probe })
+    });
+    (session.json, path_report)
 }
 
 /// A few round trips of a session to `s` alone (requests a server answers itself).
