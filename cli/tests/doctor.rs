@@ -367,3 +367,46 @@ fn without_a_session_the_servers_are_still_reported() {
         .contains("quorum"));
     assert_eq!((&v["exit"], &v["session"]), (&69.into(), &Value::Null));
 }
+
+/// Over mutual TLS, with the TLS options a lock user gives: the session is made through
+/// the secure ports (whoami shows the certificate's identity), and the four-letter words,
+/// which a TLS port does not answer in plain text, are named as unread (waited for once).
+#[test]
+fn over_tls_the_session_uses_the_tls_options() {
+    let cluster = TestCluster::builder()
+        .tls(zkguard::testing::ClientAuth::Need)
+        .start()
+        .expect("a TLS server");
+    let pki = cluster.pki().unwrap();
+    let cs = cluster.secure_connect_string().unwrap();
+    let mut c = zkguard(&cs);
+    c.arg("--tls-ca")
+        .arg(pki.ca_cert_path())
+        .arg("--tls-cert")
+        .arg(pki.client().cert_path())
+        .arg("--tls-key")
+        .arg(pki.client().key_path())
+        .args(["doctor", "--json", "--admin-port", "1"]);
+    let (code, out, err) = output(&mut c);
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["servers"][0]["reachable"], true);
+    let ids = v["session"]["identities"].as_array().unwrap();
+    assert!(
+        ids.iter().any(|i| i
+            .as_str()
+            .unwrap()
+            .starts_with("x509:CN=zkguard-test-client")),
+        "{ids:?}"
+    );
+    let unread = finding(&v, "config_readable", "warn")["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        unread.contains("TLS-only port") && unread.contains("srvr"),
+        "{unread}"
+    );
+    // Its mode unread, one server could be either: the condition is not judged.
+    let cond = finding(&v, "sync_window", "warn");
+    assert!(cond["message"].as_str().unwrap().contains("mode"), "{cond}");
+}

@@ -341,10 +341,20 @@ fn session_findings(
     let conf = |key: &str| servers.iter().filter_map(|s| s.conf_u64(key)).max();
     let (tick, sync, init) = (conf("tickTime"), conf("syncLimit"), conf("initLimit"));
     let (min, max) = (conf("minSessionTimeout"), conf("maxSessionTimeout"));
-    let ensemble = servers.len() > 1
-        || servers
-            .iter()
-            .any(|s| matches!(s.mode.as_deref(), Some("leader" | "follower" | "observer")));
+    // An ensemble: several servers listed, or one in a quorum mode; standalone: every
+    // mode read says so; else unknown (one server whose mode could not be read).
+    let quorum_mode =
+        |s: &Server| matches!(s.mode.as_deref(), Some("leader" | "follower" | "observer"));
+    let ensemble = if servers.len() > 1 || servers.iter().any(quorum_mode) {
+        Some(true)
+    } else if servers
+        .iter()
+        .all(|s| s.mode.as_deref() == Some("standalone"))
+    {
+        Some(false)
+    } else {
+        None
+    };
     if asked != granted {
         let bounds = match (min, max) {
             (Some(lo), Some(hi)) => format!(" (the servers grant {lo} ms to {hi} ms)"),
@@ -418,22 +428,28 @@ fn sync_window(
     tick: Option<u64>,
     sync: Option<u64>,
     max: Option<u64>,
-    ensemble: bool,
+    ensemble: Option<bool>,
 ) -> Finding {
     let window = tick.zip(sync).map(|(t, s)| t * s);
     match (ensemble, window) {
-        (false, _) => Finding::new(
+        (None, _) => Finding::new(
+            "sync_window",
+            Status::Warn,
+            format!("cannot check {CONDITION}: the server's mode (standalone or in an ensemble) could not be read"),
+        )
+        .fix("let the doctor read srvr and conf (4lw.commands.whitelist, or the AdminServer)"),
+        (Some(false), _) => Finding::new(
             "sync_window",
             Status::Pass,
             format!("standalone server: no follower can be cut off from a quorum, so {CONDITION} does not apply (it will for an ensemble)"),
         ),
-        (true, None) => Finding::new(
+        (Some(true), None) => Finding::new(
             "sync_window",
             Status::Warn,
             format!("cannot check {CONDITION}: tickTime and syncLimit could not be read"),
         )
         .fix("whitelist conf (4lw.commands.whitelist) or enable the AdminServer so the doctor can read them"),
-        (true, Some(w)) => {
+        (Some(true), Some(w)) => {
             let ratio = granted as f64 / w.max(1) as f64;
             let said = format!("session timeout {granted} ms against syncLimit × tickTime = {} × {} ms = {w} ms ({ratio:.1}×); {CONDITION}", sync.unwrap_or(0), tick.unwrap_or(0));
             let status = if granted <= w {
@@ -470,7 +486,7 @@ mod tests {
     /// window, and for a larger maxSessionTimeout when that is below it.
     #[test]
     fn the_sync_window_boundaries() {
-        let judge = |granted, max| sync_window(granted, Some(100), Some(10), max, true);
+        let judge = |granted, max| sync_window(granted, Some(100), Some(10), max, Some(true));
         assert_eq!(judge(1000, None).status, Status::Fail);
         assert_eq!(judge(1001, None).status, Status::Warn);
         assert_eq!(judge(1999, None).status, Status::Warn);
@@ -487,13 +503,15 @@ mod tests {
             .unwrap()
             .contains("maxSessionTimeout"));
         assert_eq!(
-            sync_window(10, Some(100), Some(10), None, false).status,
+            sync_window(10, Some(100), Some(10), None, Some(false)).status,
             Status::Pass
         );
         assert_eq!(
-            sync_window(5000, None, Some(10), None, true).status,
+            sync_window(5000, None, Some(10), None, Some(true)).status,
             Status::Warn
         );
+        let unknown = sync_window(5000, Some(100), Some(10), None, None);
+        assert_eq!(unknown.status, Status::Warn);
     }
 
     /// Latency and fsync figures are flagged above their thresholds, not at or below.

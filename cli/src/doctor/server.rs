@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+/// What a port that keeps silent is said to give (a TLS port answers no plain text).
+const NO_ANSWER: &str = "no answer (a TLS-only port answers no plain four-letter words)";
+
 /// How long one exchange with a server (a word, an HTTP request) may take.
 const EXCHANGE: Duration = Duration::from_secs(3);
 
@@ -65,8 +68,20 @@ impl Server {
         }
         s.reachable = true;
         let admin = SocketAddr::new(addr.ip(), admin_port);
+        // A port that does not answer one word in time answers none (a TLS port): the
+        // others are not waited for again.
+        let mut silent: Option<String> = None;
         for (word, command) in WORDS {
-            let read = match four_letter(addr, word) {
+            let answer = match &silent {
+                Some(why) => Err(format!("`{word}`: {why}")),
+                None => four_letter(addr, word),
+            };
+            if let (Err(e), None) = (&answer, &silent) {
+                if e.contains(NO_ANSWER) {
+                    silent = Some(NO_ANSWER.to_string());
+                }
+            }
+            let read = match answer {
                 Ok(text) => {
                     s.take_word(word, &text);
                     Ok("4lw")
@@ -240,9 +255,7 @@ fn four_letter(addr: SocketAddr, word: &str) -> Result<String, String> {
         return Err(format!("`{word}` is not in 4lw.commands.whitelist"));
     }
     if reply.trim().is_empty() {
-        return Err(format!(
-            "`{word}`: no answer (a TLS-only port, or words refused)"
-        ));
+        return Err(format!("`{word}`: an empty answer (the words refused)"));
     }
     Ok(reply)
 }
@@ -271,7 +284,7 @@ fn exchange(addr: SocketAddr, msg: &[u8]) -> Result<String, String> {
     loop {
         let left = EXCHANGE.saturating_sub(started.elapsed());
         if left.is_zero() {
-            return Err("no complete answer in time".into());
+            return Err(format!("{NO_ANSWER} within {} s", EXCHANGE.as_secs()));
         }
         s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
         match s.read(&mut buf) {
@@ -280,6 +293,14 @@ fn exchange(addr: SocketAddr, msg: &[u8]) -> Result<String, String> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // A server that closes with a reset after its answer: keep what came.
             Err(_) if !out.is_empty() => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(format!("{NO_ANSWER} within {} s", EXCHANGE.as_secs()))
+            }
             Err(e) => return Err(e.to_string()),
         }
     }
