@@ -1,7 +1,9 @@
 //! `zkguard doctor` against real servers from the harness: a standalone server, a
 //! three-server ensemble whose `syncLimit × tickTime` the session timeout passes, nears and
-//! falls below, four-letter words refused (ZooKeeper's default whitelist), an open and a
-//! closed lock directory, a SASL login. Assertions read `--json`'s fields, never timings.
+//! falls below (then one server killed), four-letter words refused (ZooKeeper's default
+//! whitelist) with and without the admin server, an open and a closed lock directory, a
+//! SASL login, mutual TLS, nothing listening. (A Kerberos login: `cli/kerberos.rs`.)
+//! Assertions read `--json`'s fields, never timings.
 
 mod common;
 
