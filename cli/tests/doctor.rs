@@ -370,6 +370,44 @@ fn without_a_session_the_servers_are_still_reported() {
     assert_eq!((&v["exit"], &v["session"]), (&69.into(), &Value::Null));
 }
 
+/// `doctor` with a TLS client certificate against `cluster`'s secure ports.
+fn doctor_tls(cluster: &TestCluster) -> (i32, Value) {
+    let pki = cluster.pki().unwrap();
+    let mut c = zkguard(&cluster.secure_connect_string().unwrap());
+    c.arg("--tls-ca")
+        .arg(pki.ca_cert_path())
+        .arg("--tls-cert")
+        .arg(pki.client().cert_path())
+        .arg("--tls-key")
+        .arg(pki.client().key_path())
+        .args(["doctor", "--json", "--admin-port", "1"]);
+    let (code, out, err) = output(&mut c);
+    let v = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    (code, v)
+}
+
+/// A client certificate the server never asks for (`ssl.clientAuth=none`): the login the
+/// user thinks it has is not what the server sees, a failure naming what it does see.
+#[test]
+fn a_login_the_server_does_not_see_fails() {
+    let cluster = TestCluster::builder()
+        .tls(zkguard::testing::ClientAuth::None)
+        .start()
+        .expect("a TLS server");
+    let (code, v) = doctor_tls(&cluster);
+    assert_eq!(code, 3, "{v:#}");
+    let f = finding(&v, "whoami", "fail");
+    let said = f["message"].as_str().unwrap();
+    assert!(
+        said.contains("TLS client certificate") && said.contains("ip:127.0.0.1"),
+        "{f}"
+    );
+    assert_eq!(
+        v["session"]["identities"],
+        serde_json::json!(["ip:127.0.0.1"])
+    );
+}
+
 /// Over mutual TLS, with the TLS options a lock user gives: the session is made through
 /// the secure ports (whoami shows the certificate's identity), and the four-letter words,
 /// which a TLS port does not answer in plain text, are named as unread (waited for once).
@@ -379,18 +417,7 @@ fn over_tls_the_session_uses_the_tls_options() {
         .tls(zkguard::testing::ClientAuth::Need)
         .start()
         .expect("a TLS server");
-    let pki = cluster.pki().unwrap();
-    let cs = cluster.secure_connect_string().unwrap();
-    let mut c = zkguard(&cs);
-    c.arg("--tls-ca")
-        .arg(pki.ca_cert_path())
-        .arg("--tls-cert")
-        .arg(pki.client().cert_path())
-        .arg("--tls-key")
-        .arg(pki.client().key_path())
-        .args(["doctor", "--json", "--admin-port", "1"]);
-    let (code, out, err) = output(&mut c);
-    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    let (code, v) = doctor_tls(&cluster);
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["servers"][0]["reachable"], true);
     let ids = v["session"]["identities"].as_array().unwrap();
