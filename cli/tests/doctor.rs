@@ -17,12 +17,16 @@ fn doctor(cs: &str, args: &[&str]) -> (i32, Value, String) {
     let (code, out, err) = output(zkguard(cs).arg("doctor").arg("--json").args(args));
     let v: Value = serde_json::from_str(out.trim())
         .unwrap_or_else(|e| panic!("doctor --json: {e}; stdout {out:?}, stderr {err}"));
-    // What each configuration reported (`--nocapture` shows it).
+    said(args, code, &v);
+    (code, v, err)
+}
+
+/// What a configuration reported, on stderr (`--nocapture` shows it).
+fn said(args: &[&str], code: i32, v: &Value) {
     eprintln!("doctor {args:?}: exit {code}");
     for f in v["findings"].as_array().into_iter().flatten() {
         eprintln!("  {} {}: {}", f["status"], f["check"], f["message"]);
     }
-    (code, v, err)
 }
 
 /// The findings of one check.
@@ -361,6 +365,7 @@ fn without_a_session_the_servers_are_still_reported() {
         .unwrap();
     assert_eq!(exit_code(out.status), 69);
     let v: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    said(&["--connect", &cs], exit_code(out.status), &v);
     assert_eq!(v["servers"][0]["reachable"], false, "{v:#}");
     assert_eq!(finding(&v, "reachable", "fail")["about"], cs.as_str());
     assert!(finding(&v, "session", "fail")["fix"]
@@ -383,6 +388,7 @@ fn doctor_tls(cluster: &TestCluster) -> (i32, Value) {
         .args(["doctor", "--json", "--admin-port", "1"]);
     let (code, out, err) = output(&mut c);
     let v = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    said(&["--tls-ca", "..", "--tls-cert", ".."], code, &v);
     (code, v)
 }
 
