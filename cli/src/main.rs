@@ -287,7 +287,9 @@ pub struct ShowArgs {
 #[derive(Args)]
 pub struct DoctorArgs {
     /// Also check this lock's path: the ACL of it and of every parent, its holders and
-    /// waiters, and a contention probe on a scratch lock beside it
+    /// waiters, and a contention probe on a scratch lock beside it. It writes beside the
+    /// path: an ephemeral node (this session's identities as an ACL records them, deleted
+    /// at once) and the probe's lock (deleted after)
     #[arg(long, value_name = "PATH")]
     pub path: Option<String>,
     /// One JSON object on stdout, for scripts
