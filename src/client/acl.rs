@@ -257,6 +257,31 @@ impl NodeAcl {
         unauthenticated(scheme)
     }
 
+    /// The entries of `stored` that name a session for sure: no `world` or `ip` entry (no
+    /// login), no digest entry whose hash the server hid (`digest:user:x`, shown to a session
+    /// without ADMIN on the node: it would match anyone of that user name). Read back from a
+    /// node made with the `auth` ACL, these are that session's identities as an ACL records
+    /// them: how the recipes learn who "we" are (and `zkguard doctor` too).
+    ///
+    /// ```
+    /// use zkguard::{Acl, NodeAcl, Perms};
+    ///
+    /// let stored = vec![
+    ///     Acl::new(Perms::ALL, "sasl", "alice"),
+    ///     Acl::new(Perms::ALL, "digest", "bob:x"),
+    ///     Acl::new(Perms::READ, "world", "anyone"),
+    /// ];
+    /// assert_eq!(NodeAcl::identities_in(&stored), vec![stored[0].clone()]);
+    /// ```
+    pub fn identities_in(stored: &[Acl]) -> Vec<Acl> {
+        stored
+            .iter()
+            .filter(|a| !unauthenticated(&a.scheme))
+            .filter(|a| !(a.scheme == "digest" && a.id.ends_with(":x")))
+            .cloned()
+            .collect()
+    }
+
     /// The entries every created node gets.
     pub fn entries(&self) -> &[Acl] {
         &self.entries

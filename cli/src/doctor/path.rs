@@ -27,8 +27,8 @@ pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -
             Ok((acl, _)) => {
                 let open = rule.untrusted(&acl, ours);
                 let entries: Vec<String> = acl.iter().map(ToString::to_string).collect();
+                let named: Vec<String> = open.iter().map(ToString::to_string).collect();
                 if !open.is_empty() {
-                    let named: Vec<String> = open.iter().map(ToString::to_string).collect();
                     let what = match node == path {
                         true => "the lock's directory: they may delete a holder's node and let a second holder in",
                         false => "a parent of the lock: they may add nodes there, or delete and recreate an empty lock directory with an ACL of their own",
@@ -42,8 +42,7 @@ pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -
                         false => format!("setAcl {node} to the lock users and administrators (world:anyone:r keeps it readable); where {node} must stay open (the root, usually), keep locks in a closed directory below it"),
                     }).about(&node));
                 }
-                let flagged: Vec<String> = open.iter().map(ToString::to_string).collect();
-                rows.push(json!({ "path": node, "acl": entries, "open_to_others": flagged }));
+                rows.push(json!({ "path": node, "acl": entries, "open_to_others": named }));
             }
             Err(Error::NoNode { .. }) => {
                 rows.push(json!({ "path": node, "missing": true }));
@@ -79,14 +78,7 @@ pub fn learn_ours(client: &Client, path: &str) -> Option<Vec<Acl>> {
             Ok(_) => {
                 let read = client.get_acl(&probe).map(|(acl, _)| acl);
                 let _ = client.delete(&probe, None);
-                let own = read.ok()?;
-                return Some(
-                    own.into_iter()
-                        .filter(|a| !NodeAcl::unauthenticated(&a.scheme))
-                        // A hash the server hid (`user:x`) names nobody for sure.
-                        .filter(|a| !(a.scheme == "digest" && a.id.ends_with(":x")))
-                        .collect(),
-                );
+                return Some(NodeAcl::identities_in(&read.ok()?));
             }
             Err(Error::NoNode { .. }) if !at.is_empty() => continue,
             Err(_) => return None,
