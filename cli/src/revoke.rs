@@ -96,6 +96,7 @@ fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> 
     }
     for (node, data) in nodes {
         match zkguard::revoke(client, &node) {
+            Ok(()) if data.is_empty() => say.say(format!("asked {node} to let go")),
             Ok(()) => say.say(format!("asked {node} ({data}) to let go")),
             Err(Error::NoNode { .. }) => say.say(format!("{node} is gone already")),
             Err(e @ Error::NoAuth { .. }) => {
