@@ -338,9 +338,20 @@ fn session_findings(
     out: &mut Vec<Finding>,
 ) -> Session {
     let (asked, granted) = (ms(conn.session_timeout), ms(client.session_timeout()));
-    let conf = |key: &str| servers.iter().filter_map(|s| s.conf_u64(key)).max();
-    let (tick, sync, init) = (conf("tickTime"), conf("syncLimit"), conf("initLimit"));
-    let (min, max) = (conf("minSessionTimeout"), conf("maxSessionTimeout"));
+    let conf = |key: &'static str| servers.iter().filter_map(move |s| s.conf_u64(key));
+    // The server that keeps serving longest when cut off (the largest syncLimit × tickTime)
+    // is the one the condition is judged by; the timeouts every server grants are between
+    // the largest minimum and the smallest maximum.
+    let widest = servers
+        .iter()
+        .filter_map(|s| Some((s.conf_u64("tickTime")?, s.conf_u64("syncLimit")?)))
+        .max_by_key(|(t, s)| t * s);
+    let tick = widest.map(|w| w.0).or_else(|| conf("tickTime").max());
+    let (sync, init) = (widest.map(|w| w.1), conf("initLimit").max());
+    let (min, max) = (
+        conf("minSessionTimeout").max(),
+        conf("maxSessionTimeout").min(),
+    );
     // An ensemble: several servers listed, or one in a quorum mode; standalone: every
     // mode read says so; else unknown (one server whose mode could not be read).
     let quorum_mode =
