@@ -117,8 +117,11 @@ pub fn watch(
         let ended = select! {
             recv(child.exited) -> code => Some(End::Exited(code.unwrap_or(crate::EXIT_SOFTWARE))),
             recv(lost) -> _ => Some(s.lost()),
-            recv(revoked) -> _ => {
-                s.revoked();
+            recv(revoked) -> request => {
+                // Once: a request, or the guard's signal gone (nothing was asked).
+                if request.is_ok() {
+                    s.revoked();
+                }
                 revoked = never();
                 None
             }
