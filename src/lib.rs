@@ -150,8 +150,8 @@ pub use client::Kerberos;
 pub use client::TlsConfig;
 pub use client::{
     Acl, Client, ClientBuilder, ClientStats, CloseOutcome, CreateMode, Created, EventType,
-    LossReason, NodeAcl, Op, OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat,
-    WatchedEvent,
+    Identity, LossReason, NodeAcl, Op, OpResult, Pending, Perms, Pipeline, SessionEvent,
+    SessionState, Stat, WatchedEvent,
 };
 /// The [crossbeam-channel](https://docs.rs/crossbeam-channel/0.5) crate (0.5), re-exported:
 /// every receiver zkguard hands out (session events, watches, `lost()`, `revocation()`,

@@ -60,8 +60,8 @@ pub use pipeline::{Pending, Pipeline};
 pub(crate) use proto::Names;
 
 pub use types::{
-    Acl, ClientStats, CloseOutcome, CreateMode, Created, EventType, LossReason, Op, OpResult,
-    Perms, SessionEvent, SessionState, Stat, WatchedEvent,
+    Acl, ClientStats, CloseOutcome, CreateMode, Created, EventType, Identity, LossReason, Op,
+    OpResult, Perms, SessionEvent, SessionState, Stat, WatchedEvent,
 };
 
 /// A handle to one ZooKeeper session. Cheap to clone; every clone shares the session and the
@@ -560,6 +560,16 @@ impl Client {
     /// [`Error::InvalidAcl`], and the errors every request can return.
     pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
         self.one(|p| p.set_acl(path, acl, version))
+    }
+
+    /// The identities this session carries as the server sees them (`whoAmI`, ZooKeeper
+    /// 3.7+): its address (`ip:127.0.0.1`) and each login (`digest`, `sasl`, `x509` …).
+    ///
+    /// # Errors
+    ///
+    /// A server before 3.7 does not know the request (an error, or a dropped connection).
+    pub fn who_am_i(&self) -> Result<Vec<Identity>> {
+        self.one(|p| p.who_am_i())
     }
 
     /// Waits until the server this client talks to has caught up with the leader for `path`.

@@ -220,6 +220,26 @@ impl std::fmt::Display for Acl {
     }
 }
 
+/// One identity a session carries, as the server's `whoAmI` reports it (ZooKeeper 3.7+,
+/// [`Client::who_am_i`](crate::Client::who_am_i)): the scheme (`ip`, `digest`, `sasl`,
+/// `x509` …) and the identity within it, written as an ACL would name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Identity {
+    /// The auth scheme: `ip`, `digest`, `sasl`, `x509`, `super` …
+    pub scheme: String,
+    /// The identity within the scheme: an address for `ip`, the user for `digest` and
+    /// `sasl`, the certificate's subject for `x509`.
+    pub id: String,
+}
+
+/// `scheme:id`, as an ACL entry names the identity.
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.scheme, self.id)
+    }
+}
+
 /// The result of a create.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
