@@ -173,3 +173,22 @@ pub use queue::{Canceller, Participant};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The examples of the documents in docs/, compiled as doctests the same way as the README's.
+#[cfg(doctest)]
+mod docs_doctests {
+    #[doc = include_str!("../docs/recipes.md")]
+    struct Recipes;
+    #[doc = include_str!("../docs/semantics.md")]
+    struct Semantics;
+    #[doc = include_str!("../docs/client.md")]
+    struct ClientDoc;
+    #[doc = include_str!("../docs/security.md")]
+    struct Security;
+    #[doc = include_str!("../docs/operations.md")]
+    struct Operations;
+    #[doc = include_str!("../docs/testing.md")]
+    struct Testing;
+    #[doc = include_str!("../docs/performance.md")]
+    struct Performance;
+}
