@@ -167,7 +167,7 @@ fn silent_leader_failover(fair: bool) {
          session timeout {t:?}"
     );
     // The silent leader stopped counting as leader before its session could expire: the
-    // promise is two thirds of the timeout (README); the last third is slack for the
+    // promise is two thirds of the timeout (docs/semantics.md); the last third is slack for the
     // client's thread on a loaded machine. Timing-sensitive by design.
     assert!(suspended < t, "suspended only {suspended:?} after the cut");
     assert!(lb.is_valid());

@@ -156,8 +156,8 @@ fn a_frozen_server_is_left_for_another_and_the_session_kept() {
     wait_event(&events, t * 2, "suspended", |e| {
         matches!(e, SessionEvent::Suspended { .. })
     });
-    // Silence is noticed after two thirds of the session timeout (README), not never: the
-    // bound is that promise (2 s) plus a third of the timeout (1 s) of slack for the
+    // Silence is noticed after two thirds of the session timeout (docs/semantics.md), not
+    // never: the bound is that promise (2 s) plus a third of the timeout (1 s) of slack for the
     // client's thread to wake up on a loaded machine. Timing-sensitive by design.
     assert!(paused_at.elapsed() < t, "{:?}", paused_at.elapsed());
     expect_reconnected(&events, session, Duration::from_secs(20));
@@ -200,8 +200,8 @@ fn a_partition_is_suspended_at_once_and_lost_within_the_session_timeout() {
             reason: LossReason::Timeout
         }
     );
-    // The promise under test (README, "Lost"): the session timeout less a tenth (at most
-    // 250 ms) after the last request a server answered, which was before the cut. The
+    // The promise under test (docs/semantics.md, "Lost"): the session timeout less a tenth
+    // (at most 250 ms) after the last request a server answered, which was before the cut. The
     // slack is for the wake-ups of the client's thread and of this one on a loaded
     // machine; it is not part of the promise. Timing-sensitive by design.
     let promised = t - (t / 10).min(Duration::from_millis(250));
