@@ -132,6 +132,7 @@ mod client;
 mod election;
 mod error;
 mod lock;
+pub mod metrics;
 mod queue;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -157,7 +158,7 @@ pub use lock::{
     MutexGuard, Permit, ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock,
     Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard, WriteLock,
 };
-pub use queue::{Canceller, Participant};
+pub use queue::{Canceller, Participant, QueueEvent};
 
 /// The README's examples, compiled as doctests so they cannot rot: with any set of features
 /// (a block that needs `testing` or `tls` is a `fn main` under that feature's cfg, with an

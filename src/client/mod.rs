@@ -208,6 +208,7 @@ impl Client {
             tls: None,
             sasl: None,
             node_acl: NodeAcl::open(),
+            metrics_path_labels: false,
         }
     }
 
@@ -303,19 +304,43 @@ impl Client {
         self.shared.subscribe()
     }
 
+    /// The measurements of this client's recipes (`crate::metrics`).
+    pub(crate) fn meter(&self) -> &Arc<crate::metrics::Meter> {
+        &self.shared.meter
+    }
+
     /// The server this client is connected to, if connected.
     pub fn connected_server(&self) -> Option<SocketAddr> {
         self.shared.server()
     }
 
-    /// Counters of what the client has done.
+    /// Counters of what the client has done, and gauges of the guards it holds and the
+    /// acquires it has queued (see [`ClientStats`]).
     pub fn stats(&self) -> ClientStats {
         let c = &self.shared.counters;
+        let m = self.shared.meter.snapshot();
+        let [acquired, acquire_busy, acquire_timed_out, acquire_cancelled, acquire_failed] =
+            m.acquires;
+        let [lost_session, lost_node_deleted, lost_closed] = m.losses;
         ClientStats {
             watch_events: c.watch_events.load(Ordering::Relaxed),
             connect_attempts: c.connects.load(Ordering::Relaxed),
             sessions: c.sessions.load(Ordering::Relaxed),
             requests: c.requests.load(Ordering::Relaxed),
+            guards_held: m.guards_held,
+            waiters_queued: m.waiters_queued,
+            acquired,
+            acquire_busy,
+            acquire_timed_out,
+            acquire_cancelled,
+            acquire_failed,
+            lost_session,
+            lost_node_deleted,
+            lost_closed,
+            reconnects: m.reconnects,
+            watch_rearms: m.rearms,
+            leadership_gained: m.gained,
+            leadership_lost: m.lost_leadership,
         }
     }
 

@@ -4,6 +4,7 @@ use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
 use crate::lock::Holding;
 use crate::lock::{lock_api, Lock, Sealed};
+use crate::metrics::kind;
 use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
 
 use super::candidate::Candidate;
@@ -217,6 +218,7 @@ impl LeaderElection {
         if self.fair {
             let spec = Spec {
                 path: &self.path,
+                kind: kind::ELECTION,
                 dir: &self.path,
                 marker: names::LATCH,
                 rule: Rule::Exclusive,
@@ -232,7 +234,7 @@ impl LeaderElection {
             let data = format!("{}\n{}", self.id, uuid::Uuid::new_v4());
             Ok(queue::single(
                 &self.client,
-                &self.path,
+                (&self.path, kind::ELECTION_UNFAIR),
                 data.as_bytes(),
                 &self.acl,
                 wait,

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
@@ -13,6 +13,7 @@ use super::{Core, REVOKE_MESSAGE};
 use crate::client::{Check, Client, Job, SessionSink, WatchSink};
 use crate::client::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
 use crate::error::{Error, Result};
+use crate::metrics::{Labels, Loss, Meter};
 use crate::queue::{token_of, Acquired};
 
 /// A one-shot signal: fires once, and every receiver handed out before or after gets `()`.
@@ -59,12 +60,27 @@ pub(crate) struct State {
     lost: Signal,
     revoked: Signal,
     released: AtomicBool,
+    /// The client's measurements (not the client: the connection thread holds this state).
+    meter: Arc<Meter>,
+    /// What the hold is measured as (`None`: not measured).
+    labels: Option<Labels>,
+    since: Instant,
+    /// Counted as held: until the first of a loss and a release.
+    counted: AtomicBool,
 }
 
 impl State {
-    fn mark_lost(&self) {
+    fn mark_lost(&self, why: Loss) {
         if !self.released.load(Ordering::SeqCst) && self.lost.fire() {
             log::warn!("zkguard: lock node {} lost", self.path);
+            self.ended(Some(why));
+        }
+    }
+
+    /// The hold ends (released: `None`): measured once.
+    fn ended(&self, loss: Option<Loss>) {
+        if let (true, Some(l)) = (self.counted.swap(false, Ordering::SeqCst), &self.labels) {
+            self.meter.hold_ended(l, self.since.elapsed(), loss);
         }
     }
 }
@@ -72,9 +88,13 @@ impl State {
 impl SessionSink for State {
     fn on_session(&self, ev: &SessionEvent) {
         match *ev {
-            SessionEvent::Lost { session_id, .. } if session_id == self.owner => self.mark_lost(),
-            SessionEvent::Connected { session_id } if session_id != self.owner => self.mark_lost(),
-            SessionEvent::Closed => self.mark_lost(),
+            SessionEvent::Lost { session_id, .. } if session_id == self.owner => {
+                self.mark_lost(Loss::SessionLost)
+            }
+            SessionEvent::Connected { session_id } if session_id != self.owner => {
+                self.mark_lost(Loss::SessionLost)
+            }
+            SessionEvent::Closed => self.mark_lost(Loss::Closed),
             _ => {}
         }
     }
@@ -93,7 +113,9 @@ impl WatchSink for State {
             EventType::NodeDataChanged
             | EventType::NodeCreated
             | EventType::NodeChildrenChanged => {}
-            EventType::NodeDeleted | EventType::SessionLost | EventType::Closed => self.mark_lost(),
+            EventType::NodeDeleted => self.mark_lost(Loss::NodeDeleted),
+            EventType::SessionLost => self.mark_lost(Loss::SessionLost),
+            EventType::Closed => self.mark_lost(Loss::Closed),
         }
     }
 
@@ -106,7 +128,7 @@ impl WatchSink for State {
         // The watch went on whatever node is at the path now: if that is not ours (the
         // unfair recipes' shared path, re-created by someone else), ours is gone.
         if token_of(stat) != self.token || stat.ephemeral_owner != self.owner {
-            self.mark_lost();
+            self.mark_lost(Loss::NodeDeleted);
             return;
         }
         // Only Curator's exact revocation request counts (as in Curator); other writes to
@@ -136,13 +158,22 @@ impl Holding {
             lost: Signal::default(),
             revoked: Signal::default(),
             released: AtomicBool::new(false),
+            meter: client.meter().clone(),
+            labels: acquired.labels.clone(),
+            since: Instant::now(),
+            counted: AtomicBool::new(true),
         });
+        if let Some(l) = &state.labels {
+            client.meter().hold_began(l);
+        }
         let sink: Arc<dyn SessionSink> = state.clone();
         let (session, st) = client.subscribe_sink(Arc::downgrade(&sink));
         // Keep the sink alive as long as the state (the list holds it weakly).
         drop(sink);
-        if session != acquired.owner || matches!(st, SessionState::Lost | SessionState::Closed) {
-            state.mark_lost();
+        if st == SessionState::Closed {
+            state.mark_lost(Loss::Closed);
+        } else if session != acquired.owner || st == SessionState::Lost {
+            state.mark_lost(Loss::SessionLost);
         } else {
             // Sent, not waited for: the acquire costs no extra round trip, and a deletion
             // before the watch is set is answered NoNode, which is a loss all the same.
@@ -235,7 +266,7 @@ impl Holding {
         match read.wait() {
             Ok((_, stat)) if self.acquired.is(&stat) => {}
             Ok(_) | Err(Error::NoNode { .. }) => {
-                self.state.mark_lost();
+                self.state.mark_lost(Loss::NodeDeleted);
                 return Err(lock_lost());
             }
             Err(Error::SessionExpired) => return Err(lock_lost()),
@@ -245,7 +276,7 @@ impl Holding {
             Ok(_) if self.is_gone() => Err(lock_lost()),
             Ok(_) => Ok(()),
             Err(Error::Multi { source, .. }) if matches!(*source, Error::NoNode { .. }) => {
-                self.state.mark_lost();
+                self.state.mark_lost(Loss::NodeDeleted);
                 Err(lock_lost())
             }
             Err(Error::SessionExpired) => Err(lock_lost()),
@@ -257,7 +288,7 @@ impl Holding {
     /// says the node is no more.
     fn fence_lost(&self, gone: bool) -> Error {
         if gone {
-            self.state.mark_lost();
+            self.state.mark_lost(Loss::NodeDeleted);
         }
         Error::LockLost {
             path: self.acquired.path.clone(),
@@ -274,6 +305,7 @@ impl Holding {
         if self.state.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        self.state.ended(None);
         let was_lost = self.state.lost.is_fired();
         let check = if self.check_owner {
             Check::Czxid(self.acquired.token)
@@ -304,6 +336,7 @@ impl Holding {
         if self.state.released.swap(true, Ordering::SeqCst) {
             return;
         }
+        self.state.ended(None);
         if self.check_owner {
             self.client.delete_in_background(Job::Path {
                 path: self.acquired.path.clone(),

@@ -4,6 +4,7 @@ use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
+use crate::metrics::kind;
 use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
 
 /// A fair, exclusive, non-re-entrant lock shared by every process that uses the same path.
@@ -102,10 +103,16 @@ impl Mutex {
         queue::participants(&self.client, &self.path, Rule::Exclusive)
     }
 
-    /// The lock's node, held (for the recipes built on this one).
-    pub(crate) fn node(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Holding>> {
+    /// The lock's node, held (for the recipes built on this one, measured as `kind`).
+    pub(crate) fn node(
+        &self,
+        kind: &'static str,
+        wait: Wait,
+        cancel: &Canceller,
+    ) -> Result<Option<Holding>> {
         let spec = Spec {
             path: &self.path,
+            kind,
             dir: &self.path,
             marker: names::LOCK,
             rule: Rule::Exclusive,
@@ -125,7 +132,7 @@ impl Lock for Mutex {
 
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<MutexGuard>> {
         Ok(self
-            .node(wait, cancel)?
+            .node(kind::MUTEX, wait, cancel)?
             .map(|holding| MutexGuard { holding }))
     }
 

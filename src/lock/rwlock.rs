@@ -4,6 +4,7 @@ use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
+use crate::metrics::kind;
 use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
 
 /// A fair read/write lock: many readers at once, or one writer.
@@ -56,6 +57,7 @@ impl Side {
     fn hold(&self, read: bool, wait: Wait, cancel: &Canceller) -> Result<Option<Holding>> {
         let spec = Spec {
             path: &self.path,
+            kind: if read { kind::READ } else { kind::WRITE },
             dir: &self.path,
             marker: if read { names::READ } else { names::WRITE },
             rule: if read { Rule::Read } else { Rule::Exclusive },

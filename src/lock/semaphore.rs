@@ -7,6 +7,7 @@ use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::{Client, Names, NodeAcl};
 use crate::client::{EventType, WatchedEvent};
 use crate::error::{Error, Result};
+use crate::metrics::kind;
 use crate::queue::{
     self, names, Acquired, Attempt, Canceller, Count, News, Next, Participant, Queued, Rule,
     SessionEvents, Spec, Wait, Wake,
@@ -256,6 +257,7 @@ impl Semaphore {
     fn permit(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Permit>> {
         // One call of several waits (the internal lock, the lease, again after a restart):
         // a cancel between two of them must reach the next.
+        let began = std::time::Instant::now();
         let call = canceller.call();
         let cancel = call.canceller.register();
         let events = SessionEvents::new(&self.client);
@@ -263,7 +265,10 @@ impl Semaphore {
             let Some(mut lock) = self.internal_lock(wait, &call.canceller)? else {
                 return Ok(None);
             };
-            let mut cx = Attempt::new(&self.client, &self.path, wait, &cancel.rx, &events.rx);
+            let labeled = (self.path.as_str(), kind::SEMAPHORE);
+            let mut cx = Attempt::new(&self.client, labeled, wait, &cancel, &events.rx);
+            // The permit's wait is the whole call's, the internal lock's included.
+            cx.began = began;
             match self.lease(&mut lock, &mut cx) {
                 Next::Restart => {
                     log::info!(
@@ -272,7 +277,7 @@ impl Semaphore {
                     );
                 }
                 Next::Done(r) => {
-                    return r.map(|a| {
+                    return cx.end(r).map(|a| {
                         a.map(|a| Permit {
                             holding: Holding::new(&self.client, a, false),
                         })
@@ -286,6 +291,12 @@ impl Semaphore {
     fn spec<'a>(&'a self, dir: &'a str, marker: &'static str, rule: Rule) -> Spec<'a> {
         Spec {
             path: &self.path,
+            // The internal lock's queue is the one a permit's waiters wait in.
+            kind: if dir == self.locks {
+                kind::SEMAPHORE_LOCK
+            } else {
+                kind::SEMAPHORE
+            },
             dir,
             marker,
             rule,

@@ -4,6 +4,7 @@ use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
+use crate::metrics::kind;
 use crate::queue::{self, names, Canceller, Participant, Wait};
 
 /// The simplest lock: one ephemeral node at `path` whose data is a unique owner id.
@@ -92,7 +93,7 @@ impl Lock for UnfairMutex {
         let id = uuid::Uuid::new_v4().to_string();
         let acquired = queue::single(
             &self.client,
-            &self.path,
+            (&self.path, kind::UNFAIR),
             id.as_bytes(),
             &self.acl,
             wait,

@@ -83,6 +83,17 @@ pub(super) enum Phase {
 }
 
 impl Phase {
+    /// The `state` label of `zkguard_session_state` (`crate::metrics`).
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Phase::Connecting => "connecting",
+            Phase::Connected => "connected",
+            Phase::Suspended => "suspended",
+            Phase::Lost => "lost",
+            Phase::Closed => "closed",
+        }
+    }
+
     /// What callers are told.
     fn public(self) -> SessionState {
         match self {
@@ -335,6 +346,14 @@ impl Shared {
 
     // ---------------------------------------------------------------- transitions
 
+    /// The phase moves to `to` (measured: `crate::metrics`).
+    fn go(&self, s: &mut SessionInfo, to: Phase) {
+        if s.phase != to {
+            self.meter.session(Some(s.phase.label()), to.label());
+        }
+        s.phase = to;
+    }
+
     fn emit(&self, s: &mut SessionInfo, ev: SessionEvent) {
         log::debug!("zkguard: session event {ev:?}");
         s.subscribers.retain(|sub| sub.deliver(&ev));
@@ -355,7 +374,10 @@ impl Shared {
         s.passwd = resp.passwd;
         s.negotiated = negotiated;
         s.server = Some(addr);
-        s.phase = Phase::Connected;
+        self.go(s, Phase::Connected);
+        if s.generation > 0 {
+            self.meter.reconnected(same);
+        }
         s.generation += 1;
         let ev = if same {
             SessionEvent::Reconnected {
@@ -379,7 +401,7 @@ impl Shared {
         if s.phase != Phase::Connected {
             return;
         }
-        s.phase = Phase::Suspended;
+        self.go(&mut s, Phase::Suspended);
         if !closing {
             s.server = None;
             let session_id = s.session_id;
@@ -402,7 +424,7 @@ impl Shared {
             s.session_id = 0;
             s.passwd.clear();
             s.epoch += 1;
-            s.phase = Phase::Lost;
+            self.go(&mut s, Phase::Lost);
             self.emit(&mut s, SessionEvent::Lost { session_id, reason });
             self.changed.notify_all();
         }
@@ -431,7 +453,7 @@ impl Shared {
     /// Closing → Closed: the close is done (its event went out when it began).
     pub(super) fn finish_close(&self) {
         let mut s = self.session.lock();
-        s.phase = Phase::Closed;
+        self.go(&mut s, Phase::Closed);
         s.session_id = 0;
         self.changed.notify_all();
     }
@@ -444,7 +466,7 @@ impl Shared {
             let mut s = self.session.lock();
             s.closing = true;
             s.auth_failed = true;
-            s.phase = Phase::Closed;
+            self.go(&mut s, Phase::Closed);
             self.emit(&mut s, SessionEvent::Closed);
             self.changed.notify_all();
         }
