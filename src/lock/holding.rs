@@ -26,10 +26,17 @@ struct Signal {
 impl Signal {
     /// Fires; false if it had fired already.
     fn fire(&self) -> bool {
+        self.fire_after(|| {})
+    }
+
+    /// Fires, running `first` before anyone is told; false (and `first` not run) if it had
+    /// fired already.
+    fn fire_after(&self, first: impl FnOnce()) -> bool {
         let mut txs = self.txs.lock();
         if self.fired.swap(true, Ordering::SeqCst) {
             return false;
         }
+        first();
         for tx in txs.drain(..) {
             let _ = tx.send(());
         }
@@ -71,9 +78,9 @@ pub(crate) struct State {
 
 impl State {
     fn mark_lost(&self, why: Loss) {
-        if !self.released.load(Ordering::SeqCst) && self.lost.fire() {
+        // Measured before anyone hears of the loss.
+        if !self.released.load(Ordering::SeqCst) && self.lost.fire_after(|| self.ended(Some(why))) {
             log::warn!("zkguard: lock node {} lost", self.path);
-            self.ended(Some(why));
         }
     }
 
