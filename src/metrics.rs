@@ -7,7 +7,7 @@
 //!   acquires by outcome, losses by reason, reconnects, watch re-arms, leadership).
 //! - **The [`metrics`](https://docs.rs/metrics/0.24) facade**, with the cargo feature
 //!   `metrics`: zkguard records, the application installs the exporter it likes
-//!   (Prometheus, StatsD, …; `examples/metrics_prometheus.rs` serves `/metrics`). Without a
+//!   (Prometheus, `StatsD`, …; `examples/metrics_prometheus.rs` serves `/metrics`). Without a
 //!   recorder installed every call is a no-op; without the feature nothing is compiled in.
 //!
 //! Labels are bounded: `kind` (the recipe, below) always; the lock's path only when the
@@ -285,11 +285,10 @@ impl Meter {
     /// A waiter was granted `gap` after it heard the node ahead of it go.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn handoff(&self, l: &Labels, gap: Duration) {
-        if l.internal {
-            return;
-        }
         #[cfg(feature = "metrics")]
-        ::metrics::histogram!(HANDOFF_GAP, l.with(&[])).record(gap.as_secs_f64());
+        if !l.internal {
+            ::metrics::histogram!(HANDOFF_GAP, l.with(&[])).record(gap.as_secs_f64());
+        }
     }
 
     /// A guard began to hold (a term to lead, for an election).

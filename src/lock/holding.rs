@@ -70,7 +70,7 @@ pub(crate) struct State {
     /// The client's measurements (not the client: the connection thread holds this state).
     meter: Arc<Meter>,
     /// What the hold is measured as (`None`: not measured).
-    labels: Option<Labels>,
+    labels: Option<Arc<Labels>>,
     since: Instant,
     /// Counted as held: until the first of a loss and a release.
     counted: AtomicBool,

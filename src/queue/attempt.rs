@@ -96,7 +96,7 @@ pub(crate) struct Attempt<'a> {
     /// The pauses after connection trouble; each loop starts it afresh.
     backoff: Backoff,
     /// What the call's measurements are labeled with.
-    labels: Labels,
+    labels: Arc<Labels>,
     /// When the call began (its wait is measured from here).
     pub began: Instant,
     /// Whether the call has a node in a queue (counted in the waiters gauge).
@@ -124,7 +124,7 @@ impl<'a> Attempt<'a> {
             cancel,
             events,
             backoff: retry_backoff(),
-            labels: Labels::new(client.meter(), kind, path),
+            labels: Arc::new(Labels::new(client.meter(), kind, path)),
             began: Instant::now(),
             queued: false,
             ahead: None,

@@ -22,7 +22,7 @@ pub(crate) struct Acquired {
     pub acl: NodeAcl,
     /// What the guard's measurements are labeled with (set by the acquire that ends with
     /// it: `Attempt::end`).
-    pub labels: Option<Labels>,
+    pub labels: Option<Arc<Labels>>,
 }
 
 impl Acquired {
