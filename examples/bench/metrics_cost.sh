@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # What the metrics cost: the bench's W1 and W2:8 built without the `metrics` feature
 # ("off") and with it and a Prometheus recorder installed ("recorder"), taking turns
-# (off, recorder, off, recorder, ...) against one server, so that both meet the same server,
+# (off, recorder, recorder, off, ...) against one server, so that both meet the same server,
 # JIT and disk. Prints each run's figures, then the medians per side and the spread.
 #
-#   examples/bench/metrics_cost.sh            # 3 rounds of each, BENCH_N=2000
+#   examples/bench/metrics_cost.sh            # 4 rounds of each, BENCH_N=2000
 #   ROUNDS=5 BENCH_N=1000 examples/bench/metrics_cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rounds="${ROUNDS:-3}"
+rounds="${ROUNDS:-4}"
 export BENCH_N="${BENCH_N:-2000}"
 target="${CARGO_TARGET_DIR:-target}"
 work="$(mktemp -d)"
@@ -27,7 +27,10 @@ read -r connect <&"${SERVER[0]}"
 echo "server at $connect" >&2
 
 for i in $(seq 1 "$rounds"); do
-    for side in off recorder; do
+    # Each side goes first every other round (off, recorder, recorder, off, ...).
+    order="off recorder"
+    [ $((i % 2)) -eq 0 ] && order="recorder off"
+    for side in $order; do
         env_metrics=()
         [ "$side" = recorder ] && env_metrics=(BENCH_METRICS=recorder)
         env "${env_metrics[@]}" ZK_CONNECT="$connect" BENCH_ONLY=W1,W2:8 "$work/bench-$side" |
