@@ -360,20 +360,12 @@ fn holders_and_leader_json_parse() {
         (&"waiter-y".into(), &"waiter".into())
     );
     assert!(ps[0]["age_ms"].as_u64().is_some(), "{v}");
-    // Held for (the holder) and waiting for (the waiter), from each node's ctime.
-    assert!(ps[0]["held_for_s"].as_u64().is_some(), "{v}");
-    assert!(ps[0].get("waiting_for_s").is_none(), "{v}");
-    assert!(ps[1]["waiting_for_s"].as_u64().is_some(), "{v}");
-    assert!(ps[1].get("held_for_s").is_none(), "{v}");
     let (code, out, _) = output(zkguard(&cs).args(["holders", &path]));
     assert_eq!(code, 0);
     assert!(
         out.contains("holder-x") && out.contains("waiter-y"),
         "{out}"
     );
-    let line = |data: &str| out.lines().find(|l| l.contains(data)).unwrap_or_default();
-    assert!(line("holder-x").contains(" held "), "{out}");
-    assert!(line("waiter-y").contains(" waiting "), "{out}");
     w.wait_stderr(&format!("waiting for {path}, held by holder-x for"));
 
     let election = unique("leader");

@@ -27,7 +27,6 @@ mod types;
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -317,31 +316,7 @@ impl Client {
     /// Counters of what the client has done, and gauges of the guards it holds and the
     /// acquires it has queued (see [`ClientStats`]).
     pub fn stats(&self) -> ClientStats {
-        let c = &self.shared.counters;
-        let m = self.shared.meter.snapshot();
-        let [acquired, acquire_busy, acquire_timed_out, acquire_cancelled, acquire_failed] =
-            m.acquires;
-        let [lost_session, lost_node_deleted, lost_closed] = m.losses;
-        ClientStats {
-            watch_events: c.watch_events.load(Ordering::Relaxed),
-            connect_attempts: c.connects.load(Ordering::Relaxed),
-            sessions: c.sessions.load(Ordering::Relaxed),
-            requests: c.requests.load(Ordering::Relaxed),
-            guards_held: m.guards_held,
-            waiters_queued: m.waiters_queued,
-            acquired,
-            acquire_busy,
-            acquire_timed_out,
-            acquire_cancelled,
-            acquire_failed,
-            lost_session,
-            lost_node_deleted,
-            lost_closed,
-            reconnects: m.reconnects,
-            watch_rearms: m.rearms,
-            leadership_gained: m.gained,
-            leadership_lost: m.lost_leadership,
-        }
+        ClientStats::of(&self.shared.counters, self.shared.meter.snapshot())
     }
 
     /// Ends the session now: the server deletes its ephemeral nodes at once. Every clone of

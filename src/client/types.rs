@@ -542,3 +542,33 @@ pub struct ClientStats {
     /// Terms of leadership ended: lost, resigned or dropped.
     pub leadership_lost: u64,
 }
+
+impl ClientStats {
+    /// The client's counters and its meter's snapshot, together.
+    pub(crate) fn of(c: &super::conn::Counters, m: crate::metrics::Snapshot) -> ClientStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let [acquired, acquire_busy, acquire_timed_out, acquire_cancelled, acquire_failed] =
+            m.acquires;
+        let [lost_session, lost_node_deleted, lost_closed] = m.losses;
+        ClientStats {
+            watch_events: c.watch_events.load(Relaxed),
+            connect_attempts: c.connects.load(Relaxed),
+            sessions: c.sessions.load(Relaxed),
+            requests: c.requests.load(Relaxed),
+            guards_held: m.guards_held,
+            waiters_queued: m.waiters_queued,
+            acquired,
+            acquire_busy,
+            acquire_timed_out,
+            acquire_cancelled,
+            acquire_failed,
+            lost_session,
+            lost_node_deleted,
+            lost_closed,
+            reconnects: m.reconnects,
+            watch_rearms: m.rearms,
+            leadership_gained: m.gained,
+            leadership_lost: m.lost_leadership,
+        }
+    }
+}
