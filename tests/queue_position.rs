@@ -1,7 +1,8 @@
 //! A waiter's place in line (`QueueEvent`, `queue_events()`): told when its node is made
 //! (while it still waits: the node is there to see), its position as the queue moves, told
-//! anew when it has to queue again, and through the calls made of several acquires (a
-//! semaphore's internal lock, then its lease).
+//! anew when it has to queue again, through the calls made of several acquires (a
+//! semaphore's internal lock, then its lease), and for a background candidate each time it
+//! queues.
 
 mod common;
 
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use common::{base, connect, recv, shared_cluster, spawn, unique, WITHIN};
 use crossbeam_channel::Receiver;
-use zkguard::{Client, Mutex, QueueEvent, Semaphore};
+use zkguard::{Client, LeaderElection, LeaderEvent, Mutex, QueueEvent, Semaphore};
 
 const SESSION: Duration = Duration::from_secs(10);
 
@@ -152,6 +153,47 @@ fn a_semaphore_waiter_hears_of_its_internal_lock_node_then_its_lease() {
     assert!(lease.starts_with(&format!("{path}/leases/")), "{lease}");
     drop(permit);
     recv(&got, WITHIN, "the second permit").unwrap();
+    a.close();
+    b.close();
+}
+
+#[test]
+fn a_candidate_hears_its_place_each_time_it_queues() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("pos-cand");
+    let (a, b) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let first = LeaderElection::new(&a, &path, "a").unwrap().join().unwrap();
+    let first_events = first.events();
+    assert!(matches!(
+        recv(&first_events, WITHIN, "a leads"),
+        LeaderEvent::Elected { .. }
+    ));
+    let second = LeaderElection::new(&b, &path, "b").unwrap().join().unwrap();
+    let places = second.queue_events();
+    // Subscribed after the join: the first node may be told or not; its place behind the
+    // leader is (the waiter lists after it subscribed at the latest on the hand-over).
+    first.resign().unwrap();
+    let mut aheads = Vec::new();
+    while aheads.last() != Some(&0) {
+        if let QueueEvent::Position { ahead, .. } = next(&places, "b's place") {
+            aheads.push(ahead);
+        }
+    }
+    // b leads now; it resigns and queues again behind a (which queued again on its
+    // resign): a new node, one ahead, then 0 once a resigns again.
+    let second_events = second.events();
+    assert!(matches!(
+        recv(&second_events, WITHIN, "b leads"),
+        LeaderEvent::Elected { .. }
+    ));
+    second.resign().unwrap();
+    let node = queued(next(&places, "b queued again"));
+    assert_eq!(ahead(next(&places, "b behind a"), &node), 1);
+    let elected = |e: &LeaderEvent| matches!(e, LeaderEvent::Elected { .. });
+    while !elected(&recv(&first_events, WITHIN, "a leads again")) {}
+    first.resign().unwrap();
+    assert_eq!(ahead(next(&places, "b leads again"), &node), 0);
+    drop((first, second));
     a.close();
     b.close();
 }

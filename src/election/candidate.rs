@@ -167,6 +167,14 @@ impl Candidate {
         rx
     }
 
+    /// Where this candidate stands in the election's queue whenever it queues (after a
+    /// join, a resign, a loss): its node once made, then its place in line as it moves (see
+    /// [`QueueEvent`](crate::QueueEvent)); an unfair election has no queue and sends nothing.
+    #[must_use = "the receiver is the only way to hear the events"]
+    pub fn queue_events(&self) -> Receiver<crate::queue::QueueEvent> {
+        self.shared.election.canceller().queue_events()
+    }
+
     /// Blocks until this candidate leads, and returns the term's fencing token
     /// (`Ok(Some(token))`), or `Ok(None)` once `timeout` passes, as the locks'
     /// `acquire_timeout` and [`LeaderElection::lead_timeout`] do.
