@@ -390,16 +390,20 @@ fn every_gauge_is_back_to_zero_once_every_kind_of_guard_is_dropped() {
     // A third permit waits (the semaphore is full), measured as one semaphore waiter.
     let sem_other = Semaphore::new(&other, &format!("{path}/sem"), 2).unwrap();
     let third = spawn(move || sem_other.acquire().map(|_| ()));
-    wait_stats(&other, "the third permit queued", |s| s.waiters_queued == 1);
+    let sem_path = format!("{path}/sem");
+    let queued = [("kind", "semaphore"), ("path", sem_path.as_str())];
+    // Its lease made (past the internal lock's queue): queued until a permit frees.
+    wait_until(WITHIN, "the third permit's lease queued", || {
+        common::children(&c, &format!("{sem_path}/leases")).len() == 3
+            && other.stats().waiters_queued == 1
+            && gauge(m::WAITERS_QUEUED, &queued) == 1.0
+    });
     let s = c.stats();
     assert_eq!(s.guards_held, 4, "{s:?}");
     let rw_path = format!("{path}/rw");
-    let sem_path = format!("{path}/sem");
     let held = |kind: &str, p: &str| gauge(m::GUARDS_HELD, &[("kind", kind), ("path", p)]);
     assert_eq!(held("read_lock", &rw_path), 2.0);
     assert_eq!(held("semaphore", &sem_path), 2.0);
-    let queued = [("kind", "semaphore"), ("path", sem_path.as_str())];
-    assert_eq!(gauge(m::WAITERS_QUEUED, &queued), 1.0);
     drop((r1, r2, p1));
     recv(&third, WITHIN, "the third permit").unwrap();
     drop(p2);
