@@ -188,12 +188,9 @@ fn a_contended_handoff_counts_the_waiter_queued_then_measures_the_gap() {
     let held = Mutex::new(&a, &path).unwrap().acquire().unwrap();
     let lock_b = Mutex::new(&b, &path).unwrap();
     let got = spawn(move || lock_b.acquire().map(|g| g.token()));
-    wait_stats(&b, "the waiter queued", |s| s.waiters_queued == 1);
-    assert_eq!(
-        mutex_gauges(&path),
-        (1.0, 1.0),
-        "(held, queued) while B waits"
-    );
+    wait_until(WITHIN, "the waiter queued", || {
+        b.stats().waiters_queued == 1 && mutex_gauges(&path) == (1.0, 1.0)
+    });
     held.release().unwrap();
     recv(&got, WITHIN, "B's grant").unwrap();
     // B heard A's node go and was granted on that notification: one gap measured.
