@@ -32,13 +32,14 @@
 //! | `zkguard_session_state` | gauge | `state` | clients in each session state: `connecting`, `connected`, `suspended`, `lost` (closed clients leave the gauge) |
 //! | `zkguard_session_transitions_total` | counter | `to` | session state changes, by the state entered (`closed` included) |
 //! | `zkguard_reconnects_total` | counter | `session` | connections after a client's first: `resumed` (same session) or `new` (after a loss) |
-//! | `zkguard_request_seconds` | histogram | `op` | from writing a request to its reply, by operation (`create`, `delete`, `exists`, `get_data`, `set_data`, `get_acl`, `set_acl`, `sync`, `get_children`, `check`, `multi`, `ping`, `other`) |
+//! | `zkguard_request_seconds` | histogram | `op` | from writing a request to its reply, by operation (`create`, `delete`, `exists`, `get_data`, `set_data`, `get_acl`, `set_acl`, `sync`, `get_children`, `check`, `multi`, `other`) |
 //! | `zkguard_watch_rearms_total` | counter | none | watches re-armed on a resumed session after a reconnect (each SetWatches path) |
 //!
 //! The `kind` label is the recipe: `mutex`, `reentrant_mutex`, `read_lock`, `write_lock`,
 //! `semaphore` (a permit: its wait covers the internal lock's queue, where its waiters
-//! queue, and the lease count; the internal lock is no guard of its own), `unfair_mutex`, `election`, `election_unfair`. A
-//! [`MultiLock`](crate::MultiLock) is measured per part (each part's own kind).
+//! queue, and the lease count; the internal lock is no guard of its own), `unfair_mutex`,
+//! `election`, `election_unfair`. A [`MultiLock`](crate::MultiLock) is measured per part
+//! (each part's own kind).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
