@@ -140,6 +140,17 @@ fn wait_stats(c: &Client, what: &str, cond: impl Fn(&ClientStats) -> bool) {
     wait_until(WITHIN, what, || cond(&c.stats()));
 }
 
+/// A mutex at a fresh path held by client `a`, and the same mutex on client `b`: the
+/// contended scenes' setting (path, a, b, a's guard, b's lock).
+fn contended(prefix: &str) -> (String, Client, Client, zkguard::MutexGuard, Mutex) {
+    let cs = shared_cluster().connect_string();
+    let path = unique(prefix);
+    let (a, b) = (labeled(&cs, SESSION), labeled(&cs, SESSION));
+    let held = Mutex::new(&a, &path).unwrap().acquire().unwrap();
+    let lock_b = Mutex::new(&b, &path).unwrap();
+    (path, a, b, held, lock_b)
+}
+
 #[test]
 fn an_uncontended_acquire_is_one_grant_one_wait_and_one_hold() {
     let _s = serial();
@@ -181,12 +192,7 @@ fn an_uncontended_acquire_is_one_grant_one_wait_and_one_hold() {
 #[test]
 fn a_contended_handoff_counts_the_waiter_queued_then_measures_the_gap() {
     let _s = serial();
-    let cs = shared_cluster().connect_string();
-    let path = unique("m-handoff");
-    let a = labeled(&cs, SESSION);
-    let b = labeled(&cs, SESSION);
-    let held = Mutex::new(&a, &path).unwrap().acquire().unwrap();
-    let lock_b = Mutex::new(&b, &path).unwrap();
+    let (path, a, b, held, lock_b) = contended("m-handoff");
     let got = spawn(move || lock_b.acquire().map(|g| g.token()));
     wait_until(WITHIN, "the waiter queued", || {
         b.stats().waiters_queued == 1 && mutex_gauges(&path) == (1.0, 1.0)
@@ -209,12 +215,7 @@ fn a_contended_handoff_counts_the_waiter_queued_then_measures_the_gap() {
 #[test]
 fn a_timeout_and_a_busy_try_leave_the_queue_and_count_by_outcome() {
     let _s = serial();
-    let cs = shared_cluster().connect_string();
-    let path = unique("m-timeout");
-    let a = labeled(&cs, SESSION);
-    let b = labeled(&cs, SESSION);
-    let _held = Mutex::new(&a, &path).unwrap().acquire().unwrap();
-    let lock_b = Mutex::new(&b, &path).unwrap();
+    let (path, a, b, _held, lock_b) = contended("m-timeout");
     assert!(lock_b
         .acquire_timeout(Duration::from_millis(300))
         .unwrap()
@@ -233,12 +234,7 @@ fn a_timeout_and_a_busy_try_leave_the_queue_and_count_by_outcome() {
 #[test]
 fn a_cancelled_waiter_is_counted_cancelled_and_leaves_the_queue() {
     let _s = serial();
-    let cs = shared_cluster().connect_string();
-    let path = unique("m-cancel");
-    let a = labeled(&cs, SESSION);
-    let b = labeled(&cs, SESSION);
-    let _held = Mutex::new(&a, &path).unwrap().acquire().unwrap();
-    let lock_b = Mutex::new(&b, &path).unwrap();
+    let (path, a, b, _held, lock_b) = contended("m-cancel");
     let canceller = lock_b.canceller();
     let got = spawn(move || lock_b.acquire().map(|_| ()));
     wait_stats(&b, "the waiter queued", |s| s.waiters_queued == 1);
