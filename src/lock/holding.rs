@@ -79,15 +79,20 @@ pub(crate) struct State {
 impl State {
     fn mark_lost(&self, why: Loss) {
         // Measured before anyone hears of the loss.
-        if !self.released.load(Ordering::SeqCst) && self.lost.fire_after(|| self.ended(Some(why))) {
+        if !self.released.load(Ordering::SeqCst)
+            && self
+                .lost
+                .fire_after(|| self.ended(Some(why), Instant::now()))
+        {
             log::warn!("zkguard: lock node {} lost", self.path);
         }
     }
 
-    /// The hold ends (released: `None`): measured once.
-    fn ended(&self, loss: Option<Loss>) {
+    /// The hold ended at `at` (released: `None`): measured once.
+    fn ended(&self, loss: Option<Loss>, at: Instant) {
         if let (true, Some(l)) = (self.counted.swap(false, Ordering::SeqCst), &self.labels) {
-            self.meter.hold_ended(l, self.since.elapsed(), loss);
+            self.meter
+                .hold_ended(l, at.saturating_duration_since(self.since), loss);
         }
     }
 }
@@ -312,7 +317,9 @@ impl Holding {
         if self.state.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.state.ended(None);
+        // Measured once the delete is answered, off the release's path (the hold ended now;
+        // a loss meanwhile is not one: the node is released).
+        let released_at = Instant::now();
         let was_lost = self.state.lost.is_fired();
         let check = if self.check_owner {
             Check::Czxid(self.acquired.token)
@@ -325,6 +332,7 @@ impl Holding {
         let deleted =
             self.client
                 .delete_owned(&self.acquired.path, check, self.acquired.owner, timeout);
+        self.state.ended(None, released_at);
         match deleted {
             Ok(true) if !was_lost => Ok(()),
             // Not there (or not ours any more), or its session is gone: it was lost.
@@ -343,7 +351,7 @@ impl Holding {
         if self.state.released.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.state.ended(None);
+        let released_at = Instant::now();
         if self.check_owner {
             self.client.delete_in_background(Job::Path {
                 path: self.acquired.path.clone(),
@@ -354,6 +362,7 @@ impl Holding {
             self.client
                 .delete_unwaited(&self.acquired.path, self.acquired.owner);
         }
+        self.state.ended(None, released_at);
     }
 
     /// Deletes the node without reporting, waiting one short request at most (then the

@@ -184,7 +184,8 @@ impl<'a> Attempt<'a> {
             Ok(None) if matches!(self.wait, Wait::Try) => Outcome::Busy,
             Ok(None) => Outcome::TimedOut,
             Err(Error::Cancelled { .. }) => Outcome::Cancelled,
-            Err(Error::Timeout { .. }) if matches!(self.wait, Wait::Try) => Outcome::Busy,
+            // A try that could not reach the server within its one request timeout.
+            Err(Error::Timeout { .. }) => Outcome::TimedOut,
             Err(_) => Outcome::Failed,
         };
         let meter = self.client.meter();
