@@ -310,6 +310,9 @@ fn a_reconnect_re_arms_and_a_lost_session_is_a_loss_and_a_new_session() {
     // Cut off: the session is lost, and so is the lock.
     let lost = g.lost();
     let to_lost = counter(m::SESSION_TRANSITIONS, &[("to", "lost")]);
+    // Clients whose session is lost (this binary's others are closed: they left the gauge).
+    let in_lost = || gauge(m::SESSION_STATE, &[("state", "lost")]);
+    let lost_before = in_lost();
     proxy.blackhole();
     recv(&lost, Duration::from_secs(30), "the guard's loss");
     let l = [
@@ -320,6 +323,7 @@ fn a_reconnect_re_arms_and_a_lost_session_is_a_loss_and_a_new_session() {
     assert_eq!(counter(m::LOSSES, &l), 1);
     assert_eq!(c.stats().lost_session, 1);
     assert!(counter(m::SESSION_TRANSITIONS, &[("to", "lost")]) > to_lost);
+    assert_eq!(in_lost(), lost_before + 1.0, "this client counted as lost");
     assert_eq!(mutex_gauges(&path).0, 0.0);
     // Healed: a new session, counted as a reconnect to a new session.
     let new_before = counter(m::RECONNECTS, &[("session", "new")]);
@@ -329,6 +333,11 @@ fn a_reconnect_re_arms_and_a_lost_session_is_a_loss_and_a_new_session() {
     });
     assert!(counter(m::RECONNECTS, &[("session", "new")]) > new_before);
     assert_eq!(c.stats().sessions, 2);
+    assert_eq!(
+        in_lost(),
+        lost_before,
+        "connected again: out of the lost state"
+    );
     drop(g);
     c.close();
 }
