@@ -141,8 +141,8 @@ impl Loss {
 #[derive(Debug, Clone)]
 pub(crate) struct Labels {
     pub kind: &'static str,
-    /// A first step of a call whose grant a later step measures (the semaphore's internal
-    /// lock): its grant and its guard are not counted.
+    /// A step of a call that measures itself (the semaphore's internal lock): its waiters
+    /// count as queued, but its outcomes and its guard are not counted (the permit's are).
     internal: bool,
     #[cfg(feature = "metrics")]
     path: std::sync::Arc<str>,
@@ -271,8 +271,8 @@ impl Meter {
     /// An acquire call ended so, after waiting `waited`.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn acquire_ended(&self, l: &Labels, outcome: Outcome, waited: Duration) {
-        if l.internal && outcome == Outcome::Acquired {
-            return;
+        if l.internal {
+            return; // the call it is a step of says how it ended
         }
         bump(&self.acquires[outcome as usize]);
         #[cfg(feature = "metrics")]

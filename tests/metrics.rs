@@ -438,3 +438,44 @@ fn every_gauge_is_back_to_zero_once_every_kind_of_guard_is_dropped() {
     other.close();
     plain.close();
 }
+
+#[test]
+fn a_permit_call_that_ends_in_the_internal_lock_queue_is_one_outcome() {
+    let _s = serial();
+    let cs = shared_cluster().connect_string();
+    let path = unique("m-sem-queue");
+    let (a, b, c) = (
+        labeled(&cs, SESSION),
+        labeled(&cs, SESSION),
+        labeled(&cs, SESSION),
+    );
+    let _permit = Semaphore::new(&a, &path, 1).unwrap().acquire().unwrap();
+    // b waits for the permit holding the internal lock: c can only queue behind it.
+    let sem_b = Semaphore::new(&b, &path, 1).unwrap();
+    let _waiting = spawn(move || sem_b.acquire().map(|_| ()));
+    wait_stats(&b, "b waiting with its lease", |s| s.waiters_queued == 1);
+    let sem_c = Semaphore::new(&c, &path, 1).unwrap();
+    assert!(sem_c.try_acquire().unwrap().is_none());
+    let short = Duration::from_millis(300);
+    assert!(sem_c.acquire_timeout(short).unwrap().is_none());
+    let by = |outcome: &str| {
+        let l = [("kind", "semaphore"), ("outcome", outcome), ("path", &path)];
+        counter(m::ACQUIRES, &l)
+    };
+    assert_eq!((by("busy"), by("timed_out"), by("acquired")), (1, 1, 1));
+    let s = c.stats();
+    assert_eq!(
+        (
+            s.acquire_busy,
+            s.acquire_timed_out,
+            s.acquired,
+            s.waiters_queued
+        ),
+        (1, 1, 0, 0)
+    );
+    let queued = [("kind", "semaphore"), ("path", path.as_str())];
+    assert_eq!(gauge(m::WAITERS_QUEUED, &queued), 1.0, "b alone waits");
+    for client in [a, b, c] {
+        client.close();
+    }
+}

@@ -251,18 +251,19 @@ impl Semaphore {
         let client = &self.base.client;
         let events = SessionEvents::new(client);
         let labeled = (self.base.path.as_str(), kind::SEMAPHORE);
-        let mut cx = Attempt::new(client, labeled, wait, &cancel, &events.rx);
-        if let Err(Next::Done(end)) = self.record(&mut cx) {
-            return cx.end(end).map(|_| None);
+        // The whole call's context: its wait, and its end if it ends before a lease.
+        let mut whole = Attempt::new(client, labeled, wait, &cancel, &events.rx);
+        if let Err(Next::Done(end)) = self.record(&mut whole) {
+            return whole.end(end).map(|_| None);
         }
-        // The permit's wait is the whole call's, the internal lock's included.
-        let began = cx.began;
         loop {
-            let Some(mut lock) = self.internal_lock(wait, &call.canceller)? else {
-                return Ok(None);
+            let mut lock = match self.internal_lock(wait, &call.canceller) {
+                Ok(Some(lock)) => lock,
+                // Not past the internal lock's queue: the call ends there.
+                other => return whole.end(other.map(|_| None)).map(|_| None),
             };
             let mut cx = Attempt::new(client, labeled, wait, &cancel, &events.rx);
-            cx.began = began;
+            cx.began = whole.began;
             match self.lease(&mut lock, &mut cx) {
                 Next::Restart => {
                     log::info!(
