@@ -6,7 +6,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Stat {
     /// Transaction id of the create. Grows with every later create anywhere in the ensemble,
-    /// which makes it a sound fencing token for a lock node.
+    /// which makes it a sound fencing token for a lock node; [`Stat::token`] gives it as
+    /// the `u64` the guards' tokens are.
     pub czxid: i64,
     /// Transaction id of the last data change.
     pub mzxid: i64,
@@ -28,6 +29,26 @@ pub struct Stat {
     pub num_children: i32,
     /// Transaction id of the last change to the children.
     pub pzxid: i64,
+}
+
+impl Stat {
+    /// The node's creation zxid as the crate's fencing tokens are written: a `u64`, the
+    /// type of every guard's [`token`](crate::Guard::token), a
+    /// [`LeaderTerm`](crate::LeaderTerm)'s and [`LeaderEvent::Elected`](crate::LeaderEvent)'s.
+    /// A lock's node read with [`Client::get_data`](crate::Client::get_data) or
+    /// [`exists`](crate::Client::exists) has `stat.token() == guard.token()` for as long as
+    /// the guard's node is there (ZooKeeper's wire format has `czxid` signed; zxids are
+    /// never negative, so nothing is lost).
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client, guard: &zkguard::MutexGuard) -> zkguard::Result<()> {
+    /// let stat = client.exists(guard.path())?.expect("held");
+    /// assert_eq!(stat.token(), guard.token());
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> u64 {
+        u64::try_from(self.czxid).unwrap_or(0)
+    }
 }
 
 /// How a node is created.
@@ -196,6 +217,26 @@ impl std::fmt::Display for Acl {
             .map(|(_, c)| *c)
             .collect();
         write!(f, "{}:{} {letters}", self.scheme, self.id)
+    }
+}
+
+/// One identity a session carries, as the server's `whoAmI` reports it (ZooKeeper 3.7+,
+/// [`Client::who_am_i`](crate::Client::who_am_i)): the scheme (`ip`, `digest`, `sasl`,
+/// `x509` …) and the identity within it, written as an ACL would name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Identity {
+    /// The auth scheme: `ip`, `digest`, `sasl`, `x509`, `super` …
+    pub scheme: String,
+    /// The identity within the scheme: an address for `ip`, the user for `digest` and
+    /// `sasl`, the certificate's subject for `x509`.
+    pub id: String,
+}
+
+/// `scheme:id`, as an ACL entry names the identity.
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.scheme, self.id)
     }
 }
 
@@ -478,97 +519,6 @@ impl CloseOutcome {
         match self {
             CloseOutcome::Unconfirmed { reason } => Err(reason),
             _ => Ok(()),
-        }
-    }
-}
-
-/// Counters of what the client has done, and gauges of what it holds and waits for now:
-/// the pull snapshot of the measurements [`zkguard::metrics`](crate::metrics) describes
-/// (always there, with or without the `metrics` feature), for tests, benchmarks and programs
-/// without a metrics pipeline. Counts are since the client was built.
-///
-/// ```no_run
-/// # fn main() -> zkguard::Result<()> {
-/// let client = zkguard::Client::connect("127.0.0.1:2181")?;
-/// let lock = zkguard::Mutex::new(&client, "/locks/report")?;
-/// let guard = lock.acquire()?;
-/// let s = client.stats();
-/// assert_eq!((s.guards_held, s.acquired), (1, 1));
-/// drop(guard);
-/// assert_eq!(client.stats().guards_held, 0);
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct ClientStats {
-    /// Watch notifications received from the server (one per notification frame, however
-    /// many local receivers it was delivered to).
-    pub watch_events: u64,
-    /// TCP connection attempts made.
-    pub connect_attempts: u64,
-    /// Sessions established (1 until a session is lost and replaced).
-    pub sessions: u64,
-    /// Requests written to a server by callers, including the own-node watch a guard sends
-    /// when it is granted (pings, the handshake, and the watch re-arming the connection
-    /// thread does by itself are not counted).
-    pub requests: u64,
-    /// Guards held now: granted by an acquire on this client and not yet released,
-    /// dropped or lost (a semaphore's internal lock counts while it is held).
-    pub guards_held: u64,
-    /// Acquires whose node is queued now, not yet granted or given up.
-    pub waiters_queued: u64,
-    /// Acquire calls that got the lock (or leadership, or a permit).
-    pub acquired: u64,
-    /// Tries (`try_acquire`, `try_lead`) that found it taken.
-    pub acquire_busy: u64,
-    /// Acquires whose timeout passed first.
-    pub acquire_timed_out: u64,
-    /// Acquires ended by a [`Canceller`](crate::Canceller).
-    pub acquire_cancelled: u64,
-    /// Acquires that ended with another error.
-    pub acquire_failed: u64,
-    /// Guards lost because their session ended (expired, or a new one began).
-    pub lost_session: u64,
-    /// Guards lost because someone deleted (or replaced) their node.
-    pub lost_node_deleted: u64,
-    /// Guards lost because the client was closed while they held.
-    pub lost_closed: u64,
-    /// Connections made after the first (to the same session or, after a loss, a new one).
-    pub reconnects: u64,
-    /// Watches re-armed on a resumed session after a reconnect.
-    pub watch_rearms: u64,
-    /// Terms of leadership begun (elections, both styles).
-    pub leadership_gained: u64,
-    /// Terms of leadership ended: lost, resigned or dropped.
-    pub leadership_lost: u64,
-}
-
-impl ClientStats {
-    /// The client's counters and its meter's snapshot, together.
-    pub(crate) fn of(c: &super::conn::Counters, m: crate::metrics::Snapshot) -> ClientStats {
-        use std::sync::atomic::Ordering::Relaxed;
-        let [acquired, acquire_busy, acquire_timed_out, acquire_cancelled, acquire_failed] =
-            m.acquires;
-        let [lost_session, lost_node_deleted, lost_closed] = m.losses;
-        ClientStats {
-            watch_events: c.watch_events.load(Relaxed),
-            connect_attempts: c.connects.load(Relaxed),
-            sessions: c.sessions.load(Relaxed),
-            requests: c.requests.load(Relaxed),
-            guards_held: m.guards_held,
-            waiters_queued: m.waiters_queued,
-            acquired,
-            acquire_busy,
-            acquire_timed_out,
-            acquire_cancelled,
-            acquire_failed,
-            lost_session,
-            lost_node_deleted,
-            lost_closed,
-            reconnects: m.reconnects,
-            watch_rearms: m.rearms,
-            leadership_gained: m.gained,
-            leadership_lost: m.lost_leadership,
         }
     }
 }
