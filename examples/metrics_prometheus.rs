@@ -122,8 +122,15 @@ fn serve(listener: TcpListener, handle: PrometheusHandle) {
 
 fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut reader = BufReader::new(&stream);
     let mut request = String::new();
-    BufReader::new(&stream).read_line(&mut request)?;
+    reader.read_line(&mut request)?;
+    // The headers too, up to the blank line: a socket closed with unread bytes is reset,
+    // and the client would lose the reply.
+    let mut header = String::new();
+    while reader.read_line(&mut header)? > 2 {
+        header.clear();
+    }
     let (status, body) = if request.starts_with("GET /metrics ") {
         handle.run_upkeep();
         ("200 OK", handle.render())
