@@ -55,6 +55,7 @@ pub(crate) use conn::{SessionSink, WatchSink};
 pub(crate) use janitor::{Check, Job};
 pub use pipeline::{Pending, Pipeline};
 pub(crate) use proto::Names;
+pub(crate) use types::Hex;
 
 pub use types::{
     Acl, ClientStats, CloseOutcome, CreateMode, Created, EventType, LossReason, Op, OpResult,
@@ -168,7 +169,7 @@ impl fmt::Debug for Client {
         f.debug_struct("Client")
             .field("hosts", &self.shared.cfg.hosts)
             .field("chroot", &self.shared.cfg.chroot)
-            .field("session_id", &format_args!("0x{:x}", self.session_id()))
+            .field("session_id", &Hex(self.session_id()))
             .field("state", &self.state())
             .finish()
     }

@@ -230,6 +230,44 @@ pub enum EventType {
     Closed,
 }
 
+impl std::fmt::Debug for SessionEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (name, session_id) = match *self {
+            SessionEvent::Connected { session_id } => ("Connected", session_id),
+            SessionEvent::Suspended { session_id } => ("Suspended", session_id),
+            SessionEvent::Reconnected { session_id } => ("Reconnected", session_id),
+            SessionEvent::Lost { session_id, reason } => {
+                return f
+                    .debug_struct("Lost")
+                    .field("session_id", &Hex(session_id))
+                    .field("reason", &reason)
+                    .finish()
+            }
+            SessionEvent::Closed => return f.write_str("Closed"),
+        };
+        f.debug_struct(name)
+            .field("session_id", &Hex(session_id))
+            .finish()
+    }
+}
+
+/// A session id as ZooKeeper writes it in its logs and `zkCli`: `0x` and lowercase hex.
+/// The one format of session ids in the crate's log records and `Debug` output.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hex(pub i64);
+
+impl std::fmt::Display for Hex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{:x}", self.0)
+    }
+}
+
+impl std::fmt::Debug for Hex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
 /// A watch notification.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -287,7 +325,10 @@ pub enum LossReason {
 /// }
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// Its `Debug` shows session ids in hex, as ZooKeeper's own logs do
+/// (`Connected { session_id: 0x1000a3b4c5d0000 }`), and so do the crate's log records.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SessionEvent {
     /// A new session was established (the first one, or a replacement after a loss).

@@ -2,8 +2,8 @@
 
 use crate::client::{Client, NodeAcl};
 use crate::error::{Error, Result};
-use crate::lock::Holding;
 use crate::lock::{lock_api, Lock, Sealed};
+use crate::lock::{Holding, Role};
 use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
 
 use super::candidate::Candidate;
@@ -225,7 +225,7 @@ impl LeaderElection {
                 acl: &self.acl,
             };
             Ok(queue::acquire(&self.client, &spec, wait, canceller)?
-                .map(|a| Holding::new(&self.client, a, false)))
+                .map(|a| Holding::new(&self.client, a, Role::Election, false)))
         } else {
             // The node's data is the id and a value unique to this call, which tells our
             // node from another's after a lost create reply.
@@ -238,7 +238,7 @@ impl LeaderElection {
                 wait,
                 canceller,
             )?
-            .map(|a| Holding::new(&self.client, a, true)))
+            .map(|a| Holding::new(&self.client, a, Role::Election, true)))
         }
     }
 }

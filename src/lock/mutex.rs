@@ -1,7 +1,7 @@
 //! The fair exclusive lock and its guard.
 
-use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
+use super::{Holding, Role};
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
 use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
@@ -114,7 +114,7 @@ impl Mutex {
             acl: &self.acl,
         };
         Ok(queue::acquire(&self.client, &spec, wait, cancel)?
-            .map(|a| Holding::new(&self.client, a, false)))
+            .map(|a| Holding::new(&self.client, a, Role::Lock, false)))
     }
 }
 

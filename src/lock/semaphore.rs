@@ -3,7 +3,7 @@
 
 use crossbeam_channel::Receiver;
 
-use super::{guard_api, lock_api, Holding, Lock, Sealed};
+use super::{guard_api, lock_api, Holding, Lock, Role, Sealed};
 use crate::client::{Client, Names, NodeAcl};
 use crate::client::{EventType, WatchedEvent};
 use crate::error::{Error, Result};
@@ -274,7 +274,7 @@ impl Semaphore {
                 Next::Done(r) => {
                     return r.map(|a| {
                         a.map(|a| Permit {
-                            holding: Holding::new(&self.client, a, false),
+                            holding: Holding::new(&self.client, a, Role::Lease, false),
                         })
                     })
                 }
@@ -472,7 +472,7 @@ impl InternalLock {
     fn lost(&mut self) -> Receiver<()> {
         let (client, node) = (&self.client, &self.node);
         self.holding
-            .get_or_insert_with(|| Holding::new(client, node.clone(), false))
+            .get_or_insert_with(|| Holding::new(client, node.clone(), Role::Lock, false))
             .lost()
     }
 }

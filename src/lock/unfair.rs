@@ -1,7 +1,7 @@
 //! The unfair single-node lock and its guard.
 
-use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
+use super::{Holding, Role};
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
 use crate::queue::{self, names, Canceller, Participant, Wait};
@@ -99,7 +99,7 @@ impl Lock for UnfairMutex {
             cancel,
         )?;
         Ok(acquired.map(|a| UnfairMutexGuard {
-            holding: Holding::new(&self.client, a, true),
+            holding: Holding::new(&self.client, a, Role::Lock, true),
         }))
     }
 

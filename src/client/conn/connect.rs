@@ -1,4 +1,5 @@
-//! Connecting: host rotation and back-off, the session handshake, auth replay, SetWatches.
+//! Connecting: host rotation and back-off, the session handshake, auth replay, SetWatches,
+//! and closing a session the loss clock gave up before a new one opens (`session.rs`).
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -8,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use super::frame::FrameReader;
 use super::link::Link;
+use super::session::Settled;
 use super::Shared;
 use crate::backoff::Backoff;
 use crate::client::proto::{self, code, op, xid, Reader};
 use crate::client::sasl::Mechanism;
 use crate::client::types::LossReason;
-use crate::error::ConnectFailure;
+use crate::error::{ConnectAttempt, ConnectFailure};
 
 /// Why one connect attempt failed, and at which address (once the name resolved).
 pub(super) type Failed = (Option<SocketAddr>, ConnectFailure);
@@ -63,10 +65,9 @@ impl Shared {
                     continue;
                 }
                 Err((addr, why)) => {
-                    log::debug!(
-                        "zkguard: connect to {} ({addr:?}) failed: {why}",
-                        self.cfg.hosts[host_idx]
-                    );
+                    let host = &self.cfg.hosts[host_idx];
+                    let attempt = ConnectAttempt::new(host, addr, why.clone());
+                    log::debug!("zkguard: connect failed: {attempt}");
                     self.record_failure(host_idx, addr, why);
                     failures_in_row += 1;
                 }
@@ -104,7 +105,7 @@ impl Shared {
         if let Some(left) = self.time_until_loss() {
             budget = budget.min(left.max(Duration::from_millis(1)));
         }
-        let deadline = Instant::now() + budget;
+        let mut deadline = Instant::now() + budget;
         let addrs: Vec<SocketAddr> = host
             .to_socket_addrs()
             .map_err(|e| (None, ConnectFailure::Resolve(e.into())))?
@@ -121,6 +122,24 @@ impl Shared {
                     last_err = (Some(addr), ConnectFailure::io("connect", e));
                 }
                 break;
+            }
+            // A new session: first close the one the loss clock gave up, if the server
+            // still holds it, so its nodes go now rather than a session timeout later.
+            if session_id == 0 {
+                if let Some((old, old_passwd)) = self.abandoned() {
+                    match self.close_abandoned(host, addr, old, &old_passwd, deadline) {
+                        Ok(how) => self.settle_abandoned(old, how),
+                        Err((reached, why)) => {
+                            if reached {
+                                self.settle_abandoned(old, Settled::Failed);
+                            }
+                            last_err = (Some(addr), why);
+                            continue;
+                        }
+                    }
+                    // The new session's handshake gets a budget of its own.
+                    deadline = deadline.max(Instant::now() + budget);
+                }
             }
             match self.handshake(host, addr, session_id, &passwd, deadline) {
                 Ok(Handshake::Live(stream, frames)) => return Ok(Some((stream, frames))),
@@ -213,6 +232,66 @@ impl Shared {
             }
         }
         Ok(Handshake::Live(stream, frames))
+    }
+
+    /// Closes abandoned session `session_id` (see `session.rs`) on the server at `addr`: a
+    /// connection of its own resumes it with its password, logs in as this client does,
+    /// and sends `closeSession`, waiting for the reply (the server has deleted the session's
+    /// ephemeral nodes by then). `Gone` if the server no longer has the session. An error
+    /// says whether the server was reached (`true`: the attempt counts as a failed close).
+    fn close_abandoned(
+        &self,
+        host: &str,
+        addr: SocketAddr,
+        session_id: i64,
+        passwd: &[u8],
+        deadline: Instant,
+    ) -> std::result::Result<Settled, (bool, ConnectFailure)> {
+        let stream =
+            Link::connect(addr, host, self.cfg.tls.as_ref(), deadline).map_err(|e| (false, e))?;
+        let reached = |e: ConnectFailure| (true, e);
+        let io_err = |e: io::Error| (true, super::link::failure("closing a given-up session", e));
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        stream.set_write_timeout(Some(left)).map_err(io_err)?;
+        let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
+        // Seen zxid 0: this connection reads nothing, so no server is too far behind for it.
+        stream
+            .write_all(&proto::connect_request(0, timeout_ms, session_id, passwd))
+            .map_err(io_err)?;
+        let mut frames = FrameReader::new(self.cfg.max_reply);
+        let resp = frames.read_frame_by(&stream, deadline).map_err(io_err)?;
+        let resp = proto::decode_connect_response(&resp)
+            .map_err(|m| reached(ConnectFailure::Malformed(m.0)))?;
+        if resp.timeout_ms <= 0 || resp.session_id != session_id {
+            stream.shutdown();
+            return Ok(Settled::Gone);
+        }
+        self.sasl_login(&stream, host, &mut frames, deadline)
+            .map_err(reached)?;
+        self.replay_auth(&stream, &mut frames, deadline)
+            .map_err(reached)?;
+        const CLOSE_XID: i32 = 1;
+        stream
+            .write_all(&proto::request_frame(CLOSE_XID, op::CLOSE, &[]))
+            .map_err(io_err)?;
+        let closed = loop {
+            let frame = frames.read_frame_by(&stream, deadline).map_err(io_err)?;
+            let h = proto::decode_reply_header(&mut Reader::new(&frame))
+                .map_err(|m| reached(ConnectFailure::Malformed(m.0)))?;
+            if h.xid == CLOSE_XID {
+                break h.err;
+            }
+        };
+        stream.shutdown();
+        match closed {
+            code::OK => Ok(Settled::Closed),
+            code::SESSION_EXPIRED => Ok(Settled::Gone),
+            err => Err(io_err(io::Error::other(format!(
+                "the server answered closeSession with error {err}"
+            )))),
+        }
     }
 
     /// Logs in with SASL (DIGEST-MD5 or Kerberos) when the client has a SASL login, as

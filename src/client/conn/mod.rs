@@ -26,7 +26,7 @@ use parking_lot::Condvar;
 
 use super::config::Config;
 use super::proto::{code, op, RawReply};
-use super::types::{CloseOutcome, EventType};
+use super::types::{CloseOutcome, EventType, Hex};
 use crate::error::Error;
 
 mod clock;
@@ -181,9 +181,11 @@ impl Shared {
 
     /// Ends the session: asks the server to close it (bounded wait), then stops everything.
     pub fn close(&self, done: &Receiver<()>) -> CloseOutcome {
+        let session_id = self.session_id();
         let Some((was_connected, had_session)) = self.begin_close() else {
             return CloseOutcome::AlreadyClosed;
         };
+        log::debug!("zkguard: closing session {}", Hex(session_id));
         let mut outcome = if had_session {
             CloseOutcome::Unconfirmed {
                 reason: Error::ConnectionLoss,

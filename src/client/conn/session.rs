@@ -14,6 +14,16 @@
 //! | closing | the close is done ([`finish_close`]) | Closed | none (said when it began) |
 //! | any | the server rejected the credentials ([`fail_auth`]) | Closed, closing | `Closed` |
 //!
+//! Beside the phase, [`enter_lost`] keeps a session the loss clock gave up as *abandoned*
+//! (its id and password): the server may still hold it, with its ephemeral nodes (a
+//! standalone server restarted from its data restores its sessions with a fresh timeout).
+//! Before the next new session, the connection thread closes it on the server
+//! (`connect.rs`, [`abandoned`]) and [`settle_abandoned`] forgets it: closed, found gone,
+//! or given up after [`ABANDON_TRIES`] attempts that reached a server. A session the server
+//! itself said expired is not kept; the current session never is, so the client never
+//! closes a session it still counts live. `Connected` for the new session therefore comes
+//! after the old session's nodes are gone (unless the close was given up).
+//!
 //! Users see `Closed` from the first moment of a close ([`SessionInfo::public_state`]),
 //! `Suspended` for Connecting, and, from the loss clock, `Suspended` or `Lost` for a
 //! session whose requests have gone unanswered ([`Shared::state`]). Leaving Connected
@@ -25,6 +35,8 @@
 //! [`begin_close`]: Shared::begin_close
 //! [`finish_close`]: Shared::finish_close
 //! [`fail_auth`]: Shared::fail_auth
+//! [`abandoned`]: Shared::abandoned
+//! [`settle_abandoned`]: Shared::settle_abandoned
 //! [`Client::close`]: crate::Client::close
 
 use std::net::SocketAddr;
@@ -35,7 +47,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
 use crate::client::proto::ConnectResponse;
-use crate::client::types::{EventType, LossReason, SessionEvent, SessionState};
+use crate::client::types::{EventType, Hex, LossReason, SessionEvent, SessionState};
 use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
 
 /// Something inside the crate that reacts to session events (guards, waiters). Held
@@ -115,7 +127,33 @@ pub(super) struct SessionInfo {
     failures: Vec<Option<(u64, Option<SocketAddr>, ConnectFailure)>>,
     /// The number of the next failure in `failures`.
     failures_seen: u64,
+    /// A session the loss clock gave up, to close on the server before the next new one.
+    abandoned: Option<Abandoned>,
 }
+
+/// A session the client gave up on its own (the loss clock ran out): the server may still
+/// hold it. Never the current session.
+struct Abandoned {
+    session_id: i64,
+    passwd: Vec<u8>,
+    /// Attempts to close it that reached a server and failed.
+    tries: u32,
+}
+
+/// How a close of an abandoned session went ([`Shared::settle_abandoned`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// The server closed it (its ephemeral nodes are deleted).
+    Closed,
+    /// The server no longer had it.
+    Gone,
+    /// A server was reached but the close failed (counts toward [`ABANDON_TRIES`]).
+    Failed,
+}
+
+/// Failed closes of an abandoned session (each at a server that was reached) before the
+/// client gives up and leaves it to expire on the server.
+pub(super) const ABANDON_TRIES: u32 = 3;
 
 impl SessionInfo {
     /// No session yet, connecting to one of `hosts` servers.
@@ -133,6 +171,7 @@ impl SessionInfo {
             subscribers: Vec::new(),
             failures: vec![None; hosts],
             failures_seen: 0,
+            abandoned: None,
         }
     }
 
@@ -367,7 +406,11 @@ impl Shared {
                 session_id: resp.session_id,
             }
         };
-        log::info!("zkguard: {ev:?} via {addr}, session timeout {negotiated:?}");
+        let how = if same { "resumed" } else { "new" };
+        log::info!(
+            "zkguard: {how} session {} via {addr}, session timeout {negotiated:?}",
+            Hex(resp.session_id)
+        );
         self.emit(s, ev);
         self.changed.notify_all();
     }
@@ -398,9 +441,25 @@ impl Shared {
                 return;
             }
             let session_id = s.session_id;
-            log::warn!("zkguard: session 0x{session_id:x} lost ({reason:?})");
+            log::warn!(
+                "zkguard: session {} lost: {}",
+                Hex(session_id),
+                match reason {
+                    LossReason::Expired => "the server said it expired",
+                    LossReason::Timeout => "no server answered within its timeout",
+                }
+            );
             s.session_id = 0;
-            s.passwd.clear();
+            let passwd = std::mem::take(&mut s.passwd);
+            // Given up by our clock alone: the server may still hold it (closed before the
+            // next new session). One the server said expired has nothing left to close.
+            if reason == LossReason::Timeout {
+                s.abandoned = Some(Abandoned {
+                    session_id,
+                    passwd,
+                    tries: 0,
+                });
+            }
             s.epoch += 1;
             s.phase = Phase::Lost;
             self.emit(&mut s, SessionEvent::Lost { session_id, reason });
@@ -426,6 +485,43 @@ impl Shared {
             s.phase == Phase::Connected,
             s.session_id != 0 && s.phase != Phase::Lost,
         ))
+    }
+
+    /// The abandoned session to close on the server before a new session is opened (its
+    /// id and password), if there is one. Never the current session.
+    pub(super) fn abandoned(&self) -> Option<(i64, Vec<u8>)> {
+        let s = self.session.lock();
+        s.abandoned
+            .as_ref()
+            .filter(|a| a.session_id != s.session_id)
+            .map(|a| (a.session_id, a.passwd.clone()))
+    }
+
+    /// A close of abandoned session `session_id` went as `how`: forgotten once closed, found
+    /// gone, or failed [`ABANDON_TRIES`] times (then it expires on the server on its own).
+    pub(super) fn settle_abandoned(&self, session_id: i64, how: Settled) {
+        let mut s = self.session.lock();
+        let Some(a) = s.abandoned.as_mut().filter(|a| a.session_id == session_id) else {
+            return;
+        };
+        let id = Hex(session_id);
+        match how {
+            Settled::Closed => {
+                log::info!("zkguard: closed session {id}, given up earlier (its nodes are deleted)")
+            }
+            Settled::Gone => log::debug!("zkguard: session {id}, given up earlier, had expired"),
+            Settled::Failed => {
+                a.tries += 1;
+                if a.tries < ABANDON_TRIES {
+                    return;
+                }
+                log::warn!(
+                    "zkguard: could not close session {id}, given up earlier, in {ABANDON_TRIES} \
+                     tries; its nodes stay until the server expires it"
+                );
+            }
+        }
+        s.abandoned = None;
     }
 
     /// Closing → Closed: the close is done (its event went out when it began).
