@@ -52,12 +52,14 @@ impl std::fmt::Debug for Job {
                 path,
                 check,
                 session,
-            } => f
-                .debug_struct("Path")
-                .field("path", path)
-                .field("check", check)
-                .field("session", &Hex(*session))
-                .finish(),
+            } => {
+                let mut d = f.debug_struct("Path");
+                d.field("path", path);
+                if !matches!(check, Check::None) {
+                    d.field("check", check);
+                }
+                d.field("session", &Hex(*session)).finish()
+            }
             Job::Uuid { dir, uuid, session } => f
                 .debug_struct("Uuid")
                 .field("dir", dir)

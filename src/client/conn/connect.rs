@@ -250,7 +250,7 @@ impl Shared {
         let stream =
             Link::connect(addr, host, self.cfg.tls.as_ref(), deadline).map_err(|e| (false, e))?;
         let reached = |e: ConnectFailure| (true, e);
-        let io_err = |e: io::Error| (true, super::link::failure("closing a given-up session", e));
+        let io_err = |e: io::Error| (true, super::link::failure("close of a given-up session", e));
         let left = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));

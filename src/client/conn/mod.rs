@@ -185,7 +185,6 @@ impl Shared {
         let Some((was_connected, had_session)) = self.begin_close() else {
             return CloseOutcome::AlreadyClosed;
         };
-        log::debug!("zkguard: closing session {}", Hex(session_id));
         let mut outcome = if had_session {
             CloseOutcome::Unconfirmed {
                 reason: Error::ConnectionLoss,
@@ -227,7 +226,11 @@ impl Shared {
         // The connection thread exits at once unless it is inside a connect attempt (bounded).
         let _ = done.recv_deadline(deadline);
         if let CloseOutcome::Unconfirmed { reason } = &outcome {
-            log::info!("zkguard: close was not confirmed by the server ({reason}); the session will expire on its own");
+            log::info!(
+                "zkguard: the close of session {} was not confirmed by the server ({reason}); \
+                 it will expire on its own",
+                Hex(session_id)
+            );
         }
         outcome
     }

@@ -477,6 +477,7 @@ impl Shared {
             return None;
         }
         s.closing = true;
+        log::debug!("zkguard: closing session {}", Hex(s.session_id));
         // Said first, before the server is asked: once it closes the session it deletes
         // our ephemeral nodes, and another client may take a lock or leadership of ours
         // at once. Our guards must have been told by then.
