@@ -113,6 +113,43 @@ fn a_given_up_sessions_nodes_are_gone_when_the_new_session_is_reported() {
 }
 
 #[test]
+fn a_given_up_session_is_closed_on_a_server_that_requires_a_sasl_login() {
+    // The close's own connection must log in as the client does: this server refuses every
+    // request of a session that has not (and closes its connection).
+    init_log();
+    let cluster = TestCluster::builder()
+        .sasl_digest_users(&[("alice", "alice-secret")])
+        .start()
+        .unwrap();
+    let timeout = Duration::from_secs(3);
+    let a = Client::builder(&cluster.connect_string())
+        .session_timeout(timeout)
+        .connect_timeout(WITHIN)
+        .sasl_digest("alice", "alice-secret")
+        .build()
+        .unwrap();
+    let lock = Mutex::new(&a, &unique("recovery-sasl")).unwrap();
+    let guard = lock.acquire().unwrap();
+    let node = guard.path().to_string();
+    let old = a.session_id();
+    let events = a.events();
+    cluster.stop(0).unwrap();
+    wait_event(&events, timeout * 3, "the loss", |e| {
+        matches!(e, SessionEvent::Lost { .. })
+    });
+    cluster.start_server(0).unwrap();
+    let ev = wait_event(&events, WITHIN, "the new session", |e| {
+        matches!(e, SessionEvent::Connected { .. })
+    });
+    assert_ne!(ev, SessionEvent::Connected { session_id: old });
+    assert_eq!(
+        a.exists(&node).unwrap(),
+        None,
+        "the lost session's node outlived the new session's start"
+    );
+}
+
+#[test]
 fn a_session_the_client_still_counts_live_is_never_closed() {
     init_log();
     let cluster = TestCluster::start(1).unwrap();

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-/// A node's metadata, as ZooKeeper reports it (`Stat`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+/// A node's metadata, as ZooKeeper reports it (`Stat`). Its `Debug` shows
+/// `ephemeral_owner`, a session id, in hex as every session id the crate writes.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Stat {
     /// Transaction id of the create. Grows with every later create anywhere in the ensemble,
     /// which makes it a sound fencing token for a lock node.
@@ -28,6 +29,24 @@ pub struct Stat {
     pub num_children: i32,
     /// Transaction id of the last change to the children.
     pub pzxid: i64,
+}
+
+impl std::fmt::Debug for Stat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stat")
+            .field("czxid", &self.czxid)
+            .field("mzxid", &self.mzxid)
+            .field("ctime", &self.ctime)
+            .field("mtime", &self.mtime)
+            .field("version", &self.version)
+            .field("cversion", &self.cversion)
+            .field("aversion", &self.aversion)
+            .field("ephemeral_owner", &Hex(self.ephemeral_owner))
+            .field("data_length", &self.data_length)
+            .field("num_children", &self.num_children)
+            .field("pzxid", &self.pzxid)
+            .finish()
+    }
 }
 
 /// How a node is created.
@@ -538,4 +557,35 @@ pub struct ClientStats {
     /// when it is granted (pings, the handshake, and the watch re-arming the connection
     /// thread does by itself are not counted).
     pub requests: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_hex_in_debug_as_in_zookeepers_logs() {
+        let id = 0x1000a3b4c5d0000_i64;
+        assert_eq!(
+            format!("{:?}", SessionEvent::Connected { session_id: id }),
+            "Connected { session_id: 0x1000a3b4c5d0000 }"
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                SessionEvent::Lost {
+                    session_id: id,
+                    reason: LossReason::Timeout
+                }
+            ),
+            "Lost { session_id: 0x1000a3b4c5d0000, reason: Timeout }"
+        );
+        assert_eq!(format!("{:?}", SessionEvent::Closed), "Closed");
+        let stat = Stat {
+            ephemeral_owner: id,
+            ..Stat::default()
+        };
+        assert!(format!("{stat:?}").contains("ephemeral_owner: 0x1000a3b4c5d0000,"));
+        assert_eq!(Hex(0).to_string(), "0x0");
+    }
 }
