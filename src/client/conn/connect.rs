@@ -159,32 +159,17 @@ impl Shared {
         deadline: Instant,
     ) -> std::result::Result<Handshake, ConnectFailure> {
         self.counters.connects.fetch_add(1, Ordering::Relaxed);
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
         let stream = Link::connect(addr, host, self.cfg.tls.as_ref(), deadline)?;
         let io_err = |e: io::Error| super::link::failure("handshake", e);
-        let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
-        stream.set_write_timeout(Some(left)).map_err(io_err)?;
         let connect_sent_us = self.clock.now_us();
-        stream
-            .write_all(&proto::connect_request(
-                // A new session has seen nothing: a server rebuilt from empty data (its zxids
-                // restarted) must not refuse it for what an old session saw.
-                if session_id == 0 {
-                    0
-                } else {
-                    self.last_zxid.load(Ordering::Relaxed)
-                },
-                timeout_ms,
-                session_id,
-                passwd,
-            ))
-            .map_err(io_err)?;
-        let mut frames = FrameReader::new(self.cfg.max_reply);
-        let resp = frames.read_frame_by(&stream, deadline).map_err(io_err)?;
-        let resp =
-            proto::decode_connect_response(&resp).map_err(|m| ConnectFailure::Malformed(m.0))?;
+        // A new session has seen nothing: a server rebuilt from empty data (its zxids
+        // restarted) must not refuse it for what an old session saw.
+        let seen = if session_id == 0 {
+            0
+        } else {
+            self.last_zxid.load(Ordering::Relaxed)
+        };
+        let (mut frames, resp) = self.greet(&stream, seen, session_id, passwd, deadline, io_err)?;
         if resp.timeout_ms <= 0 {
             stream.shutdown();
             if session_id == 0 {
@@ -234,6 +219,35 @@ impl Shared {
         Ok(Handshake::Live(stream, frames))
     }
 
+    /// The session handshake on a fresh `stream`: asks for `session_id` (0: a new one)
+    /// with its password, as a client that has seen zxid `seen`, and reads the server's
+    /// answer. `io_err` names what the connection was for in an I/O failure.
+    fn greet(
+        &self,
+        stream: &Link,
+        seen: i64,
+        session_id: i64,
+        passwd: &[u8],
+        deadline: Instant,
+        io_err: impl Fn(io::Error) -> ConnectFailure,
+    ) -> std::result::Result<(FrameReader, proto::ConnectResponse), ConnectFailure> {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        stream.set_write_timeout(Some(left)).map_err(&io_err)?;
+        let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
+        stream
+            .write_all(&proto::connect_request(
+                seen, timeout_ms, session_id, passwd,
+            ))
+            .map_err(&io_err)?;
+        let mut frames = FrameReader::new(self.cfg.max_reply);
+        let resp = frames.read_frame_by(stream, deadline).map_err(&io_err)?;
+        let resp =
+            proto::decode_connect_response(&resp).map_err(|m| ConnectFailure::Malformed(m.0))?;
+        Ok((frames, resp))
+    }
+
     /// Closes abandoned session `session_id` (see `session.rs`) on the server at `addr`: a
     /// connection of its own resumes it with its password, logs in as this client does,
     /// and sends `closeSession`, waiting for the reply (the server has deleted the session's
@@ -250,20 +264,12 @@ impl Shared {
         let stream =
             Link::connect(addr, host, self.cfg.tls.as_ref(), deadline).map_err(|e| (false, e))?;
         let reached = |e: ConnectFailure| (true, e);
-        let io_err = |e: io::Error| (true, super::link::failure("close of a given-up session", e));
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        stream.set_write_timeout(Some(left)).map_err(io_err)?;
-        let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
+        let failure = |e: io::Error| super::link::failure("close of a given-up session", e);
+        let io_err = |e: io::Error| reached(failure(e));
         // Seen zxid 0: this connection reads nothing, so no server is too far behind for it.
-        stream
-            .write_all(&proto::connect_request(0, timeout_ms, session_id, passwd))
-            .map_err(io_err)?;
-        let mut frames = FrameReader::new(self.cfg.max_reply);
-        let resp = frames.read_frame_by(&stream, deadline).map_err(io_err)?;
-        let resp = proto::decode_connect_response(&resp)
-            .map_err(|m| reached(ConnectFailure::Malformed(m.0)))?;
+        let (mut frames, resp) = self
+            .greet(&stream, 0, session_id, passwd, deadline, failure)
+            .map_err(reached)?;
         if resp.timeout_ms <= 0 || resp.session_id != session_id {
             stream.shutdown();
             return Ok(Settled::Gone);
