@@ -12,10 +12,10 @@ mod common;
 use std::sync::{Mutex as StdMutex, OnceLock};
 use std::time::Duration;
 
-use common::{connect, wait_event, WITHIN};
+use common::{connect, WITHIN};
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use zkguard::testing::TestCluster;
-use zkguard::{LeaderElection, LeaderEvent, Mutex, SessionEvent};
+use zkguard::{LeaderElection, LeaderEvent, Mutex};
 
 /// One captured record.
 #[derive(Debug, Clone)]
@@ -107,17 +107,7 @@ fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_electio
     let events = client.events();
 
     // The server is down for longer than the session timeout, then back from its data.
-    cluster.stop(0).unwrap();
-    wait_event(&events, timeout * 3, "the loss", |e| {
-        matches!(e, SessionEvent::Lost { .. })
-    });
-    cluster.start_server(0).unwrap();
-    let new = match wait_event(&events, WITHIN, "the new session", |e| {
-        matches!(e, SessionEvent::Connected { .. })
-    }) {
-        SessionEvent::Connected { session_id } => session_id,
-        ev => unreachable!("{ev:?}"),
-    };
+    let new = common::outlive_session(&cluster, &events, timeout);
     // Held again in the new session, then our own close.
     drop(guard);
     let again = lock.acquire().unwrap();

@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, expect_reconnected, init_log, unique, wait_event, WITHIN};
+use common::{connect, expect_reconnected, init_log, outlive_session, unique, wait_event, WITHIN};
 use crossbeam_channel::Receiver;
 use zkguard::testing::TestCluster;
 use zkguard::{Client, LeaderElection, LeaderEvent, LossReason, Mutex, SessionEvent};
@@ -57,23 +57,12 @@ fn a_given_up_sessions_nodes_are_gone_when_the_new_session_is_reported() {
     let old = a.session_id();
     let events = a.events();
 
-    // Down for longer than the session timeout: the client gives the session up.
-    cluster.stop(0).unwrap();
-    wait_event(&events, timeout * 3, "the loss", |e| {
-        matches!(e, SessionEvent::Lost { .. })
-    });
+    // Down for longer than the session timeout (the client gives the session up), then
+    // started again from its data: the server has restored the old session.
+    let new = outlive_session(&cluster, &events, timeout);
+    assert_ne!(new, old);
     assert_eq!(guard.lost().try_recv(), Ok(()), "the guard was not told");
     assert!(!guard.is_valid());
-
-    // Started again from its data: the server has restored the old session.
-    cluster.start_server(0).unwrap();
-    let new = match wait_event(&events, WITHIN, "the new session", |e| {
-        matches!(e, SessionEvent::Connected { .. })
-    }) {
-        SessionEvent::Connected { session_id } => session_id,
-        ev => unreachable!("{ev:?}"),
-    };
-    assert_ne!(new, old);
     // Reported once the old session was closed: its nodes are gone now, not a session
     // timeout later (without the close, the restored session keeps them for its timeout).
     assert_eq!(
@@ -133,15 +122,7 @@ fn a_given_up_session_is_closed_on_a_server_that_requires_a_sasl_login() {
     let node = guard.path().to_string();
     let old = a.session_id();
     let events = a.events();
-    cluster.stop(0).unwrap();
-    wait_event(&events, timeout * 3, "the loss", |e| {
-        matches!(e, SessionEvent::Lost { .. })
-    });
-    cluster.start_server(0).unwrap();
-    let ev = wait_event(&events, WITHIN, "the new session", |e| {
-        matches!(e, SessionEvent::Connected { .. })
-    });
-    assert_ne!(ev, SessionEvent::Connected { session_id: old });
+    assert_ne!(outlive_session(&cluster, &events, timeout), old);
     assert_eq!(
         a.exists(&node).unwrap(),
         None,
