@@ -135,7 +135,10 @@ fn a_creator_acl_semaphore_refuses_every_outsider() {
     let alice = as_user("alice");
     for (acl, readable) in protected() {
         let path = format!("{}/pool", unique("acl-sem"));
-        let sem = Semaphore::new_with_acl(&alice, &path, 2, acl.clone()).unwrap();
+        let sem = Semaphore::new(&alice, &path, 2)
+            .unwrap()
+            .with_acl(acl.clone())
+            .unwrap();
         let permit = sem.acquire().unwrap();
         let leases = format!("{path}/leases");
         for (who, outsider) in [("bob", as_user("bob")), ("anonymous", anon())] {
@@ -250,7 +253,10 @@ fn a_creator_acl_without_credentials_is_refused_before_anything_is_created() {
             .unwrap()
             .with_acl(acl.clone())
             .is_err());
-        assert!(Semaphore::new_with_acl(&c, &path, 1, acl.clone()).is_err());
+        assert!(Semaphore::new(&c, &path, 1)
+            .unwrap()
+            .with_acl(acl.clone())
+            .is_err());
         let built = Client::builder(&shared_cluster().connect_string())
             .node_acl(acl)
             .build();

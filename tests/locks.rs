@@ -1,8 +1,8 @@
 //! Rules every lock type shares, against a real ZooKeeper server: bad paths, a lock under
 //! an ephemeral node, foreign children, revocation and loss, participants, closing the
-//! client, and the server's watch count after contention. Each recipe's own tests:
-//! `tests/mutex.rs`, `tests/rwlock.rs`, `tests/semaphore.rs`, `tests/lock_api.rs`
-//! (`MultiLock`).
+//! client, the server's watch count after contention, and what a lock's directory costs.
+//! Each recipe's own tests: `tests/mutex.rs`, `tests/rwlock.rs`, `tests/semaphore.rs`,
+//! `tests/multilock.rs`.
 
 mod common;
 
@@ -82,10 +82,13 @@ fn a_lock_under_an_ephemeral_node_is_an_error_naming_the_path() {
         let multi = MultiLock::new(&client, &[dir]).unwrap();
         check(multi.acquire().map(|_| true), dir, "MultiLock::acquire");
     }
+    // The semaphore records its count (creates its node) at its first acquire.
+    let sem = Semaphore::new(&client, &under, 2).unwrap();
+    check(sem.acquire().map(|_| true), &under, "Semaphore::acquire");
     check(
-        Semaphore::new(&client, &under, 2).map(|_| true),
+        sem.try_acquire().map(|g| g.is_some()),
         &under,
-        "Semaphore::new",
+        "Semaphore::try_acquire",
     );
     let unfair = UnfairMutex::new(&client, &format!("{under}/x")).unwrap();
     check(
@@ -463,4 +466,35 @@ fn the_servers_watch_count_returns_to_its_baseline_after_contention() {
     wait_until(Duration::from_secs(10), "no node left", || {
         children(&clients[0], &path).is_empty()
     });
+}
+
+/// A lock's directory under an existing parent costs one create, however deep the parent
+/// (not one per ancestor); a missing chain is made in full, so an acquire there works too.
+#[test]
+fn a_lock_directory_costs_one_create_however_deep_its_existing_parent() {
+    let c = connect(&shared_cluster().connect_string(), SESSION);
+    let root = unique("dirs");
+    for p in ["", "/a", "/a/b", "/a/b/c", "/p"] {
+        c.create(&format!("{root}{p}"), b"", CreateMode::Persistent)
+            .unwrap();
+    }
+    // Requests of a first acquire (the directory is made) and its release.
+    let first_acquire = |path: &str| {
+        let before = c.stats().requests;
+        let guard = Mutex::new(&c, path).unwrap().acquire().unwrap();
+        let cost = c.stats().requests - before;
+        drop(guard);
+        cost
+    };
+    let deep = first_acquire(&format!("{root}/a/b/c/lock"));
+    let shallow = first_acquire(&format!("{root}/p/lock"));
+    assert_eq!(deep, shallow, "requests under a parent 4 deep and 1 deep");
+    // A missing chain.
+    let missing = format!("{root}/x/y/lock");
+    let more = first_acquire(&missing);
+    assert!(
+        more > shallow,
+        "{more} requests for a missing chain, {shallow} for one"
+    );
+    assert!(c.exists(&format!("{root}/x/y")).unwrap().is_some());
 }

@@ -536,7 +536,19 @@ fn semaphore_never_lets_more_than_its_permits_in() {
     let client = connect(&cs, SESSION);
     let sem = Semaphore::new(&client, &path, 3).unwrap();
     assert_eq!(sem.permits(), 3);
-    // The count is recorded: another count on the same path is refused.
+    // Made before any count is recorded: accepted, its first acquire decides.
+    let early = Semaphore::new(&client, &path, 5).unwrap();
+    // The first acquire records the count: another count on the same path is refused, by
+    // `new` from now on, and by the first acquire of a semaphore made earlier.
+    drop(sem.acquire().unwrap());
+    match early.try_acquire() {
+        Err(Error::PermitMismatch {
+            path: p,
+            recorded: 3,
+            requested: 5,
+        }) => assert_eq!(p, path),
+        other => panic!("expected PermitMismatch from the first acquire, got {other:?}"),
+    }
     match Semaphore::new(&client, &path, 5) {
         Err(Error::PermitMismatch {
             path: p,

@@ -66,9 +66,11 @@ impl Recipe {
                     _ => boxed(rw.write_lock().acquire_timeout(within)?),
                 }
             }
-            Recipe::Leases | Recipe::SemaphoreLock => {
-                boxed(Semaphore::new_with_acl(c, path, 1, acl.clone())?.acquire_timeout(within)?)
-            }
+            Recipe::Leases | Recipe::SemaphoreLock => boxed(
+                Semaphore::new(c, path, 1)?
+                    .with_acl(acl.clone())?
+                    .acquire_timeout(within)?,
+            ),
             Recipe::Multi => {
                 let part = |p: &str| Mutex::new(c, p)?.with_acl(acl.clone());
                 let own = format!("{path}-own");

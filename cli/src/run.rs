@@ -26,7 +26,9 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
     let data = args.data.clone();
     let target = if let Some(n) = args.permits {
-        let s = Semaphore::new_with_acl(&client, &args.path, n, acl).map_err(made)?;
+        let s = Semaphore::new(&client, &args.path, n)
+            .and_then(|s| s.with_acl(acl))
+            .map_err(made)?;
         let s = match data {
             Some(d) => s.with_data(d),
             None => s,

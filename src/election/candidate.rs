@@ -126,7 +126,10 @@ impl Candidate {
             wake,
         });
         let sink: Arc<dyn SessionSink> = shared.clone();
-        let (_, state) = shared.election.client.subscribe_sink(Arc::downgrade(&sink));
+        let (_, state) = shared
+            .election
+            .client()
+            .subscribe_sink(Arc::downgrade(&sink));
         shared.subscribed(state == SessionState::Connected);
         let run = shared.clone();
         std::thread::Builder::new()
@@ -280,7 +283,7 @@ impl Shared {
     fn run(&self, wake: &Receiver<()>) {
         let mut backoff = Backoff::new(
             Duration::from_millis(100),
-            self.election.client.session_timeout(),
+            self.election.client().session_timeout(),
         );
         while !self.inner.lock().stopping() {
             match self
@@ -317,7 +320,7 @@ impl Shared {
     /// One term: from election until leadership is lost, resigned, or the candidate goes.
     fn lead(&self, holding: Holding, wake: &Receiver<()>) {
         let h = Arc::new(holding);
-        let events = SessionEvents::new(&self.election.client);
+        let events = SessionEvents::new(self.election.client());
         // Stopping, or the term ended before it began: no Elected for it; the loop queues
         // again.
         if !self.begin(&h) {

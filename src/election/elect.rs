@@ -1,10 +1,9 @@
 //! The election itself: who may run, and how to find out who leads.
 
-use crate::client::{Client, NodeAcl};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::{lock_api, Lock, Sealed};
-use crate::lock::{Holding, Role};
-use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
+use crate::lock::{lock_api, recipe_options, Holding, Lock, Recipe, Role, Sealed};
+use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
 
 use super::candidate::Candidate;
 use super::leadership::Leadership;
@@ -59,12 +58,9 @@ const MAX_ID: usize = 512 * 1024;
 /// ```
 #[derive(Clone)]
 pub struct LeaderElection {
-    pub(crate) client: Client,
-    path: String,
-    id: String,
+    /// The base; its data is the participant id.
+    base: Recipe,
     fair: bool,
-    acl: NodeAcl,
-    canceller: Canceller,
 }
 
 impl LeaderElection {
@@ -94,7 +90,6 @@ impl LeaderElection {
     }
 
     fn make(client: &Client, path: &str, id: String, fair: bool) -> Result<LeaderElection> {
-        queue::check_lock_path(path)?;
         if id.len() > MAX_ID {
             return Err(Error::InvalidArgument {
                 name: "id",
@@ -104,34 +99,20 @@ impl LeaderElection {
                 ),
             });
         }
-        Ok(LeaderElection {
-            client: client.clone(),
-            path: path.to_string(),
-            id,
-            fair,
-            acl: client.node_acl().clone(),
-            canceller: Canceller::default(),
-        })
+        let mut base = Recipe::new(client, path)?;
+        base.data = id.into_bytes();
+        Ok(LeaderElection { base, fair })
     }
 
-    /// The ACL of the nodes this election creates (its candidate nodes, its directory (fair) or single node (unfair), and the parents it makes on the
-    /// way) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
-    /// See [`NodeAcl`] for the presets and what a creator ACL implies (an existing directory
-    /// keeps its own ACL).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
-    /// creator's identities on a client that has none; nothing is created.
-    pub fn with_acl(mut self, acl: NodeAcl) -> Result<LeaderElection> {
-        acl.check_identity(self.client.has_identity(), &self.path)?;
-        self.acl = acl;
-        Ok(self)
+    /// The client the election runs on.
+    pub(crate) fn client(&self) -> &Client {
+        &self.base.client
     }
 
     /// This participant's id.
     pub fn id(&self) -> &str {
-        &self.id
+        // The data was made from a `String` in `make`.
+        std::str::from_utf8(&self.base.data).unwrap_or_default()
     }
 
     /// Whether the election is fair (queued) rather than unfair (racing for one node).
@@ -148,11 +129,11 @@ impl LeaderElection {
     /// [`Error::Closed`] if the client is closed, [`Error::Spawn`] if the candidate's thread
     /// cannot be started.
     pub fn join(&self) -> Result<Candidate> {
-        if self.client.is_closing() {
+        if self.base.client.is_closing() {
             return Err(Error::Closed);
         }
         let mut election = self.clone();
-        election.canceller = Canceller::default();
+        election.base.canceller = Canceller::default();
         Candidate::start(election)
     }
 
@@ -166,24 +147,25 @@ impl LeaderElection {
     /// [`lead`](LeaderElection::lead) says); and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn leader(&self) -> Result<Option<Participant>> {
         if !self.fair {
-            let data = queue::single_holder(&self.client, &self.path)?;
+            let data = queue::single_holder(&self.base.client, &self.base.path)?;
             return Ok(data.map(|data| Participant {
-                node: names::base(&self.path).to_string(),
+                node: names::base(&self.base.path).to_string(),
                 data: unfair_id(&data).to_vec(),
                 holds: true,
             }));
         }
         // The head of the queue; if it goes while we read it, look again.
         loop {
-            let names = match self.client.get_children(&self.path) {
+            let (client, path) = (&self.base.client, &self.base.path);
+            let names = match client.get_children(path) {
                 Ok((names, _)) => names,
                 Err(Error::NoNode { .. }) => return Ok(None),
                 Err(e) => return Err(e),
             };
-            let Some(first) = names::order(&self.path, names)?.into_iter().next() else {
+            let Some(first) = names::order(path, names)?.into_iter().next() else {
                 return Ok(None);
             };
-            match self.client.get_data(&names::child(&self.path, &first.name)) {
+            match client.get_data(&names::child(path, &first.name)) {
                 Ok((data, _)) => {
                     return Ok(Some(Participant {
                         node: first.name,
@@ -206,7 +188,7 @@ impl LeaderElection {
     /// as for [`leader`](LeaderElection::leader), and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn participants(&self) -> Result<Vec<Participant>> {
         if self.fair {
-            queue::participants(&self.client, &self.path, Rule::Exclusive)
+            queue::participants(&self.base.client, &self.base.path, Rule::Exclusive)
         } else {
             Ok(self.leader()?.into_iter().collect())
         }
@@ -215,33 +197,26 @@ impl LeaderElection {
     /// This participant's node, once it leads (for both styles).
     pub(crate) fn elect(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Holding>> {
         if self.fair {
-            let spec = Spec {
-                path: &self.path,
-                dir: &self.path,
-                marker: names::LATCH,
-                rule: Rule::Exclusive,
-                data: self.id.as_bytes(),
-                dir_data: b"",
-                acl: &self.acl,
-            };
-            Ok(queue::acquire(&self.client, &spec, wait, canceller)?
-                .map(|a| Holding::new(&self.client, a, Role::Election, false)))
+            self.base
+                .queue(names::LATCH, Rule::Exclusive, wait, canceller)
         } else {
             // The node's data is the id and a value unique to this call, which tells our
             // node from another's after a lost create reply.
-            let data = format!("{}\n{}", self.id, uuid::Uuid::new_v4());
-            Ok(queue::single(
-                &self.client,
-                &self.path,
-                data.as_bytes(),
-                &self.acl,
-                wait,
-                canceller,
-            )?
-            .map(|a| Holding::new(&self.client, a, Role::Election, true)))
+            let data = format!("{}\n{}", self.id(), uuid::Uuid::new_v4());
+            self.base
+                .single(Role::Election, data.as_bytes(), wait, canceller)
         }
     }
 }
+
+// No `with_data`: a candidate's node carries its id.
+recipe_options!(
+    LeaderElection { base },
+    "election",
+    "its candidate nodes, its directory (fair) or single node (unfair), and the parents it \
+     makes on the way",
+    "LeaderElection::new(&client, \"/elections/billing\", \"host-a\")"
+);
 
 /// The id in an unfair election node's data (`<id>\n<uuid>`); other data is shown whole.
 fn unfair_id(data: &[u8]) -> &[u8] {
@@ -261,23 +236,23 @@ impl Lock for LeaderElection {
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Leadership>> {
         Ok(self
             .elect(wait, cancel)?
-            .map(|holding| Leadership::new(holding, &self.path)))
+            .map(|holding| Leadership::new(holding, &self.base.path)))
     }
 
     /// The election's path.
     fn path(&self) -> &str {
-        &self.path
+        &self.base.path
     }
 
     /// A handle that cancels this election's blocked `lead` calls from another thread.
     /// (A [`Candidate`] has its own; dropping it is how it leaves.)
     fn canceller(&self) -> Canceller {
-        self.canceller.clone()
+        self.base.canceller.clone()
     }
 }
 
 lock_api!(LeaderElection => Leadership, "leadership": lead, try_lead, lead_timeout);
-lock_api!(LeaderElection: common [id, fair]);
+lock_api!(LeaderElection: common [id, is_fair]);
 
 #[cfg(test)]
 mod tests {

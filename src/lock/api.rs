@@ -418,8 +418,8 @@ pub trait Guard: Sealed + std::fmt::Debug {
 /// The inherent methods of a lock: one-line delegations to [`Lock`], so callers need no
 /// import. `lock_api!(Mutex => MutexGuard, "the lock": acquire, try_acquire,
 /// acquire_timeout)` gives the acquire trio under those names; `lock_api!(RwLock.read => …)`
-/// the trio of the view in field `read`. `lock_api!(Mutex: common [fields])` gives `path`,
-/// `canceller` and a `Debug` showing the path and the fields listed.
+/// the trio of the view in field `read`. `lock_api!(Mutex: common [methods])` gives `path`,
+/// `canceller` and a `Debug` showing the path and what the methods listed return.
 macro_rules! lock_api {
     ($lock:ident $(.$view:ident)? => $guard:ty, $what:literal:
         $acquire:ident, $try_acquire:ident, $acquire_timeout:ident) => {
@@ -466,7 +466,7 @@ macro_rules! lock_api {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.debug_struct(stringify!($lock))
                     .field("path", &self.path())
-                    $(.field(stringify!($field), &self.$field))*
+                    $(.field(stringify!($field), &self.$field()))*
                     .finish()
             }
         }

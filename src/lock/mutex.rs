@@ -1,10 +1,11 @@
 //! The fair exclusive lock and its guard.
 
+use super::recipe::{recipe_options, Recipe};
+use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
-use super::{Holding, Role};
-use crate::client::{Client, NodeAcl};
+use crate::client::Client;
 use crate::error::Result;
-use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
+use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
 
 /// A fair, exclusive, non-re-entrant lock shared by every process that uses the same path.
 ///
@@ -34,63 +35,21 @@ use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
 /// ```
 #[derive(Clone)]
 pub struct Mutex {
-    client: Client,
-    path: String,
-    data: Vec<u8>,
-    acl: NodeAcl,
-    canceller: Canceller,
+    base: Recipe,
 }
 
 impl Mutex {
     /// A lock at `path` (a directory: contenders' nodes are created under it).
     ///
-    /// Nothing is sent to ZooKeeper until the first acquire. Fails with
-    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a relative path, a trailing slash, an empty segment or
-    /// the root.
+    /// Nothing is sent to ZooKeeper until the first acquire.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<Mutex> {
-        queue::check_lock_path(path)?;
         Ok(Mutex {
-            client: client.clone(),
-            path: path.to_string(),
-            data: names::default_data(),
-            acl: client.node_acl().clone(),
-            canceller: Canceller::default(),
+            base: Recipe::new(client, path)?,
         })
-    }
-
-    /// The ACL of the nodes this lock creates (its queue nodes, its directory, and the parents it makes on the
-    /// way) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
-    /// See [`NodeAcl`] for the presets and what a creator ACL implies (an existing directory
-    /// keeps its own ACL).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
-    /// creator's identities on a client that has none; nothing is created.
-    ///
-    /// ```no_run
-    /// # fn main() -> zkguard::Result<()> {
-    /// let client = zkguard::Client::builder("127.0.0.1:2181").auth("digest", b"app:secret").build()?;
-    /// let lock = zkguard::Mutex::new(&client, "/locks/invoices")?
-    ///     .with_acl(zkguard::NodeAcl::creator_read())?;
-    /// # Ok(()) }
-    /// ```
-    pub fn with_acl(mut self, acl: NodeAcl) -> Result<Mutex> {
-        acl.check_identity(self.client.has_identity(), &self.path)?;
-        self.acl = acl;
-        Ok(self)
-    }
-
-    /// Sets the data stored in this contender's node (by default the host name and process
-    /// id), which [`participants`](Mutex::participants) shows to everyone.
-    #[must_use = "with_data returns the changed lock; the original is consumed"]
-    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Mutex {
-        self.data = data.into();
-        self
     }
 
     /// Every contender (holder first, then the waiters in order) with its node's data.
@@ -99,24 +58,22 @@ impl Mutex {
     ///
     /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        queue::participants(&self.client, &self.path, Rule::Exclusive)
+        queue::participants(&self.base.client, &self.base.path, Rule::Exclusive)
     }
 
     /// The lock's node, held (for the recipes built on this one).
     pub(crate) fn node(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Holding>> {
-        let spec = Spec {
-            path: &self.path,
-            dir: &self.path,
-            marker: names::LOCK,
-            rule: Rule::Exclusive,
-            data: &self.data,
-            dir_data: b"",
-            acl: &self.acl,
-        };
-        Ok(queue::acquire(&self.client, &spec, wait, cancel)?
-            .map(|a| Holding::new(&self.client, a, Role::Lock, false)))
+        self.base.queue(names::LOCK, Rule::Exclusive, wait, cancel)
     }
 }
+
+recipe_options!(
+    Mutex { base },
+    "lock",
+    "its queue nodes, its directory, and the parents it makes on the way",
+    "Mutex::new(&client, \"/locks/invoices\")",
+    data: "node"
+);
 
 impl Sealed for Mutex {}
 
@@ -130,11 +87,11 @@ impl Lock for Mutex {
     }
 
     fn path(&self) -> &str {
-        &self.path
+        &self.base.path
     }
 
     fn canceller(&self) -> Canceller {
-        self.canceller.clone()
+        self.base.canceller.clone()
     }
 }
 

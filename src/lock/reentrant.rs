@@ -8,6 +8,7 @@ use std::thread::ThreadId;
 
 use parking_lot::Mutex as PlMutex;
 
+use super::recipe::{recipe_options, Based, Recipe};
 use super::Holding;
 use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, OneNode, Part, Sealed};
 use crate::client::Client;
@@ -59,31 +60,6 @@ impl ReentrantMutex {
         })
     }
 
-    /// The ACL of the nodes this lock creates (its queue nodes, its directory, and the parents it makes on the
-    /// way) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
-    /// See [`NodeAcl`](crate::NodeAcl) for the presets and what a creator ACL implies (an existing directory
-    /// keeps its own ACL).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
-    /// creator's identities on a client that has none; nothing is created.
-    pub fn with_acl(self, acl: crate::client::NodeAcl) -> Result<ReentrantMutex> {
-        Ok(ReentrantMutex {
-            inner: self.inner.with_acl(acl)?,
-            owners: self.owners,
-        })
-    }
-
-    /// Sets the data stored in this contender's node (default: host name and process id).
-    #[must_use = "with_data returns the changed lock; the original is consumed"]
-    pub fn with_data(self, data: impl Into<Vec<u8>>) -> ReentrantMutex {
-        ReentrantMutex {
-            inner: self.inner.with_data(data),
-            owners: self.owners,
-        }
-    }
-
     /// Whether the calling thread holds the lock: it has a guard of it, and the lock is not
     /// known to be lost (its node deleted, its session ended). While the connection is
     /// merely suspended it still says yes; [`is_valid`](ReentrantMutexGuard::is_valid) on
@@ -133,6 +109,24 @@ impl ReentrantMutex {
         Ok(Some(level(holding)))
     }
 }
+
+impl Based for ReentrantMutex {
+    fn base(&self) -> &Recipe {
+        self.inner.base()
+    }
+
+    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe)) {
+        self.inner.each_base(f);
+    }
+}
+
+recipe_options!(
+    ReentrantMutex,
+    "lock",
+    "its queue nodes, its directory, and the parents it makes on the way",
+    "ReentrantMutex::new(&client, \"/locks/invoices\")",
+    data: "node"
+);
 
 impl Sealed for ReentrantMutex {}
 

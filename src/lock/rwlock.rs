@@ -1,10 +1,11 @@
 //! The read/write lock and its two guards.
 
+use super::recipe::{recipe_options, Based, Recipe};
+use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
-use super::{Holding, Role};
-use crate::client::{Client, NodeAcl};
+use crate::client::Client;
 use crate::error::Result;
-use crate::queue::{self, names, Canceller, Participant, Rule, Spec, Wait};
+use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
 
 /// A fair read/write lock: many readers at once, or one writer.
 ///
@@ -42,76 +43,18 @@ pub struct RwLock {
     write: WriteLock,
 }
 
-/// What both sides of an [`RwLock`] share.
-#[derive(Clone)]
-struct Side {
-    client: Client,
-    path: String,
-    data: Vec<u8>,
-    acl: NodeAcl,
-    canceller: Canceller,
-}
-
-impl Side {
-    fn hold(&self, read: bool, wait: Wait, cancel: &Canceller) -> Result<Option<Holding>> {
-        let spec = Spec {
-            path: &self.path,
-            dir: &self.path,
-            marker: if read { names::READ } else { names::WRITE },
-            rule: if read { Rule::Read } else { Rule::Exclusive },
-            data: &self.data,
-            dir_data: b"",
-            acl: &self.acl,
-        };
-        Ok(queue::acquire(&self.client, &spec, wait, cancel)?
-            .map(|a| Holding::new(&self.client, a, Role::Lock, false)))
-    }
-}
-
 impl RwLock {
-    /// A read/write lock at `path`. Nothing is sent until the first acquire; a bad path is
-    /// an [`Error::InvalidPath`](crate::Error::InvalidPath) naming it.
+    /// A read/write lock at `path`. Nothing is sent until the first acquire.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<RwLock> {
-        queue::check_lock_path(path)?;
-        let side = Side {
-            client: client.clone(),
-            path: path.to_string(),
-            data: names::default_data(),
-            acl: client.node_acl().clone(),
-            canceller: Canceller::default(),
-        };
+        let side = Recipe::new(client, path)?;
         Ok(RwLock {
             read: ReadLock { side: side.clone() },
             write: WriteLock { side },
         })
-    }
-
-    /// The ACL of the nodes both sides of this lock creates (its queue nodes, its directory, and the parents it makes on the
-    /// way) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
-    /// See [`NodeAcl`] for the presets and what a creator ACL implies (an existing directory
-    /// keeps its own ACL).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
-    /// creator's identities on a client that has none; nothing is created.
-    pub fn with_acl(mut self, acl: NodeAcl) -> Result<RwLock> {
-        acl.check_identity(self.write.side.client.has_identity(), &self.write.side.path)?;
-        self.read.side.acl = acl.clone();
-        self.write.side.acl = acl;
-        Ok(self)
-    }
-
-    /// Sets the data stored in this contender's nodes (default: host name and process id).
-    #[must_use = "with_data returns the changed lock; the original is consumed"]
-    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> RwLock {
-        self.write.side.data = data.into();
-        self.read.side.data.clone_from(&self.write.side.data);
-        self
     }
 
     /// The read side, a [`Lock`] of its own (Curator's `readLock()`).
@@ -136,6 +79,25 @@ impl RwLock {
     }
 }
 
+impl Based for RwLock {
+    fn base(&self) -> &Recipe {
+        &self.write.side
+    }
+
+    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe)) {
+        f(&mut self.read.side);
+        f(&mut self.write.side);
+    }
+}
+
+recipe_options!(
+    RwLock,
+    "lock",
+    "both sides' queue nodes, its directory, and the parents it makes on the way",
+    "RwLock::new(&client, \"/locks/catalog\")",
+    data: "nodes, read and write"
+);
+
 lock_api!(RwLock.read => ReadGuard, "a read lock": read, try_read, read_timeout);
 lock_api!(RwLock.write => WriteGuard, "the write lock": write, try_write, write_timeout);
 lock_api!(RwLock.write: common []);
@@ -144,7 +106,7 @@ lock_api!(RwLock.write: common []);
 /// are the lock's `read`, `try_read` and `read_timeout`.
 #[derive(Clone)]
 pub struct ReadLock {
-    side: Side,
+    side: Recipe,
 }
 
 /// The write side of an [`RwLock`] ([`RwLock::write_lock`]): as a [`Lock`], its acquires
@@ -152,7 +114,7 @@ pub struct ReadLock {
 /// can be part of a [`MultiLock`](crate::MultiLock).
 #[derive(Clone)]
 pub struct WriteLock {
-    side: Side,
+    side: Recipe,
 }
 
 /// The [`Lock`] impl of one side, and the same methods inherent.
@@ -164,9 +126,14 @@ macro_rules! side {
             type Guard = $guard;
 
             fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<$guard>> {
+                let (marker, rule) = if $read {
+                    (names::READ, Rule::Read)
+                } else {
+                    (names::WRITE, Rule::Exclusive)
+                };
                 Ok(self
                     .side
-                    .hold($read, wait, cancel)?
+                    .queue(marker, rule, wait, cancel)?
                     .map(|holding| $guard { holding }))
             }
 

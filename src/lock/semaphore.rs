@@ -3,13 +3,17 @@
 
 use crossbeam_channel::Receiver;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::recipe::{recipe_options, Recipe};
 use super::{guard_api, lock_api, Holding, Lock, Role, Sealed};
-use crate::client::{Client, Names, NodeAcl};
+use crate::client::{Client, Names};
 use crate::client::{EventType, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::queue::{
     self, names, Acquired, Attempt, Canceller, Count, News, Next, Participant, Queued, Rule,
-    SessionEvents, Spec, Wait, Wake,
+    SessionEvents, Wait, Wake,
 };
 
 /// A counting semaphore: at most `permits` holders at once, shared with Apache Curator's
@@ -36,8 +40,10 @@ use crate::queue::{
 ///   its listing in one write, then the lease and the lease listing in another); the
 ///   internal lock is let go in the background, off the caller's path. (Curator needs
 ///   about five.)
-/// - **Permit count.** The count is recorded as the data of `path` by the first zkguard
-///   user; a [`Semaphore::new`] with another count fails with [`Error::PermitMismatch`].
+/// - **Permit count.** The count is recorded as the data of `path` by the first acquire
+///   of a zkguard user (so the node gets the semaphore's ACL); a [`Semaphore::new`] with
+///   another count fails with [`Error::PermitMismatch`], and so does the first acquire of a
+///   semaphore made with another count before any count was recorded.
 ///   That node is persistent (its parents are containers), so the count outlives idle
 ///   periods; delete it yourself to change the count once nobody uses the semaphore.
 ///   Curator does not record its count: a Curator user configured with another count is
@@ -68,16 +74,15 @@ use crate::queue::{
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
-    client: Client,
-    path: String,
+    base: Recipe,
     /// `<path>/locks`: the internal lock (Curator's `InterProcessMutex` layout).
     locks: String,
     /// `<path>/leases`: one node per lease.
     leases: String,
     permits: u32,
-    data: Vec<u8>,
-    acl: NodeAcl,
-    canceller: Canceller,
+    /// Set once the count is known recorded at `path` (by `new`, or by the first acquire,
+    /// which records it with the semaphore's ACL); shared by clones.
+    recorded: Arc<AtomicBool>,
 }
 
 /// The children a semaphore's directory may have.
@@ -85,8 +90,9 @@ const LOCKS: &str = "locks";
 const LEASES: &str = "leases";
 
 impl Semaphore {
-    /// A semaphore with `permits` permits at `path`. Records the count at `path` if nobody
-    /// has, else checks it.
+    /// A semaphore with `permits` permits at `path`. Checks the count recorded at `path`,
+    /// if one is; if none is, the first acquire records it (with the semaphore's ACL: see
+    /// [`with_acl`](Semaphore::with_acl)).
     ///
     /// # Errors
     ///
@@ -95,35 +101,7 @@ impl Semaphore {
     /// [`Error::InvalidArgument`] for zero permits or data at `path` that is not a count,
     /// [`Error::InvalidPath`] for a bad path, and connection errors.
     pub fn new(client: &Client, path: &str, permits: u32) -> Result<Semaphore> {
-        Semaphore::new_with_acl(client, path, permits, client.node_acl().clone())
-    }
-
-    /// As [`Semaphore::new`], with the ACL of every node this semaphore creates (the count
-    /// node at `path`, its `locks` and `leases` directories, their nodes, and the parents
-    /// made on the way) instead of the client's
-    /// [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl). A constructor rather than
-    /// a `with_acl` because `new` already records the count. See [`NodeAcl`] for the presets
-    /// and what a creator ACL implies (an existing count node keeps its own ACL).
-    ///
-    /// ```no_run
-    /// # fn main() -> zkguard::Result<()> {
-    /// let client = zkguard::Client::builder("127.0.0.1:2181").auth("digest", b"app:secret").build()?;
-    /// let pool = zkguard::Semaphore::new_with_acl(&client, "/pools/db", 3, zkguard::NodeAcl::creator())?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// As [`Semaphore::new`], and [`Error::InvalidArgument`] for an ACL that names the
-    /// creator's identities on a client that has none (nothing is created).
-    pub fn new_with_acl(
-        client: &Client,
-        path: &str,
-        permits: u32,
-        acl: NodeAcl,
-    ) -> Result<Semaphore> {
-        queue::check_lock_path(path)?;
-        acl.check_identity(client.has_identity(), path)?;
+        let base = Recipe::new(client, path)?;
         if permits == 0 {
             return Err(Error::InvalidArgument {
                 name: "permits",
@@ -131,101 +109,109 @@ impl Semaphore {
             });
         }
         let s = Semaphore {
-            client: client.clone(),
-            path: path.to_string(),
             locks: names::child(path, LOCKS),
             leases: names::child(path, LEASES),
+            base,
             permits,
-            data: names::default_data(),
-            acl,
-            canceller: Canceller::default(),
+            recorded: Arc::default(),
         };
         s.check_layout()?;
-        s.check_recorded()?;
+        if s.recorded_count()?.is_some() {
+            s.recorded.store(true, Ordering::Release);
+        }
         Ok(s)
     }
 
     /// Nothing but the internal lock's and the leases' directories may be under the path.
     fn check_layout(&self) -> Result<()> {
-        let names = match self.client.get_children(&self.path) {
+        let names = match self.base.client.get_children(&self.base.path) {
             Ok((names, _)) => names,
             Err(Error::NoNode { .. }) => return Ok(()),
             Err(e) => return Err(e),
         };
         match names.into_iter().find(|n| n != LOCKS && n != LEASES) {
             Some(node) => Err(Error::ForeignNode {
-                path: self.path.clone(),
+                path: self.base.path.clone(),
                 node,
             }),
             None => Ok(()),
         }
     }
 
-    fn check_recorded(&self) -> Result<()> {
-        let want = self.permits.to_string();
-        for _ in 0..10 {
-            match self.client.get_data(&self.path) {
-                Ok((data, stat)) if data.is_empty() => {
-                    match self
-                        .client
-                        .set_data(&self.path, want.as_bytes(), Some(stat.version))
-                    {
-                        Ok(_) => return Ok(()),
-                        Err(Error::BadVersion { .. }) | Err(Error::NoNode { .. }) => continue,
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok((data, _)) => {
-                    let recorded = std::str::from_utf8(&data)
-                        .ok()
-                        .and_then(|s| s.trim().parse::<u32>().ok())
-                        .ok_or_else(|| Error::InvalidArgument {
-                            name: "path",
-                            reason: format!(
-                                "{} holds data that is not a permit count ({:?})",
-                                self.path,
-                                String::from_utf8_lossy(&data)
-                            ),
-                        })?;
-                    if recorded != self.permits {
-                        return Err(Error::PermitMismatch {
-                            path: self.path.clone(),
-                            recorded,
-                            requested: self.permits,
-                        });
-                    }
-                    return Ok(());
-                }
-                Err(Error::NoNode { .. }) => {
-                    match queue::create_dir(
-                        &self.client,
-                        &self.path,
-                        want.as_bytes(),
-                        self.acl.entries(),
-                    ) {
-                        Ok(()) => continue,
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err(e) => return Err(e),
-            }
+    /// The count recorded at `path`, checked against ours: `None` if none is recorded
+    /// (no node, or one without data: a zkguard user's directory made before the count).
+    fn recorded_count(&self) -> Result<Option<u32>> {
+        match self.base.client.get_data(&self.base.path) {
+            Ok((data, _)) if data.is_empty() => Ok(None),
+            Ok((data, _)) => self.check_count(&data).map(Some),
+            Err(Error::NoNode { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
-        Err(Error::InvalidArgument {
-            name: "path",
-            reason: format!(
-                "{} keeps changing; cannot record the permit count",
-                self.path
-            ),
-        })
     }
 
-    /// Sets the data stored in this contender's nodes (its lease, and its node in the
-    /// internal lock's queue; by default the host name and process id), which
-    /// [`participants`](Semaphore::participants) shows to everyone.
-    #[must_use = "with_data returns the changed lock; the original is consumed"]
-    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Semaphore {
-        self.data = data.into();
-        self
+    /// `data` read at `path` as a count equal to ours.
+    fn check_count(&self, data: &[u8]) -> Result<u32> {
+        let path = &self.base.path;
+        let recorded = std::str::from_utf8(data)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .ok_or_else(|| Error::InvalidArgument {
+                name: "path",
+                reason: format!(
+                    "{path} holds data that is not a permit count ({:?})",
+                    String::from_utf8_lossy(data)
+                ),
+            })?;
+        if recorded != self.permits {
+            return Err(Error::PermitMismatch {
+                path: path.clone(),
+                recorded,
+                requested: self.permits,
+            });
+        }
+        Ok(recorded)
+    }
+
+    /// Records our count at `path` (created with our ACL) unless a count is recorded, which
+    /// must then be ours; within the acquire's context `cx` (its deadline, cancel, pauses
+    /// after connection trouble). Once per semaphore and its clones.
+    fn record(&self, cx: &mut Attempt<'_>) -> std::result::Result<(), Next> {
+        let path = &self.base.path;
+        let want = self.permits.to_string();
+        let done = |e: Error| Next::Done(Err(e));
+        let mut rounds = 0;
+        while !self.recorded.load(Ordering::Acquire) {
+            rounds += 1;
+            if rounds > 10 {
+                return Err(done(Error::InvalidArgument {
+                    name: "path",
+                    reason: format!("{path} keeps changing; cannot record the permit count"),
+                }));
+            }
+            let c = cx.checked(None)?;
+            let step = match c.get_data(path) {
+                Ok((data, stat)) if data.is_empty() => c
+                    .set_data(path, want.as_bytes(), Some(stat.version))
+                    .map(|_| true),
+                Ok((data, _)) => self.check_count(&data).map(|_| true),
+                // Read back on the next round: a create that lost a race is no error.
+                Err(Error::NoNode { .. }) => {
+                    queue::create_dir(&c, path, want.as_bytes(), self.base.acl.entries())
+                        .map(|()| false)
+                }
+                Err(e) => Err(e),
+            };
+            match step {
+                Ok(true) => self.recorded.store(true, Ordering::Release),
+                Ok(false) | Err(Error::BadVersion { .. }) | Err(Error::NoNode { .. }) => {}
+                Err(e) if e.is_connection_error() || matches!(e, Error::SessionExpired) => {
+                    rounds -= 1;
+                    cx.pause();
+                }
+                Err(e) => return Err(done(e)),
+            }
+        }
+        Ok(())
     }
 
     /// The number of permits.
@@ -243,9 +229,12 @@ impl Semaphore {
     ///
     /// [`Error::ForeignNode`] for a node no lock recipe made, and connection errors.
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        let mut out =
-            queue::participants(&self.client, &self.leases, Rule::Semaphore(self.permits))?;
-        let queued = queue::participants(&self.client, &self.locks, Rule::Exclusive)?;
+        let mut out = queue::participants(
+            &self.base.client,
+            &self.leases,
+            Rule::Semaphore(self.permits),
+        )?;
+        let queued = queue::participants(&self.base.client, &self.locks, Rule::Exclusive)?;
         out.extend(queued.into_iter().map(|mut p| {
             p.holds = false;
             p
@@ -258,23 +247,28 @@ impl Semaphore {
         // a cancel between two of them must reach the next.
         let call = canceller.call();
         let cancel = call.canceller.register();
-        let events = SessionEvents::new(&self.client);
+        let client = &self.base.client;
+        let events = SessionEvents::new(client);
+        let mut cx = Attempt::new(client, &self.base.path, wait, &cancel.rx, &events.rx);
+        if let Err(Next::Done(end)) = self.record(&mut cx) {
+            return end.map(|_| None);
+        }
         loop {
             let Some(mut lock) = self.internal_lock(wait, &call.canceller)? else {
                 return Ok(None);
             };
-            let mut cx = Attempt::new(&self.client, &self.path, wait, &cancel.rx, &events.rx);
+            let mut cx = Attempt::new(client, &self.base.path, wait, &cancel.rx, &events.rx);
             match self.lease(&mut lock, &mut cx) {
                 Next::Restart => {
                     log::info!(
                         "zkguard: {}: session changed, lease or internal lock gone; queueing again",
-                        self.path
+                        self.base.path
                     );
                 }
                 Next::Done(r) => {
                     return r.map(|a| {
                         a.map(|a| Permit {
-                            holding: Holding::new(&self.client, a, Role::Lease, false),
+                            holding: Holding::new(client, a, Role::Lease, false),
                         })
                     })
                 }
@@ -282,36 +276,26 @@ impl Semaphore {
         }
     }
 
-    /// What the queue needs to queue us in `dir` (the internal lock's, or the leases').
-    fn spec<'a>(&'a self, dir: &'a str, marker: &'static str, rule: Rule) -> Spec<'a> {
-        Spec {
-            path: &self.path,
-            dir,
-            marker,
-            rule,
-            data: &self.data,
-            dir_data: b"",
-            acl: &self.acl,
-        }
-    }
-
     /// Takes the internal lock. A try that finds it taken says no at once only if no
     /// permit is free (the holder waits for one); else the holder is taking a free permit
     /// and lets go within a round trip or two, so the try waits for it, briefly.
     fn internal_lock(&self, wait: Wait, cancel: &Canceller) -> Result<Option<InternalLock>> {
-        let spec = self.spec(&self.locks, names::LOCK, Rule::Exclusive);
+        let (client, spec) = (
+            &self.base.client,
+            self.base.spec(&self.locks, names::LOCK, Rule::Exclusive),
+        );
         let got = match wait {
-            Wait::Try => match queue::acquire(&self.client, &spec, Wait::Try, cancel) {
+            Wait::Try => match queue::acquire(client, &spec, Wait::Try, cancel) {
                 Ok(None) if self.leases_now()? < self.permits as usize => {
-                    let brief = Wait::timeout(self.client.timeout());
-                    queue::acquire(&self.client, &spec, brief, cancel)
+                    let brief = Wait::timeout(client.timeout());
+                    queue::acquire(client, &spec, brief, cancel)
                 }
                 r => r,
             },
-            _ => queue::acquire(&self.client, &spec, wait, cancel),
+            _ => queue::acquire(client, &spec, wait, cancel),
         }?;
         Ok(got.map(|node| InternalLock {
-            client: self.client.clone(),
+            client: client.clone(),
             node,
             holding: None,
         }))
@@ -319,7 +303,7 @@ impl Semaphore {
 
     /// How many leases exist now.
     fn leases_now(&self) -> Result<usize> {
-        match self.client.get_children(&self.leases) {
+        match self.base.client.get_children(&self.leases) {
             Ok((names, _)) => Ok(names.len()),
             Err(Error::NoNode { .. }) => Ok(0),
             Err(e) => Err(e),
@@ -329,8 +313,10 @@ impl Semaphore {
     /// Holding the internal lock: creates our lease and waits until the leases are within
     /// the permits.
     fn lease<'a>(&'a self, lock: &mut InternalLock, cx: &mut Attempt<'a>) -> Next {
-        let client = &self.client;
-        let spec = self.spec(&self.leases, names::LEASE, Rule::Semaphore(self.permits));
+        let client = &self.base.client;
+        let spec = self
+            .base
+            .spec(&self.leases, names::LEASE, Rule::Semaphore(self.permits));
         let Queued {
             mut at,
             mut listing,
@@ -438,7 +424,7 @@ impl Semaphore {
                 Wake::Lost => {
                     log::info!(
                         "zkguard: {}: internal lock lost while waiting for a permit",
-                        self.path
+                        self.base.path
                     );
                     Some(Next::Restart)
                 }
@@ -488,6 +474,15 @@ impl Drop for InternalLock {
     }
 }
 
+recipe_options!(
+    Semaphore { base },
+    "semaphore",
+    "the count node at its path when the first acquire records the count, its `locks` and \
+     `leases` directories, their nodes, and the parents it makes on the way",
+    "Semaphore::new(&client, \"/pools/db\", 3)",
+    data: "nodes (its lease, and its node in the internal lock's queue)"
+);
+
 impl Sealed for Semaphore {}
 
 impl Lock for Semaphore {
@@ -498,11 +493,11 @@ impl Lock for Semaphore {
     }
 
     fn path(&self) -> &str {
-        &self.path
+        &self.base.path
     }
 
     fn canceller(&self) -> Canceller {
-        self.canceller.clone()
+        self.base.canceller.clone()
     }
 }
 

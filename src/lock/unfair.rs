@@ -1,8 +1,9 @@
 //! The unfair single-node lock and its guard.
 
+use super::recipe::{recipe_options, Recipe};
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use super::{Holding, Role};
-use crate::client::{Client, NodeAcl};
+use crate::client::Client;
 use crate::error::Result;
 use crate::queue::{self, names, Canceller, Participant, Wait};
 
@@ -28,41 +29,19 @@ use crate::queue::{self, names, Canceller, Participant, Wait};
 /// ```
 #[derive(Clone)]
 pub struct UnfairMutex {
-    client: Client,
-    path: String,
-    acl: NodeAcl,
-    canceller: Canceller,
+    base: Recipe,
 }
 
 impl UnfairMutex {
-    /// A lock whose node is `path` itself. A bad path is an [`Error::InvalidPath`](crate::Error::InvalidPath).
+    /// A lock whose node is `path` itself. Nothing is sent until the first acquire.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<UnfairMutex> {
-        queue::check_lock_path(path)?;
         Ok(UnfairMutex {
-            client: client.clone(),
-            path: path.to_string(),
-            acl: client.node_acl().clone(),
-            canceller: Canceller::default(),
+            base: Recipe::new(client, path)?,
         })
-    }
-
-    /// The ACL of the nodes this lock creates (its single node, and the parents it makes on the
-    /// way: the parent directory decides who may delete the node) instead of the client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl).
-    /// See [`NodeAcl`] for the presets and what a creator ACL implies (an existing directory
-    /// keeps its own ACL).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names the
-    /// creator's identities on a client that has none; nothing is created.
-    pub fn with_acl(mut self, acl: NodeAcl) -> Result<UnfairMutex> {
-        acl.check_identity(self.client.has_identity(), &self.path)?;
-        self.acl = acl;
-        Ok(self)
     }
 
     /// The current holder, if the lock is held: a [`Participant`] (as
@@ -74,14 +53,23 @@ impl UnfairMutex {
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) if a persistent node (not a lock's ephemeral one) is at the
     /// path, as an acquire says; and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn holder(&self) -> Result<Option<Participant>> {
-        let data = queue::single_holder(&self.client, &self.path)?;
+        let data = queue::single_holder(&self.base.client, &self.base.path)?;
         Ok(data.map(|data| Participant {
-            node: names::base(&self.path).to_string(),
+            node: names::base(&self.base.path).to_string(),
             data,
             holds: true,
         }))
     }
 }
+
+// No `with_data`: the node's data is the owner id that tells this holder's node from the next.
+recipe_options!(
+    UnfairMutex { base },
+    "lock",
+    "its single node, and the parents it makes on the way: the parent directory decides who \
+     may delete the node",
+    "UnfairMutex::new(&client, \"/locks/nightly-report\")"
+);
 
 impl Sealed for UnfairMutex {}
 
@@ -90,26 +78,19 @@ impl Lock for UnfairMutex {
 
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<UnfairMutexGuard>> {
         let id = uuid::Uuid::new_v4().to_string();
-        let acquired = queue::single(
-            &self.client,
-            &self.path,
-            id.as_bytes(),
-            &self.acl,
-            wait,
-            cancel,
-        )?;
-        Ok(acquired.map(|a| UnfairMutexGuard {
-            holding: Holding::new(&self.client, a, Role::Lock, true),
-        }))
+        Ok(self
+            .base
+            .single(Role::Lock, id.as_bytes(), wait, cancel)?
+            .map(|holding| UnfairMutexGuard { holding }))
     }
 
     /// The lock node's path.
     fn path(&self) -> &str {
-        &self.path
+        &self.base.path
     }
 
     fn canceller(&self) -> Canceller {
-        self.canceller.clone()
+        self.base.canceller.clone()
     }
 }
 

@@ -260,39 +260,3 @@ fn create_one(c: &Client, path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]
         Err(e) => Err(e),
     }
 }
-
-#[cfg(all(test, feature = "testing"))]
-mod tests {
-    use super::create_dir;
-    use crate::client::{Client, CreateMode, NodeAcl};
-    use crate::testing::TestCluster;
-
-    /// Under an existing parent a directory costs one create, not one per ancestor; a
-    /// missing chain is still made in full.
-    #[test]
-    fn create_dir_sends_one_create_under_an_existing_parent() {
-        let cluster = TestCluster::start(1).unwrap();
-        let c = Client::connect(&cluster.connect_string()).unwrap();
-        let acl = NodeAcl::open();
-        for p in ["/a", "/a/b", "/a/b/c"] {
-            c.create(p, b"", CreateMode::Persistent).unwrap();
-        }
-        let before = c.stats().requests;
-        create_dir(&c, "/a/b/c/d", b"", acl.entries()).unwrap();
-        assert_eq!(c.stats().requests - before, 1, "requests for one directory");
-        assert!(c.exists("/a/b/c/d").unwrap().is_some());
-        // Existing: one create (NodeExists), nothing made.
-        let before = c.stats().requests;
-        create_dir(&c, "/a/b/c/d", b"", acl.entries()).unwrap();
-        assert_eq!(
-            c.stats().requests - before,
-            1,
-            "requests for an existing directory"
-        );
-        // A missing chain, the last with data (persistent), the others containers.
-        create_dir(&c, "/x/y/z", b"7", acl.entries()).unwrap();
-        assert_eq!(c.get_data("/x/y/z").unwrap().0, b"7");
-        assert!(c.exists("/x/y").unwrap().is_some());
-        c.close();
-    }
-}

@@ -1,0 +1,171 @@
+//! What every recipe is made of, written once: the [`Recipe`] base (client, path, the data
+//! its nodes carry, their ACL, the canceller), the two ways a recipe takes its node (the
+//! queue, the single node), and `recipe_options!`, which gives each recipe the same
+//! `with_acl` (and `with_data`) with one text.
+
+use crate::client::{Client, NodeAcl};
+use crate::error::Result;
+use crate::lock::{Holding, Role};
+use crate::queue::{self, names, Canceller, Rule, Spec, Wait};
+
+/// The base every recipe keeps: [`Mutex`](crate::Mutex), [`UnfairMutex`](crate::UnfairMutex),
+/// each side of an [`RwLock`](crate::RwLock), [`Semaphore`](crate::Semaphore) and
+/// [`LeaderElection`](crate::LeaderElection) (a [`ReentrantMutex`](crate::ReentrantMutex)
+/// through its `Mutex`).
+#[derive(Clone)]
+pub(crate) struct Recipe {
+    pub(crate) client: Client,
+    /// The recipe's path: its directory, or its node (unfair recipes).
+    pub(crate) path: String,
+    /// The data of this contender's nodes (an election's: the participant id).
+    pub(crate) data: Vec<u8>,
+    /// The ACL of every node the recipe creates.
+    pub(crate) acl: NodeAcl,
+    /// Cancels the recipe's blocked acquires ([`Lock::canceller`](crate::Lock::canceller)).
+    pub(crate) canceller: Canceller,
+}
+
+impl Recipe {
+    /// A recipe at `path` with the client's node ACL and the default data (host name and
+    /// process id). Nothing is sent.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming a bad path.
+    pub(crate) fn new(client: &Client, path: &str) -> Result<Recipe> {
+        queue::check_lock_path(path)?;
+        Ok(Recipe {
+            client: client.clone(),
+            path: path.to_string(),
+            data: names::default_data(),
+            acl: client.node_acl().clone(),
+            canceller: Canceller::default(),
+        })
+    }
+
+    /// The ACL `acl`, checked against the client's identities, for this recipe.
+    pub(crate) fn check_acl(&self, acl: &NodeAcl) -> Result<()> {
+        acl.check_identity(self.client.has_identity(), &self.path)
+    }
+
+    /// What the queue needs to queue us in `dir` (the recipe's path, or a directory under
+    /// it: a semaphore's `locks` and `leases`) with `marker` under `rule`.
+    pub(crate) fn spec<'a>(&'a self, dir: &'a str, marker: &'static str, rule: Rule) -> Spec<'a> {
+        Spec {
+            path: &self.path,
+            dir,
+            marker,
+            rule,
+            data: &self.data,
+            dir_data: b"",
+            acl: &self.acl,
+        }
+    }
+
+    /// Queues in the recipe's own directory and holds the node when its turn comes.
+    pub(crate) fn queue(
+        &self,
+        marker: &'static str,
+        rule: Rule,
+        wait: Wait,
+        cancel: &Canceller,
+    ) -> Result<Option<Holding>> {
+        let spec = self.spec(&self.path, marker, rule);
+        let role = if marker == names::LATCH {
+            Role::Election
+        } else {
+            Role::Lock
+        };
+        Ok(queue::acquire(&self.client, &spec, wait, cancel)?
+            .map(|a| Holding::new(&self.client, a, role, false)))
+    }
+
+    /// Races for the single node at the recipe's path, whose data is `data` (unique to the
+    /// call: it tells our node from another's after a lost create reply); the node is a
+    /// `role` (an unfair lock's or election's).
+    pub(crate) fn single(
+        &self,
+        role: Role,
+        data: &[u8],
+        wait: Wait,
+        cancel: &Canceller,
+    ) -> Result<Option<Holding>> {
+        Ok(
+            queue::single(&self.client, &self.path, data, &self.acl, wait, cancel)?
+                .map(|a| Holding::new(&self.client, a, role, true)),
+        )
+    }
+}
+
+/// A recipe's base, for the option setters `recipe_options!` writes.
+pub(crate) trait Based {
+    /// The base (the one an ACL is checked against).
+    fn base(&self) -> &Recipe;
+    /// Applies `f` to every base the recipe keeps (an `RwLock` keeps one per side).
+    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe));
+}
+
+/// Gives `$recipe` its option setters with one text for every recipe: `with_acl` (the ACL of
+/// `$nodes`) and, with `data`, `with_data` (`$data` says which nodes carry it). `$example` is
+/// a doc example's constructor call, after `zkguard::`.
+///
+/// `recipe_options!(Mutex { base }, …)` also implements [`Based`] for a recipe whose one base
+/// is the field `base`; a recipe with another shape implements it itself.
+macro_rules! recipe_options {
+    ($recipe:ident { $field:ident }, $($rest:tt)*) => {
+        impl $crate::lock::Based for $recipe {
+            fn base(&self) -> &$crate::lock::Recipe {
+                &self.$field
+            }
+
+            fn each_base(&mut self, f: &mut dyn FnMut(&mut $crate::lock::Recipe)) {
+                f(&mut self.$field);
+            }
+        }
+
+        $crate::lock::recipe_options!($recipe, $($rest)*);
+    };
+    ($recipe:ident, $what:literal, $nodes:literal, $example:literal $(, data: $data:literal)?) => {
+        impl $recipe {
+            #[doc = concat!(
+                "The ACL of the nodes this ", $what, " creates (", $nodes, ") instead of the ",
+                "client's [`ClientBuilder::node_acl`](crate::ClientBuilder::node_acl). See ",
+                "[`NodeAcl`](crate::NodeAcl) for the presets and what a creator ACL implies (a ",
+                "node that already exists keeps its own ACL). Nothing is sent: the ACL applies ",
+                "to the nodes the next acquires create.\n\n",
+                "# Errors\n\n",
+                "[`Error::InvalidArgument`](crate::Error::InvalidArgument) for an ACL that names ",
+                "the creator's identities on a client that has none.\n\n",
+                "```no_run\n",
+                "# fn main() -> zkguard::Result<()> {\n",
+                "let client = zkguard::Client::builder(\"127.0.0.1:2181\")\n",
+                "    .auth(\"digest\", b\"app:secret\")\n",
+                "    .build()?;\n",
+                "let ", $what, " = zkguard::", $example, "?\n",
+                "    .with_acl(zkguard::NodeAcl::creator())?;\n",
+                "# let _ = ", $what, ";\n",
+                "# Ok(()) }\n",
+                "```"
+            )]
+            pub fn with_acl(mut self, acl: $crate::NodeAcl) -> $crate::Result<$recipe> {
+                $crate::lock::Based::base(&self).check_acl(&acl)?;
+                $crate::lock::Based::each_base(&mut self, &mut |b| b.acl = acl.clone());
+                Ok(self)
+            }
+
+            $(
+                #[doc = concat!(
+                    "Sets the data stored in this contender's ", $data, " (by default the host ",
+                    "name and process id), which `participants` shows to everyone."
+                )]
+                #[must_use = "with_data returns the changed recipe; the original is consumed"]
+                pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> $recipe {
+                    let data = data.into();
+                    $crate::lock::Based::each_base(&mut self, &mut |b| b.data.clone_from(&data));
+                    self
+                }
+            )?
+        }
+    };
+}
+pub(crate) use recipe_options;
