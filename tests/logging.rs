@@ -103,6 +103,12 @@ fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_electio
         said.recv_timeout(WITHIN).unwrap(),
         LeaderEvent::Elected { .. }
     ));
+    // And the guard style of an unfair election (its one node at the path).
+    let unfair_path = format!("{dir}/unfair");
+    let unfair = LeaderElection::unfair(&client, &unfair_path, "a")
+        .unwrap()
+        .lead()
+        .unwrap();
     let old = client.session_id();
     let events = client.events();
 
@@ -169,10 +175,20 @@ fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_electio
             .any(|r| r.level == Level::Warn && r.msg.contains(&format!("session {old_hex} lost"))),
         "no warning of the election node's loss: {recs:#?}"
     );
-    assert!(
-        saying(&recs, &format!("lock node {election_path}/")).is_empty(),
-        "an election node called a lock node"
+    assert_eq!(
+        level_of(
+            &recs,
+            &format!("election node {unfair_path} of session {old_hex} lost")
+        ),
+        Level::Warn
     );
+    for path in [&election_path, &unfair_path] {
+        assert!(
+            saying(&recs, &format!("lock node {path}")).is_empty(),
+            "an election node called a lock node"
+        );
+    }
+    drop(unfair);
     // Our own close: only debug records from the moment it began (the lock held then is
     // lost by our doing; the server ends the connection because we asked).
     let after = &recs[before_close..];
