@@ -400,7 +400,10 @@ impl Shared {
             return None;
         }
         s.closing = true;
-        log::debug!("zkguard: closing session {}", Hex(s.session_id));
+        match s.session_id {
+            0 => log::debug!("zkguard: closing the client (it has no session)"),
+            id => log::debug!("zkguard: closing session {}", Hex(id)),
+        }
         // Said first, before the server is asked: once it closes the session it deletes
         // our ephemeral nodes, and another client may take a lock or leadership of ours
         // at once. Our guards must have been told by then.
