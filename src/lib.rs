@@ -76,7 +76,15 @@
 //! ```
 //!
 //! A leader is told it is suspended the moment its connection drops, and that it lost
-//! leadership before anyone else can be elected.
+//! leadership before anyone else can be elected. A background leader makes
+//! [fenced writes](LeaderTerm::fenced_multi) through its term ([`Candidate::term`]).
+//!
+//! ## Shutting down
+//!
+//! [`Canceller::shut`] ends the acquires blocked on a lock object and every later one (so
+//! workers between two jobs cannot slip past a stop), [`Candidate::stop`] leaves an
+//! election, and [`Client::close`] ends every blocked call on the client at once (see
+//! there). `examples/daemon.rs` is a whole daemon stopped both ways.
 //!
 //! ## The client
 //!
@@ -169,15 +177,15 @@ pub use client::Kerberos;
 pub use client::TlsConfig;
 pub use client::{
     Acl, Client, ClientBuilder, ClientStats, CloseOutcome, CreateMode, Created, EventType,
-    LossReason, NodeAcl, Op, OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat,
-    WatchedEvent,
+    Identity, LossReason, NodeAcl, Op, OpResult, Pending, Perms, Pipeline, SessionEvent,
+    SessionState, Stat, WatchedEvent,
 };
 /// The [crossbeam-channel](https://docs.rs/crossbeam-channel/0.5) crate (0.5), re-exported:
 /// every receiver zkguard hands out (session events, watches, `lost()`, `revocation()`,
 /// leader events) is a [`channel::Receiver`], and [`channel::select!`] waits on several at
 /// once, with no dependency of your own to add.
 pub use crossbeam_channel as channel;
-pub use election::{Candidate, LeaderElection, LeaderEvent, Leadership};
+pub use election::{Candidate, LeaderElection, LeaderEvent, LeaderTerm, Leadership};
 pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause, Result};
 pub use lock::{
     revoke, BoxedGuard, DynLock, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex,

@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::{as_user, connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN};
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{
-    Client, CreateMode, Error, Guard, LeaderElection, MultiLock, Mutex, NodeAcl, Op, OpResult,
-    Semaphore, UnfairMutex,
+    Client, CreateMode, Error, LeaderElection, MultiLock, Mutex, NodeAcl, Op, OpResult, Semaphore,
+    UnfairMutex,
 };
 
 fn anon() -> Client {
@@ -409,12 +409,7 @@ fn a_fenced_write_of_a_holder_whose_node_was_deleted_is_refused() {
 fn the_server_refuses_a_fenced_write_of_a_holder_that_has_not_heard_its_node_is_gone() {
     let cluster = shared_cluster();
     let proxy = FaultProxy::for_cluster(cluster).unwrap();
-    let holder = Client::builder(&proxy.connect_string())
-        .session_timeout(Duration::from_secs(20))
-        .request_timeout(Duration::from_secs(1))
-        .connect_timeout(WITHIN)
-        .build()
-        .unwrap();
+    let holder = common::partition::stallable(&proxy);
     let other = anon();
     let target = unique("fence-dark");
     let after = format!("{target}-after");

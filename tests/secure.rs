@@ -604,6 +604,11 @@ fn a_sasl_login_to_a_server_without_sasl_is_a_clear_error_not_a_hang() {
         },
         other => panic!("expected a connect error, got {other:?}"),
     }
+    // Said as a refusal: not "no ZooKeeper session within 14.66ms" (a deadline it never
+    // waited for).
+    let said = err.to_string();
+    assert!(said.starts_with("ZooKeeper refused the login;"), "{said}");
+    assert!(!said.contains("within"), "{said}");
     // A failure retrying cannot cure: reported at once, not at the connect deadline.
     assert!(
         started.elapsed() < Duration::from_secs(10),

@@ -323,7 +323,13 @@ impl Connection {
     /// (and the connect timeout is longer), says so on stderr: with nothing listening the
     /// client keeps trying for the whole connect timeout.
     pub fn connect(&self, say: Say) -> Result<Client, Fail> {
-        let mut b = Client::builder(&self.connect)
+        self.connect_to(&self.connect, say)
+    }
+
+    /// [`connect`](Connection::connect) to `connect` in place of `--connect`, with every
+    /// other option (`doctor` reaches each server of the ensemble alone this way).
+    pub fn connect_to(&self, connect: &str, say: Say) -> Result<Client, Fail> {
+        let mut b = Client::builder(connect)
             .session_timeout(self.session_timeout)
             .connect_timeout(self.connect_timeout);
         if let Some(cred) = self.credentials()? {
@@ -342,7 +348,7 @@ impl Connection {
         }
         let (done, finished) = crossbeam_channel::bounded::<()>(0);
         if self.connect_timeout >= NOTICE_AFTER * 2 && !say.quiet {
-            let (cs, timeout) = (self.connect.clone(), self.connect_timeout);
+            let (cs, timeout) = (connect.to_string(), self.connect_timeout);
             std::thread::spawn(move || {
                 if finished
                     .recv_timeout(NOTICE_AFTER)
@@ -354,7 +360,7 @@ impl Connection {
         }
         let client = b.build();
         drop(done);
-        client.map_err(|e| Fail::zk(format_args!("cannot connect to {}", self.connect), e))
+        client.map_err(|e| Fail::zk(format_args!("cannot connect to {connect}"), e))
     }
 }
 

@@ -5,8 +5,10 @@
 
 mod child;
 mod conn;
+mod doctor;
 mod hold;
 mod logging;
+mod revoke;
 mod run;
 mod server;
 mod show;
@@ -37,7 +39,8 @@ Exit status:
   77            ZooKeeper refused the credentials or the access (ACL)
   126           CMD could not be executed
   127           CMD was not found
-  128+N         zkguard got signal N (SIGINT 130, SIGTERM 143) before CMD started";
+  128+N         zkguard got signal N (SIGINT 130, SIGTERM 143) before CMD started
+  (doctor, revoke and break have tables of their own: see their --help)";
 
 /// Exit status: bad input.
 pub const EXIT_USAGE: i32 = 2;
@@ -98,6 +101,19 @@ enum Command {
     Holders(ShowArgs),
     /// Show who leads the election at PATH and who waits
     Leader(ShowArgs),
+    /// Check the ensemble as a lock user sees it: servers, configuration against the
+    /// session timeout, latency, fsync, whoami; with --path the lock's ACLs, holders and a
+    /// contention probe
+    #[command(after_help = doctor::EXIT_CODES)]
+    Doctor(DoctorArgs),
+    /// Ask the holders of the lock at PATH to let go (Curator's Revoker: `__REVOKE__`
+    /// written into their nodes; `zkguard lock` then terminates its command and releases)
+    #[command(after_help = revoke::EXIT_CODES)]
+    Revoke(RevokeArgs),
+    /// Delete a holder's node at PATH after saying whose it is: its holder loses the lock
+    /// (asks first on a terminal; --yes does not ask)
+    #[command(after_help = revoke::EXIT_CODES)]
+    Break(BreakArgs),
     /// Start real ZooKeeper servers on loopback for local development; print the connect
     /// string; run until Ctrl-C (only in a build with the dev-server feature)
     Server(ServerArgs),
@@ -266,6 +282,56 @@ pub struct ShowArgs {
     /// etcdctl elect -l; with --json one object per line), until Ctrl-C
     #[arg(long)]
     pub watch: bool,
+}
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// Also check this lock's path: the ACL of it and of every parent, its holders and
+    /// waiters, and a contention probe on a scratch lock beside it. It writes beside the
+    /// path: an ephemeral node (this session's identities as an ACL records them, deleted
+    /// at once) and the probe's lock (deleted after)
+    #[arg(long, value_name = "PATH")]
+    pub path: Option<String>,
+    /// One JSON object on stdout, for scripts
+    #[arg(long)]
+    pub json: bool,
+    // Plain help text (not a doc comment): AdminServer is ZooKeeper's name, not code markup.
+    #[arg(
+        long,
+        value_name = "PORT",
+        default_value_t = 8080,
+        help = "The AdminServer's port on each host (http://HOST:PORT/commands/...), asked \
+                for what the four-letter words do not answer (not whitelisted)"
+    )]
+    pub admin_port: u16,
+    /// Handoffs of the contention probe (with --path; 0 leaves the probe out)
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub probe_rounds: u32,
+}
+
+#[derive(Args)]
+pub struct RevokeArgs {
+    /// The lock's path
+    pub path: String,
+    /// Ask only this node (its name, as `zkguard holders` shows it) [default: every holder]
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+}
+
+#[derive(Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["node", "holder"]))]
+pub struct BreakArgs {
+    /// The lock's path
+    pub path: String,
+    /// The node to delete (its name, as `zkguard holders` shows it)
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Delete the holder's node (refused when several hold: name one with --node)
+    #[arg(long)]
+    pub holder: bool,
+    /// Do not ask for confirmation (needed when stdin is not a terminal)
+    #[arg(long, short)]
+    pub yes: bool,
 }
 
 #[derive(Args)]
@@ -475,6 +541,9 @@ fn main() {
         Command::Elect(args) => run::elect(&cli.conn, args, say),
         Command::Holders(args) => show::holders(&cli.conn, args, false, say),
         Command::Leader(args) => show::holders(&cli.conn, args, true, say),
+        Command::Doctor(args) => doctor::run(&cli.conn, args, say),
+        Command::Revoke(args) => revoke::revoke(&cli.conn, args, say),
+        Command::Break(args) => revoke::break_lock(&cli.conn, args, say),
         Command::Server(args) => server::run(args, say),
     });
     let code = match result {

@@ -61,6 +61,18 @@ fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec
     }
 }
 
+/// Where a contender's node `node` of the recipe at `dir` is: in `dir` itself, or one level
+/// down in a semaphore's `leases` or `locks` directory. The sub-directory (`""`,
+/// `"/leases"`, `"/locks"`), the node's full path and its stat; `None` if it is gone or
+/// cannot be read.
+pub fn locate(client: &Client, dir: &str, node: &str) -> Option<(&'static str, String, Stat)> {
+    ["", "/leases", "/locks"].into_iter().find_map(|sub| {
+        let path = format!("{dir}{sub}/{node}");
+        let stat = client.exists(&path).ok()??;
+        Some((sub, path, stat))
+    })
+}
+
 /// A contender as `holders` shows it: once, whatever nodes it has.
 pub struct Contender {
     pub p: Participant,
@@ -83,10 +95,7 @@ pub fn contenders(client: &Client, dir: &str, list: Vec<Participant>) -> Vec<Con
     let found: Vec<(Participant, Option<(&str, Stat)>)> = list
         .into_iter()
         .map(|p| {
-            let at = ["", "/leases", "/locks"].into_iter().find_map(|sub| {
-                let stat = client.exists(&format!("{dir}{sub}/{}", p.node)).ok()??;
-                Some((sub, stat))
-            });
+            let at = locate(client, dir, &p.node).map(|(sub, _, stat)| (sub, stat));
             (p, at)
         })
         .collect();
@@ -123,16 +132,17 @@ pub fn contenders(client: &Client, dir: &str, list: Vec<Participant>) -> Vec<Con
 }
 
 /// What `holders` shows.
-struct Listing {
+pub struct Listing {
     /// "mutex", "semaphore", "election" …
-    kind: &'static str,
+    pub kind: &'static str,
     election: bool,
     /// Each contender with its role.
-    rows: Vec<(&'static str, Contender)>,
+    pub rows: Vec<(&'static str, Contender)>,
 }
 
 impl Listing {
-    fn read(client: &Client, path: &str, election: bool) -> Result<Listing, Fail> {
+    /// The contenders of the recipe at `path` (an election's with `election`), read only.
+    pub fn read(client: &Client, path: &str, election: bool) -> Result<Listing, Fail> {
         let (name, kind) = kind(client, path, election)?;
         let list = participants(client, path, &kind)
             .map_err(|e| Fail::zk(format_args!("cannot list {path}"), e))?;
@@ -169,7 +179,7 @@ impl Listing {
 
     /// One JSON object; `ages` false leaves out how long each node has existed (what
     /// `--watch` compares).
-    fn json(&self, path: &str, ages: bool) -> serde_json::Value {
+    pub fn json(&self, path: &str, ages: bool) -> serde_json::Value {
         let participants: Vec<_> = self
             .rows
             .iter()

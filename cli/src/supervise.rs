@@ -19,6 +19,7 @@
 //! | Confirming | ZooKeeper could not be asked ([`confirmed`]) | Suspended, again in 500 ms | |
 //! | Confirming | the lock is not ours ([`confirmed`]) | ended, terminated | |
 //! | any | the guard's `lost()` ([`lost`]) | ended, terminated | |
+//! | any | a revocation request (`zkguard revoke`, Curator's `Revoker`) ([`revoked`]) | unchanged | SIGTERM to the group, once (a stopped group sees it when continued); released after it exits |
 //! | any | the command exited | ended with its status | |
 //!
 //! [`suspend`]: Supervisor::suspend
@@ -29,6 +30,7 @@
 //! [`start_confirm`]: Supervisor::start_confirm
 //! [`confirmed`]: Supervisor::confirmed
 //! [`lost`]: Supervisor::lost
+//! [`revoked`]: Supervisor::revoked
 //!
 //! A signal for zkguard (SIGINT, SIGTERM, SIGHUP) is forwarded to the command's group in
 //! every state and changes none ([`Supervisor::forward`]); it is remembered, so that
@@ -104,6 +106,7 @@ pub fn watch(
         signalled: false,
     };
     let lost = s.lost.clone();
+    let mut revoked = held.revocation();
     let events = client.events();
     let tick = crossbeam_channel::tick(Duration::from_millis(100));
     loop {
@@ -114,6 +117,14 @@ pub fn watch(
         let ended = select! {
             recv(child.exited) -> code => Some(End::Exited(code.unwrap_or(crate::EXIT_SOFTWARE))),
             recv(lost) -> _ => Some(s.lost()),
+            recv(revoked) -> request => {
+                // Once: a request, or the guard's signal gone (nothing was asked).
+                if request.is_ok() {
+                    s.revoked();
+                }
+                revoked = never();
+                None
+            }
             recv(signals) -> sig => {
                 match sig.expect("the signal thread never ends") {
                     child::RESUMED => s.resumed(),
@@ -254,6 +265,17 @@ impl Supervisor<'_> {
             self.label
         ));
         self.terminate()
+    }
+
+    /// Asked to let go (`zkguard revoke`): the command's group gets SIGTERM, as if zkguard
+    /// had; the lock is released once it exits, and zkguard exits with its status. Not a
+    /// signal for zkguard: `elect --loop` queues again.
+    fn revoked(&mut self) {
+        self.say.say(format!(
+            "asked to let go of {} (revoke): SIGTERM to the command; released when it exits",
+            self.label
+        ));
+        self.child.signal(Signal::SIGTERM);
     }
 
     /// A signal for zkguard, passed on to the command's group.

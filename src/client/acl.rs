@@ -207,9 +207,27 @@ impl NodeAcl {
     }
 
     /// The entries of a directory's ACL `dir` that let an identity this ACL does not trust
-    /// create or delete nodes in it or change its ACL. `ours` is what the server recorded
-    /// for this ACL's `auth` entries (the session's identities); empty for a list without.
-    pub(crate) fn untrusted(&self, dir: &[Acl], ours: &[Acl]) -> Vec<Acl> {
+    /// create or delete nodes in it or change its ACL: the rule the recipes apply to a
+    /// directory before queueing in it (and `zkguard doctor` to every parent of a lock).
+    /// A `world` or `ip` entry with CREATE, DELETE or ADMIN is always untrusted; any other
+    /// is trusted when this ACL's entries, `ours` or [`trusted`](NodeAcl::trusted) name
+    /// its identity. `ours` is what the server recorded for this ACL's `auth` entries (the
+    /// session's identities as an ACL holds them: read back from a node made with
+    /// [`Acl::creator_all`]; [`Client::who_am_i`](crate::Client::who_am_i) names a digest
+    /// login without its hash); empty for a list without.
+    ///
+    /// ```
+    /// use zkguard::{Acl, NodeAcl, Perms};
+    ///
+    /// let dir = vec![
+    ///     Acl::new(Perms::ALL, "sasl", "alice"),
+    ///     Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"),
+    /// ];
+    /// let alice = vec![Acl::new(Perms::ALL, "sasl", "alice")];
+    /// let flagged = NodeAcl::creator().untrusted(&dir, &alice);
+    /// assert_eq!(flagged, vec![dir[1].clone()]);
+    /// ```
+    pub fn untrusted(&self, dir: &[Acl], ours: &[Acl]) -> Vec<Acl> {
         let power = Perms::CREATE.bits() | Perms::DELETE.bits() | Perms::ADMIN.bits();
         let same = |a: &Acl, scheme: &str, id: &str| a.scheme == scheme && a.id == id;
         dir.iter()
@@ -223,6 +241,43 @@ impl NodeAcl {
                         .any(|o| same(a, &o.scheme, &o.id))
                         || self.trusted.iter().any(|(s, i)| same(a, s, i)))
             })
+            .cloned()
+            .collect()
+    }
+
+    /// Whether identities of `scheme` are no login (`world`, `ip`): never trusted, never
+    /// taken for ours. The rule [`untrusted`](NodeAcl::untrusted) applies, for tools that
+    /// sort a session's identities the same way.
+    ///
+    /// ```
+    /// assert!(zkguard::NodeAcl::unauthenticated("ip"));
+    /// assert!(!zkguard::NodeAcl::unauthenticated("sasl"));
+    /// ```
+    pub fn unauthenticated(scheme: &str) -> bool {
+        unauthenticated(scheme)
+    }
+
+    /// The entries of `stored` that name a session for sure: no `world` or `ip` entry (no
+    /// login), no digest entry whose hash the server hid (`digest:user:x`, shown to a session
+    /// without ADMIN on the node: it would match anyone of that user name). Read back from a
+    /// node made with the `auth` ACL, these are that session's identities as an ACL records
+    /// them: how the recipes learn who "we" are (and `zkguard doctor` too).
+    ///
+    /// ```
+    /// use zkguard::{Acl, NodeAcl, Perms};
+    ///
+    /// let stored = vec![
+    ///     Acl::new(Perms::ALL, "sasl", "alice"),
+    ///     Acl::new(Perms::ALL, "digest", "bob:x"),
+    ///     Acl::new(Perms::READ, "world", "anyone"),
+    /// ];
+    /// assert_eq!(NodeAcl::identities_in(&stored), vec![stored[0].clone()]);
+    /// ```
+    pub fn identities_in(stored: &[Acl]) -> Vec<Acl> {
+        stored
+            .iter()
+            .filter(|a| !unauthenticated(&a.scheme))
+            .filter(|a| !(a.scheme == "digest" && a.id.ends_with(":x")))
             .cloned()
             .collect()
     }
@@ -318,6 +373,23 @@ impl Tenancy {
 /// shared or spoofed.
 pub(crate) fn unauthenticated(scheme: &str) -> bool {
     matches!(scheme, "world" | "ip")
+}
+
+/// A `NodeAcl` is its entries wherever a plain node's ACL is asked for
+/// ([`Client::create_with_acl`](crate::Client::create_with_acl),
+/// [`Client::ensure_path_with_acl`](crate::Client::ensure_path_with_acl), a pipeline's
+/// create), so the recipes' presets serve plain nodes too.
+impl AsRef<[Acl]> for NodeAcl {
+    fn as_ref(&self) -> &[Acl] {
+        &self.entries
+    }
+}
+
+/// The entries, for an [`Op::CreateWithAcl`](crate::Op::CreateWithAcl) in a `multi`.
+impl From<&NodeAcl> for Vec<Acl> {
+    fn from(acl: &NodeAcl) -> Vec<Acl> {
+        acl.entries.to_vec()
+    }
 }
 
 impl Default for NodeAcl {

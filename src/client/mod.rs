@@ -11,6 +11,7 @@ mod acl;
 mod builder;
 mod config;
 mod conn;
+mod ensure;
 #[cfg(feature = "kerberos")]
 #[allow(unsafe_code)] // the RFC 2744 FFI and the run-time loading: the crate's only unsafe code
 mod gssapi;
@@ -35,7 +36,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 pub(crate) use acl::unauthenticated;
 pub use acl::NodeAcl;
 pub use builder::ClientBuilder;
@@ -58,8 +61,8 @@ pub(crate) use proto::Names;
 pub(crate) use types::Hex;
 
 pub use types::{
-    Acl, ClientStats, CloseOutcome, CreateMode, Created, EventType, LossReason, Op, OpResult,
-    Perms, SessionEvent, SessionState, Stat, WatchedEvent,
+    Acl, ClientStats, CloseOutcome, CreateMode, Created, EventType, Identity, LossReason, Op,
+    OpResult, Perms, SessionEvent, SessionState, Stat, WatchedEvent,
 };
 
 /// A handle to one ZooKeeper session. Cheap to clone; every clone shares the session and the
@@ -328,6 +331,30 @@ impl Client {
     /// ([`CloseOutcome::AlreadyClosed`]). There is nothing to handle in the usual case, so
     /// `client.close();` is enough; `client.close().into_result()?` treats an unconfirmed
     /// close as an error.
+    ///
+    /// # The way to end every blocked call
+    ///
+    /// Closing is how a program stops everything that waits on this client, on every
+    /// thread: every blocked acquire of every lock ([`Error::Closed`]), every
+    /// [`lead`](crate::LeaderElection::lead), every request waiting for its reply, and every
+    /// [`Candidate`](crate::Candidate) (its [`events`](crate::Candidate::events) streams end
+    /// after a last `Lost` if it led, [`wait_for_leadership`](crate::Candidate::wait_for_leadership)
+    /// says `Closed`). Every guard still held is lost (its `lost()` fires; the server has
+    /// deleted its node). The usual end of a daemon: shut the locks' cancellers
+    /// ([`Canceller::shut`](crate::Canceller::shut)) and stop the candidates
+    /// ([`Candidate::stop`](crate::Candidate::stop)) so the workers finish what they hold
+    /// and return, join them, then close. Closing first is the quick stop: nothing is
+    /// released one by one, the session's end deletes every node at once.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::connect("127.0.0.1:2181")?;
+    /// let lock = zkguard::Mutex::new(&client, "/locks/jobs")?;
+    /// let worker = std::thread::spawn(move || lock.acquire().map(drop));
+    /// client.close(); // the worker's acquire returns Err(Closed)
+    /// assert!(worker.join().unwrap().is_err());
+    /// # Ok(()) }
+    /// ```
     pub fn close(&self) -> CloseOutcome {
         self.owner.close()
     }
@@ -390,48 +417,6 @@ impl Client {
         self.pipeline(build).wait()
     }
 
-    /// Makes sure `path` exists: creates it and every missing node above it, each
-    /// persistent, empty and with the open ACL (what kazoo's `ensure_path` and Curator's
-    /// `creatingParentsIfNeeded` do). Nodes already there are left as they are. The nodes on
-    /// the way go out in one write, so the whole call is one round trip when the connection
-    /// is up.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidPath`] for a bad path (nothing is sent),
-    /// [`Error::NoChildrenForEphemerals`] naming the first node that cannot be made because
-    /// the one above it is ephemeral,
-    /// and connection errors (then some of the nodes may exist; calling again finishes).
-    ///
-    /// ```no_run
-    /// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
-    /// client.ensure_path("/app/config/feature-flags")?;
-    /// assert!(client.exists("/app/config")?.is_some());
-    /// # Ok(()) }
-    /// ```
-    pub fn ensure_path(&self, path: &str) -> Result<()> {
-        path::validate_path(path)?;
-        let prefixes: Vec<&str> = path
-            .match_indices('/')
-            .skip(1)
-            .map(|(i, _)| &path[..i])
-            .chain((path != "/").then_some(path))
-            .collect();
-        let created = self.pipeline(|p| {
-            prefixes
-                .iter()
-                .map(|node| p.create(node, b"", CreateMode::Persistent))
-                .collect::<Vec<_>>()
-        });
-        for pending in created {
-            match pending.wait() {
-                Ok(_) | Err(Error::NodeExists { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
     /// Creates a node with the open ACL. For sequential modes `path` may end in `/`.
     ///
     /// # Errors
@@ -443,7 +428,16 @@ impl Client {
         self.one(|p| p.create(path, data, mode))
     }
 
-    /// Creates a node with the given ACL.
+    /// Creates a node with the given ACL: entries (`&[Acl]`, `&Vec<Acl>`) or one of the
+    /// recipes' presets (a [`NodeAcl`], as the recipes' nodes get).
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
+    /// use zkguard::{Acl, CreateMode, NodeAcl};
+    /// client.create_with_acl("/app/a", b"", CreateMode::Persistent, &Acl::read_unsafe())?;
+    /// client.create_with_acl("/app/b", b"", CreateMode::Persistent, &NodeAcl::creator_read())?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
@@ -454,7 +448,7 @@ impl Client {
         path: &str,
         data: &[u8],
         mode: CreateMode,
-        acl: &[Acl],
+        acl: &(impl AsRef<[Acl]> + ?Sized),
     ) -> Result<Created> {
         self.one(|p| p.create_with_acl(path, data, mode, acl))
     }
@@ -567,6 +561,16 @@ impl Client {
     /// [`Error::InvalidAcl`], and the errors every request can return.
     pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Result<Stat> {
         self.one(|p| p.set_acl(path, acl, version))
+    }
+
+    /// The identities this session carries as the server sees them (`whoAmI`, ZooKeeper
+    /// 3.7+): its address (`ip:127.0.0.1`) and each login (`digest`, `sasl`, `x509` …).
+    ///
+    /// # Errors
+    ///
+    /// A server before 3.7 does not know the request (an error, or a dropped connection).
+    pub fn who_am_i(&self) -> Result<Vec<Identity>> {
+        self.one(|p| p.who_am_i())
     }
 
     /// Waits until the server this client talks to has caught up with the leader for `path`.

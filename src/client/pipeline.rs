@@ -8,7 +8,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;
 
 use super::conn::{NoReply, Outgoing, ReplyMsg, WatchKind, WatchReg, WatchSink, WatchTx};
-use super::types::{Acl, CreateMode, Created, Op, OpResult, Stat, WatchedEvent};
+use super::types::{Acl, CreateMode, Created, Identity, Op, OpResult, Stat, WatchedEvent};
 use super::{path, proto, Client};
 use crate::error::{Error, Result};
 use proto::{
@@ -299,14 +299,15 @@ impl<'a> Pipeline<'a> {
         self.create_with_acl(path, data, mode, &Acl::open_unsafe())
     }
 
-    /// See [`Client::create_with_acl`].
+    /// See [`Client::create_with_acl`] (entries or a [`NodeAcl`](crate::NodeAcl)).
     pub fn create_with_acl(
         &mut self,
         path: &str,
         data: &[u8],
         mode: CreateMode,
-        acl: &[Acl],
+        acl: &(impl AsRef<[Acl]> + ?Sized),
     ) -> Pending<Created> {
+        let acl = acl.as_ref();
         let chroot = self.chroot();
         let req = Req {
             checked: check_create(path, mode, acl),
@@ -466,6 +467,13 @@ impl<'a> Pipeline<'a> {
         };
         self.push(Req::on("set_acl", path, op::SET_ACL), body, |r| r.stat())
             .0
+    }
+
+    /// See [`Client::who_am_i`].
+    pub fn who_am_i(&mut self) -> Pending<Vec<Identity>> {
+        // No path: "/" only names the request in errors; the body is empty.
+        let req = Req::on("who_am_i", "/", op::WHO_AM_I);
+        self.push(req, |_, _| {}, |r| r.identities()).0
     }
 
     /// See [`Client::sync`].

@@ -2,12 +2,16 @@
 
 use std::time::Duration;
 
+mod fmt;
+pub(crate) use fmt::Hex;
+
 /// A node's metadata, as ZooKeeper reports it (`Stat`). Its `Debug` shows
 /// `ephemeral_owner`, a session id, in hex as every session id the crate writes.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Stat {
     /// Transaction id of the create. Grows with every later create anywhere in the ensemble,
-    /// which makes it a sound fencing token for a lock node.
+    /// which makes it a sound fencing token for a lock node; [`Stat::token`] gives it as
+    /// the `u64` the guards' tokens are.
     pub czxid: i64,
     /// Transaction id of the last data change.
     pub mzxid: i64,
@@ -31,21 +35,23 @@ pub struct Stat {
     pub pzxid: i64,
 }
 
-impl std::fmt::Debug for Stat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stat")
-            .field("czxid", &self.czxid)
-            .field("mzxid", &self.mzxid)
-            .field("ctime", &self.ctime)
-            .field("mtime", &self.mtime)
-            .field("version", &self.version)
-            .field("cversion", &self.cversion)
-            .field("aversion", &self.aversion)
-            .field("ephemeral_owner", &Hex(self.ephemeral_owner))
-            .field("data_length", &self.data_length)
-            .field("num_children", &self.num_children)
-            .field("pzxid", &self.pzxid)
-            .finish()
+impl Stat {
+    /// The node's creation zxid as the crate's fencing tokens are written: a `u64`, the
+    /// type of every guard's [`token`](crate::Guard::token), a
+    /// [`LeaderTerm`](crate::LeaderTerm)'s and [`LeaderEvent::Elected`](crate::LeaderEvent)'s.
+    /// A lock's node read with [`Client::get_data`](crate::Client::get_data) or
+    /// [`exists`](crate::Client::exists) has `stat.token() == guard.token()` for as long as
+    /// the guard's node is there (ZooKeeper's wire format has `czxid` signed; zxids are
+    /// never negative, so nothing is lost).
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client, guard: &zkguard::MutexGuard) -> zkguard::Result<()> {
+    /// let stat = client.exists(guard.path())?.expect("held");
+    /// assert_eq!(stat.token(), guard.token());
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> u64 {
+        u64::try_from(self.czxid).unwrap_or(0)
     }
 }
 
@@ -218,6 +224,26 @@ impl std::fmt::Display for Acl {
     }
 }
 
+/// One identity a session carries, as the server's `whoAmI` reports it (ZooKeeper 3.7+,
+/// [`Client::who_am_i`](crate::Client::who_am_i)): the scheme (`ip`, `digest`, `sasl`,
+/// `x509` …) and the identity within it, written as an ACL would name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Identity {
+    /// The auth scheme: `ip`, `digest`, `sasl`, `x509`, `super` …
+    pub scheme: String,
+    /// The identity within the scheme: an address for `ip`, the user for `digest` and
+    /// `sasl`, the certificate's subject for `x509`.
+    pub id: String,
+}
+
+/// `scheme:id`, as an ACL entry names the identity.
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.scheme, self.id)
+    }
+}
+
 /// The result of a create.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -247,44 +273,6 @@ pub enum EventType {
     SessionLost,
     /// The client was closed.
     Closed,
-}
-
-impl std::fmt::Debug for SessionEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (name, session_id) = match *self {
-            SessionEvent::Connected { session_id } => ("Connected", session_id),
-            SessionEvent::Suspended { session_id } => ("Suspended", session_id),
-            SessionEvent::Reconnected { session_id } => ("Reconnected", session_id),
-            SessionEvent::Lost { session_id, reason } => {
-                return f
-                    .debug_struct("Lost")
-                    .field("session_id", &Hex(session_id))
-                    .field("reason", &reason)
-                    .finish()
-            }
-            SessionEvent::Closed => return f.write_str("Closed"),
-        };
-        f.debug_struct(name)
-            .field("session_id", &Hex(session_id))
-            .finish()
-    }
-}
-
-/// A session id as ZooKeeper writes it in its logs and `zkCli`: `0x` and lowercase hex.
-/// The one format of session ids in the crate's log records and `Debug` output.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Hex(pub i64);
-
-impl std::fmt::Display for Hex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "0x{:x}", self.0)
-    }
-}
-
-impl std::fmt::Debug for Hex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(self, f)
-    }
 }
 
 /// A watch notification.
@@ -557,35 +545,4 @@ pub struct ClientStats {
     /// when it is granted (pings, the handshake, and the watch re-arming the connection
     /// thread does by itself are not counted).
     pub requests: u64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn session_ids_are_hex_in_debug_as_in_zookeepers_logs() {
-        let id = 0x1000a3b4c5d0000_i64;
-        assert_eq!(
-            format!("{:?}", SessionEvent::Connected { session_id: id }),
-            "Connected { session_id: 0x1000a3b4c5d0000 }"
-        );
-        assert_eq!(
-            format!(
-                "{:?}",
-                SessionEvent::Lost {
-                    session_id: id,
-                    reason: LossReason::Timeout
-                }
-            ),
-            "Lost { session_id: 0x1000a3b4c5d0000, reason: Timeout }"
-        );
-        assert_eq!(format!("{:?}", SessionEvent::Closed), "Closed");
-        let stat = Stat {
-            ephemeral_owner: id,
-            ..Stat::default()
-        };
-        assert!(format!("{stat:?}").contains("ephemeral_owner: 0x1000a3b4c5d0000,"));
-        assert_eq!(Hex(0).to_string(), "0x0");
-    }
 }

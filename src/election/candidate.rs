@@ -4,6 +4,7 @@
 //! stopping; ended), moved only by the transitions in [`term`], each emitting its
 //! [`LeaderEvent`]; the transition table is that module's doc.
 
+mod leader_term;
 mod term;
 
 use std::sync::Arc;
@@ -14,15 +15,15 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::backoff::Backoff;
 use crate::client::SessionSink;
-use crate::client::{SessionEvent, SessionState};
+use crate::client::{Op, OpResult, SessionEvent, SessionState};
 use crate::error::{Error, Result};
 use crate::lock::Holding;
 use crate::queue::{self, SessionEvents, Wait, Wake};
 
+pub use self::leader_term::LeaderTerm;
 use self::term::Inner;
 
 use super::elect::LeaderElection;
-use super::leadership::not_leader;
 
 /// What happened to a [`Candidate`], in order.
 ///
@@ -69,8 +70,11 @@ pub enum LeaderEvent {
 /// A thread of the candidate's own (named `zkguard-candidate`) queues in the election,
 /// leads when its turn comes, steps down when leadership is lost, and queues again, after a
 /// session expiry too: a daemon stays a candidate until the `Candidate` is dropped or the
-/// client is closed. Dropping it leaves the election (its node is deleted at once if the
-/// connection is up).
+/// client is closed. Dropping it (or [`stop`](Candidate::stop), from any thread) leaves the
+/// election (its node is deleted at once if the connection is up).
+///
+/// While it leads, [`term`](Candidate::term) is the term: its node's path, its token, and
+/// [fenced writes](LeaderTerm::fenced_multi) that apply only while that term lasts.
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
@@ -175,7 +179,8 @@ impl Candidate {
     ///
     /// # Errors
     ///
-    /// [`Error::Closed`] once the candidate has stopped for good (its client was closed).
+    /// [`Error::Closed`] once the candidate has stopped for good (its client was closed, or
+    /// [`stop`](Candidate::stop) was called).
     pub fn wait_for_leadership(&self, timeout: Duration) -> Result<Option<u64>> {
         let deadline = Instant::now().checked_add(timeout);
         let mut inner = self.shared.inner.lock();
@@ -183,7 +188,7 @@ impl Candidate {
             if let Some(h) = inner.leading() {
                 return Ok(Some(h.token()));
             }
-            if inner.ended() {
+            if inner.ended() || inner.stopping() {
                 return Err(Error::Closed);
             }
             match deadline {
@@ -202,6 +207,15 @@ impl Candidate {
         self.shared.inner.lock().term().map(|h| h.token())
     }
 
+    /// The current term while this candidate leads (suspended included), bound to that
+    /// term: its node's [`path`](LeaderTerm::path) and [`token`](LeaderTerm::token), and
+    /// [fenced writes](LeaderTerm::fenced_multi) that cannot apply once the term has ended,
+    /// even if a later term has begun. `None` when not leading.
+    pub fn term(&self) -> Option<LeaderTerm> {
+        let term = self.shared.inner.lock().term().cloned();
+        term.map(|h| LeaderTerm::new(h, self.shared.election.path()))
+    }
+
     /// Proves that this candidate leads at this instant, with a quorum write (see
     /// [`Leadership::confirm`](crate::Leadership::confirm)). [`Error::NotLeader`] if it does
     /// not lead.
@@ -211,14 +225,38 @@ impl Candidate {
     /// [`Error::NotLeader`] if it does not lead (the term is then over); a connection error or
     /// timeout if ZooKeeper cannot be asked.
     pub fn confirm(&self) -> Result<()> {
-        let term = self.shared.inner.lock().term().cloned();
-        let path = self.shared.election.path();
-        match term {
-            None => Err(Error::NotLeader {
-                path: path.to_string(),
-            }),
-            Some(h) => h.confirm().map_err(|e| not_leader(e, path)),
-        }
+        self.current()?.confirm()
+    }
+
+    /// Applies `ops` only while this candidate leads: the current term's
+    /// [`LeaderTerm::fenced_multi`] (one `multi` behind a check of the term's node, on the
+    /// session that owns it). To make sure a write belongs to the term a decision was taken
+    /// in, keep that term's [`term`](Candidate::term) and write through it instead.
+    ///
+    /// ```no_run
+    /// # fn f(candidate: &zkguard::Candidate) -> zkguard::Result<()> {
+    /// use zkguard::Op;
+    /// candidate.fenced_multi(&[Op::SetData {
+    ///     path: "/app/assignment".into(),
+    ///     data: b"shard-7=host-a".to_vec(),
+    ///     version: None,
+    /// }])?; // Error::NotLeader if this candidate does not lead: nothing applied
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotLeader`] if it does not lead, and the errors of
+    /// [`LeaderTerm::fenced_multi`].
+    pub fn fenced_multi(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+        self.current()?.fenced_multi(ops)
+    }
+
+    /// The current term, or `NotLeader`.
+    fn current(&self) -> Result<LeaderTerm> {
+        self.term().ok_or_else(|| Error::NotLeader {
+            path: self.shared.election.path().to_string(),
+        })
     }
 
     /// Steps down if leading and queues again at the back ([`LeaderEvent::Resigned`]). When
@@ -256,16 +294,29 @@ impl Candidate {
     pub fn election(&self) -> &LeaderElection {
         &self.shared.election
     }
-}
 
-impl Drop for Candidate {
-    fn drop(&mut self) {
+    /// Leaves the election for good, as dropping the candidate does, but through a shared
+    /// reference: for a daemon whose threads share the candidate (in an `Arc`) and one of
+    /// which stops it. When it returns the candidate no longer leads (its node is deleted,
+    /// in the background on connection trouble), [`wait_for_leadership`] returns
+    /// [`Error::Closed`], and every [`events`](Candidate::events) receiver sees its stream
+    /// end once the candidate's thread has wound down (no `Lost` or `Resigned` for the
+    /// term it ends). Calling it again does nothing.
+    ///
+    /// [`wait_for_leadership`]: Candidate::wait_for_leadership
+    pub fn stop(&self) {
         let term = self.shared.stop();
         self.shared.election.canceller().shut();
         let _ = self.shared.wake.send(());
         if let Some(h) = term {
             h.release_quietly();
         }
+    }
+}
+
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

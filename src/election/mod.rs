@@ -5,6 +5,6 @@ mod candidate;
 mod elect;
 mod leadership;
 
-pub use candidate::{Candidate, LeaderEvent};
+pub use candidate::{Candidate, LeaderEvent, LeaderTerm};
 pub use elect::LeaderElection;
 pub use leadership::Leadership;

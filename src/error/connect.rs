@@ -151,6 +151,16 @@ impl ConnectFailure {
 }
 
 impl ConnectFailure {
+    /// A login's failure (credentials rejected, SASL or Kerberos), not the connection's.
+    pub(crate) fn is_login(&self) -> bool {
+        matches!(
+            self,
+            ConnectFailure::AuthFailed
+                | ConnectFailure::Sasl { .. }
+                | ConnectFailure::Kerberos { .. }
+        )
+    }
+
     pub(crate) fn io(during: &'static str, e: io::Error) -> Self {
         ConnectFailure::Io {
             during,
@@ -201,6 +211,53 @@ mod tests {
 
     fn refused() -> io::Error {
         io::Error::new(io::ErrorKind::ConnectionRefused, "Connection refused")
+    }
+
+    #[test]
+    fn a_connect_every_server_refused_says_refused_not_a_deadline() {
+        let sasl = |host: &str| {
+            ConnectAttempt::new(
+                host,
+                None,
+                ConnectFailure::Sasl {
+                    reason: "SASL is not set up".into(),
+                },
+            )
+        };
+        let tls = |host: &str| {
+            ConnectAttempt::new(
+                host,
+                None,
+                ConnectFailure::Tls {
+                    reason: "unknown issuer".into(),
+                },
+            )
+        };
+        let e = Error::Connect {
+            attempts: vec![sasl("zk1:2181"), tls("zk2:2181")],
+            after: Duration::from_micros(14_660),
+        };
+        assert_eq!(
+            e.to_string(),
+            "ZooKeeper refused the login; servers tried: zk1:2181 (SASL login failed: SASL is \
+             not set up), zk2:2181 (TLS handshake failed: unknown issuer)"
+        );
+        let e = Error::Connect {
+            attempts: vec![tls("zk2:2181")],
+            after: Duration::from_millis(3),
+        };
+        assert!(e
+            .to_string()
+            .starts_with("every server refused the TLS handshake;"));
+        // One server that may pass (not reached): a deadline after all.
+        let e = Error::Connect {
+            attempts: vec![
+                sasl("zk1:2181"),
+                ConnectAttempt::new("zk3:2181", None, ConnectFailure::NotReached),
+            ],
+            after: Duration::from_secs(2),
+        };
+        assert!(e.to_string().starts_with("no ZooKeeper session within 2s;"));
     }
 
     #[test]

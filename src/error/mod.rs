@@ -367,11 +367,20 @@ impl fmt::Display for Error {
                             ConnectFailure::Resolve(_) | ConnectFailure::NoAddress
                         )
                     });
+                // Every server said no for good (the connect ends at once, so its time says
+                // nothing): name the refusal, not a deadline.
+                let refused =
+                    !attempts.is_empty() && attempts.iter().all(|a| a.reason.is_permanent());
+                let login = attempts.iter().any(|a| a.reason.is_login());
                 if unresolved {
                     write!(
                         f,
                         "no server of the connect string resolves to an address: "
                     )?;
+                } else if refused && login {
+                    write!(f, "ZooKeeper refused the login; servers tried: ")?;
+                } else if refused {
+                    write!(f, "every server refused the TLS handshake; servers tried: ")?;
                 } else {
                     write!(f, "no ZooKeeper session within {after:?}; servers tried: ")?;
                 }

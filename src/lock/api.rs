@@ -108,7 +108,8 @@ pub trait Lock: Sealed {
     ///
     /// # Errors
     ///
-    /// [`Error::Cancelled`] after [`Canceller::cancel`], [`Error::Closed`] if the client is
+    /// [`Error::Cancelled`] after [`Canceller::cancel`] (and at once after
+    /// [`Canceller::shut`]), [`Error::Closed`] if the client is
     /// closed, and errors the server answers with (such as [`Error::ForeignNode`] for a
     /// node no lock recipe made in the lock's directory).
     fn acquire(&self) -> Result<Self::Guard> {
@@ -358,6 +359,13 @@ pub trait Guard: Sealed + std::fmt::Debug {
     /// [`ReentrantMutexGuard`](crate::ReentrantMutexGuard), giving up one level (the lock is
     /// released with the outermost); for a [`MultiLockGuard`](crate::MultiLockGuard), every
     /// lock in reverse order, reporting the first error.
+    ///
+    /// `release` answers one question: was the lock ours until this release? So after a
+    /// loss it is [`Error::LockLost`] even if [`lost`](Guard::lost) fired or
+    /// [`is_valid`](Guard::is_valid) said so before: the signal may have reached another
+    /// thread, or no thread at all, and the code that releases after its work must learn
+    /// that the work did not all run under the lock. Code that has handled the loss
+    /// already and wants nothing more drops the guard instead (the quiet release).
     fn release(self) -> Result<()>
     where
         Self: Sized,
@@ -541,8 +549,28 @@ macro_rules! guard_api {
             /// [`Error::LockLost`](crate::Error::LockLost) (for a leadership,
             /// [`Error::NotLeader`](crate::Error::NotLeader)) if it had already been lost;
             /// connection errors, after which the delete is retried in the background.
+            /// After a loss this is an error even if `lost()` fired before (it answers
+            /// whether the lock was held until the release); drop the guard instead when
+            /// the loss was handled already.
             pub fn release(self) -> $crate::Result<()> {
                 $crate::Guard::release(self)
+            }
+
+            /// Applies `ops` only while the lock is held: one `multi` behind a check of
+            /// the held node (or nodes), on the holding session; see
+            /// [`Guard::fenced_multi`](crate::Guard::fenced_multi).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::LockLost`](crate::Error::LockLost) (for a leadership,
+            /// [`Error::NotLeader`](crate::Error::NotLeader)) when the lock is lost:
+            /// nothing was applied; [`Error::Multi`](crate::Error::Multi) naming the op that
+            /// failed; the others of [`Guard::fenced_multi`](crate::Guard::fenced_multi).
+            pub fn fenced_multi(
+                &self,
+                ops: &[$crate::Op],
+            ) -> $crate::Result<Vec<$crate::OpResult>> {
+                $crate::Guard::fenced_multi(self, ops)
             }
         }
 

@@ -37,16 +37,30 @@ impl Acquired {
     }
 }
 
-/// A node's fencing token: its creation zxid (zxids are never negative).
+/// A node's fencing token: its creation zxid ([`Stat::token`]).
 pub(crate) fn token_of(stat: &Stat) -> u64 {
-    u64::try_from(stat.czxid).unwrap_or(0)
+    stat.token()
 }
 
 /// Cancels blocked acquires of one lock object from another thread.
 ///
-/// Every acquire that is blocked on the lock object when [`cancel`](Canceller::cancel) is
-/// called returns [`Error::Cancelled`](crate::Error::Cancelled) and leaves nothing behind in ZooKeeper. Acquires
-/// started later are not affected.
+/// Two ways, for two purposes:
+///
+/// - [`cancel`](Canceller::cancel) gives up the waits under way: every acquire that is
+///   blocked on the lock object at that moment returns
+///   [`Error::Cancelled`](crate::Error::Cancelled) and leaves nothing behind in ZooKeeper.
+///   Acquires started later are not affected (the lock can be used again).
+/// - [`shut`](Canceller::shut) stops the lock object for good: the acquires blocked now
+///   *and every one started later* return `Error::Cancelled` (a later one at once, with
+///   nothing sent). This is the stop of a daemon: "set a stop flag, then cancel" races
+///   with a worker that is between its check of the flag and its next acquire; a shut
+///   canceller has no such gap. Guards already held are not touched: the workers release
+///   them as they finish.
+///
+/// The canceller belongs to the lock object and its clones (`lock.clone()` shares it; a
+/// lock made again with `new` has its own). To end every blocked call of a client at once
+/// (acquires, `lead`, a candidate, plain requests), close the client:
+/// [`Client::close`](crate::Client::close).
 ///
 /// ```no_run
 /// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
@@ -60,6 +74,30 @@ pub(crate) fn token_of(stat: &Stat) -> u64 {
 ///     Ok(_guard) => println!("got it"),
 ///     Err(zkguard::Error::Cancelled { .. }) => println!("gave up"),
 ///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// Stopping workers that share a lock:
+///
+/// ```no_run
+/// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
+/// let lock = zkguard::Mutex::new(client, "/locks/jobs")?;
+/// let workers: Vec<_> = (0..4)
+///     .map(|_| {
+///         let lock = lock.clone(); // shares the canceller
+///         std::thread::spawn(move || loop {
+///             match lock.acquire() {
+///                 Ok(guard) => { /* one job, then */ drop(guard) }
+///                 Err(zkguard::Error::Cancelled { .. }) => return, // shut: stop
+///                 Err(e) => eprintln!("{e}"),
+///             }
+///         })
+///     })
+///     .collect();
+/// lock.canceller().shut(); // every worker returns, whatever it was doing
+/// for w in workers {
+///     w.join().unwrap();
 /// }
 /// # Ok(()) }
 /// ```
@@ -101,10 +139,18 @@ impl Canceller {
         }
     }
 
-    /// Cancels every acquire blocked now and every one started later.
-    pub(crate) fn shut(&self) {
+    /// Cancels every acquire blocked now and every one started later, for good: each
+    /// returns [`Error::Cancelled`](crate::Error::Cancelled) (a later one at once, before
+    /// sending anything). There is no way back; make the lock again with `new` to use its
+    /// path again. Calling it again does nothing more.
+    pub fn shut(&self) {
         self.waiting.lock().shut = true;
         self.cancel();
+    }
+
+    /// Whether [`shut`](Canceller::shut) was called on this canceller (or a clone of it).
+    pub fn is_shut(&self) -> bool {
+        self.waiting.lock().shut
     }
 
     /// A registration whose receiver fires on the next `cancel`; it unregisters on drop.
@@ -250,7 +296,10 @@ mod tests {
     #[test]
     fn a_shut_canceller_cancels_calls_started_later() {
         let lock = Canceller::default();
-        lock.shut();
+        assert!(!lock.is_shut());
+        lock.clone().shut();
+        assert!(lock.is_shut(), "a clone shares the shut");
+        assert!(lock.register().rx.try_recv().is_ok(), "a later acquire");
         let call = lock.call();
         assert!(call.canceller.register().rx.try_recv().is_ok());
     }

@@ -48,17 +48,13 @@ pub(crate) fn check(
         Some(known)
     } else if let Some(node) = node {
         let (stored, _) = c.get_acl(node)?;
-        let own: Vec<Acl> = stored
+        let own: Vec<Acl> = NodeAcl::identities_in(&stored)
             .into_iter()
             .filter(|a| {
                 !acl.entries()
                     .iter()
                     .any(|e| e.scheme == a.scheme && e.id == a.id)
             })
-            .filter(|a| !unauthenticated(&a.scheme))
-            // A digest hash the server hid (`user:x`: our ACL gives us no ADMIN) names
-            // nobody for sure: kept, it would match anyone of that user name.
-            .filter(|a| !(a.scheme == "digest" && a.id.ends_with(":x")))
             .collect();
         Some(c.tenancy().learned(own))
     } else {

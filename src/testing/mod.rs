@@ -141,9 +141,9 @@
 //!
 //! # Server settings
 //!
-//! Every server gets `tickTime` 100 ms (configurable), `initLimit=10`, `syncLimit=5`,
-//! session timeouts from two ticks to 60 s (configurable), all four-letter words
-//! enabled, no admin server, `forceSync=no` (configurable), no autopurge, containers
+//! Every server gets `tickTime` 100 ms (configurable), `initLimit=10`, `syncLimit=5`
+//! (configurable), session timeouts from two ticks to 60 s (configurable), all four-letter
+//! words enabled (configurable; `srvr` always), no admin server (configurable), `forceSync=no` (configurable), no autopurge, containers
 //! checked every 100 ms (`znode.container.checkIntervalMs`), TTL nodes enabled
 //! (`zookeeper.extendedTypesEnabled`) and a small JVM
 //! (`-Xmx256m`, serial GC, C1 only). Ensembles are static (`reconfigEnabled=false`).

@@ -64,3 +64,14 @@ pub fn proxied_server(proxy: &FaultProxy, client: &Client) -> Option<usize> {
     let addr = client.connected_server()?;
     proxy.local_addrs().iter().position(|a| *a == addr)
 }
+
+/// A client through `proxy` whose session outlives a stalled direction (20 s) and whose
+/// requests give up after 1 s: for a write sent while the replies are stalled.
+pub fn stallable(proxy: &FaultProxy) -> Client {
+    Client::builder(&proxy.connect_string())
+        .session_timeout(Duration::from_secs(20))
+        .request_timeout(Duration::from_secs(1))
+        .connect_timeout(super::WITHIN)
+        .build()
+        .unwrap()
+}

@@ -156,3 +156,34 @@ fn without_the_gssapi_library_the_login_names_the_package() {
     assert!(err.contains("libgssapi-krb5-2"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `doctor` with a keytab login: whoami shows the principal with its realm; bob's `break`
+/// of alice's creator-only lock is refused (77), and the lock stays alice's.
+#[test]
+fn doctor_shows_the_kerberos_principal_and_break_respects_its_acl() {
+    let (kdc, cluster) = kerberized();
+    let cs = cluster.connect_string();
+    let (s, path) = (Scratch::new(), unique("krb-doctor"));
+    let login = |name: &str| {
+        let keytab = kdc.add_principal(name).unwrap();
+        let mut c = zkguard(&cs);
+        c.args(["--sasl-mechanism", "gssapi", "--sasl-keytab"])
+            .arg(keytab);
+        c
+    };
+    let (code, out, err) = output(login("alice").args(["doctor", "--json"]));
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let ids = v["session"]["identities"].as_array().unwrap();
+    assert!(ids.contains(&"sasl:alice@ZKGUARD.TEST".into()), "{ids:?}");
+
+    let mut holder = login("alice");
+    holder.args(["lock", "--acl", "creator", &path]);
+    let mut holder = Running::start(holder, &s, "holder");
+    holder.wait_stderr("holding it until signalled");
+    let (code, _, err) = output(login("bob").args(["break", &path, "--holder", "--yes"]));
+    assert_eq!(code, 77, "{err}");
+    assert!(err.contains(&path), "{err}");
+    holder.signal(libc::SIGTERM);
+    assert_eq!(holder.wait(PATIENCE), 0, "{}", holder.stderr());
+}

@@ -7,7 +7,7 @@
 //! and the error type, and nothing of the connection or pipeline layers, which use it.
 //! `ops.rs` holds the request bodies of the node operations and the multi codec.
 
-use super::types::{Acl, Perms, Stat};
+use super::types::{Acl, Identity, Perms, Stat};
 use crate::error::Error;
 
 mod names;
@@ -36,6 +36,7 @@ pub(crate) mod op {
     pub const AUTH: i32 = 100;
     pub const SET_WATCHES: i32 = 101;
     pub const SASL: i32 = 102;
+    pub const WHO_AM_I: i32 = 107;
     /// Multi header type of an error result.
     pub const ERROR: i32 = -1;
 }
@@ -237,6 +238,18 @@ impl<'a> Reader<'a> {
             .map(|_| {
                 let perms = Perms::from_bits(self.int()? as u32);
                 Ok(Acl::new(perms, self.string()?, self.string()?))
+            })
+            .collect()
+    }
+    /// `WhoAmIResponse`: a vector of `ClientInfo` (scheme, user; each at least two lengths).
+    pub fn identities(&mut self) -> DecodeResult<Vec<Identity>> {
+        let n = self.count(8)?;
+        (0..n)
+            .map(|_| {
+                Ok(Identity {
+                    scheme: self.string()?,
+                    id: self.string()?,
+                })
             })
             .collect()
     }
@@ -454,6 +467,21 @@ mod tests {
         assert_eq!(code::RUNTIME_INCONSISTENCY, -2);
         assert_eq!(code::NO_NODE, -101);
         assert_eq!(code::SESSION_EXPIRED, -112);
+    }
+
+    /// `WhoAmIResponse`: `ClientInfo` records in order; a count larger than the bytes is
+    /// malformed, not a huge allocation.
+    #[test]
+    fn who_am_i_replies_decode() {
+        let mut w = Writer::default();
+        w.int(2).string("ip").string("127.0.0.1");
+        w.string("sasl").string("alice");
+        let got = Reader::new(&w.buf).identities().unwrap();
+        let pairs: Vec<String> = got.iter().map(ToString::to_string).collect();
+        assert_eq!(pairs, ["ip:127.0.0.1", "sasl:alice"]);
+        let mut bad = Writer::default();
+        bad.int(1000).string("ip");
+        assert!(Reader::new(&bad.buf).identities().is_err());
     }
 
     #[test]

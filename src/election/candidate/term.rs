@@ -18,8 +18,8 @@
 //! | Leading, Suspended | [`Candidate::resign`] ([`resign`]) | Queued | `Resigned` |
 //! | Lost | [`Candidate::resign`] ([`resign`]) | Queued | none (`NotLeader`) |
 //! | Queued, Lost | a new session after a session loss ([`on_session`]) | unchanged | `Rejoined` |
-//! | any but Ended | the [`Candidate`] is dropped ([`stop`]) | Stopping | none |
-//! | any | the thread ends: dropped, or its client closed ([`end`]) | Ended | `Lost` from Leading or Suspended; the stream ends |
+//! | any but Ended | the [`Candidate`] is stopped or dropped ([`stop`]) | Stopping | none |
+//! | any | the thread ends: stopped, or its client closed ([`end`]) | Ended | `Lost` from Leading or Suspended; the stream ends |
 //!
 //! Beside the phase, [`on_session`] alone writes the link (`connected`: the connection as
 //! the connection thread last reported it; its first value is the state the subscription
@@ -65,7 +65,7 @@ enum Phase {
     Suspended(Arc<Holding>),
     /// The term is lost (reported); the thread ends it.
     Lost(Arc<Holding>),
-    /// The `Candidate` was dropped: the thread is winding down.
+    /// The `Candidate` was stopped or dropped: the thread is winding down.
     Stopping,
     /// The thread has ended (dropped, or its client closed); the event stream is over.
     Ended,

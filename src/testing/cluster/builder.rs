@@ -15,6 +15,11 @@ pub(super) struct Settings {
     pub(super) tick: Duration,
     pub(super) min_session: Option<Duration>,
     pub(super) max_session: Duration,
+    pub(super) sync_limit: u32,
+    /// `4lw.commands.whitelist`: `*` or the words, comma-separated (always with `srvr`).
+    pub(super) four_letter_words: String,
+    /// Each server runs the admin server (Jetty) on a free loopback port of its own.
+    pub(super) admin_server: bool,
     pub(super) force_sync: bool,
     pub(super) full_jit: bool,
     pub(super) isolatable: bool,
@@ -39,6 +44,9 @@ impl Default for Settings {
             tick: Duration::from_millis(100),
             min_session: None,
             max_session: Duration::from_secs(60),
+            sync_limit: 5,
+            four_letter_words: "*".into(),
+            admin_server: false,
             force_sync: false,
             full_jit: false,
             isolatable: false,
@@ -94,6 +102,9 @@ impl Settings {
                         .into(),
                 ));
             }
+        }
+        if self.sync_limit == 0 {
+            return Err(invalid("sync_limit must be at least 1 tick".into()));
         }
         if self.tls_expired_server_cert && self.tls.is_none() {
             return Err(invalid(
@@ -165,6 +176,37 @@ impl TestClusterBuilder {
     /// `maxSessionTimeout` (default 60 s, so tests may request anything in between).
     pub fn max_session_timeout(mut self, d: Duration) -> Self {
         self.settings.max_session = d;
+        self
+    }
+
+    /// `syncLimit` in ticks (default 5): how long a follower may lag the leader, and so how
+    /// long a follower cut off from the quorum keeps serving its clients (`syncLimit ×
+    /// tickTime`). Starting fails with [`io::ErrorKind::InvalidInput`] for 0.
+    pub fn sync_limit(mut self, ticks: u32) -> Self {
+        self.settings.sync_limit = ticks;
+        self
+    }
+
+    /// The four-letter words the servers answer (`4lw.commands.whitelist`; default every
+    /// one, `*`). `srvr` is always added: the harness asks it to see that a server serves.
+    /// `&["srvr"]` is ZooKeeper's own default since 3.5.3, where `conf`, `mntr` and `envi`
+    /// are refused ("… is not executed because it is not in the whitelist").
+    pub fn four_letter_words(mut self, words: &[&str]) -> Self {
+        let mut list: Vec<&str> = words.to_vec();
+        if !list.contains(&"srvr") && !list.contains(&"*") {
+            list.push("srvr");
+        }
+        self.settings.four_letter_words = list.join(",");
+        self
+    }
+
+    /// Whether each server runs the admin server (default `false`): `admin.enableServer=true`
+    /// on 127.0.0.1 and a free port of its own, [`TestCluster::admin_port`], serving
+    /// `http://127.0.0.1:PORT/commands/...` (JSON). It needs Jetty on the class path: an
+    /// Apache release has it in `lib/`; Debian's `zookeeper.jar` names Debian's Jetty jars
+    /// in its manifest. Without Jetty the server starts without it.
+    pub fn admin_server(mut self, on: bool) -> Self {
+        self.settings.admin_server = on;
         self
     }
 

@@ -96,6 +96,8 @@ struct Server {
     client_port: u16,
     /// `secureClientPort`, with TLS.
     secure_port: Option<u16>,
+    /// The admin server's port, with `admin_server(true)`.
+    admin_port: Option<u16>,
     config: PathBuf,
     /// `dataDir` (snapshots, transaction logs, `myid`).
     data: PathBuf,
@@ -290,6 +292,12 @@ impl TestCluster {
             .map(|s| s.secure_port.map(|p| format!("127.0.0.1:{p}")))
             .collect::<Option<Vec<_>>>()
             .map(|v| v.join(","))
+    }
+
+    /// With [`admin_server`](TestClusterBuilder::admin_server): server `i`'s admin server
+    /// port on 127.0.0.1 (the same across restarts); `None` otherwise.
+    pub fn admin_port(&self, i: usize) -> Option<u16> {
+        self.server(i).admin_port
     }
 
     /// With [`tls`](TestClusterBuilder::tls): server `i`'s `secureClientPort` address (it

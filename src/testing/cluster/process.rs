@@ -184,6 +184,7 @@ impl TestCluster {
         let ensemble = n > 1;
         let mut client_ports = Vec::with_capacity(n);
         let mut secure_ports = Vec::with_capacity(n);
+        let mut admin_ports = Vec::with_capacity(n);
         let mut peer_ports = Vec::with_capacity(n);
         if let Some(first) = settings.client_port {
             client_ports = fixed_ports(first, n)?;
@@ -195,6 +196,10 @@ impl TestCluster {
             secure_ports.push(match settings.tls {
                 Some(_) => Some(free_port()?),
                 None => None,
+            });
+            admin_ports.push(match settings.admin_server {
+                true => Some(free_port()?),
+                false => None,
             });
             if ensemble {
                 peer_ports.push((free_port()?, free_port()?));
@@ -219,14 +224,23 @@ impl TestCluster {
             );
             let _ = writeln!(cfg, "tickTime={}", ms(settings.tick));
             let _ = writeln!(cfg, "initLimit=10");
-            let _ = writeln!(cfg, "syncLimit=5");
+            let _ = writeln!(cfg, "syncLimit={}", settings.sync_limit);
             let _ = writeln!(cfg, "dataDir={}", data.display());
             let _ = writeln!(cfg, "clientPort={client_port}");
             let _ = writeln!(cfg, "clientPortAddress=127.0.0.1");
             let _ = writeln!(cfg, "minSessionTimeout={}", ms(settings.min_session()));
             let _ = writeln!(cfg, "maxSessionTimeout={}", ms(settings.max_session));
-            let _ = writeln!(cfg, "4lw.commands.whitelist=*");
-            let _ = writeln!(cfg, "admin.enableServer=false");
+            let _ = writeln!(cfg, "4lw.commands.whitelist={}", settings.four_letter_words);
+            match admin_ports[i] {
+                Some(port) => {
+                    let _ = writeln!(cfg, "admin.enableServer=true");
+                    let _ = writeln!(cfg, "admin.serverAddress=127.0.0.1");
+                    let _ = writeln!(cfg, "admin.serverPort={port}");
+                }
+                None => {
+                    let _ = writeln!(cfg, "admin.enableServer=false");
+                }
+            }
             let _ = writeln!(
                 cfg,
                 "forceSync={}",
@@ -265,6 +279,7 @@ impl TestCluster {
                 index: i,
                 client_port,
                 secure_port: secure_ports[i],
+                admin_port: admin_ports[i],
                 config,
                 data,
                 log: dir.join(format!("server-{i}.log")),
@@ -394,8 +409,14 @@ impl TestCluster {
             "-XX:+UseSerialGC",
             "-XX:-UsePerfData",
             "-Djava.net.preferIPv4Stack=true",
-            "-Dzookeeper.admin.enableServer=false",
-            "-Dzookeeper.4lw.commands.whitelist=*",
+            &format!(
+                "-Dzookeeper.admin.enableServer={}",
+                self.settings.admin_server
+            ),
+            &format!(
+                "-Dzookeeper.4lw.commands.whitelist={}",
+                self.settings.four_letter_words
+            ),
             "-Dznode.container.checkIntervalMs=100",
             // TTL nodes (CreateMode::PersistentWithTtl) need the extended session-id layout.
             "-Dzookeeper.extendedTypesEnabled=true",
@@ -422,7 +443,10 @@ impl TestCluster {
                 .map(|kdc| format!("-Djava.security.krb5.conf={}", kdc.krb5_conf().display())),
         )
         .arg("-cp")
-        .arg(&self.dist.classpath)
+        .arg(admin_classpath(
+            &self.dist.classpath,
+            self.settings.admin_server,
+        ))
         .arg(self.main_class())
         .arg(&s.config)
         .current_dir(&self.dir)
@@ -525,4 +549,20 @@ impl TestCluster {
             );
         }
     }
+}
+
+/// Debian's servlet API jar: Jetty, which `zookeeper.jar`'s manifest names, needs it for the
+/// admin server, and the manifest does not name it (an Apache release has it in `lib/`).
+const DEBIAN_SERVLET_API: &str = "/usr/share/java/servlet-api.jar";
+
+/// The class path, with Debian's servlet API jar added for the admin server when it is
+/// there and not on the path yet.
+fn admin_classpath(classpath: &std::ffi::OsStr, admin: bool) -> std::ffi::OsString {
+    let jar = Path::new(DEBIAN_SERVLET_API);
+    let listed = std::env::split_paths(classpath).any(|e| e == jar);
+    if !admin || listed || !jar.is_file() {
+        return classpath.to_os_string();
+    }
+    let entries = std::env::split_paths(classpath).chain([jar.to_path_buf()]);
+    std::env::join_paths(entries).unwrap_or_else(|_| classpath.to_os_string())
 }

@@ -1,0 +1,579 @@
+//! `zkguard doctor`: checks what the README's safety argument assumes of an ensemble, with
+//! the numbers, as a lock user connects (the same connection, TLS and SASL options).
+//!
+//! Per server (`server.rs`): reachable, version, mode, round trips, configuration and
+//! figures from the four-letter words or the admin server. For the session: the granted
+//! timeout against the asked one and against `syncLimit × tickTime`, and `whoami`. With
+//! `--path` (`path.rs`): the ACLs from the root down to the lock, holders and waiters, a
+//! contention probe. Each finding is pass, warn or fail; the exit status is the worst.
+
+mod human;
+mod path;
+mod server;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use zkguard::{Acl, Client, NodeAcl, Perms};
+
+use crate::{check_path, Connection, DoctorArgs, Fail, Say};
+use server::Server;
+
+/// Exit status of `doctor` (0 when every check passed).
+pub const EXIT_WARN: i32 = 1;
+/// Exit status of `doctor` when a check failed.
+pub const EXIT_FAIL: i32 = 3;
+
+/// `doctor`'s exit status table, shown by `zkguard doctor --help`.
+pub const EXIT_CODES: &str = "\
+Exit status:
+  0   every check passed
+  1   a warning: a finding to look at (an open ACL, a clamped session timeout, figures
+      that could not be read, high latency or slow fsyncs)
+  3   a check failed: a server unreachable, the session timeout not above
+      syncLimit × tickTime, a login the server does not see, the contention probe
+  2   bad input (a path, an option, credentials)
+  69  no session could be made with ZooKeeper (the servers' findings are still shown)
+  77  ZooKeeper refused the credentials";
+
+/// The README's condition, quoted in the finding.
+const CONDITION: &str = "the README's condition (\"is_valid() is false before anyone \
+    else can hold the lock only when the session timeout is comfortably above the ensemble's \
+    syncLimit × tickTime\")";
+
+/// mntr's average latency (ms) above which it is flagged.
+const AVG_LATENCY_MS: f64 = 50.0;
+/// mntr's largest latency (ms) above which it is flagged.
+const MAX_LATENCY_MS: f64 = 1000.0;
+/// mntr's average fsync time (ms) above which it is flagged (etcd's guidance: a p99 of
+/// 10–20 ms).
+const AVG_FSYNC_MS: f64 = 20.0;
+/// mntr's largest fsync time (ms) above which it is flagged (ZooKeeper's own warning
+/// threshold, `fsync.warningthresholdms`, 1 s by default).
+const MAX_FSYNC_MS: f64 = 1000.0;
+
+/// How a check came out; ordered, so the worst is the largest.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+        }
+    }
+
+    fn code(self) -> i32 {
+        match self {
+            Status::Pass => 0,
+            Status::Warn => EXIT_WARN,
+            Status::Fail => EXIT_FAIL,
+        }
+    }
+}
+
+/// One finding: which check, how it came out, what was seen, how to fix it.
+pub struct Finding {
+    check: &'static str,
+    status: Status,
+    message: String,
+    fix: Option<String>,
+    /// The server or node it is about.
+    about: Option<String>,
+    numbers: Value,
+}
+
+impl Finding {
+    pub fn new(check: &'static str, status: Status, message: impl Into<String>) -> Finding {
+        Finding {
+            check,
+            status,
+            message: message.into(),
+            fix: None,
+            about: None,
+            numbers: Value::Null,
+        }
+    }
+
+    pub fn fix(mut self, fix: impl Into<String>) -> Finding {
+        self.fix = Some(fix.into());
+        self
+    }
+
+    pub fn about(mut self, what: &str) -> Finding {
+        self.about = Some(what.to_string());
+        self
+    }
+
+    fn numbers(mut self, v: Value) -> Finding {
+        self.numbers = v;
+        self
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "check": self.check,
+            "status": self.status.name(),
+            "message": self.message,
+            "fix": self.fix,
+            "about": self.about,
+            "numbers": self.numbers,
+        })
+    }
+}
+
+/// The servers of a connect string, `host:port` each (without the chroot; 2181 where no
+/// port is given).
+fn servers_of(connect: &str) -> Vec<String> {
+    let hosts = connect.split('/').next().unwrap_or_default();
+    hosts
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|h| match h.rsplit_once(':') {
+            Some((_, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+                h.to_string()
+            }
+            _ => format!("{h}:2181"),
+        })
+        .collect()
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+/// `zkguard doctor`.
+pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> {
+    if let Some(p) = &args.path {
+        check_path(p)?;
+    }
+    let quiet = Say { quiet: true };
+    let mut findings = Vec::new();
+    let mut servers: Vec<Server> = servers_of(&conn.connect)
+        .iter()
+        .map(|a| Server::probe(a, args.admin_port))
+        .collect();
+    for s in &mut servers {
+        round_trips(conn, s, quiet);
+        server_findings(s, &mut findings);
+    }
+    // The session a lock user gets: through the whole connect string, with every option.
+    // Without one the servers' findings are still reported, with the session's failure.
+    let (session, path_report, code) = match conn.connect(say) {
+        Ok(client) => {
+            let (session, path_report) = with_session(conn, args, &client, &servers, &mut findings);
+            client.close();
+            (session, path_report, None)
+        }
+        Err(f) => {
+            let fix = match f.code {
+                crate::EXIT_NOPERM => {
+                    "check the credentials (the server's log says why it refused them)"
+                }
+                _ => "check the connect string, and that a quorum of the ensemble is up",
+            };
+            findings.push(Finding::new("session", Status::Fail, f.msg).fix(fix));
+            (Value::Null, None, Some(f.code))
+        }
+    };
+    let worst = findings
+        .iter()
+        .map(|f| f.status)
+        .max()
+        .unwrap_or(Status::Pass);
+    let report = json!({
+        "connect": conn.connect,
+        "status": worst.name(),
+        "exit": code.unwrap_or(worst.code()),
+        "servers": servers.iter().map(Server::json).collect::<Vec<_>>(),
+        "session": session,
+        "path": path_report,
+        "findings": findings.iter().map(Finding::json).collect::<Vec<_>>(),
+    });
+    if args.json {
+        println!("{report}");
+    } else {
+        human::print(&report, &servers, &findings);
+    }
+    Ok(code.unwrap_or(worst.code()))
+}
+
+/// What needs the session: its checks, and with `--path` the path's; the session's JSON
+/// and the path's.
+fn with_session(
+    conn: &Connection,
+    args: &DoctorArgs,
+    client: &Client,
+    servers: &[Server],
+    findings: &mut Vec<Finding>,
+) -> (Value, Option<Value>) {
+    let session = session_findings(conn, client, servers, findings);
+    let path_report = args.path.as_deref().map(|p| {
+        let ours = path::learn_ours(client, p).unwrap_or_else(|| {
+            let named = session.identities.iter();
+            named
+                .map(|i| Acl::new(Perms::ALL, i.scheme.clone(), i.id.clone()))
+                .collect()
+        });
+        let acl = path::acls(client, p, &ours, findings);
+        let holders = path::holders(client, p, findings);
+        let probe = match args.probe_rounds {
+            0 => Value::Null,
+            n => path::probe(conn, p, n, findings),
+        };
+        json!({ "path": p, "acl": acl, "holders": holders, "probe": probe })
+    });
+    (session.json, path_report)
+}
+
+/// A few round trips of a session to `s` alone (requests a server answers itself).
+fn round_trips(conn: &Connection, s: &mut Server, quiet: Say) {
+    if !s.reachable {
+        return;
+    }
+    match conn.connect_to(&s.address, quiet) {
+        Ok(c) => {
+            for _ in 0..5 {
+                let t = Instant::now();
+                if c.exists("/").is_err() {
+                    break;
+                }
+                s.rtt_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            c.close();
+        }
+        Err(f) => s.error = Some(format!("no session with this server alone: {}", f.msg)),
+    }
+}
+
+/// Reachability, what could not be read, latency and fsync figures of one server.
+fn server_findings(s: &Server, out: &mut Vec<Finding>) {
+    let a = s.address.as_str();
+    if !s.reachable {
+        out.push(
+            Finding::new(
+                "reachable",
+                Status::Fail,
+                format!("{a}: {}", s.error.as_deref().unwrap_or("unreachable")),
+            )
+            .fix("start it, or fix the connect string: every listed server should be up")
+            .about(a),
+        );
+        return;
+    }
+    if let Some(e) = &s.error {
+        out.push(Finding::new("reachable", Status::Fail, format!("{a}: {e}")).about(a));
+    }
+    let unread = s.unread();
+    if !unread.is_empty() {
+        let words: Vec<&str> = unread.iter().map(|(w, _)| *w).collect();
+        let why: Vec<String> = unread.iter().map(|(w, e)| format!("{w}: {e}")).collect();
+        out.push(
+            Finding::new(
+                "config_readable",
+                Status::Warn,
+                format!("{a}: could not read {} ({})", words.join(", "), why.join("; ")),
+            )
+            .fix(
+                "add them to the servers' 4lw.commands.whitelist (zoo.cfg: 4lw.commands.whitelist=srvr,conf,mntr,envi,ruok; since 3.5.3 only srvr is on by default), or enable the AdminServer (admin.enableServer=true, port 8080; doctor --admin-port PORT)"
+            )
+            .about(a),
+        );
+    }
+    if let Some(avg) = s.mntr_f64("avg_latency").filter(|v| *v > AVG_LATENCY_MS) {
+        out.push(
+            Finding::new("latency", Status::Warn, format!("{a}: average request latency {avg} ms (over {AVG_LATENCY_MS} ms): every acquire and handoff waits on it"))
+                .fix("look at the server's load (mntr outstanding_requests), its disk and its GC")
+                .about(a),
+        );
+    }
+    if let Some(max) = s.mntr_f64("max_latency").filter(|v| *v > MAX_LATENCY_MS) {
+        out.push(
+            Finding::new("latency", Status::Warn, format!("{a}: largest request latency {max} ms (over {MAX_LATENCY_MS} ms)"))
+                .fix("a stall of this length counts against every session's timeout: look at GC pauses and fsync")
+                .about(a),
+        );
+    }
+    let fsync = (s.mntr_f64("avg_fsynctime"), s.mntr_f64("max_fsynctime"));
+    if let (Some(avg), Some(max)) = fsync {
+        if avg > AVG_FSYNC_MS || max > MAX_FSYNC_MS {
+            out.push(
+                Finding::new("fsync", Status::Warn, format!("{a}: fsync of the transaction log takes {avg} ms on average, {max} ms at most (flagged over {AVG_FSYNC_MS} ms on average or {MAX_FSYNC_MS} ms at most): every write waits for it, every lock's handoff too"))
+                    .fix("give the transaction log a dedicated, fast disk (dataLogDir)")
+                    .about(a),
+            );
+        }
+    }
+    if let Some(n) = s
+        .mntr_f64("fsync_threshold_exceed_count")
+        .filter(|n| *n > 0.0)
+    {
+        out.push(
+            Finding::new("fsync", Status::Warn, format!("{a}: {n} fsyncs of the transaction log took longer than fsync.warningthresholdms (1 s by default): a slow disk stretches every write, every lock's handoff"))
+                .fix("give the transaction log a dedicated, fast disk (dataLogDir)")
+                .about(a),
+        );
+    }
+}
+
+/// What `session_findings` learned.
+struct Session {
+    identities: Vec<zkguard::Identity>,
+    json: Value,
+}
+
+/// The session's timeouts against the servers' bounds and `syncLimit × tickTime`, and
+/// whoami.
+fn session_findings(
+    conn: &Connection,
+    client: &Client,
+    servers: &[Server],
+    out: &mut Vec<Finding>,
+) -> Session {
+    let (asked, granted) = (ms(conn.session_timeout), ms(client.session_timeout()));
+    let conf = |key: &'static str| servers.iter().filter_map(move |s| s.conf_u64(key));
+    // The server that keeps serving longest when cut off (the largest syncLimit × tickTime)
+    // is the one the condition is judged by; the timeouts every server grants are between
+    // the largest minimum and the smallest maximum.
+    let widest = servers
+        .iter()
+        .filter_map(|s| Some((s.conf_u64("tickTime")?, s.conf_u64("syncLimit")?)))
+        .max_by_key(|(t, s)| t * s);
+    let tick = widest.map(|w| w.0).or_else(|| conf("tickTime").max());
+    let (sync, init) = (widest.map(|w| w.1), conf("initLimit").max());
+    let (min, max) = (
+        conf("minSessionTimeout").max(),
+        conf("maxSessionTimeout").min(),
+    );
+    // An ensemble: several servers listed, or one in a quorum mode; standalone: every
+    // mode read says so; else unknown (one server whose mode could not be read).
+    let quorum_mode =
+        |s: &Server| matches!(s.mode.as_deref(), Some("leader" | "follower" | "observer"));
+    let ensemble = if servers.len() > 1 || servers.iter().any(quorum_mode) {
+        Some(true)
+    } else if servers
+        .iter()
+        .all(|s| s.mode.as_deref() == Some("standalone"))
+    {
+        Some(false)
+    } else {
+        None
+    };
+    if asked != granted {
+        let bounds = match (min, max) {
+            (Some(lo), Some(hi)) => format!(" (the servers grant {lo} ms to {hi} ms)"),
+            _ => String::new(),
+        };
+        out.push(
+            Finding::new("session_timeout", Status::Warn, format!("asked for a {asked} ms session, the server granted {granted} ms{bounds}"))
+                .fix("ask within minSessionTimeout..maxSessionTimeout (--session-timeout), or change those bounds in zoo.cfg")
+                .numbers(json!({ "asked_ms": asked, "granted_ms": granted, "min_ms": min, "max_ms": max })),
+        );
+    }
+    let window = tick.zip(sync).map(|(t, s)| t * s);
+    let condition = sync_window(granted, tick, sync, max, ensemble);
+    out.push(condition.numbers(json!({
+        "session_timeout_ms": granted,
+        "tick_time_ms": tick,
+        "sync_limit": sync,
+        "sync_window_ms": window,
+        "ensemble": ensemble,
+    })));
+    let identities = match client.who_am_i() {
+        Ok(ids) => ids,
+        Err(e) => {
+            out.push(Finding::new(
+                "whoami",
+                Status::Warn,
+                format!("whoami failed ({e}): ZooKeeper 3.7 or later answers it"),
+            ));
+            Vec::new()
+        }
+    };
+    let logins: Vec<String> = identities
+        .iter()
+        .filter(|i| !NodeAcl::unauthenticated(&i.scheme))
+        .map(ToString::to_string)
+        .collect();
+    let names: Vec<String> = identities.iter().map(ToString::to_string).collect();
+    if let (Some(given), true) = (
+        conn.credentials_given(),
+        logins.is_empty() && !identities.is_empty(),
+    ) {
+        out.push(
+            Finding::new("whoami", Status::Fail, format!("credentials given ({given}), but the server sees only {}", names.join(", ")))
+                .fix("check the server's authProvider settings and the login (its logs say why it was not accepted)"),
+        );
+    } else if !identities.is_empty() {
+        out.push(Finding::new(
+            "whoami",
+            Status::Pass,
+            format!("the server sees this session as {}", names.join(", ")),
+        ));
+    }
+    let json = json!({
+        "session_id": format!("0x{:x}", client.session_id()),
+        "requested_timeout_ms": asked,
+        "negotiated_timeout_ms": granted,
+        "identities": names,
+        "tick_time_ms": tick,
+        "sync_limit": sync,
+        "init_limit": init,
+        "min_session_timeout_ms": min,
+        "max_session_timeout_ms": max,
+    });
+    Session { identities, json }
+}
+
+/// The README's condition judged: the granted session timeout `granted` against
+/// `syncLimit × tickTime` (ms), with `max` the servers' `maxSessionTimeout`.
+fn sync_window(
+    granted: u64,
+    tick: Option<u64>,
+    sync: Option<u64>,
+    max: Option<u64>,
+    ensemble: Option<bool>,
+) -> Finding {
+    let window = tick.zip(sync).map(|(t, s)| t * s);
+    match (ensemble, window) {
+        (None, _) => Finding::new(
+            "sync_window",
+            Status::Warn,
+            format!("cannot check {CONDITION}: the server's mode (standalone or in an ensemble) could not be read"),
+        )
+        .fix("let the doctor read srvr and conf (4lw.commands.whitelist, or the AdminServer)"),
+        (Some(false), _) => Finding::new(
+            "sync_window",
+            Status::Pass,
+            format!("standalone server: no follower can be cut off from a quorum, so {CONDITION} does not apply (it will for an ensemble)"),
+        ),
+        (Some(true), None) => Finding::new(
+            "sync_window",
+            Status::Warn,
+            format!("cannot check {CONDITION}: tickTime and syncLimit could not be read"),
+        )
+        .fix("whitelist conf (4lw.commands.whitelist) or enable the AdminServer so the doctor can read them"),
+        (Some(true), Some(w)) => {
+            let ratio = granted as f64 / w.max(1) as f64;
+            let said = format!("session timeout {granted} ms against syncLimit × tickTime = {} × {} ms = {w} ms ({ratio:.1}×); {CONDITION}", sync.unwrap_or(0), tick.unwrap_or(0));
+            let status = if granted <= w {
+                Status::Fail
+            } else if granted < 2 * w {
+                Status::Warn
+            } else {
+                Status::Pass
+            };
+            let mut f = Finding::new("sync_window", status, match status {
+                Status::Fail => format!("{said}. A follower cut off from the quorum may go on answering this session after the ensemble expired it and gave the lock to another: is_valid() can say true while another holds"),
+                Status::Warn => format!("{said}. Above it, but not comfortably (less than twice): confirm() before acting"),
+                Status::Pass => format!("{said}. Comfortably above (at least twice)"),
+            });
+            if status != Status::Pass {
+                let need = 2 * w;
+                let room = match max {
+                    Some(hi) if hi < need => format!(" (and raise maxSessionTimeout, now {hi} ms, to at least that)"),
+                    _ => String::new(),
+                };
+                f = f.fix(format!("ask for a session of at least {need} ms (--session-timeout {need}ms){room}, or lower syncLimit × tickTime"));
+            }
+            f
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The boundaries: at the window fails, just above warns, twice passes; standalone
+    /// passes whatever the numbers; unreadable numbers warn. The fix asks for twice the
+    /// window, and for a larger maxSessionTimeout when that is below it.
+    #[test]
+    fn the_sync_window_boundaries() {
+        let judge = |granted, max| sync_window(granted, Some(100), Some(10), max, Some(true));
+        assert_eq!(judge(1000, None).status, Status::Fail);
+        assert_eq!(judge(1001, None).status, Status::Warn);
+        assert_eq!(judge(1999, None).status, Status::Warn);
+        assert_eq!(judge(2000, None).status, Status::Pass);
+        assert_eq!(judge(2000, None).fix, None);
+        let fix = judge(400, Some(1500)).fix.unwrap();
+        assert!(
+            fix.contains("--session-timeout 2000ms")
+                && fix.contains("maxSessionTimeout, now 1500 ms"),
+            "{fix}"
+        );
+        assert!(!judge(400, Some(60000))
+            .fix
+            .unwrap()
+            .contains("maxSessionTimeout"));
+        assert_eq!(
+            sync_window(10, Some(100), Some(10), None, Some(false)).status,
+            Status::Pass
+        );
+        assert_eq!(
+            sync_window(5000, None, Some(10), None, Some(true)).status,
+            Status::Warn
+        );
+        let unknown = sync_window(5000, Some(100), Some(10), None, None);
+        assert_eq!(unknown.status, Status::Warn);
+    }
+
+    /// Latency and fsync figures are flagged above their thresholds, not at or below.
+    #[test]
+    fn high_latency_and_slow_fsync_are_flagged() {
+        let checks = |figures: &[(&str, &str)]| {
+            let mut s = Server {
+                address: "zk1:2181".into(),
+                reachable: true,
+                ..Server::default()
+            };
+            for (k, v) in figures {
+                s.mntr.insert(k.to_string(), v.to_string());
+            }
+            let mut out = Vec::new();
+            server_findings(&s, &mut out);
+            out.iter().map(|f| (f.check, f.status)).collect::<Vec<_>>()
+        };
+        let quiet = [
+            ("avg_latency", "50"),
+            ("max_latency", "1000"),
+            ("avg_fsynctime", "20"),
+            ("max_fsynctime", "1000"),
+            ("fsync_threshold_exceed_count", "0"),
+        ];
+        assert_eq!(checks(&quiet), []);
+        assert_eq!(
+            checks(&[("avg_latency", "50.5")]),
+            [("latency", Status::Warn)]
+        );
+        assert_eq!(
+            checks(&[("max_latency", "1001")]),
+            [("latency", Status::Warn)]
+        );
+        assert_eq!(
+            checks(&[("avg_fsynctime", "21"), ("max_fsynctime", "30")]),
+            [("fsync", Status::Warn)]
+        );
+        assert_eq!(
+            checks(&[("avg_fsynctime", "1"), ("max_fsynctime", "1500")]),
+            [("fsync", Status::Warn)]
+        );
+        assert_eq!(
+            checks(&[("fsync_threshold_exceed_count", "2")]),
+            [("fsync", Status::Warn)]
+        );
+    }
+
+    #[test]
+    fn connect_strings_name_their_servers() {
+        assert_eq!(servers_of("a:1,b:2/chroot/x"), ["a:1", "b:2"]);
+        assert_eq!(servers_of("zk1, zk2:2182"), ["zk1:2181", "zk2:2182"]);
+    }
+}

@@ -1,0 +1,255 @@
+//! `doctor --path`: the ACL of the lock's directory and of every parent (judged by the
+//! library's own rule, `NodeAcl::untrusted`), who holds and waits, and a contention probe:
+//! two sessions handing a scratch lock back and forth with fenced writes.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use zkguard::{Acl, Client, CreateMode, Error, Mutex, NodeAcl, Op};
+
+use super::{Finding, Status};
+use crate::show::Listing;
+use crate::{Connection, Say};
+
+/// The path and each parent, the root first, each with its ACL (or why it is unread),
+/// and a finding per node that lets another identity create or delete children there.
+pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -> Value {
+    let rule = NodeAcl::open();
+    let mut rows = Vec::new();
+    let mut prefixes = vec!["/".to_string()];
+    let mut at = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        at = format!("{at}/{part}");
+        prefixes.push(at.clone());
+    }
+    for node in prefixes {
+        match client.get_acl(&node) {
+            Ok((acl, _)) => {
+                let open = rule.untrusted(&acl, ours);
+                let entries: Vec<String> = acl.iter().map(ToString::to_string).collect();
+                let named: Vec<String> = open.iter().map(ToString::to_string).collect();
+                if !open.is_empty() {
+                    let what = match node == path {
+                        true => "the lock's directory: they may delete a holder's node and let a second holder in",
+                        false => "a parent of the lock: they may add nodes there, or delete and recreate an empty lock directory with an ACL of their own",
+                    };
+                    out.push(Finding::new(
+                        "acl",
+                        Status::Warn,
+                        format!("{node} lets other identities create or delete children ({}): {what}", named.join(", ")),
+                    ).fix(match node == path {
+                        true => format!("let only the lock's users create and delete there: lock with --acl creator, or setAcl {node} sasl:USER:cdrwa,world:anyone:r"),
+                        false => format!("setAcl {node} to the lock users and administrators (world:anyone:r keeps it readable); where {node} must stay open (the root, usually), keep locks in a closed directory below it"),
+                    }).about(&node));
+                }
+                rows.push(json!({ "path": node, "acl": entries, "open_to_others": named }));
+            }
+            Err(Error::NoNode { .. }) => {
+                rows.push(json!({ "path": node, "missing": true }));
+            }
+            Err(e) => {
+                out.push(
+                    Finding::new(
+                        "acl",
+                        Status::Warn,
+                        format!("cannot read the ACL of {node}: {e}"),
+                    )
+                    .about(&node),
+                );
+                rows.push(json!({ "path": node, "error": e.to_string() }));
+            }
+        }
+    }
+    Value::Array(rows)
+}
+
+/// This session's identities as ACL entries name them, learned as the library learns
+/// them (`queue/tenancy.rs`): an ephemeral node with the `auth` ACL made beside the lock
+/// (or beside the nearest parent that exists), its ACL read back, the node deleted. `None`
+/// when no such node can be made (no credentials, or no right to create there): then
+/// `whoami`'s names serve, which for `digest` lack the password's hash and so match no
+/// ACL entry.
+pub fn learn_ours(client: &Client, path: &str) -> Option<Vec<Acl>> {
+    let mut at = path;
+    while let Some(i) = at.rfind('/') {
+        at = &at[..i];
+        let probe = format!("{at}/zkguard-doctor-id-{}-{}", std::process::id(), nanos());
+        match client.create_with_acl(&probe, b"", CreateMode::Ephemeral, &Acl::creator_all()) {
+            Ok(_) => {
+                let read = client.get_acl(&probe).map(|(acl, _)| acl);
+                let _ = client.delete(&probe, None);
+                return Some(NodeAcl::identities_in(&read.ok()?));
+            }
+            Err(Error::NoNode { .. }) if !at.is_empty() => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+fn nanos() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
+}
+
+/// Who holds the lock at `path` and who waits (as `zkguard holders --json` shows them).
+pub fn holders(client: &Client, path: &str, out: &mut Vec<Finding>) -> Value {
+    match Listing::read(client, path, false) {
+        Ok(l) => l.json(path, true),
+        Err(f) => {
+            out.push(Finding::new("holders", Status::Warn, f.msg.clone()).about(path));
+            json!({ "error": f.msg })
+        }
+    }
+}
+
+/// The contention probe: a scratch lock beside `path` (a child of its parent: a child of
+/// the lock's directory would be a foreign node to the lock's own contenders), taken by
+/// two sessions in turn, `rounds` handoffs. Each holder writes through its fence; after
+/// each handoff the old holder's node must be gone, the new one the only holder, with a
+/// larger token. The scratch directory is deleted at the end.
+pub fn probe(conn: &Connection, path: &str, rounds: u32, out: &mut Vec<Finding>) -> Value {
+    let parent = match path.rfind('/') {
+        Some(0) | None => "",
+        Some(i) => &path[..i],
+    };
+    let dir = format!("{parent}/zkguard-doctor-{}-{}", std::process::id(), nanos());
+    let quiet = Say { quiet: true };
+    let sessions = conn
+        .connect(quiet)
+        .and_then(|a| Ok((a, conn.connect(quiet)?)));
+    let (a, b) = match sessions {
+        Ok(ab) => ab,
+        Err(f) => {
+            out.push(
+                Finding::new("probe", Status::Fail, format!("probe sessions: {}", f.msg))
+                    .about(&dir),
+            );
+            return json!({ "dir": dir, "error": f.msg });
+        }
+    };
+    let result = handoffs(&a, &b, &dir, rounds);
+    // The holder released; the directory goes (a container would go by itself, later).
+    let _ = a.delete(&dir, None);
+    let cleaned = matches!(a.exists(&dir), Ok(None));
+    a.close();
+    b.close();
+    match result {
+        Ok(ms) => {
+            let (min, max) = (
+                ms.iter().cloned().fold(f64::INFINITY, f64::min),
+                ms.iter().cloned().fold(0.0, f64::max),
+            );
+            let avg = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
+            out.push(Finding::new(
+                "probe",
+                Status::Pass,
+                format!("{} fenced handoffs between two sessions at {dir}: exclusion held (one holder each time, the old node gone, tokens rising); handoff {min:.1}/{avg:.1}/{max:.1} ms min/avg/max", ms.len()),
+            ).about(&dir));
+            json!({ "dir": dir, "handoffs": ms.len(), "exclusion": true, "handoff_ms": { "min": min, "avg": avg, "max": max }, "cleaned_up": cleaned })
+        }
+        Err(e) => {
+            let fix = match &e {
+                Why::Zk(Error::NoAuth { .. }) => Some(format!("the ACL of {parent} refuses this identity: the probe needs create and delete there")),
+                _ => None,
+            };
+            let mut f = Finding::new(
+                "probe",
+                Status::Fail,
+                format!("contention probe at {dir}: {e}"),
+            )
+            .about(&dir);
+            if let Some(fix) = fix {
+                f = f.fix(fix);
+            }
+            out.push(f);
+            json!({ "dir": dir, "exclusion": Value::Null, "error": e.to_string(), "cleaned_up": cleaned })
+        }
+    }
+}
+
+/// Why the probe failed: a request refused or failing, or the lock not behaving.
+enum Why {
+    Zk(Error),
+    Broken(String),
+}
+
+impl From<Error> for Why {
+    fn from(e: Error) -> Why {
+        Why::Zk(e)
+    }
+}
+
+impl std::fmt::Display for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Why::Zk(e) => e.fmt(f),
+            Why::Broken(s) => f.write_str(s),
+        }
+    }
+}
+
+/// `rounds` handoffs between the sessions `a` and `b`; each one's time in milliseconds
+/// (from the holder's release call to the waiter's acquire returning).
+fn handoffs(a: &Client, b: &Client, dir: &str, rounds: u32) -> Result<Vec<f64>, Why> {
+    let locks = [Mutex::new(a, dir)?, Mutex::new(b, dir)?];
+    let mut held = locks[0].acquire()?;
+    let mut times = Vec::new();
+    for round in 0..rounds as usize {
+        let next = &locks[(round + 1) % 2];
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let taken = std::thread::scope(|s| {
+            s.spawn(move || {
+                let g = next.acquire();
+                let _ = tx.send((Instant::now(), g));
+            });
+            // The waiter is queued: two contenders listed.
+            let queued = Instant::now();
+            while locks[0].participants()?.len() < 2 {
+                if queued.elapsed() > Duration::from_secs(20) {
+                    return Err(Why::Broken(
+                        "the second session was not queued within 20 s".into(),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let data = format!("round {round}").into_bytes();
+            held.fenced_multi(&[Op::SetData {
+                path: dir.to_string(),
+                data,
+                version: None,
+            }])?;
+            let (old_node, old_token) = (held.path().to_string(), held.token());
+            let released = Instant::now();
+            held.release()?;
+            let (at, g) = rx
+                .recv()
+                .map_err(|_| Why::Broken("the waiter's thread ended".into()))?;
+            let g = g.map_err(Why::Zk)?;
+            let ms = at.saturating_duration_since(released).as_secs_f64() * 1000.0;
+            // Exclusion: the old fence is dead, one holder (the new one), a larger token.
+            let old_gone = a.exists(&old_node)?.is_none();
+            let list = locks[0].participants()?;
+            let holders: Vec<_> = list.iter().filter(|p| p.holds).collect();
+            let one = holders.len() == 1 && g.path().ends_with(&holders[0].node);
+            if !(old_gone && one && g.token() > old_token) {
+                return Err(Why::Broken(format!(
+                    "exclusion not confirmed after handoff {round}: old node gone {old_gone}, holders {}, token {} after {old_token}",
+                    holders.len(),
+                    g.token()
+                )));
+            }
+            Ok((g, ms))
+        })?;
+        held = taken.0;
+        times.push(taken.1);
+    }
+    held.fenced_multi(&[Op::Check {
+        path: dir.to_string(),
+        version: None,
+    }])?;
+    held.release()?;
+    Ok(times)
+}

@@ -1,0 +1,219 @@
+//! `zkguard revoke` and `zkguard break` against a lock held by another `zkguard lock`
+//! process on a real server: the holder lets go when revoked (its command gets SIGTERM,
+//! the lock is released after it exits), loses the lock when broken (its command is
+//! terminated, exit 75), and an identity the ACL refuses gets 77 naming the ACL.
+
+mod common;
+
+use common::*;
+
+/// A `zkguard lock PATH` holder running a ticker that traps SIGTERM (exits 7), as `name`.
+fn holder(cs: &str, s: &Scratch, path: &str, extra: &[&str]) -> Running {
+    let mut args = vec!["lock", path, "--data", "holder-h", "--kill-after", "30s"];
+    args.extend_from_slice(extra);
+    start_sh(
+        cs,
+        s,
+        "holder",
+        &args,
+        &s.ticker(&format!(
+            "trap 'echo term >> \"{}\"; exit 7' TERM;",
+            s.path("term").display()
+        )),
+    )
+}
+
+/// The holder's node: its full path and its session (from the library, not the CLI).
+fn held_node(c: &zkguard::Client, path: &str) -> (String, i64) {
+    let lock = zkguard::Mutex::new(c, path).unwrap();
+    let ps = lock.participants().unwrap();
+    let node = format!("{path}/{}", ps[0].node);
+    let stat = c.exists(&node).unwrap().expect("the holder's node");
+    (node, stat.ephemeral_owner)
+}
+
+/// `revoke` writes Curator's request into the holder's node; the `zkguard lock` holder
+/// sends SIGTERM to its command, which exits 7, and releases: the node is gone, zkguard
+/// exits with 7. With nobody holding, `revoke` says so and exits 1.
+#[test]
+fn revoke_makes_a_zkguard_holder_let_go() {
+    let cs = cluster().connect_string();
+    let (s, path) = (Scratch::new(), unique("revoke"));
+    let c = client(&cs);
+    let mut h = holder(&cs, &s, &path, &[]);
+    s.ticker_pid();
+    let (node, _) = held_node(&c, &path);
+
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("asked {node}")), "{err}");
+    assert_eq!(h.wait(PATIENCE), 7, "{}", h.stderr());
+    assert!(h.stderr().contains("asked to let go"), "{}", h.stderr());
+    assert_eq!(s.lines("term"), ["term"], "SIGTERM, once");
+    assert_eq!(
+        c.exists(&node).unwrap(),
+        None,
+        "released after the command exited"
+    );
+
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nobody holds"), "{err}");
+}
+
+/// A library holder sees the CLI's revocation on its guard (`--node` names it).
+#[test]
+fn revoke_reaches_a_library_guard() {
+    let cs = cluster().connect_string();
+    let path = unique("revoke-lib");
+    let c = client(&cs);
+    let lock = zkguard::Mutex::new(&c, &path).unwrap();
+    let g = lock.acquire().unwrap();
+    let revoked = g.revocation();
+    let name = g.path().rsplit('/').next().unwrap().to_string();
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path, "--node", &name]));
+    assert_eq!(code, 0, "{err}");
+    revoked
+        .recv_timeout(PATIENCE)
+        .expect("the revocation request");
+    assert!(g.is_valid(), "a revocation is a request, not a loss");
+    g.release().unwrap();
+}
+
+/// `break` without `--yes` and without a terminal refuses (2) and leaves the node; with
+/// `--yes` it names the holder's session and data, deletes its node, and the holder's
+/// command is terminated (SIGTERM, its trap runs) and zkguard exits 75.
+#[test]
+fn break_deletes_the_holders_node_and_its_command_is_terminated() {
+    let cs = cluster().connect_string();
+    let (s, path) = (Scratch::new(), unique("break"));
+    let c = client(&cs);
+    let mut h = holder(&cs, &s, &path, &[]);
+    let pid = s.ticker_pid();
+    let (node, session) = held_node(&c, &path);
+
+    let (code, _, err) = output(zkguard(&cs).args(["break", &path, "--holder"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--yes"), "{err}");
+    assert!(
+        c.exists(&node).unwrap().is_some(),
+        "not deleted without --yes"
+    );
+
+    let (code, _, err) =
+        output(zkguard(&cs).args(["break", &path, "--node", "nope-0000000001", "--yes"]));
+    assert_eq!(code, 1, "{err}");
+    let (code, _, err) =
+        output(zkguard(&cs).args(["break", &path, "--node", "/elsewhere/x", "--yes"]));
+    assert_eq!(code, 2, "{err}");
+
+    let (code, _, err) = output(zkguard(&cs).args(["break", &path, "--holder", "--yes"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("session 0x{session:x}")), "{err}");
+    assert!(err.contains("holder-h") && err.contains("ago"), "{err}");
+    assert_eq!(h.wait(PATIENCE), 75, "{}", h.stderr());
+    assert!(h.stderr().contains("was lost"), "{}", h.stderr());
+    assert!(is_dead(pid), "the command was terminated");
+    assert_eq!(s.lines("term"), ["term"], "by SIGTERM, its trap ran");
+    assert_eq!(c.exists(&node).unwrap(), None);
+}
+
+/// A lock whose nodes only alice may change (`--acl creator-read`: others may read): bob's
+/// `break` and `revoke` are refused with 77 naming the ACL, and alice's command runs on.
+/// With `--acl creator` bob may not even list the lock: 77 too, saying so.
+#[test]
+fn an_acl_refusal_is_77_naming_the_acl() {
+    let cs = cluster().connect_string();
+    let (s, path) = (Scratch::new(), unique("break-acl"));
+    let alice = ["--auth", "alice:alice-pw", "--acl", "creator-read"];
+    let mut h = holder(&cs, &s, &path, &alice);
+    s.ticker_pid();
+    let bob = |args: &[&str]| output(zkguard(&cs).args(["--auth", "bob:bob-pw"]).args(args));
+
+    let (code, _, err) = bob(&["break", &path, "--holder", "--yes"]);
+    assert_eq!(code, 77, "{err}");
+    assert!(
+        err.contains(&format!("the ACL of {path} is [digest:alice:")),
+        "{err}"
+    );
+    let (code, _, err) = bob(&["revoke", &path]);
+    assert_eq!(code, 77, "{err}");
+    assert!(
+        err.contains("is [digest:alice:") && err.contains("world:anyone r"),
+        "{err}"
+    );
+
+    let ticks = s.lines("ticks").len();
+    s.wait_ticks_after(ticks, 3);
+    s.touch("go");
+    assert_eq!(h.wait(PATIENCE), 0, "{}", h.stderr());
+
+    let (s2, closed) = (Scratch::new(), unique("break-closed"));
+    let mut h = holder(
+        &cs,
+        &s2,
+        &closed,
+        &["--auth", "alice:alice-pw", "--acl", "creator"],
+    );
+    s2.ticker_pid();
+    let (code, _, err) = bob(&["break", &closed, "--holder", "--yes"]);
+    assert_eq!(code, 77, "{err}");
+    assert!(
+        err.contains(&format!("the ACL of {closed} is unreadable")),
+        "{err}"
+    );
+    s2.touch("go");
+    assert_eq!(h.wait(PATIENCE), 0, "{}", h.stderr());
+}
+
+/// On a terminal (`script(1)` gives `break` one) it asks first: `n` leaves the node and
+/// exits 1, `y` deletes it. The answer is typed only once the question is on the screen.
+#[test]
+fn break_asks_on_a_terminal() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+
+    let cs = cluster().connect_string();
+    let (s, path) = (Scratch::new(), unique("break-tty"));
+    let c = client(&cs);
+    let mut h = holder(&cs, &s, &path, &[]);
+    s.ticker_pid();
+    let (node, _) = held_node(&c, &path);
+    let answer = |reply: &str| -> (i32, String) {
+        let line = format!(
+            "'{}' --connect {cs} break {path} --holder",
+            env!("CARGO_BIN_EXE_zkguard")
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("script(1) from util-linux");
+        let mut out = child.stdout.take().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 512];
+        while !String::from_utf8_lossy(&seen).contains("[y/N]") {
+            let n = out.read(&mut buf).unwrap();
+            assert!(n > 0, "no question: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{reply}\n").as_bytes())
+            .unwrap();
+        let _ = out.read_to_end(&mut seen);
+        let code = exit_code(child.wait().unwrap());
+        (code, String::from_utf8_lossy(&seen).into_owned())
+    };
+    let (code, said) = answer("n");
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("not deleted"), "{said}");
+    assert!(c.exists(&node).unwrap().is_some());
+    let (code, said) = answer("y");
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(h.wait(PATIENCE), 75, "{}", h.stderr());
+    assert_eq!(c.exists(&node).unwrap(), None);
+}
