@@ -59,6 +59,7 @@ pub(crate) use janitor::{Check, Job};
 pub use pipeline::{Pending, Pipeline};
 pub(crate) use proto::Names;
 pub use stats::ClientStats;
+pub(crate) use types::Hex;
 
 pub use types::{
     Acl, CloseOutcome, CreateMode, Created, EventType, Identity, LossReason, Op, OpResult, Perms,
@@ -172,7 +173,7 @@ impl fmt::Debug for Client {
         f.debug_struct("Client")
             .field("hosts", &self.shared.cfg.hosts)
             .field("chroot", &self.shared.cfg.chroot)
-            .field("session_id", &format_args!("0x{:x}", self.session_id()))
+            .field("session_id", &Hex(self.session_id()))
             .field("state", &self.state())
             .finish()
     }

@@ -2,7 +2,7 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::{lock_api, recipe_options, Holding, Lock, Recipe, Sealed};
+use crate::lock::{lock_api, recipe_options, Holding, Lock, Recipe, Role, Sealed};
 use crate::metrics::kind;
 use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
 
@@ -209,8 +209,13 @@ impl LeaderElection {
             // The node's data is the id and a value unique to this call, which tells our
             // node from another's after a lost create reply.
             let data = format!("{}\n{}", self.id(), uuid::Uuid::new_v4());
-            self.base
-                .single(kind::ELECTION_UNFAIR, data.as_bytes(), wait, canceller)
+            self.base.single(
+                kind::ELECTION_UNFAIR,
+                Role::Election,
+                data.as_bytes(),
+                wait,
+                canceller,
+            )
         }
     }
 }

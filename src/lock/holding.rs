@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use super::{Core, REVOKE_MESSAGE};
-use crate::client::{Check, Client, Job, SessionSink, WatchSink};
+use crate::client::{Check, Client, Hex, Job, SessionSink, WatchSink};
 use crate::client::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::metrics::{Labels, Loss, Meter};
@@ -58,9 +58,32 @@ impl Signal {
     }
 }
 
+/// What a held node is, as the log records name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A lock's node (a mutex, either side of a read-write lock, a semaphore's internal
+    /// lock, the unfair lock).
+    Lock,
+    /// A semaphore's lease.
+    Lease,
+    /// An election candidate's node (fair or unfair).
+    Election,
+}
+
+impl Role {
+    fn noun(self) -> &'static str {
+        match self {
+            Role::Lock => "lock node",
+            Role::Lease => "semaphore lease",
+            Role::Election => "election node",
+        }
+    }
+}
+
 /// The live part of a guard; the connection thread reaches it through the sink traits.
 pub(crate) struct State {
     path: String,
+    role: Role,
     owner: i64,
     /// The node's creation zxid: tells our node from a later one at the same path.
     token: u64,
@@ -78,13 +101,24 @@ pub(crate) struct State {
 
 impl State {
     fn mark_lost(&self, why: Loss) {
-        // Measured before anyone hears of the loss.
+        self.mark_lost_at(why, log::Level::Warn);
+    }
+
+    /// Lost, said at `level`: a warning, unless it is our own close's doing (debug).
+    /// Measured before anyone hears of the loss.
+    fn mark_lost_at(&self, why: Loss, level: log::Level) {
         if !self.released.load(Ordering::SeqCst)
             && self
                 .lost
                 .fire_after(|| self.ended(Some(why), Instant::now()))
         {
-            log::warn!("zkguard: lock node {} lost", self.path);
+            log::log!(
+                level,
+                "zkguard: {} {} of session {} lost",
+                self.role.noun(),
+                self.path,
+                Hex(self.owner)
+            );
         }
     }
 
@@ -106,7 +140,7 @@ impl SessionSink for State {
             SessionEvent::Connected { session_id } if session_id != self.owner => {
                 self.mark_lost(Loss::SessionLost)
             }
-            SessionEvent::Closed => self.mark_lost(Loss::Closed),
+            SessionEvent::Closed => self.mark_lost_at(Loss::Closed, log::Level::Debug),
             _ => {}
         }
     }
@@ -127,7 +161,7 @@ impl WatchSink for State {
             | EventType::NodeChildrenChanged => {}
             EventType::NodeDeleted => self.mark_lost(Loss::NodeDeleted),
             EventType::SessionLost => self.mark_lost(Loss::SessionLost),
-            EventType::Closed => self.mark_lost(Loss::Closed),
+            EventType::Closed => self.mark_lost_at(Loss::Closed, log::Level::Debug),
         }
     }
 
@@ -162,9 +196,15 @@ pub struct Holding {
 
 impl Holding {
     /// Starts watching the session on behalf of a freshly acquired node.
-    pub(crate) fn new(client: &Client, acquired: Acquired, check_owner: bool) -> Holding {
+    pub(crate) fn new(
+        client: &Client,
+        acquired: Acquired,
+        role: Role,
+        check_owner: bool,
+    ) -> Holding {
         let state = Arc::new(State {
             path: acquired.path.clone(),
+            role,
             owner: acquired.owner,
             token: acquired.token,
             lost: Signal::default(),

@@ -5,7 +5,7 @@
 
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
-use crate::lock::Holding;
+use crate::lock::{Holding, Role};
 use crate::queue::{self, names, Canceller, Rule, Spec, Wait};
 
 /// The base every recipe keeps: [`Mutex`](crate::Mutex), [`UnfairMutex`](crate::UnfairMutex),
@@ -81,15 +81,22 @@ impl Recipe {
         cancel: &Canceller,
     ) -> Result<Option<Holding>> {
         let spec = self.spec(kind, &self.path, marker, rule);
+        let role = if marker == names::LATCH {
+            Role::Election
+        } else {
+            Role::Lock
+        };
         Ok(queue::acquire(&self.client, &spec, wait, cancel)?
-            .map(|a| Holding::new(&self.client, a, false)))
+            .map(|a| Holding::new(&self.client, a, role, false)))
     }
 
     /// Races for the single node at the recipe's path, whose data is `data` (unique to the
-    /// call: it tells our node from another's after a lost create reply), measured as `kind`.
+    /// call: it tells our node from another's after a lost create reply); the node is a
+    /// `role` (an unfair lock's or election's), measured as `kind`.
     pub(crate) fn single(
         &self,
         kind: &'static str,
+        role: Role,
         data: &[u8],
         wait: Wait,
         cancel: &Canceller,
@@ -102,7 +109,7 @@ impl Recipe {
             wait,
             cancel,
         )?
-        .map(|a| Holding::new(&self.client, a, true)))
+        .map(|a| Holding::new(&self.client, a, role, true)))
     }
 }
 

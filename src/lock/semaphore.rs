@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::recipe::{recipe_options, Recipe};
-use super::{guard_api, lock_api, Holding, Lock, Sealed};
+use super::{guard_api, lock_api, Holding, Lock, Role, Sealed};
 use crate::client::{Client, Names};
 use crate::client::{EventType, WatchedEvent};
 use crate::error::{Error, Result};
@@ -274,7 +274,7 @@ impl Semaphore {
                 Next::Done(r) => {
                     return cx.end(r).map(|a| {
                         a.map(|a| Permit {
-                            holding: Holding::new(client, a, false),
+                            holding: Holding::new(client, a, Role::Lease, false),
                         })
                     })
                 }
@@ -472,7 +472,7 @@ impl InternalLock {
     fn lost(&mut self) -> Receiver<()> {
         let (client, node) = (&self.client, &self.node);
         self.holding
-            .get_or_insert_with(|| Holding::new(client, node.clone(), false))
+            .get_or_insert_with(|| Holding::new(client, node.clone(), Role::Lock, false))
             .lost()
     }
 }

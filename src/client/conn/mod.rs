@@ -26,7 +26,7 @@ use parking_lot::Condvar;
 
 use super::config::Config;
 use super::proto::{code, op, RawReply};
-use super::types::{CloseOutcome, EventType};
+use super::types::{CloseOutcome, EventType, Hex};
 use crate::error::Error;
 use crate::metrics::Meter;
 
@@ -187,6 +187,7 @@ impl Shared {
 
     /// Ends the session: asks the server to close it (bounded wait), then stops everything.
     pub fn close(&self, done: &Receiver<()>) -> CloseOutcome {
+        let session_id = self.session_id();
         let Some((was_connected, had_session)) = self.begin_close() else {
             return CloseOutcome::AlreadyClosed;
         };
@@ -231,7 +232,11 @@ impl Shared {
         // The connection thread exits at once unless it is inside a connect attempt (bounded).
         let _ = done.recv_deadline(deadline);
         if let CloseOutcome::Unconfirmed { reason } = &outcome {
-            log::info!("zkguard: close was not confirmed by the server ({reason}); the session will expire on its own");
+            log::info!(
+                "zkguard: the close of session {} was not confirmed by the server ({reason}); \
+                 it will expire on its own",
+                Hex(session_id)
+            );
         }
         outcome
     }

@@ -187,7 +187,7 @@ impl Shared {
             }
             Err(e) => {
                 // A partial frame may be on the wire: this connection is finished.
-                log::warn!("zkguard: write failed, dropping the connection: {e}");
+                log::info!("zkguard: write failed, dropping the connection: {e}");
                 if let Some(stream) = io.stream.take() {
                     stream.shutdown();
                 }
