@@ -202,8 +202,9 @@ fn main() -> BoxResult<()> {
         lost < a_elected,
         "the old leader knew before the new one was elected"
     );
-    journal.wait_for("c", |e| *e == LeaderEvent::Rejoined);
     daemons[2].1.heal();
+    // Said once c has its new session.
+    journal.wait_for("c", |e| *e == LeaderEvent::Rejoined);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !election.participants()?.iter().any(|p| p.id() == "c") {
         assert!(Instant::now() < deadline, "c never queued again");

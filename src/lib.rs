@@ -129,6 +129,33 @@
 //!   [`EventType::SessionLost`], and the client opens a new session by itself.
 //! - On reconnecting within the same session the client re-arms every watch (a change made
 //!   during the outage is still reported) and presents its credentials again.
+//! - A session the client gave up on its own clock may still live on the server (a
+//!   standalone server restarted from its data restores its sessions, ephemeral nodes
+//!   included, with a fresh timeout). Before it opens its new session the client closes
+//!   that one (it has its id and password), so [`SessionEvent::Connected`] for the new
+//!   session comes after the old session's locks and election nodes are gone, and a
+//!   [`Candidate`] says [`LeaderEvent::Rejoined`] only then. It never closes a session it
+//!   still counts live.
+//!
+//! ## Logging
+//!
+//! The crate logs through the [`log`](https://docs.rs/log) facade: install any logger
+//! (`env_logger`, `simplelog`, a `tracing` bridge, ...) to see reconnects and session loss;
+//! without one a daemon sees nothing of them. Every message starts with `zkguard:`, and
+//! the target is the module's path under `zkguard` (`zkguard::client::conn::session` for
+//! the session, `zkguard::lock::holding` for held nodes, `zkguard::testing` for the
+//! harness), so `RUST_LOG=zkguard=info` (with `env_logger`) selects them all. Session ids
+//! are written as ZooKeeper's own logs write them, in hex (`session 0x1000a3b4c5d0000`),
+//! here and in the `Debug` of [`SessionEvent`].
+//!
+//! | level | what it shows |
+//! |---|---|
+//! | `error` | the client cannot work as set up: credentials rejected, a malformed frame from a server, a thread that cannot start |
+//! | `warn` | something is lost or at risk: a session lost (and why), a held lock node, semaphore lease or election node lost, a server silent or not answering (reconnecting), no server reachable at the first connect, a background delete that failed, a reply over the size limit, a candidate's error |
+//! | `info` | the session's life: a new session or the same one resumed (with server and negotiated timeout), a connection the server ended, a given-up session closed on the server, a close the server did not confirm, an acquire queueing again after a session change |
+//! | `debug` | detail: every session event, each failed connect attempt, re-armed watches, background deletes, and everything that follows from the client's own `close()` |
+//!
+//! Nothing is logged at `trace`.
 #![warn(missing_docs)]
 // Unsafe code only where a module allows it: today the GSSAPI loaded at run time
 // (`client::gssapi`, feature `kerberos`), whose every block says why it is sound.
@@ -140,6 +167,7 @@ mod client;
 mod election;
 mod error;
 mod lock;
+pub mod metrics;
 mod queue;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -165,7 +193,7 @@ pub use lock::{
     MutexGuard, Permit, ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock,
     Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard, WriteLock,
 };
-pub use queue::{Canceller, Participant};
+pub use queue::{Canceller, Participant, QueueEvent};
 
 /// The README's examples, compiled as doctests so they cannot rot: with any set of features
 /// (a block that needs `testing` or `tls` is a `fn main` under that feature's cfg, with an

@@ -25,7 +25,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 pub use conn::Connection;
 
-/// The exit status table, shown by `--help` (and in the README).
+/// The exit status table, shown by `--help` (and in docs/operations.md).
 const EXIT_CODES: &str = "\
 Exit status:
   CMD's status  CMD ran and exited with it (128+N if signal N killed it)

@@ -192,6 +192,13 @@ impl Listing {
                 });
                 if ages {
                     row["age_ms"] = json!(c.age.map(|a| a.as_millis() as u64));
+                    // From the node's ctime: a holder has held for at most its node's age
+                    // (it may have waited part of it), a waiter has waited that long.
+                    let key = match c.p.holds {
+                        true => "held_for_s",
+                        false => "waiting_for_s",
+                    };
+                    row[key] = json!(c.age.map(|a| a.as_secs()));
                 }
                 if let Some(internal) = &c.internal {
                     row["internal_lock_node"] = json!(internal);
@@ -213,10 +220,14 @@ impl Listing {
         }
         let width = self.rows.iter().map(|(_, c)| c.p.node.len()).max();
         let width = width.unwrap_or(4);
-        println!("{:<9}  {:<10}  {:<width$}  DATA", "ROLE", "FOR", "NODE");
+        println!("{:<9}  {:<18}  {:<width$}  DATA", "ROLE", "FOR", "NODE");
         for (role, c) in &self.rows {
-            let age = c.age.map(seconds).unwrap_or_else(|| "-".into());
-            println!("{role:<9}  {age:<10}  {:<width$}  {}", c.p.node, c.p.id());
+            let how = if c.p.holds { "held" } else { "waiting" };
+            let age = match c.age {
+                Some(a) => format!("{how} {}", seconds(a)),
+                None => "-".into(),
+            };
+            println!("{role:<9}  {age:<18}  {:<width$}  {}", c.p.node, c.p.id());
         }
         if self.rows.iter().any(|(_, c)| c.next) {
             println!("(next: holds the semaphore's internal lock and takes the next free permit)");

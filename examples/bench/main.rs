@@ -113,6 +113,14 @@
 //!   waiter's acquire returning, against the same with one waiter (as many rounds);
 //!   `ratio_p50` of the two, and the releases' own times beside them.
 //!
+//! The cost of the metrics (`examples/bench/metrics_cost.sh`): built with the `metrics`
+//! feature and run with `BENCH_METRICS=recorder`, the bench installs a Prometheus recorder
+//! (`metrics-exporter-prometheus`, rendering only) before measuring, and every line's
+//! `target` says so (`metrics: recorder installed`; built with the feature and without
+//! `BENCH_METRICS`: `metrics: feature on, no recorder`). `BENCH_SERVE=1` only starts the
+//! bench's server, prints its connect string and keeps it until standard input closes, so
+//! that the builds with and without the feature take turns against one server.
+//!
 //! Contention runs (`W2`, `W6`) start with every contender queued behind a holder on the
 //! bench's own session, count `BENCH_N` acquisitions or as many as happen in 90 s (then
 //! `time_capped` is true), and cancel the waiters left.
@@ -249,6 +257,15 @@ fn run() -> Res<bool> {
             .any(|s| s == name || (s == "W2" && name.starts_with("W2:"))),
     };
 
+    if std::env::var_os("BENCH_SERVE").is_some() {
+        let (c, target) = bench_cluster()?;
+        println!("{}", c.connect_string());
+        eprintln!("bench: serving ({target}) until standard input closes");
+        std::io::copy(&mut std::io::stdin(), &mut std::io::sink())?;
+        drop(c);
+        return Ok(true);
+    }
+    let metrics = metrics_setting()?;
     let cluster;
     let (connect, target) = match std::env::var("ZK_CONNECT") {
         Ok(cs) if !cs.is_empty() => {
@@ -261,6 +278,10 @@ fn run() -> Res<bool> {
             cluster = Some(c);
             (cs, target)
         }
+    };
+    let target = match metrics {
+        Some(m) => format!("{target}, metrics: {m}"),
+        None => target,
     };
     let watchdog = Watchdog::start(target.clone())?;
     let client = Client::connect(&connect)?;
@@ -384,6 +405,27 @@ fn run() -> Res<bool> {
     ctx.client.close().into_result()?;
     drop(cluster);
     Ok(ok)
+}
+
+/// With the `metrics` feature: installs a Prometheus recorder if `BENCH_METRICS=recorder`;
+/// what the lines' `target` says of the metrics (`None` without the feature).
+fn metrics_setting() -> Res<Option<&'static str>> {
+    let asked = std::env::var("BENCH_METRICS").ok();
+    #[cfg(feature = "metrics")]
+    return match asked.as_deref() {
+        Some("recorder") => {
+            let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+            metrics::set_global_recorder(recorder)?;
+            Ok(Some("recorder installed"))
+        }
+        None | Some("") => Ok(Some("feature on, no recorder")),
+        Some(other) => Err(format!("BENCH_METRICS: {other:?}; known: recorder").into()),
+    };
+    #[cfg(not(feature = "metrics"))]
+    match asked {
+        Some(_) => Err("BENCH_METRICS: this bench was built without the metrics feature".into()),
+        None => Ok(None),
+    }
 }
 
 /// The harness's standalone server, with the full JIT as a production server runs (tests

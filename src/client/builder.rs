@@ -41,6 +41,7 @@ pub struct ClientBuilder {
     pub(super) tls: Option<super::TlsConfig>,
     pub(super) sasl: Option<SaslLogin>,
     pub(super) node_acl: NodeAcl,
+    pub(super) metrics_path_labels: bool,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -56,6 +57,7 @@ impl fmt::Debug for ClientBuilder {
         d.field("tls", &self.tls);
         d.field("sasl", &self.sasl)
             .field("node_acl", &self.node_acl)
+            .field("metrics_path_labels", &self.metrics_path_labels)
             .finish()
     }
 }
@@ -161,6 +163,25 @@ impl ClientBuilder {
         self
     }
 
+    /// Whether the metrics of the recipes on this client carry the lock's `path` label
+    /// (default false: the recipe `kind` only). Each lock path is then a series of its own:
+    /// turn it on for a process with a few locks, not for one that makes a lock per job.
+    /// See [`zkguard::metrics`](crate::metrics) for the metrics and their labels.
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::builder("127.0.0.1:2181")
+    ///     .metrics_path_labels(true)
+    ///     .build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn metrics_path_labels(mut self, on: bool) -> Self {
+        self.metrics_path_labels = on;
+        self
+    }
+
     /// The session timeout to ask for (default 10 s). The server clamps it to its
     /// `[minSessionTimeout, maxSessionTimeout]` range; [`Client::session_timeout`] tells the
     /// negotiated value.
@@ -258,6 +279,7 @@ impl ClientBuilder {
             sasl: self.sasl,
             node_acl: self.node_acl,
             identity,
+            metrics_path_labels: self.metrics_path_labels,
         }));
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
         let thread_shared = shared.clone();

@@ -23,6 +23,8 @@ pub(crate) struct Config {
     pub node_acl: NodeAcl,
     /// Whether the session has an identity a creator ACL can name.
     pub identity: bool,
+    /// Whether recipe metrics carry the lock path (`ClientBuilder::metrics_path_labels`).
+    pub metrics_path_labels: bool,
 }
 
 /// What `Debug` shows in place of a secret.

@@ -17,11 +17,11 @@ use crossbeam_channel::Receiver;
 
 use super::{Client, Owner};
 use crate::backoff::Backoff;
+use crate::client::types::Hex;
 use crate::client::{SessionEvent, SessionState};
 use crate::error::Error;
 
-/// One node to delete.
-#[derive(Debug)]
+/// One node to delete. Its `Debug` (in log records) shows the session in hex.
 pub(crate) enum Job {
     /// Delete `path` if it passes `check`.
     Path {
@@ -43,6 +43,36 @@ pub(crate) enum Job {
         path: String,
         session: i64,
     },
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Job::Path {
+                path,
+                check,
+                session,
+            } => {
+                let mut d = f.debug_struct("Path");
+                d.field("path", path);
+                if !matches!(check, Check::None) {
+                    d.field("check", check);
+                }
+                d.field("session", &Hex(*session)).finish()
+            }
+            Job::Uuid { dir, uuid, session } => f
+                .debug_struct("Uuid")
+                .field("dir", dir)
+                .field("uuid", uuid)
+                .field("session", &Hex(*session))
+                .finish(),
+            Job::Sent { path, session, .. } => f
+                .debug_struct("Sent")
+                .field("path", path)
+                .field("session", &Hex(*session))
+                .finish(),
+        }
+    }
 }
 
 impl Job {

@@ -22,13 +22,13 @@ pub(crate) mod path;
 mod pipeline;
 pub(crate) mod proto;
 mod sasl;
+mod stats;
 #[cfg(feature = "tls")]
 mod tls;
 mod types;
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -58,10 +58,12 @@ pub(crate) use conn::{SessionSink, WatchSink};
 pub(crate) use janitor::{Check, Job};
 pub use pipeline::{Pending, Pipeline};
 pub(crate) use proto::Names;
+pub use stats::ClientStats;
+pub(crate) use types::Hex;
 
 pub use types::{
-    Acl, ClientStats, CloseOutcome, CreateMode, Created, EventType, Identity, LossReason, Op,
-    OpResult, Perms, SessionEvent, SessionState, Stat, WatchedEvent,
+    Acl, CloseOutcome, CreateMode, Created, EventType, Identity, LossReason, Op, OpResult, Perms,
+    SessionEvent, SessionState, Stat, WatchedEvent,
 };
 
 /// A handle to one ZooKeeper session. Cheap to clone; every clone shares the session and the
@@ -171,7 +173,7 @@ impl fmt::Debug for Client {
         f.debug_struct("Client")
             .field("hosts", &self.shared.cfg.hosts)
             .field("chroot", &self.shared.cfg.chroot)
-            .field("session_id", &format_args!("0x{:x}", self.session_id()))
+            .field("session_id", &Hex(self.session_id()))
             .field("state", &self.state())
             .finish()
     }
@@ -211,6 +213,7 @@ impl Client {
             tls: None,
             sasl: None,
             node_acl: NodeAcl::open(),
+            metrics_path_labels: false,
         }
     }
 
@@ -306,20 +309,20 @@ impl Client {
         self.shared.subscribe()
     }
 
+    /// The measurements of this client's recipes (`crate::metrics`).
+    pub(crate) fn meter(&self) -> &Arc<crate::metrics::Meter> {
+        &self.shared.meter
+    }
+
     /// The server this client is connected to, if connected.
     pub fn connected_server(&self) -> Option<SocketAddr> {
         self.shared.server()
     }
 
-    /// Counters of what the client has done.
+    /// Counters of what the client has done, and gauges of the guards it holds and the
+    /// acquires it has queued (see [`ClientStats`]).
     pub fn stats(&self) -> ClientStats {
-        let c = &self.shared.counters;
-        ClientStats {
-            watch_events: c.watch_events.load(Ordering::Relaxed),
-            connect_attempts: c.connects.load(Ordering::Relaxed),
-            sessions: c.sessions.load(Ordering::Relaxed),
-            requests: c.requests.load(Ordering::Relaxed),
-        }
+        ClientStats::of(&self.shared.counters, self.shared.meter.snapshot())
     }
 
     /// Ends the session now: the server deletes its ephemeral nodes at once. Every clone of

@@ -2,8 +2,12 @@
 
 use std::time::Duration;
 
-/// A node's metadata, as ZooKeeper reports it (`Stat`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+mod fmt;
+pub(crate) use fmt::Hex;
+
+/// A node's metadata, as ZooKeeper reports it (`Stat`). Its `Debug` shows
+/// `ephemeral_owner`, a session id, in hex as every session id the crate writes.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Stat {
     /// Transaction id of the create. Grows with every later create anywhere in the ensemble,
     /// which makes it a sound fencing token for a lock node; [`Stat::token`] gives it as
@@ -328,7 +332,10 @@ pub enum LossReason {
 /// }
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// Its `Debug` shows session ids in hex, as ZooKeeper's own logs do
+/// (`Connected { session_id: 0x1000a3b4c5d0000 }`), and so do the crate's log records.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SessionEvent {
     /// A new session was established (the first one, or a replacement after a loss).
@@ -521,21 +528,4 @@ impl CloseOutcome {
             _ => Ok(()),
         }
     }
-}
-
-/// Counters of what the client has done, for tests and benchmarks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct ClientStats {
-    /// Watch notifications received from the server (one per notification frame, however
-    /// many local receivers it was delivered to).
-    pub watch_events: u64,
-    /// TCP connection attempts made.
-    pub connect_attempts: u64,
-    /// Sessions established (1 until a session is lost and replaced).
-    pub sessions: u64,
-    /// Requests written to a server by callers, including the own-node watch a guard sends
-    /// when it is granted (pings, the handshake, and the watch re-arming the connection
-    /// thread does by itself are not counted).
-    pub requests: u64,
 }

@@ -30,7 +30,8 @@ use super::elect::LeaderElection;
 /// A candidate that leads sees `Elected`, then possibly `Suspended` and `Restored` while
 /// its connection comes and goes, and finally `Lost` or `Resigned`; after either it is a
 /// candidate again and may be `Elected` later. After its session is lost it also says
-/// `Rejoined` when it enters the election again with a new session.
+/// `Rejoined` once the client has a new session (never before: while the servers are
+/// unreachable it says nothing more), in which it queues again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaderEvent {
@@ -52,8 +53,9 @@ pub enum LeaderEvent {
     Lost,
     /// [`Candidate::resign`] stepped down; the candidate is queued again at the back.
     Resigned,
-    /// The session was lost, and the candidate entered the election again (it queues as
-    /// soon as the client has a new session).
+    /// The session was lost, and the client now has a new session (its id is
+    /// [`Client::session_id`](crate::Client::session_id) when this is said), in which the
+    /// candidate queues again. Said once per new session after a loss.
     Rejoined,
     /// An error that is not about the connection (an ACL refusing the create, a foreign
     /// node in the election's directory). The candidate tries again after a pause.
@@ -169,6 +171,14 @@ impl Candidate {
         // Under the lock the transitions emit with, so nothing falls between the two.
         self.shared.inner.lock().listen(tx);
         rx
+    }
+
+    /// Where this candidate stands in the election's queue whenever it queues (after a
+    /// join, a resign, a loss): its node once made, then its place in line as it moves (see
+    /// [`QueueEvent`](crate::QueueEvent)); an unfair election has no queue and sends nothing.
+    #[must_use = "the receiver is the only way to hear the events"]
+    pub fn queue_events(&self) -> Receiver<crate::queue::QueueEvent> {
+        self.shared.election.canceller().queue_events()
     }
 
     /// Blocks until this candidate leads, and returns the term's fencing token
@@ -335,7 +345,6 @@ impl Shared {
             self.election.client().session_timeout(),
         );
         while !self.inner.lock().stopping() {
-            self.rejoin();
             match self
                 .election
                 .elect(Wait::Forever, &self.election.canceller())

@@ -468,6 +468,14 @@ macro_rules! lock_api {
             pub fn canceller(&self) -> $crate::Canceller {
                 $crate::Lock::canceller(&(*self)$(.$view)?)
             }
+
+            /// Where this lock's waiting acquires stand in its queue: when each one's node
+            /// is made, and its place in line as it moves (see [`QueueEvent`](crate::QueueEvent);
+            /// the same as [`Canceller::queue_events`](crate::Canceller::queue_events)).
+            #[must_use = "the receiver is the only way to hear the events"]
+            pub fn queue_events(&self) -> crossbeam_channel::Receiver<$crate::QueueEvent> {
+                self.canceller().queue_events()
+            }
         }
 
         impl std::fmt::Debug for $lock {

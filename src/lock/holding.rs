@@ -4,15 +4,16 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use super::{Core, REVOKE_MESSAGE};
-use crate::client::{Check, Client, Job, SessionSink, WatchSink};
+use crate::client::{Check, Client, Hex, Job, SessionSink, WatchSink};
 use crate::client::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
 use crate::error::{Error, Result};
+use crate::metrics::{Labels, Loss, Meter};
 use crate::queue::{token_of, Acquired};
 
 /// A one-shot signal: fires once, and every receiver handed out before or after gets `()`.
@@ -25,10 +26,17 @@ struct Signal {
 impl Signal {
     /// Fires; false if it had fired already.
     fn fire(&self) -> bool {
+        self.fire_after(|| {})
+    }
+
+    /// Fires, running `first` before anyone is told; false (and `first` not run) if it had
+    /// fired already.
+    fn fire_after(&self, first: impl FnOnce()) -> bool {
         let mut txs = self.txs.lock();
         if self.fired.swap(true, Ordering::SeqCst) {
             return false;
         }
+        first();
         for tx in txs.drain(..) {
             let _ = tx.send(());
         }
@@ -50,21 +58,75 @@ impl Signal {
     }
 }
 
+/// What a held node is, as the log records name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A lock's node (a mutex, either side of a read-write lock, a semaphore's internal
+    /// lock, the unfair lock).
+    Lock,
+    /// A semaphore's lease.
+    Lease,
+    /// An election candidate's node (fair or unfair).
+    Election,
+}
+
+impl Role {
+    fn noun(self) -> &'static str {
+        match self {
+            Role::Lock => "lock node",
+            Role::Lease => "semaphore lease",
+            Role::Election => "election node",
+        }
+    }
+}
+
 /// The live part of a guard; the connection thread reaches it through the sink traits.
 pub(crate) struct State {
     path: String,
+    role: Role,
     owner: i64,
     /// The node's creation zxid: tells our node from a later one at the same path.
     token: u64,
     lost: Signal,
     revoked: Signal,
     released: AtomicBool,
+    /// The client's measurements (not the client: the connection thread holds this state).
+    meter: Arc<Meter>,
+    /// What the hold is measured as (`None`: not measured).
+    labels: Option<Arc<Labels>>,
+    since: Instant,
+    /// Counted as held: until the first of a loss and a release.
+    counted: AtomicBool,
 }
 
 impl State {
-    fn mark_lost(&self) {
-        if !self.released.load(Ordering::SeqCst) && self.lost.fire() {
-            log::warn!("zkguard: lock node {} lost", self.path);
+    fn mark_lost(&self, why: Loss) {
+        self.mark_lost_at(why, log::Level::Warn);
+    }
+
+    /// Lost, said at `level`: a warning, unless it is our own close's doing (debug).
+    /// Measured before anyone hears of the loss.
+    fn mark_lost_at(&self, why: Loss, level: log::Level) {
+        if !self.released.load(Ordering::SeqCst)
+            && self
+                .lost
+                .fire_after(|| self.ended(Some(why), Instant::now()))
+        {
+            log::log!(
+                level,
+                "zkguard: {} {} of session {} lost",
+                self.role.noun(),
+                self.path,
+                Hex(self.owner)
+            );
+        }
+    }
+
+    /// The hold ended at `at` (released: `None`): measured once.
+    fn ended(&self, loss: Option<Loss>, at: Instant) {
+        if let (true, Some(l)) = (self.counted.swap(false, Ordering::SeqCst), &self.labels) {
+            self.meter
+                .hold_ended(l, at.saturating_duration_since(self.since), loss);
         }
     }
 }
@@ -72,9 +134,13 @@ impl State {
 impl SessionSink for State {
     fn on_session(&self, ev: &SessionEvent) {
         match *ev {
-            SessionEvent::Lost { session_id, .. } if session_id == self.owner => self.mark_lost(),
-            SessionEvent::Connected { session_id } if session_id != self.owner => self.mark_lost(),
-            SessionEvent::Closed => self.mark_lost(),
+            SessionEvent::Lost { session_id, .. } if session_id == self.owner => {
+                self.mark_lost(Loss::SessionLost)
+            }
+            SessionEvent::Connected { session_id } if session_id != self.owner => {
+                self.mark_lost(Loss::SessionLost)
+            }
+            SessionEvent::Closed => self.mark_lost_at(Loss::Closed, log::Level::Debug),
             _ => {}
         }
     }
@@ -93,7 +159,9 @@ impl WatchSink for State {
             EventType::NodeDataChanged
             | EventType::NodeCreated
             | EventType::NodeChildrenChanged => {}
-            EventType::NodeDeleted | EventType::SessionLost | EventType::Closed => self.mark_lost(),
+            EventType::NodeDeleted => self.mark_lost(Loss::NodeDeleted),
+            EventType::SessionLost => self.mark_lost(Loss::SessionLost),
+            EventType::Closed => self.mark_lost_at(Loss::Closed, log::Level::Debug),
         }
     }
 
@@ -106,7 +174,7 @@ impl WatchSink for State {
         // The watch went on whatever node is at the path now: if that is not ours (the
         // unfair recipes' shared path, re-created by someone else), ours is gone.
         if token_of(stat) != self.token || stat.ephemeral_owner != self.owner {
-            self.mark_lost();
+            self.mark_lost(Loss::NodeDeleted);
             return;
         }
         // Only Curator's exact revocation request counts (as in Curator); other writes to
@@ -128,21 +196,36 @@ pub struct Holding {
 
 impl Holding {
     /// Starts watching the session on behalf of a freshly acquired node.
-    pub(crate) fn new(client: &Client, acquired: Acquired, check_owner: bool) -> Holding {
+    pub(crate) fn new(
+        client: &Client,
+        acquired: Acquired,
+        role: Role,
+        check_owner: bool,
+    ) -> Holding {
         let state = Arc::new(State {
             path: acquired.path.clone(),
+            role,
             owner: acquired.owner,
             token: acquired.token,
             lost: Signal::default(),
             revoked: Signal::default(),
             released: AtomicBool::new(false),
+            meter: client.meter().clone(),
+            labels: acquired.labels.clone(),
+            since: Instant::now(),
+            counted: AtomicBool::new(true),
         });
+        if let Some(l) = &state.labels {
+            client.meter().hold_began(l);
+        }
         let sink: Arc<dyn SessionSink> = state.clone();
         let (session, st) = client.subscribe_sink(Arc::downgrade(&sink));
         // Keep the sink alive as long as the state (the list holds it weakly).
         drop(sink);
-        if session != acquired.owner || matches!(st, SessionState::Lost | SessionState::Closed) {
-            state.mark_lost();
+        if st == SessionState::Closed {
+            state.mark_lost(Loss::Closed);
+        } else if session != acquired.owner || st == SessionState::Lost {
+            state.mark_lost(Loss::SessionLost);
         } else {
             // Sent, not waited for: the acquire costs no extra round trip, and a deletion
             // before the watch is set is answered NoNode, which is a loss all the same.
@@ -235,7 +318,7 @@ impl Holding {
         match read.wait() {
             Ok((_, stat)) if self.acquired.is(&stat) => {}
             Ok(_) | Err(Error::NoNode { .. }) => {
-                self.state.mark_lost();
+                self.state.mark_lost(Loss::NodeDeleted);
                 return Err(lock_lost());
             }
             Err(Error::SessionExpired) => return Err(lock_lost()),
@@ -245,7 +328,7 @@ impl Holding {
             Ok(_) if self.is_gone() => Err(lock_lost()),
             Ok(_) => Ok(()),
             Err(Error::Multi { source, .. }) if matches!(*source, Error::NoNode { .. }) => {
-                self.state.mark_lost();
+                self.state.mark_lost(Loss::NodeDeleted);
                 Err(lock_lost())
             }
             Err(Error::SessionExpired) => Err(lock_lost()),
@@ -257,7 +340,7 @@ impl Holding {
     /// says the node is no more.
     fn fence_lost(&self, gone: bool) -> Error {
         if gone {
-            self.state.mark_lost();
+            self.state.mark_lost(Loss::NodeDeleted);
         }
         Error::LockLost {
             path: self.acquired.path.clone(),
@@ -274,6 +357,9 @@ impl Holding {
         if self.state.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        // Measured once the delete is answered, off the release's path (the hold ended now;
+        // a loss meanwhile is not one: the node is released).
+        let released_at = Instant::now();
         let was_lost = self.state.lost.is_fired();
         let check = if self.check_owner {
             Check::Czxid(self.acquired.token)
@@ -286,6 +372,7 @@ impl Holding {
         let deleted =
             self.client
                 .delete_owned(&self.acquired.path, check, self.acquired.owner, timeout);
+        self.state.ended(None, released_at);
         match deleted {
             Ok(true) if !was_lost => Ok(()),
             // Not there (or not ours any more), or its session is gone: it was lost.
@@ -304,6 +391,7 @@ impl Holding {
         if self.state.released.swap(true, Ordering::SeqCst) {
             return;
         }
+        let released_at = Instant::now();
         if self.check_owner {
             self.client.delete_in_background(Job::Path {
                 path: self.acquired.path.clone(),
@@ -314,6 +402,7 @@ impl Holding {
             self.client
                 .delete_unwaited(&self.acquired.path, self.acquired.owner);
         }
+        self.state.ended(None, released_at);
     }
 
     /// Deletes the node without reporting, waiting one short request at most (then the

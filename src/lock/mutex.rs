@@ -5,6 +5,7 @@ use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
 use crate::error::Result;
+use crate::metrics::kind;
 use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
 
 /// A fair, exclusive, non-re-entrant lock shared by every process that uses the same path.
@@ -62,8 +63,14 @@ impl Mutex {
     }
 
     /// The lock's node, held (for the recipes built on this one).
-    pub(crate) fn node(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Holding>> {
-        self.base.queue(names::LOCK, Rule::Exclusive, wait, cancel)
+    pub(crate) fn node(
+        &self,
+        kind: &'static str,
+        wait: Wait,
+        cancel: &Canceller,
+    ) -> Result<Option<Holding>> {
+        self.base
+            .queue(kind, names::LOCK, Rule::Exclusive, wait, cancel)
     }
 }
 
@@ -82,7 +89,7 @@ impl Lock for Mutex {
 
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<MutexGuard>> {
         Ok(self
-            .node(wait, cancel)?
+            .node(kind::MUTEX, wait, cancel)?
             .map(|holding| MutexGuard { holding }))
     }
 

@@ -5,7 +5,7 @@
 
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
-use crate::lock::Holding;
+use crate::lock::{Holding, Role};
 use crate::queue::{self, names, Canceller, Rule, Spec, Wait};
 
 /// The base every recipe keeps: [`Mutex`](crate::Mutex), [`UnfairMutex`](crate::UnfairMutex),
@@ -49,10 +49,18 @@ impl Recipe {
     }
 
     /// What the queue needs to queue us in `dir` (the recipe's path, or a directory under
-    /// it: a semaphore's `locks` and `leases`) with `marker` under `rule`.
-    pub(crate) fn spec<'a>(&'a self, dir: &'a str, marker: &'static str, rule: Rule) -> Spec<'a> {
+    /// it: a semaphore's `locks` and `leases`) with `marker` under `rule`, measured as
+    /// recipe `kind` (`crate::metrics::kind`).
+    pub(crate) fn spec<'a>(
+        &'a self,
+        kind: &'static str,
+        dir: &'a str,
+        marker: &'static str,
+        rule: Rule,
+    ) -> Spec<'a> {
         Spec {
             path: &self.path,
+            kind,
             dir,
             marker,
             rule,
@@ -62,31 +70,46 @@ impl Recipe {
         }
     }
 
-    /// Queues in the recipe's own directory and holds the node when its turn comes.
+    /// Queues in the recipe's own directory and holds the node when its turn comes (measured
+    /// as recipe `kind`).
     pub(crate) fn queue(
         &self,
+        kind: &'static str,
         marker: &'static str,
         rule: Rule,
         wait: Wait,
         cancel: &Canceller,
     ) -> Result<Option<Holding>> {
-        let spec = self.spec(&self.path, marker, rule);
+        let spec = self.spec(kind, &self.path, marker, rule);
+        let role = if marker == names::LATCH {
+            Role::Election
+        } else {
+            Role::Lock
+        };
         Ok(queue::acquire(&self.client, &spec, wait, cancel)?
-            .map(|a| Holding::new(&self.client, a, false)))
+            .map(|a| Holding::new(&self.client, a, role, false)))
     }
 
     /// Races for the single node at the recipe's path, whose data is `data` (unique to the
-    /// call: it tells our node from another's after a lost create reply).
+    /// call: it tells our node from another's after a lost create reply); the node is a
+    /// `role` (an unfair lock's or election's), measured as `kind`.
     pub(crate) fn single(
         &self,
+        kind: &'static str,
+        role: Role,
         data: &[u8],
         wait: Wait,
         cancel: &Canceller,
     ) -> Result<Option<Holding>> {
-        Ok(
-            queue::single(&self.client, &self.path, data, &self.acl, wait, cancel)?
-                .map(|a| Holding::new(&self.client, a, true)),
-        )
+        Ok(queue::single(
+            &self.client,
+            (&self.path, kind),
+            data,
+            &self.acl,
+            wait,
+            cancel,
+        )?
+        .map(|a| Holding::new(&self.client, a, role, true)))
     }
 }
 

@@ -5,6 +5,7 @@ use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
 use crate::error::Result;
+use crate::metrics::kind;
 use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
 
 /// A fair read/write lock: many readers at once, or one writer.
@@ -133,7 +134,13 @@ macro_rules! side {
                 };
                 Ok(self
                     .side
-                    .queue(marker, rule, wait, cancel)?
+                    .queue(
+                        if $read { kind::READ } else { kind::WRITE },
+                        marker,
+                        rule,
+                        wait,
+                        cancel,
+                    )?
                     .map(|holding| $guard { holding }))
             }
 

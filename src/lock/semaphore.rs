@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::recipe::{recipe_options, Recipe};
-use super::{guard_api, lock_api, Holding, Lock, Sealed};
+use super::{guard_api, lock_api, Holding, Lock, Role, Sealed};
 use crate::client::{Client, Names};
 use crate::client::{EventType, WatchedEvent};
 use crate::error::{Error, Result};
+use crate::metrics::kind;
 use crate::queue::{
     self, names, Acquired, Attempt, Canceller, Count, News, Next, Participant, Queued, Rule,
     SessionEvents, Wait, Wake,
@@ -249,15 +250,20 @@ impl Semaphore {
         let cancel = call.canceller.register();
         let client = &self.base.client;
         let events = SessionEvents::new(client);
-        let mut cx = Attempt::new(client, &self.base.path, wait, &cancel.rx, &events.rx);
-        if let Err(Next::Done(end)) = self.record(&mut cx) {
-            return end.map(|_| None);
+        let labeled = (self.base.path.as_str(), kind::SEMAPHORE);
+        // The whole call's context: its wait, and its end if it ends before a lease.
+        let mut whole = Attempt::new(client, labeled, wait, &cancel, &events.rx);
+        if let Err(Next::Done(end)) = self.record(&mut whole) {
+            return whole.end(end).map(|_| None);
         }
         loop {
-            let Some(mut lock) = self.internal_lock(wait, &call.canceller)? else {
-                return Ok(None);
+            let mut lock = match self.internal_lock(wait, &call.canceller) {
+                Ok(Some(lock)) => lock,
+                // Not past the internal lock's queue: the call ends there.
+                other => return whole.end(other.map(|_| None)).map(|_| None),
             };
-            let mut cx = Attempt::new(client, &self.base.path, wait, &cancel.rx, &events.rx);
+            let mut cx = Attempt::new(client, labeled, wait, &cancel, &events.rx);
+            cx.began = whole.began;
             match self.lease(&mut lock, &mut cx) {
                 Next::Restart => {
                     log::info!(
@@ -266,9 +272,9 @@ impl Semaphore {
                     );
                 }
                 Next::Done(r) => {
-                    return r.map(|a| {
+                    return cx.end(r).map(|a| {
                         a.map(|a| Permit {
-                            holding: Holding::new(client, a, false),
+                            holding: Holding::new(client, a, Role::Lease, false),
                         })
                     })
                 }
@@ -282,7 +288,12 @@ impl Semaphore {
     fn internal_lock(&self, wait: Wait, cancel: &Canceller) -> Result<Option<InternalLock>> {
         let (client, spec) = (
             &self.base.client,
-            self.base.spec(&self.locks, names::LOCK, Rule::Exclusive),
+            self.base.spec(
+                kind::SEMAPHORE_LOCK,
+                &self.locks,
+                names::LOCK,
+                Rule::Exclusive,
+            ),
         );
         let got = match wait {
             Wait::Try => match queue::acquire(client, &spec, Wait::Try, cancel) {
@@ -314,9 +325,12 @@ impl Semaphore {
     /// the permits.
     fn lease<'a>(&'a self, lock: &mut InternalLock, cx: &mut Attempt<'a>) -> Next {
         let client = &self.base.client;
-        let spec = self
-            .base
-            .spec(&self.leases, names::LEASE, Rule::Semaphore(self.permits));
+        let spec = self.base.spec(
+            kind::SEMAPHORE,
+            &self.leases,
+            names::LEASE,
+            Rule::Semaphore(self.permits),
+        );
         let Queued {
             mut at,
             mut listing,
@@ -458,7 +472,7 @@ impl InternalLock {
     fn lost(&mut self) -> Receiver<()> {
         let (client, node) = (&self.client, &self.node);
         self.holding
-            .get_or_insert_with(|| Holding::new(client, node.clone(), false))
+            .get_or_insert_with(|| Holding::new(client, node.clone(), Role::Lock, false))
             .lost()
     }
 }

@@ -51,7 +51,7 @@ pub(crate) fn acquire(
 ) -> Result<Option<Acquired>> {
     let cancel = canceller.register();
     let events = SessionEvents::new(client);
-    let mut cx = Attempt::new(client, spec.path, wait, &cancel.rx, &events.rx);
+    let mut cx = Attempt::new(client, (spec.path, spec.kind), wait, &cancel, &events.rx);
     loop {
         match attempt(&mut cx, spec) {
             Next::Restart => {
@@ -61,7 +61,7 @@ pub(crate) fn acquire(
                 );
                 continue;
             }
-            Next::Done(r) => return r,
+            Next::Done(r) => return cx.end(r),
         }
     }
 }

@@ -13,19 +13,22 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::held::Acquired;
+use super::held::{Acquired, CancelWait, QueueEvent};
 use super::rules::Rule;
 use super::wake::{wake, Wake};
 use crate::backoff::Backoff;
 use crate::client::{Client, SessionSink};
 use crate::client::{NodeAcl, SessionEvent, WatchedEvent};
 use crate::error::{Error, Result};
+use crate::metrics::{Labels, Outcome};
 
 /// What a recipe asks the queue for.
 pub(crate) struct Spec<'a> {
     /// The recipe's own path, the one its errors name (a semaphore queues in directories
     /// under its path; its caller knows only the path).
     pub path: &'a str,
+    /// The recipe's kind, the `kind` label of its measurements (`crate::metrics::kind`).
+    pub kind: &'static str,
     /// The lock directory.
     pub dir: &'a str,
     /// The node-name marker (`lock-`, `__READ__`, …).
@@ -88,18 +91,29 @@ pub(crate) struct Attempt<'a> {
     pub wait: Wait,
     /// When the call gives up (`Wait::deadline`, taken when the context is made).
     pub deadline: Option<Instant>,
-    cancel: &'a Receiver<()>,
+    cancel: &'a CancelWait,
     events: &'a Receiver<SessionEvent>,
     /// The pauses after connection trouble; each loop starts it afresh.
     backoff: Backoff,
+    /// What the call's measurements are labeled with.
+    labels: Arc<Labels>,
+    /// When the call began (its wait is measured from here).
+    pub began: Instant,
+    /// Whether the call has a node in a queue (counted in the waiters gauge).
+    queued: bool,
+    /// The place in line last told (`QueueEvent::Position`).
+    ahead: Option<usize>,
+    /// When the waiter heard the node it waited on go (the handoff gap's start).
+    heard: Option<Instant>,
 }
 
 impl<'a> Attempt<'a> {
+    /// The context of an acquire of recipe `kind` at `path`.
     pub(crate) fn new(
         client: &'a Client,
-        path: &'a str,
+        (path, kind): (&'a str, &'static str),
         wait: Wait,
-        cancel: &'a Receiver<()>,
+        cancel: &'a CancelWait,
         events: &'a Receiver<SessionEvent>,
     ) -> Attempt<'a> {
         Attempt {
@@ -110,7 +124,76 @@ impl<'a> Attempt<'a> {
             cancel,
             events,
             backoff: retry_backoff(),
+            labels: Arc::new(Labels::new(client.meter(), kind, path)),
+            began: Instant::now(),
+            queued: false,
+            ahead: None,
+            heard: None,
         }
+    }
+
+    /// Our node `node` was created: the call is in line (and told so).
+    pub(crate) fn enqueued(&mut self, node: &str) {
+        if !self.queued {
+            self.queued = true;
+            self.client.meter().queued(&self.labels, true);
+        }
+        self.ahead = None;
+        self.heard = None;
+        self.cancel.tell(QueueEvent::Queued {
+            node: node.to_string(),
+        });
+    }
+
+    /// A listing found `ahead` nodes ahead of our `node`: told if that changed.
+    pub(crate) fn position(&mut self, node: &str, ahead: usize) {
+        if self.ahead != Some(ahead) {
+            self.ahead = Some(ahead);
+            self.cancel.tell(QueueEvent::Position {
+                node: node.to_string(),
+                ahead,
+            });
+        }
+    }
+
+    /// The node we waited on went (`true`: just now, the handoff gap starts), or we wait
+    /// again (`false`).
+    pub(crate) fn heard_release(&mut self, now: bool) {
+        self.heard = now.then(Instant::now);
+    }
+
+    /// Out of line (granted or given up).
+    fn dequeued(&mut self) {
+        if std::mem::take(&mut self.queued) {
+            self.client.meter().queued(&self.labels, false);
+        }
+    }
+
+    /// The call ends with `r`: measured (its outcome, its wait, the handoff gap of a
+    /// grant), and a node acquired gets the labels its guard is measured with.
+    pub(crate) fn end(&mut self, mut r: Result<Option<Acquired>>) -> Result<Option<Acquired>> {
+        self.dequeued();
+        let outcome = match &mut r {
+            Ok(Some(a)) => {
+                if self.ahead.is_some() {
+                    self.position(&a.path, 0);
+                }
+                a.labels = Some(self.labels.clone());
+                Outcome::Acquired
+            }
+            Ok(None) if matches!(self.wait, Wait::Try) => Outcome::Busy,
+            Ok(None) => Outcome::TimedOut,
+            Err(Error::Cancelled { .. }) => Outcome::Cancelled,
+            // A try that could not reach the server within its one request timeout.
+            Err(Error::Timeout { .. }) => Outcome::TimedOut,
+            Err(_) => Outcome::Failed,
+        };
+        let meter = self.client.meter();
+        meter.acquire_ended(&self.labels, outcome, self.began.elapsed());
+        if let (Outcome::Acquired, Some(heard)) = (outcome, self.heard) {
+            meter.handoff(&self.labels, heard.elapsed());
+        }
+        r
     }
 
     /// The checks at the top of a round: a cancel ends the attempt (`Cancelled`); so does,
@@ -123,7 +206,7 @@ impl<'a> Attempt<'a> {
 
     /// The checks of [`checked`](Attempt::checked) without the deadline's.
     pub(crate) fn live(&self, owner: Option<i64>) -> std::result::Result<(), Next> {
-        if self.cancel.try_recv().is_ok() {
+        if self.cancel.rx.try_recv().is_ok() {
             return Err(self.cancelled());
         }
         match owner {
@@ -173,7 +256,20 @@ impl<'a> Attempt<'a> {
         lost: Option<&Receiver<()>>,
         tick: Option<Instant>,
     ) -> Wake {
-        wake(watches, lost, self.events, self.cancel, self.deadline, tick)
+        wake(
+            watches,
+            lost,
+            self.events,
+            &self.cancel.rx,
+            self.deadline,
+            tick,
+        )
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        self.dequeued();
     }
 }
 

@@ -40,6 +40,9 @@ impl OwnNode<'_> {
     ) -> std::result::Result<(), Next> {
         match find_by_uuid(c, spec, &self.uuid) {
             Ok(found) => {
+                if let Some(node) = &found {
+                    cx.enqueued(&node.path);
+                }
                 self.maybe_created = false;
                 self.node = found;
             }
@@ -129,6 +132,7 @@ pub(crate) fn enqueue<'a, 's: 'a>(
         });
         match created.wait() {
             Ok(cr) => {
+                cx.enqueued(&cr.path);
                 at.node = Some(Acquired::of(cr.path, &cr.stat, spec.acl));
                 listing = listed.wait().ok();
                 dir_acl = read_acl.and_then(|p| p.wait().ok());

@@ -8,6 +8,8 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use crate::client::{NodeAcl, Stat};
+use crate::metrics::Labels;
+
 /// A node that was acquired: the queue's answer to a recipe.
 #[derive(Debug, Clone)]
 pub(crate) struct Acquired {
@@ -18,6 +20,9 @@ pub(crate) struct Acquired {
     pub owner: i64,
     /// The ACL it was created with (a fenced write's creates get it too).
     pub acl: NodeAcl,
+    /// What the guard's measurements are labeled with (set by the acquire that ends with
+    /// it: `Attempt::end`).
+    pub labels: Option<Arc<Labels>>,
 }
 
 impl Acquired {
@@ -28,6 +33,7 @@ impl Acquired {
             token: token_of(stat),
             owner: stat.ephemeral_owner,
             acl: acl.clone(),
+            labels: None,
         }
     }
 
@@ -104,6 +110,41 @@ pub(crate) fn token_of(stat: &Stat) -> u64 {
 #[derive(Clone, Default)]
 pub struct Canceller {
     waiting: Arc<Mutex<Waiting>>,
+    /// Who hears the acquires' [`QueueEvent`]s (shared with the cancellers of calls made
+    /// of several acquires: a multi-lock's, a semaphore's).
+    listeners: Arc<Mutex<Vec<Sender<QueueEvent>>>>,
+}
+
+/// Where a waiting acquire stands in its lock's queue: what
+/// [`Canceller::queue_events`] (and each lock's `queue_events()`) sends while acquires of
+/// that lock object (and its clones) wait. Events of one acquire come in order; the `node`
+/// tells concurrent acquires apart.
+///
+/// Positions are learned when the waiter lists the queue: right after its node is made,
+/// whenever one of the (at most two) nodes it watches ahead of it goes, after a reconnect,
+/// and at its slow re-check (every session timeout). A waiter far back is not told of every
+/// step forward (that would need every waiter to watch every node, Curator's herd): a
+/// release of the head reaches the next waiter and the one after it only. The unfair
+/// recipes have no queue and send nothing; a semaphore's waiter is told of its place in the
+/// internal lock's queue, then that its lease is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QueueEvent {
+    /// The acquire's node was created: its place in line is reserved (Curator's
+    /// CURATOR-592). `node` is the node's path. An acquire that has to queue again (its
+    /// session was lost, its node deleted) is told again, with its new node.
+    Queued {
+        /// The node's path.
+        node: String,
+    },
+    /// A listing of the queue found `ahead` contenders' nodes ahead of `node` (0: it is
+    /// granted now). Told when the number changed since the last listing.
+    Position {
+        /// The waiting node's path.
+        node: String,
+        /// How many nodes are ahead of it.
+        ahead: usize,
+    },
 }
 
 #[derive(Default)]
@@ -136,6 +177,41 @@ impl Canceller {
                 }
                 Waiter::Call(c) => c.shut(),
             }
+        }
+    }
+
+    /// A receiver of the [`QueueEvent`]s of every acquire of this lock object (and its
+    /// clones) from now on: when its node is made, and its place in line as it moves.
+    /// Dropping the receiver unsubscribes (at the next event).
+    ///
+    /// ```no_run
+    /// # fn f(client: &zkguard::Client) -> zkguard::Result<()> {
+    /// let lock = zkguard::Mutex::new(client, "/locks/job")?;
+    /// let events = lock.canceller().queue_events();
+    /// std::thread::spawn(move || {
+    ///     for ev in events {
+    ///         match ev {
+    ///             zkguard::QueueEvent::Queued { node } => println!("in line as {node}"),
+    ///             zkguard::QueueEvent::Position { ahead, .. } => println!("{ahead} ahead"),
+    ///             _ => {}
+    ///         }
+    ///     }
+    /// });
+    /// let _guard = lock.acquire()?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use = "the receiver is the only way to hear the events"]
+    pub fn queue_events(&self) -> Receiver<QueueEvent> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.listeners.lock().push(tx);
+        rx
+    }
+
+    /// Tells every listener (and forgets those gone).
+    fn tell(&self, ev: QueueEvent) {
+        let mut l = self.listeners.lock();
+        if !l.is_empty() {
+            l.retain(|tx| tx.send(ev.clone()).is_ok());
         }
     }
 
@@ -174,7 +250,10 @@ impl Canceller {
     /// while the call lasts cancels the acquire under way and every later one of the call
     /// (a cancel between two acquires is not lost). It unregisters on drop.
     pub(crate) fn call(&self) -> CallCanceller {
-        let call = Canceller::default();
+        let call = Canceller {
+            waiting: Arc::default(),
+            listeners: self.listeners.clone(),
+        };
         let mut w = self.waiting.lock();
         if w.shut {
             call.waiting.lock().shut = true;
@@ -199,6 +278,13 @@ pub(crate) struct CancelWait {
     pub rx: Receiver<()>,
     id: u64,
     owner: Canceller,
+}
+
+impl CancelWait {
+    /// Tells the lock's listeners where this acquire stands.
+    pub(crate) fn tell(&self, ev: QueueEvent) {
+        self.owner.tell(ev);
+    }
 }
 
 impl Drop for CancelWait {

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 /// nothing left behind.
 pub(crate) fn acquire(
     client: &Client,
-    path: &str,
+    (path, kind): (&str, &'static str),
     data: &[u8],
     acl: &NodeAcl,
     wait: Wait,
@@ -30,7 +30,20 @@ pub(crate) fn acquire(
 ) -> Result<Option<Acquired>> {
     let cancel = canceller.register();
     let events = SessionEvents::new(client);
-    let mut cx = Attempt::new(client, path, wait, &cancel.rx, &events.rx);
+    let mut cx = Attempt::new(client, (path, kind), wait, &cancel, &events.rx);
+    let r = race(&mut cx, client, path, data, acl);
+    cx.end(r)
+}
+
+/// The races of one acquire (see [`acquire`]).
+fn race(
+    cx: &mut Attempt<'_>,
+    client: &Client,
+    path: &str,
+    data: &[u8],
+    acl: &NodeAcl,
+) -> Result<Option<Acquired>> {
+    let wait = cx.wait;
     // Set while a create's outcome is unknown; cleared by the next clear answer.
     let mut unsure = false;
     // The session of the last create (its clean-up goes out on that session only).
@@ -71,14 +84,14 @@ pub(crate) fn acquire(
             }
         }
         // Held by someone else: wait for it to go, then race again.
-        await_release(&cx, &c, path)?;
+        await_release(cx, &c, path)?;
     }
 }
 
 /// Waits until the node at `path`, held by someone else, changes or goes (no watch is left
 /// if it already has), or the tick, or a session event; then the caller races again (a
 /// deadline passed is noticed at the top of its round). `Err`: the acquire ends so.
-fn await_release(cx: &Attempt<'_>, c: &Client, path: &str) -> Result<()> {
+fn await_release(cx: &mut Attempt<'_>, c: &Client, path: &str) -> Result<()> {
     let watch = match c.get_data_w(path) {
         Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
         Ok((_, _, w)) => w,
@@ -93,6 +106,10 @@ fn await_release(cx: &Attempt<'_>, c: &Client, path: &str) -> Result<()> {
         .then(|| Instant::now() + cx.client.session_timeout());
     match cx.wake(&[&watch], None, tick) {
         Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::Closed => Err(Error::Closed),
+        Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::NodeDeleted => {
+            cx.heard_release(true);
+            Ok(())
+        }
         Wake::Session(Ok(SessionEvent::Closed) | Err(_)) => Err(Error::Closed),
         Wake::Cancel => Err(Error::cancelled(path)),
         _ => Ok(()),

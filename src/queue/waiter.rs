@@ -132,6 +132,7 @@ impl<'a, 's> Waiter<'a, 's> {
         let Some(pos) = q.iter().rposition(|x| x.name == self.me) else {
             return self.vanished();
         };
+        self.cx.position(&self.node.path, pos);
         match View::of(self.spec.dir, self.spec.rule, q, pos) {
             None => self.grant(),
             Some(_) if matches!(self.cx.wait, Wait::Try) => Step::End(Next::Done(Ok(None))),
@@ -190,6 +191,8 @@ impl<'a, 's> Waiter<'a, 's> {
                 _ => self.node.path.as_str(),
             };
             self.watching.spent(path);
+            let deleted = matches!(&ev, Ok(e) if e.event_type == EventType::NodeDeleted);
+            self.cx.heard_release(i == BLOCKER && deleted);
             return match on_watch(heard(ev), i, &v, !own.is_empty()) {
                 Then::Grant => self.grant(),
                 Then::Vanished => self.vanished(),

@@ -266,3 +266,25 @@ pub fn attempts(err: &Error) -> &[ConnectAttempt] {
         e => panic!("expected a connect error, got {e:?}"),
     }
 }
+
+/// Keeps standalone server 0 of `cluster` down until `events` (a client's, with session
+/// timeout `timeout`) says the session is lost, starts it again from its data (which
+/// restores the sessions it had), and returns the id of the client's new session once it
+/// is reported.
+pub fn outlive_session(
+    cluster: &TestCluster,
+    events: &Receiver<SessionEvent>,
+    timeout: Duration,
+) -> i64 {
+    cluster.stop(0).unwrap();
+    wait_event(events, timeout * 3, "the loss", |e| {
+        matches!(e, SessionEvent::Lost { .. })
+    });
+    cluster.start_server(0).unwrap();
+    match wait_event(events, WITHIN, "the new session", |e| {
+        matches!(e, SessionEvent::Connected { .. })
+    }) {
+        SessionEvent::Connected { session_id } => session_id,
+        ev => unreachable!("{ev:?}"),
+    }
+}

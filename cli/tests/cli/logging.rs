@@ -3,7 +3,7 @@
 
 use crate::common::*;
 
-/// The info record the library writes once a session exists ("Connected { … } via ADDR,
+/// The info record the library writes once a session exists ("new session 0x… via ADDR,
 /// session timeout …").
 const CONNECTED: &str = "session timeout";
 

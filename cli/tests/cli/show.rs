@@ -1,4 +1,5 @@
-//! `holders` on a semaphore: each contender once, whatever nodes it has.
+//! `holders` on a semaphore: each contender once, whatever nodes it has, with how long it has
+//! held or waited.
 
 use std::time::{Duration, Instant};
 
@@ -56,10 +57,29 @@ fn holders_lists_a_semaphore_waiter_once() {
         v["participants"][1]["internal_lock_node"].is_string(),
         "{v}"
     );
+    // How long, from each node's ctime: the holder has held, the others have waited (and
+    // only that: one key each).
+    for (i, (key, not)) in [
+        ("held_for_s", "waiting_for_s"),
+        ("waiting_for_s", "held_for_s"),
+        ("waiting_for_s", "held_for_s"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = &v["participants"][i];
+        assert!(p[key].is_u64() && p.get(not).is_none(), "{v}");
+    }
 
     let (code, out, _) = output(zkguard(&cs).args(["holders", &path]));
     assert_eq!(code, 0);
     assert_eq!(out.matches("  b\n").count(), 1, "{out}");
+    let line = |data: &str| out.lines().find(|l| l.ends_with(data)).unwrap_or_default();
+    assert!(line("  a").contains(" held "), "{out}");
+    assert!(
+        line("  b").contains(" waiting ") && line("  c").contains(" waiting "),
+        "{out}"
+    );
     let (code, _, err) =
         output(zkguard(&cs).args(["lock", &path, "--permits", "1", "-n", "--", "true"]));
     assert_eq!(code, 1, "{err}");

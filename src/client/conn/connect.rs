@@ -1,4 +1,5 @@
-//! Connecting: host rotation and back-off, the session handshake, auth replay, SetWatches.
+//! Connecting: host rotation and back-off, the session handshake, auth replay, SetWatches,
+//! and closing a session the loss clock gave up before a new one opens (`session.rs`).
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -8,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use super::frame::FrameReader;
 use super::link::Link;
+use super::session::Settled;
 use super::Shared;
 use crate::backoff::Backoff;
 use crate::client::proto::{self, code, op, xid, Reader};
 use crate::client::sasl::Mechanism;
 use crate::client::types::LossReason;
-use crate::error::ConnectFailure;
+use crate::error::{ConnectAttempt, ConnectFailure};
 
 /// Why one connect attempt failed, and at which address (once the name resolved).
 pub(super) type Failed = (Option<SocketAddr>, ConnectFailure);
@@ -63,10 +65,9 @@ impl Shared {
                     continue;
                 }
                 Err((addr, why)) => {
-                    log::debug!(
-                        "zkguard: connect to {} ({addr:?}) failed: {why}",
-                        self.cfg.hosts[host_idx]
-                    );
+                    let host = &self.cfg.hosts[host_idx];
+                    let attempt = ConnectAttempt::new(host, addr, why.clone());
+                    log::debug!("zkguard: connect failed: {attempt}");
                     self.record_failure(host_idx, addr, why);
                     failures_in_row += 1;
                 }
@@ -104,7 +105,7 @@ impl Shared {
         if let Some(left) = self.time_until_loss() {
             budget = budget.min(left.max(Duration::from_millis(1)));
         }
-        let deadline = Instant::now() + budget;
+        let mut deadline = Instant::now() + budget;
         let addrs: Vec<SocketAddr> = host
             .to_socket_addrs()
             .map_err(|e| (None, ConnectFailure::Resolve(e.into())))?
@@ -121,6 +122,24 @@ impl Shared {
                     last_err = (Some(addr), ConnectFailure::io("connect", e));
                 }
                 break;
+            }
+            // A new session: first close the one the loss clock gave up, if the server
+            // still holds it, so its nodes go now rather than a session timeout later.
+            if session_id == 0 {
+                if let Some((old, old_passwd)) = self.abandoned() {
+                    match self.close_abandoned(host, addr, old, &old_passwd, deadline) {
+                        Ok(how) => self.settle_abandoned(old, how),
+                        Err((reached, why)) => {
+                            if reached {
+                                self.settle_abandoned(old, Settled::Failed);
+                            }
+                            last_err = (Some(addr), why);
+                            continue;
+                        }
+                    }
+                    // The new session's handshake gets a budget of its own.
+                    deadline = deadline.max(Instant::now() + budget);
+                }
             }
             match self.handshake(host, addr, session_id, &passwd, deadline) {
                 Ok(Handshake::Live(stream, frames)) => return Ok(Some((stream, frames))),
@@ -140,32 +159,17 @@ impl Shared {
         deadline: Instant,
     ) -> std::result::Result<Handshake, ConnectFailure> {
         self.counters.connects.fetch_add(1, Ordering::Relaxed);
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
         let stream = Link::connect(addr, host, self.cfg.tls.as_ref(), deadline)?;
         let io_err = |e: io::Error| super::link::failure("handshake", e);
-        let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
-        stream.set_write_timeout(Some(left)).map_err(io_err)?;
         let connect_sent_us = self.clock.now_us();
-        stream
-            .write_all(&proto::connect_request(
-                // A new session has seen nothing: a server rebuilt from empty data (its zxids
-                // restarted) must not refuse it for what an old session saw.
-                if session_id == 0 {
-                    0
-                } else {
-                    self.last_zxid.load(Ordering::Relaxed)
-                },
-                timeout_ms,
-                session_id,
-                passwd,
-            ))
-            .map_err(io_err)?;
-        let mut frames = FrameReader::new(self.cfg.max_reply);
-        let resp = frames.read_frame_by(&stream, deadline).map_err(io_err)?;
-        let resp =
-            proto::decode_connect_response(&resp).map_err(|m| ConnectFailure::Malformed(m.0))?;
+        // A new session has seen nothing: a server rebuilt from empty data (its zxids
+        // restarted) must not refuse it for what an old session saw.
+        let seen = if session_id == 0 {
+            0
+        } else {
+            self.last_zxid.load(Ordering::Relaxed)
+        };
+        let (mut frames, resp) = self.greet(&stream, seen, session_id, passwd, deadline, io_err)?;
         if resp.timeout_ms <= 0 {
             stream.shutdown();
             if session_id == 0 {
@@ -213,6 +217,87 @@ impl Shared {
             }
         }
         Ok(Handshake::Live(stream, frames))
+    }
+
+    /// The session handshake on a fresh `stream`: asks for `session_id` (0: a new one)
+    /// with its password, as a client that has seen zxid `seen`, and reads the server's
+    /// answer. `io_err` names what the connection was for in an I/O failure.
+    fn greet(
+        &self,
+        stream: &Link,
+        seen: i64,
+        session_id: i64,
+        passwd: &[u8],
+        deadline: Instant,
+        io_err: impl Fn(io::Error) -> ConnectFailure,
+    ) -> std::result::Result<(FrameReader, proto::ConnectResponse), ConnectFailure> {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        stream.set_write_timeout(Some(left)).map_err(&io_err)?;
+        let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
+        stream
+            .write_all(&proto::connect_request(
+                seen, timeout_ms, session_id, passwd,
+            ))
+            .map_err(&io_err)?;
+        let mut frames = FrameReader::new(self.cfg.max_reply);
+        let resp = frames.read_frame_by(stream, deadline).map_err(&io_err)?;
+        let resp =
+            proto::decode_connect_response(&resp).map_err(|m| ConnectFailure::Malformed(m.0))?;
+        Ok((frames, resp))
+    }
+
+    /// Closes abandoned session `session_id` (see `session.rs`) on the server at `addr`: a
+    /// connection of its own resumes it with its password, logs in as this client does,
+    /// and sends `closeSession`, waiting for the reply (the server has deleted the session's
+    /// ephemeral nodes by then). `Gone` if the server no longer has the session. An error
+    /// says whether the server was reached (`true`: the attempt counts as a failed close).
+    fn close_abandoned(
+        &self,
+        host: &str,
+        addr: SocketAddr,
+        session_id: i64,
+        passwd: &[u8],
+        deadline: Instant,
+    ) -> std::result::Result<Settled, (bool, ConnectFailure)> {
+        let stream =
+            Link::connect(addr, host, self.cfg.tls.as_ref(), deadline).map_err(|e| (false, e))?;
+        let reached = |e: ConnectFailure| (true, e);
+        let failure = |e: io::Error| super::link::failure("close of a given-up session", e);
+        let io_err = |e: io::Error| reached(failure(e));
+        // Seen zxid 0: this connection reads nothing, so no server is too far behind for it.
+        let (mut frames, resp) = self
+            .greet(&stream, 0, session_id, passwd, deadline, failure)
+            .map_err(reached)?;
+        if resp.timeout_ms <= 0 || resp.session_id != session_id {
+            stream.shutdown();
+            return Ok(Settled::Gone);
+        }
+        self.sasl_login(&stream, host, &mut frames, deadline)
+            .map_err(reached)?;
+        self.replay_auth(&stream, &mut frames, deadline)
+            .map_err(reached)?;
+        const CLOSE_XID: i32 = 1;
+        stream
+            .write_all(&proto::request_frame(CLOSE_XID, op::CLOSE, &[]))
+            .map_err(io_err)?;
+        let closed = loop {
+            let frame = frames.read_frame_by(&stream, deadline).map_err(io_err)?;
+            let h = proto::decode_reply_header(&mut Reader::new(&frame))
+                .map_err(|m| reached(ConnectFailure::Malformed(m.0)))?;
+            if h.xid == CLOSE_XID {
+                break h.err;
+            }
+        };
+        stream.shutdown();
+        match closed {
+            code::OK => Ok(Settled::Closed),
+            code::SESSION_EXPIRED => Ok(Settled::Gone),
+            err => Err(io_err(io::Error::other(format!(
+                "the server answered closeSession with error {err}"
+            )))),
+        }
     }
 
     /// Logs in with SASL (DIGEST-MD5 or Kerberos) when the client has a SASL login, as

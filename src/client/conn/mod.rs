@@ -26,8 +26,9 @@ use parking_lot::Condvar;
 
 use super::config::Config;
 use super::proto::{code, op, RawReply};
-use super::types::{CloseOutcome, EventType};
+use super::types::{CloseOutcome, EventType, Hex};
 use crate::error::Error;
+use crate::metrics::Meter;
 
 mod clock;
 mod connect;
@@ -44,8 +45,8 @@ use link::Link;
 pub(crate) use ranked::{Rank, Ranked};
 pub(crate) use requests::Outgoing;
 use requests::{InFlightMap, Io};
-use session::SessionInfo;
 pub(crate) use session::SessionSink;
+use session::{Phase, SessionInfo};
 use watches::Watches;
 pub(crate) use watches::{WatchKind, WatchReg, WatchSink, WatchTx};
 
@@ -145,6 +146,8 @@ pub(crate) struct Shared {
     last_zxid: AtomicI64,
     wake: (Sender<()>, Receiver<()>),
     pub counters: Counters,
+    /// The recipes' and the session's measurements (`crate::metrics`).
+    pub meter: Arc<Meter>,
     /// Kept watches to arm again (see [`WatchSink::keep`]): server path and sink. Written
     /// by the connection thread itself, on the session the sink names. Last in the lock
     /// order (see above).
@@ -160,6 +163,8 @@ pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(1);
 impl Shared {
     pub fn new(cfg: Config) -> Shared {
         let hosts = cfg.hosts.len();
+        let meter = Meter::new(cfg.metrics_path_labels);
+        meter.session(None, Phase::Connecting.label());
         Shared {
             cfg,
             io: Ranked::new(Rank::Io, Io::default()),
@@ -172,6 +177,7 @@ impl Shared {
             last_zxid: AtomicI64::new(0),
             wake: crossbeam_channel::unbounded(),
             counters: Counters::default(),
+            meter: Arc::new(meter),
             rearm: Ranked::new(Rank::Rearm, Vec::new()),
             link: Ranked::new(Rank::Link, None),
         }
@@ -181,6 +187,7 @@ impl Shared {
 
     /// Ends the session: asks the server to close it (bounded wait), then stops everything.
     pub fn close(&self, done: &Receiver<()>) -> CloseOutcome {
+        let session_id = self.session_id();
         let Some((was_connected, had_session)) = self.begin_close() else {
             return CloseOutcome::AlreadyClosed;
         };
@@ -225,7 +232,11 @@ impl Shared {
         // The connection thread exits at once unless it is inside a connect attempt (bounded).
         let _ = done.recv_deadline(deadline);
         if let CloseOutcome::Unconfirmed { reason } = &outcome {
-            log::info!("zkguard: close was not confirmed by the server ({reason}); the session will expire on its own");
+            log::info!(
+                "zkguard: the close of session {} was not confirmed by the server ({reason}); \
+                 it will expire on its own",
+                Hex(session_id)
+            );
         }
         outcome
     }

@@ -187,7 +187,7 @@ impl Shared {
             }
             Err(e) => {
                 // A partial frame may be on the wire: this connection is finished.
-                log::warn!("zkguard: write failed, dropping the connection: {e}");
+                log::info!("zkguard: write failed, dropping the connection: {e}");
                 if let Some(stream) = io.stream.take() {
                     stream.shutdown();
                 }
@@ -277,6 +277,11 @@ impl Shared {
             return;
         };
         self.clock.answered(f.sent_us);
+        #[cfg(feature = "metrics")]
+        self.meter.request(
+            crate::metrics::op_name(f.opcode),
+            std::time::Duration::from_micros(self.clock.now_us().saturating_sub(f.sent_us)),
+        );
         if let Some(w) = f.watch {
             // The server sets the watch on success, and exists sets one on a
             // missing node too (in its exists table).

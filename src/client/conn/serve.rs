@@ -81,17 +81,31 @@ impl Shared {
                 return;
             }
             match frames.fill(&mut &stream) {
+                // After our own close, the end of the connection is expected: debug.
                 Ok(0) => {
-                    log::info!("zkguard: the server closed the connection");
+                    log::log!(
+                        self.quiet_if_closing(),
+                        "zkguard: the server closed the connection"
+                    );
                     return;
                 }
                 Ok(_) => self.clock.received(),
                 Err(e) if is_timeout(&e) => {}
                 Err(e) => {
-                    log::info!("zkguard: connection error: {e}");
+                    log::log!(self.quiet_if_closing(), "zkguard: connection error: {e}");
                     return;
                 }
             }
+        }
+    }
+
+    /// The level of a record about the connection ending: info, debug once our own close
+    /// has begun (then it is the close's doing).
+    fn quiet_if_closing(&self) -> log::Level {
+        if self.is_closing() {
+            log::Level::Debug
+        } else {
+            log::Level::Info
         }
     }
 

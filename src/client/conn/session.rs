@@ -14,6 +14,16 @@
 //! | closing | the close is done ([`finish_close`]) | Closed | none (said when it began) |
 //! | any | the server rejected the credentials ([`fail_auth`]) | Closed, closing | `Closed` |
 //!
+//! Beside the phase, [`enter_lost`] keeps a session the loss clock gave up as *abandoned*
+//! (its id and password): the server may still hold it, with its ephemeral nodes (a
+//! standalone server restarted from its data restores its sessions with a fresh timeout).
+//! Before the next new session, the connection thread closes it on the server
+//! (`connect.rs`, [`abandoned`]) and [`settle_abandoned`] forgets it: closed, found gone,
+//! or given up after [`ABANDON_TRIES`] attempts that reached a server. A session the server
+//! itself said expired is not kept; the current session never is, so the client never
+//! closes a session it still counts live. `Connected` for the new session therefore comes
+//! after the old session's nodes are gone (unless the close was given up).
+//!
 //! Users see `Closed` from the first moment of a close ([`SessionInfo::public_state`]),
 //! `Suspended` for Connecting, and, from the loss clock, `Suspended` or `Lost` for a
 //! session whose requests have gone unanswered ([`Shared::state`]). Leaving Connected
@@ -25,18 +35,20 @@
 //! [`begin_close`]: Shared::begin_close
 //! [`finish_close`]: Shared::finish_close
 //! [`fail_auth`]: Shared::fail_auth
+//! [`abandoned`]: Shared::abandoned
+//! [`settle_abandoned`]: Shared::settle_abandoned
 //! [`Client::close`]: crate::Client::close
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Shared;
 use crate::client::proto::ConnectResponse;
-use crate::client::types::{EventType, LossReason, SessionEvent, SessionState};
-use crate::error::{ConnectAttempt, ConnectFailure, Error, Result};
+use crate::client::types::{EventType, Hex, LossReason, SessionEvent, SessionState};
+use crate::error::{ConnectFailure, Error};
 
 /// Something inside the crate that reacts to session events (guards, waiters). Held
 /// weakly: when its owner goes, it drops out of the list. Same rules as [`WatchSink`].
@@ -83,6 +95,17 @@ pub(super) enum Phase {
 }
 
 impl Phase {
+    /// The `state` label of `zkguard_session_state` (`crate::metrics`).
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Phase::Connecting => "connecting",
+            Phase::Connected => "connected",
+            Phase::Suspended => "suspended",
+            Phase::Lost => "lost",
+            Phase::Closed => "closed",
+        }
+    }
+
     /// What callers are told.
     fn public(self) -> SessionState {
         match self {
@@ -95,7 +118,7 @@ impl Phase {
 }
 
 /// The session's state, behind `Shared::session`. Its fields are written only by the
-/// transitions in this file.
+/// transitions in this file (and the first connect's `failures` by `session/first.rs`).
 pub(super) struct SessionInfo {
     phase: Phase,
     session_id: i64,
@@ -115,7 +138,35 @@ pub(super) struct SessionInfo {
     failures: Vec<Option<(u64, Option<SocketAddr>, ConnectFailure)>>,
     /// The number of the next failure in `failures`.
     failures_seen: u64,
+    /// A session the loss clock gave up, to close on the server before the next new one.
+    abandoned: Option<Abandoned>,
 }
+
+/// A session the client gave up on its own (the loss clock ran out): the server may still
+/// hold it. Never the current session.
+struct Abandoned {
+    session_id: i64,
+    passwd: Vec<u8>,
+    /// Attempts to close it that reached a server and failed.
+    tries: u32,
+}
+
+/// How a close of an abandoned session went ([`Shared::settle_abandoned`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// The server closed it (its ephemeral nodes are deleted).
+    Closed,
+    /// The server no longer had it.
+    Gone,
+    /// A server was reached but the close failed (counts toward [`ABANDON_TRIES`]).
+    Failed,
+}
+
+/// Failed closes of an abandoned session (each at a server that was reached) before the
+/// client gives up and leaves it to expire on the server.
+pub(super) const ABANDON_TRIES: u32 = 3;
+
+mod first;
 
 impl SessionInfo {
     /// No session yet, connecting to one of `hosts` servers.
@@ -133,6 +184,7 @@ impl SessionInfo {
             subscribers: Vec::new(),
             failures: vec![None; hosts],
             failures_seen: 0,
+            abandoned: None,
         }
     }
 
@@ -249,91 +301,20 @@ impl Shared {
         (s.session_id, st)
     }
 
-    /// Blocks until the first session exists, or fails naming every server tried. Once
-    /// every server has failed once (nothing listening, say), it warns that it keeps trying
-    /// until the deadline: a server that is starting is a reason to wait, silence is not.
-    pub fn wait_first_session(&self, deadline: Instant, connect_timeout: Duration) -> Result<()> {
-        let mut s = self.session.lock();
-        let mut warned = false;
-        loop {
-            match s.phase {
-                Phase::Connected => return Ok(()),
-                Phase::Closed => return Err(s.closed_error()),
-                _ => {}
-            }
-            // Every server refused us for good (a certificate or credentials rejected):
-            // waiting out the deadline cannot help.
-            let hopeless = s
-                .failures
-                .iter()
-                .all(|f| matches!(f, Some((_, _, why)) if why.is_permanent()));
-            if !warned && !hopeless && s.failures.iter().all(Option::is_some) {
-                warned = true;
-                let failed: Vec<ConnectAttempt> = (self.cfg.hosts.iter().zip(&s.failures))
-                    .filter_map(|(h, f)| {
-                        let (_, addr, why) = f.as_ref()?;
-                        Some(ConnectAttempt::new(h, *addr, why.clone()))
-                    })
-                    .collect();
-                let left = deadline.saturating_duration_since(Instant::now());
-                s.unlocked(|| {
-                    log::warn!("{}", still_trying(&failed, left));
-                });
-                continue;
-            }
-            if hopeless
-                || (s.wait_until(&self.changed, deadline).timed_out()
-                    && s.phase != Phase::Connected)
-            {
-                // Servers never reached first, then in the order they failed: the last
-                // attempt is the one that failed last (the error's `source`).
-                let mut tried: Vec<(u64, ConnectAttempt)> = self
-                    .cfg
-                    .hosts
-                    .iter()
-                    .zip(&s.failures)
-                    .map(|(h, f)| match f {
-                        None => (0, ConnectAttempt::new(h, None, ConnectFailure::NotReached)),
-                        Some((seq, addr, why)) => {
-                            (seq + 1, ConnectAttempt::new(h, *addr, why.clone()))
-                        }
-                    })
-                    .collect();
-                tried.sort_by_key(|(seq, _)| *seq);
-                return Err(Error::Connect {
-                    attempts: tried.into_iter().map(|(_, a)| a).collect(),
-                    after: if hopeless {
-                        connect_timeout
-                            .saturating_sub(deadline.saturating_duration_since(Instant::now()))
-                    } else {
-                        connect_timeout
-                    },
-                });
-            }
-        }
-    }
-
     pub fn is_closing(&self) -> bool {
         let s = self.session.lock();
         s.closing || s.phase == Phase::Closed
     }
 
-    /// Notes why connecting to host `host_idx` failed (for the first connect's error).
-    pub(super) fn record_failure(
-        &self,
-        host_idx: usize,
-        addr: Option<SocketAddr>,
-        why: ConnectFailure,
-    ) {
-        let mut s = self.session.lock();
-        let seq = s.failures_seen;
-        s.failures_seen += 1;
-        s.failures[host_idx] = Some((seq, addr, why));
-        drop(s);
-        self.changed.notify_all();
-    }
-
     // ---------------------------------------------------------------- transitions
+
+    /// The phase moves to `to` (measured: `crate::metrics`).
+    fn go(&self, s: &mut SessionInfo, to: Phase) {
+        if s.phase != to {
+            self.meter.session(Some(s.phase.label()), to.label());
+        }
+        s.phase = to;
+    }
 
     fn emit(&self, s: &mut SessionInfo, ev: SessionEvent) {
         log::debug!("zkguard: session event {ev:?}");
@@ -355,7 +336,10 @@ impl Shared {
         s.passwd = resp.passwd;
         s.negotiated = negotiated;
         s.server = Some(addr);
-        s.phase = Phase::Connected;
+        self.go(s, Phase::Connected);
+        if s.generation > 0 {
+            self.meter.reconnected(same);
+        }
         s.generation += 1;
         let ev = if same {
             SessionEvent::Reconnected {
@@ -367,7 +351,11 @@ impl Shared {
                 session_id: resp.session_id,
             }
         };
-        log::info!("zkguard: {ev:?} via {addr}, session timeout {negotiated:?}");
+        let how = if same { "resumed" } else { "new" };
+        log::info!(
+            "zkguard: {how} session {} via {addr}, session timeout {negotiated:?}",
+            Hex(resp.session_id)
+        );
         self.emit(s, ev);
         self.changed.notify_all();
     }
@@ -379,7 +367,7 @@ impl Shared {
         if s.phase != Phase::Connected {
             return;
         }
-        s.phase = Phase::Suspended;
+        self.go(&mut s, Phase::Suspended);
         if !closing {
             s.server = None;
             let session_id = s.session_id;
@@ -398,11 +386,27 @@ impl Shared {
                 return;
             }
             let session_id = s.session_id;
-            log::warn!("zkguard: session 0x{session_id:x} lost ({reason:?})");
+            log::warn!(
+                "zkguard: session {} lost: {}",
+                Hex(session_id),
+                match reason {
+                    LossReason::Expired => "the server said it expired",
+                    LossReason::Timeout => "no server answered within its timeout",
+                }
+            );
             s.session_id = 0;
-            s.passwd.clear();
+            let passwd = std::mem::take(&mut s.passwd);
+            // Given up by our clock alone: the server may still hold it (closed before the
+            // next new session). One the server said expired has nothing left to close.
+            if reason == LossReason::Timeout {
+                s.abandoned = Some(Abandoned {
+                    session_id,
+                    passwd,
+                    tries: 0,
+                });
+            }
             s.epoch += 1;
-            s.phase = Phase::Lost;
+            self.go(&mut s, Phase::Lost);
             self.emit(&mut s, SessionEvent::Lost { session_id, reason });
             self.changed.notify_all();
         }
@@ -418,6 +422,10 @@ impl Shared {
             return None;
         }
         s.closing = true;
+        match s.session_id {
+            0 => log::debug!("zkguard: closing the client (it has no session)"),
+            id => log::debug!("zkguard: closing session {}", Hex(id)),
+        }
         // Said first, before the server is asked: once it closes the session it deletes
         // our ephemeral nodes, and another client may take a lock or leadership of ours
         // at once. Our guards must have been told by then.
@@ -428,10 +436,47 @@ impl Shared {
         ))
     }
 
+    /// The abandoned session to close on the server before a new session is opened (its
+    /// id and password), if there is one. Never the current session.
+    pub(super) fn abandoned(&self) -> Option<(i64, Vec<u8>)> {
+        let s = self.session.lock();
+        s.abandoned
+            .as_ref()
+            .filter(|a| a.session_id != s.session_id)
+            .map(|a| (a.session_id, a.passwd.clone()))
+    }
+
+    /// A close of abandoned session `session_id` went as `how`: forgotten once closed, found
+    /// gone, or failed [`ABANDON_TRIES`] times (then it expires on the server on its own).
+    pub(super) fn settle_abandoned(&self, session_id: i64, how: Settled) {
+        let mut s = self.session.lock();
+        let Some(a) = s.abandoned.as_mut().filter(|a| a.session_id == session_id) else {
+            return;
+        };
+        let id = Hex(session_id);
+        match how {
+            Settled::Closed => {
+                log::info!("zkguard: closed session {id}, given up earlier (its nodes are deleted)")
+            }
+            Settled::Gone => log::debug!("zkguard: session {id}, given up earlier, had expired"),
+            Settled::Failed => {
+                a.tries += 1;
+                if a.tries < ABANDON_TRIES {
+                    return;
+                }
+                log::warn!(
+                    "zkguard: could not close session {id}, given up earlier, in {ABANDON_TRIES} \
+                     tries; its nodes stay until the server expires it"
+                );
+            }
+        }
+        s.abandoned = None;
+    }
+
     /// Closing → Closed: the close is done (its event went out when it began).
     pub(super) fn finish_close(&self) {
         let mut s = self.session.lock();
-        s.phase = Phase::Closed;
+        self.go(&mut s, Phase::Closed);
         s.session_id = 0;
         self.changed.notify_all();
     }
@@ -444,7 +489,7 @@ impl Shared {
             let mut s = self.session.lock();
             s.closing = true;
             s.auth_failed = true;
-            s.phase = Phase::Closed;
+            self.go(&mut s, Phase::Closed);
             self.emit(&mut s, SessionEvent::Closed);
             self.changed.notify_all();
         }
@@ -477,43 +522,5 @@ impl Shared {
             return true;
         }
         false
-    }
-}
-
-/// The warning of a first connect at which every server has failed once, while it keeps
-/// trying until its deadline.
-fn still_trying(failed: &[ConnectAttempt], left: Duration) -> String {
-    let failed: Vec<String> = failed.iter().map(ToString::to_string).collect();
-    format!(
-        "zkguard: no ZooKeeper session yet, every server failed: {}; trying again until the \
-         connect timeout ({:.1} s from now), in case a server is starting",
-        failed.join(", "),
-        left.as_secs_f64()
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_still_trying_warning_names_every_server_and_the_time_left() {
-        let refused = || {
-            ConnectFailure::io(
-                "connect",
-                std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused"),
-            )
-        };
-        let addr: SocketAddr = "127.0.0.1:2181".parse().unwrap();
-        let failed = [
-            ConnectAttempt::new("127.0.0.1:2181", Some(addr), refused()),
-            ConnectAttempt::new("zk2:2181", None, ConnectFailure::NoAddress),
-        ];
-        assert_eq!(
-            still_trying(&failed, Duration::from_millis(14_960)),
-            "zkguard: no ZooKeeper session yet, every server failed: 127.0.0.1:2181 \
-             (Connection refused), zk2:2181 (resolves to no address); trying again until the \
-             connect timeout (15.0 s from now), in case a server is starting"
-        );
     }
 }

@@ -233,6 +233,8 @@ impl Shared {
     /// holds (the server forgot them with the old connection).
     pub(super) fn set_watches_frames(&self) -> Vec<Vec<u8>> {
         let [data, exist, child] = self.watches.lock().paths();
+        self.meter
+            .rearmed((data.len() + exist.len() + child.len()) as u64);
         proto::set_watches_frames(
             self.last_zxid.load(Ordering::Relaxed),
             &data,
@@ -330,6 +332,7 @@ mod tests {
 
     fn shared() -> Shared {
         Shared::new(Config {
+            metrics_path_labels: false,
             hosts: vec!["127.0.0.1:1".into()],
             chroot: String::new(),
             session_timeout: std::time::Duration::from_secs(10),

@@ -300,7 +300,7 @@ impl std::fmt::Debug for ConnectResponse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConnectResponse")
             .field("timeout_ms", &self.timeout_ms)
-            .field("session_id", &format_args!("0x{:x}", self.session_id))
+            .field("session_id", &crate::client::types::Hex(self.session_id))
             .field("passwd", &format_args!("<redacted>"))
             .finish()
     }

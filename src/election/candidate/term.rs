@@ -17,14 +17,16 @@
 //! | Leading, Suspended, Lost | the thread saw the term end: loss, node deleted ([`finish`]) | Queued | `Lost` unless said |
 //! | Leading, Suspended | [`Candidate::resign`] ([`resign`]) | Queued | `Resigned` |
 //! | Lost | [`Candidate::resign`] ([`resign`]) | Queued | none (`NotLeader`) |
-//! | Queued | a session was lost since the thread last queued ([`rejoin`]) | Queued | `Rejoined` |
+//! | Queued, Lost | a new session after a session loss ([`on_session`]) | unchanged | `Rejoined` |
 //! | any but Ended | the [`Candidate`] is stopped or dropped ([`stop`]) | Stopping | none |
 //! | any | the thread ends: stopped, or its client closed ([`end`]) | Ended | `Lost` from Leading or Suspended; the stream ends |
 //!
 //! Beside the phase, [`on_session`] alone writes the link (`connected`: the connection as
 //! the connection thread last reported it; its first value is the state the subscription
-//! found, set by [`subscribed`]) and `rejoin` (a session was lost; cleared by [`rejoin`]):
-//! inputs of the table, not states of the term. [`fail`] only reports an error
+//! found, set by [`subscribed`]) and `rejoin` (a session was lost; cleared, saying
+//! `Rejoined`, by the next new session: so `Rejoined` comes once the new session exists,
+//! its id known to the client, never while the client is still without one): inputs of
+//! the table, not states of the term. [`fail`] only reports an error
 //! ([`LeaderEvent::Failed`]); the phase stays Queued.
 //!
 //! [`begin`]: Shared::begin
@@ -32,7 +34,6 @@
 //! [`restore`]: Shared::restore
 //! [`finish`]: Shared::finish
 //! [`resign`]: Shared::resign
-//! [`rejoin`]: Shared::rejoin
 //! [`stop`]: Shared::stop
 //! [`end`]: Shared::end
 //! [`fail`]: Shared::fail
@@ -76,7 +77,7 @@ pub(super) struct Inner {
     phase: Phase,
     /// The client's connection is up, as `on_session` last heard.
     connected: bool,
-    /// A session was lost since the thread last queued.
+    /// A session was lost and no new one exists yet.
     rejoin: bool,
     /// One per [`Candidate::events`](super::Candidate::events) receiver still open (a
     /// closed one goes at the next event). Dropped when the candidate ends, so receivers
@@ -248,14 +249,6 @@ impl Shared {
         (term, was_lost)
     }
 
-    /// Says `Rejoined` if a session was lost since the thread last queued.
-    pub(super) fn rejoin(&self) {
-        let mut inner = self.inner.lock();
-        if std::mem::take(&mut inner.rejoin) {
-            inner.emit(LeaderEvent::Rejoined);
-        }
-    }
-
     /// An error that is not about the connection; the thread pauses, then queues again.
     pub(super) fn fail(&self, error: Error) {
         self.inner.lock().emit(LeaderEvent::Failed { error });
@@ -299,7 +292,15 @@ impl SessionSink for Shared {
                     inner.go(Phase::Suspended(h), LeaderEvent::Suspended);
                 }
             }
-            SessionEvent::Connected { .. } | SessionEvent::Reconnected { .. } => {
+            SessionEvent::Connected { .. } => {
+                inner.connected = true;
+                // The new session after a loss: the thread queues in it (its enqueue
+                // waited for it).
+                if std::mem::take(&mut inner.rejoin) && !inner.stopping() && !inner.ended() {
+                    inner.emit(LeaderEvent::Rejoined);
+                }
+            }
+            SessionEvent::Reconnected { .. } => {
                 inner.connected = true;
             }
             SessionEvent::Lost { session_id, .. } => {

@@ -1,0 +1,215 @@
+//! The crate's `log` records, read from a scripted failover (issue 36): a logger written
+//! here (no new dependency) captures every record; a client holding a lock and leading an
+//! election loses its session while its standalone server is down, recovers when the
+//! server is back, and is closed while holding again. The records must write session ids
+//! in hex only, carry no `Option`, sit at the levels the crate docs give, name the election
+//! node as an election node, and say nothing above debug about our own close.
+//!
+//! A test binary of its own: a process has one logger.
+
+mod common;
+
+use std::sync::{Mutex as StdMutex, OnceLock};
+use std::time::Duration;
+
+use common::{connect, WITHIN};
+use log::{Level, LevelFilter, Log, Metadata, Record};
+use zkguard::testing::TestCluster;
+use zkguard::{LeaderElection, LeaderEvent, Mutex};
+
+/// One captured record.
+#[derive(Debug, Clone)]
+struct Rec {
+    level: Level,
+    target: String,
+    msg: String,
+}
+
+/// Keeps every record of the library (the harness's own, under `zkguard::testing`, and
+/// other crates' are left out), in order.
+struct Capture(StdMutex<Vec<Rec>>);
+
+impl Log for Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, r: &Record<'_>) {
+        let target = r.target();
+        if !target.starts_with("zkguard") || target.starts_with("zkguard::testing") {
+            return;
+        }
+        self.0.lock().unwrap().push(Rec {
+            level: r.level(),
+            target: target.to_string(),
+            msg: r.args().to_string(),
+        });
+    }
+
+    fn flush(&self) {}
+}
+
+fn capture() -> &'static Capture {
+    static CAPTURE: OnceLock<&'static Capture> = OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        let c: &'static Capture = Box::leak(Box::new(Capture(StdMutex::new(Vec::new()))));
+        log::set_logger(c).expect("the only logger of this test binary");
+        log::set_max_level(LevelFilter::Trace);
+        c
+    })
+}
+
+fn records() -> Vec<Rec> {
+    capture().0.lock().unwrap().clone()
+}
+
+/// The records whose message contains `needle`.
+fn saying(recs: &[Rec], needle: &str) -> Vec<Rec> {
+    recs.iter()
+        .filter(|r| r.msg.contains(needle))
+        .cloned()
+        .collect()
+}
+
+/// The one level of the records saying `needle` (there must be some).
+fn level_of(recs: &[Rec], needle: &str) -> Level {
+    let found = saying(recs, needle);
+    assert!(!found.is_empty(), "no record says {needle:?}: {recs:#?}");
+    let level = found[0].level;
+    assert!(
+        found.iter().all(|r| r.level == level),
+        "records saying {needle:?} at several levels: {found:#?}"
+    );
+    level
+}
+
+#[test]
+fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_election_nodes() {
+    capture();
+    let cluster = TestCluster::start(1).unwrap();
+    let timeout = Duration::from_secs(3);
+    let client = connect(&cluster.connect_string(), timeout);
+    let dir = common::unique("logging");
+    let lock = Mutex::new(&client, &format!("{dir}/lock")).unwrap();
+    let guard = lock.acquire().unwrap();
+    let lock_node = guard.path().to_string();
+    let election_path = format!("{dir}/election");
+    let candidate = LeaderElection::new(&client, &election_path, "a")
+        .unwrap()
+        .join()
+        .unwrap();
+    let said = candidate.events();
+    assert!(matches!(
+        said.recv_timeout(WITHIN).unwrap(),
+        LeaderEvent::Elected { .. }
+    ));
+    // And the guard style of an unfair election (its one node at the path).
+    let unfair_path = format!("{dir}/unfair");
+    let unfair = LeaderElection::unfair(&client, &unfair_path, "a")
+        .unwrap()
+        .lead()
+        .unwrap();
+    let old = client.session_id();
+    let events = client.events();
+
+    // The server is down for longer than the session timeout, then back from its data.
+    let new = common::outlive_session(&cluster, &events, timeout);
+    // Held again in the new session, then our own close.
+    drop(guard);
+    let again = lock.acquire().unwrap();
+    while said.recv_timeout(WITHIN).unwrap() != LeaderEvent::Rejoined {}
+    let before_close = records().len();
+    client.close();
+    assert!(!again.is_valid());
+    let recs = records();
+
+    // Every record of the library starts with `zkguard:`.
+    for r in &recs {
+        assert!(r.msg.starts_with("zkguard: "), "unprefixed record {r:?}");
+    }
+    // No `Option` in any message.
+    for r in &recs {
+        assert!(
+            !r.msg.contains("Some(") && !r.msg.contains("None"),
+            "an Option in {r:?}"
+        );
+    }
+    // Session ids in hex, never in decimal.
+    for id in [old, new] {
+        let (hex, dec) = (format!("0x{id:x}"), id.to_string());
+        assert!(
+            !saying(&recs, &hex).is_empty(),
+            "session {hex} in no record: {recs:#?}"
+        );
+        assert!(saying(&recs, &dec).is_empty(), "session {hex} in decimal");
+    }
+    // The levels the crate docs give.
+    let (old_hex, new_hex) = (format!("0x{old:x}"), format!("0x{new:x}"));
+    assert_eq!(
+        level_of(&recs, &format!("session {old_hex} lost")),
+        Level::Warn
+    );
+    assert_eq!(
+        level_of(
+            &recs,
+            &format!("lock node {lock_node} of session {old_hex} lost")
+        ),
+        Level::Warn
+    );
+    assert_eq!(
+        level_of(&recs, &format!("closed session {old_hex}")),
+        Level::Info,
+        "the given-up session closed on the server"
+    );
+    assert_eq!(
+        level_of(&recs, &format!("new session {new_hex}")),
+        Level::Info
+    );
+    assert_eq!(level_of(&recs, "connect failed: "), Level::Debug);
+    assert_eq!(level_of(&recs, "session event "), Level::Debug);
+    // The election's node is named as one, never as a lock node.
+    let election_lost = saying(&recs, &format!("election node {election_path}/"));
+    assert!(
+        election_lost
+            .iter()
+            .any(|r| r.level == Level::Warn && r.msg.contains(&format!("session {old_hex} lost"))),
+        "no warning of the election node's loss: {recs:#?}"
+    );
+    assert_eq!(
+        level_of(
+            &recs,
+            &format!("election node {unfair_path} of session {old_hex} lost")
+        ),
+        Level::Warn
+    );
+    for path in [&election_path, &unfair_path] {
+        assert!(
+            saying(&recs, &format!("lock node {path}")).is_empty(),
+            "an election node called a lock node"
+        );
+    }
+    drop(unfair);
+    // Our own close: only debug records from the moment it began (the lock held then is
+    // lost by our doing; the server ends the connection because we asked).
+    let after = &recs[before_close..];
+    assert!(
+        !saying(after, &format!("closing session {new_hex}")).is_empty(),
+        "the close is not logged: {after:#?}"
+    );
+    for r in after {
+        assert_eq!(
+            r.level,
+            Level::Debug,
+            "above debug after our own close: {r:?}"
+        );
+    }
+    assert!(
+        !saying(after, &format!("lock node {}", again.path())).is_empty(),
+        "the held lock's end at the close is not logged: {after:#?}"
+    );
+    // Each record's target is the module that wrote it.
+    let session_lost = &saying(&recs, &format!("session {old_hex} lost"))[0];
+    assert_eq!(session_lost.target, "zkguard::client::conn::session");
+    let closing = &saying(after, "closing session")[0];
+    assert_eq!(closing.target, "zkguard::client::conn::session");
+}
