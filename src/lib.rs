@@ -187,7 +187,10 @@ pub use client::{
 /// once, with no dependency of your own to add.
 pub use crossbeam_channel as channel;
 pub use election::{Candidate, LeaderElection, LeaderEvent, LeaderTerm, Leadership};
-pub use error::{ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause, Result};
+pub use error::{
+    escape, escape_bytes, ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause,
+    Result,
+};
 pub use lock::{
     revoke, BoxedGuard, DynLock, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex,
     MutexGuard, Permit, ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock,

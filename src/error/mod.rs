@@ -9,12 +9,14 @@ use std::time::Duration;
 mod cause;
 mod code;
 mod connect;
+mod escape;
 #[cfg(test)]
 mod tests;
 
 pub use cause::IoCause;
 pub use code::ErrorCode;
 pub use connect::{ConnectAttempt, ConnectFailure, KerberosCause};
+pub use escape::{escape, escape_bytes};
 
 /// Everything that can go wrong, in the caller's terms. Messages name the path involved.
 ///
