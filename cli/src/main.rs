@@ -16,7 +16,7 @@ mod supervise;
 mod tty;
 
 use std::ffi::OsString;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -412,6 +412,27 @@ impl Say {
     }
 }
 
+/// `v` as one line of JSON that is safe on a terminal: serde escapes the C0 controls, and
+/// every other character [`zkguard::escape`] would escape (DEL, C1 controls, bidirectional
+/// overrides, line separators) is written as a JSON `\uXXXX` escape, which decodes to the
+/// same string. (A backslash is JSON's own escape: serde has written it as `\\` already.)
+pub fn json_line(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut buf = [0u8; 4];
+    for c in text.chars() {
+        let one: &str = c.encode_utf8(&mut buf);
+        if c != '\\' && zkguard::escape(one) != one {
+            for unit in c.encode_utf16(&mut [0u16; 2]) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A path the library will look at again; caught here so a bad one fails before connecting.
 pub fn check_path(path: &str) -> Result<(), Fail> {
     if !path.starts_with('/') || path == "/" || path.ends_with('/') || path.contains("//") {
@@ -554,4 +575,29 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    /// `json_line` leaves nothing a terminal acts on (C0 and C1 controls, DEL, a bidi
+    /// override, a line separator) and still decodes to the same strings.
+    #[test]
+    fn json_lines_are_json_and_safe_on_a_terminal() {
+        let nasty = "x\x1b[2J\nHOLDER forged\u{9b}31m\u{7f}\u{202e}\u{2028}\\ é";
+        let v = json!({ "data": nasty, "plain": "host-a pid 42" });
+        let line = super::json_line(&v);
+        assert!(
+            line.chars()
+                .all(|c| c == '\\' || zkguard::escape(&c.to_string()) == c.to_string()),
+            "{line}"
+        );
+        assert!(
+            line.contains("é") && line.contains("host-a pid 42"),
+            "{line}"
+        );
+        let back: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, v);
+    }
 }

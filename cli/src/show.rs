@@ -11,7 +11,7 @@ use zkguard::{
 };
 
 use crate::hold::seconds;
-use crate::{check_path, Connection, Fail, Say, ShowArgs};
+use crate::{check_path, json_line, Connection, Fail, Say, ShowArgs};
 
 /// The kind of queue at a path, read from what is there (nothing is written).
 fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Kind), Fail> {
@@ -61,21 +61,25 @@ fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec
     }
 }
 
-/// Where a contender's node `node` of the recipe at `dir` is: in `dir` itself, or one level
-/// down in a semaphore's `leases` or `locks` directory. The sub-directory (`""`,
-/// `"/leases"`, `"/locks"`), the node's full path and its stat; `None` if it is gone or
-/// cannot be read.
-pub fn locate(client: &Client, dir: &str, node: &str) -> Option<(&'static str, String, Stat)> {
-    ["", "/leases", "/locks"].into_iter().find_map(|sub| {
-        let path = format!("{dir}{sub}/{node}");
-        let stat = client.exists(&path).ok()??;
-        Some((sub, path, stat))
-    })
+/// The sub-directory of the recipe at a path that a contender's node `node` was listed
+/// from: `""` (the path itself) for every recipe but the semaphore, whose leases are listed
+/// from `/leases` and its internal lock's queue from `/locks` (told apart by the node
+/// names' markers, `lease-` and `lock-`, as the library writes them). Never a guess among
+/// places: a same-named node elsewhere is another node.
+pub fn sub_dir(semaphore: bool, node: &str) -> &'static str {
+    match (semaphore, node.contains("-lease-")) {
+        (false, _) => "",
+        (true, true) => "/leases",
+        (true, false) => "/locks",
+    }
 }
 
 /// A contender as `holders` shows it: once, whatever nodes it has.
 pub struct Contender {
     pub p: Participant,
+    /// Its node's full path: the recipe's path, the sub-directory it was listed from
+    /// ([`sub_dir`]), its name.
+    pub full: String,
     /// Of a semaphore: waits for the next free permit with the internal lock held (its
     /// node there is `internal`).
     pub next: bool,
@@ -90,13 +94,22 @@ pub struct Contender {
 /// lock, also has the lease that waits for a permit (Curator's `InterProcessSemaphoreV2`
 /// protocol): those two nodes (same session, same data) are one contender, shown by its
 /// lease as `next`.
-pub fn contenders(client: &Client, dir: &str, list: Vec<Participant>) -> Vec<Contender> {
+pub fn contenders(
+    client: &Client,
+    dir: &str,
+    list: Vec<Participant>,
+    semaphore: bool,
+) -> Vec<Contender> {
     // A semaphore's nodes are one level down, in its `leases` and `locks` directories.
     let found: Vec<(Participant, Option<(&str, Stat)>)> = list
         .into_iter()
         .map(|p| {
-            let at = locate(client, dir, &p.node).map(|(sub, _, stat)| (sub, stat));
-            (p, at)
+            let sub = sub_dir(semaphore, &p.node);
+            let stat = client
+                .exists(&format!("{dir}{sub}/{}", p.node))
+                .ok()
+                .flatten();
+            (p, stat.map(|st| (sub, st)))
         })
         .collect();
     let owner = |i: usize| {
@@ -120,6 +133,7 @@ pub fn contenders(client: &Client, dir: &str, list: Vec<Participant>) -> Vec<Con
         }
         let next = Some(i) == waiting_lease;
         out.push(Contender {
+            full: format!("{dir}{}/{}", sub_dir(semaphore, &p.node), p.node),
             p: p.clone(),
             next,
             internal: next.then(|| found[first_queued.expect("paired")].0.node.clone()),
@@ -129,6 +143,15 @@ pub fn contenders(client: &Client, dir: &str, list: Vec<Participant>) -> Vec<Con
         });
     }
     out
+}
+
+/// A contender's node name and data as a terminal may show them ([`zkguard::escape`]): a
+/// node's name and data are chosen by whoever created it.
+fn shown_node(c: &Contender) -> (String, String) {
+    (
+        zkguard::escape(&c.p.node).into_owned(),
+        zkguard::escape_bytes(&c.p.data).into_owned(),
+    )
 }
 
 /// What `holders` shows.
@@ -152,7 +175,8 @@ impl Listing {
         } else {
             ("holder", "waiter")
         };
-        let rows = contenders(client, path, list)
+        let semaphore = matches!(kind, Kind::Semaphore(_));
+        let rows = contenders(client, path, list, semaphore)
             .into_iter()
             .map(|c| {
                 let role = match (c.p.holds, c.next) {
@@ -170,6 +194,7 @@ impl Listing {
         })
     }
 
+    /// The leader's id (its node's data) as ZooKeeper has it: raw, for JSON.
     fn leader(&self) -> Option<String> {
         self.rows
             .iter()
@@ -218,16 +243,18 @@ impl Listing {
             println!("{path}: nobody holds or waits");
             return;
         }
-        let width = self.rows.iter().map(|(_, c)| c.p.node.len()).max();
+        // Names and data are anyone's who may create there: escaped, never raw.
+        let shown: Vec<_> = self.rows.iter().map(|(_, c)| shown_node(c)).collect();
+        let width = shown.iter().map(|(node, _)| node.chars().count()).max();
         let width = width.unwrap_or(4);
         println!("{:<9}  {:<18}  {:<width$}  DATA", "ROLE", "FOR", "NODE");
-        for (role, c) in &self.rows {
+        for ((role, c), (node, data)) in self.rows.iter().zip(&shown) {
             let how = if c.p.holds { "held" } else { "waiting" };
             let age = match c.age {
                 Some(a) => format!("{how} {}", seconds(a)),
                 None => "-".into(),
             };
-            println!("{role:<9}  {age:<18}  {:<width$}  {}", c.p.node, c.p.id());
+            println!("{role:<9}  {age:<18}  {node:<width$}  {data}");
         }
         if self.rows.iter().any(|(_, c)| c.next) {
             println!("(next: holds the semaphore's internal lock and takes the next free permit)");
@@ -245,7 +272,7 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> 
     } else {
         Listing::read(&client, path, election).map(|l| {
             match args.json {
-                true => println!("{}", l.json(path, true)),
+                true => println!("{}", json_line(&l.json(path, true))),
                 false => l.print_table(path),
             }
             0
@@ -275,8 +302,11 @@ fn watch(client: &Client, args: &ShowArgs, election: bool, say: Say) -> Result<i
                 };
                 if last.as_ref() != Some(&key) {
                     match (leader_only, args.json) {
-                        (true, _) => println!("{}", l.leader().as_deref().unwrap_or("(no leader)")),
-                        (false, true) => println!("{}", l.json(path, true)),
+                        (true, _) => match l.leader() {
+                            Some(id) => println!("{}", zkguard::escape(&id)),
+                            None => println!("(no leader)"),
+                        },
+                        (false, true) => println!("{}", json_line(&l.json(path, true))),
                         (false, false) => {
                             l.print_table(path);
                             println!();
