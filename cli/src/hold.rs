@@ -8,7 +8,7 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 use zkguard::{Client, DynLock, Guard, Participant};
 
-use crate::show::contenders;
+use crate::show::{contenders, Layout};
 use crate::{Fail, Say, Waiting};
 
 /// A held lock or leadership, whatever its kind: the library's guard, shared with the
@@ -175,7 +175,13 @@ pub fn obtain(
 pub fn holders_line(client: &Client, target: &Target, queued: bool) -> String {
     let path = target.path();
     let list = match target.participants() {
-        Ok(list) => contenders(client, path, list, matches!(target.kind, Kind::Semaphore)),
+        Ok(list) => {
+            let layout = match target.kind {
+                Kind::Semaphore => Layout::Semaphore,
+                _ => Layout::Flat,
+            };
+            contenders(client, path, list, layout)
+        }
         Err(e) => return format!("{path} (cannot list its holders: {e})"),
     };
     let holders: Vec<String> = list

@@ -129,46 +129,32 @@ fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> 
 /// the listing has it). The node's place is the row's (the sub-directory it was listed
 /// from), never looked for elsewhere: a same-named node in another directory is not it.
 fn row<'l>(list: &'l Listing, path: &str, node: &str) -> Result<&'l Contender, Fail> {
-    let name = match node.strip_prefix(&format!("{path}/")) {
-        Some(rest) => rest.rsplit('/').next().unwrap_or(rest),
-        None if node.starts_with('/') => {
+    let shown = zkguard::escape(node);
+    let found = if node.starts_with('/') {
+        if node != path && !node.starts_with(&format!("{path}/")) {
             return Err(Fail::new(
                 EXIT_USAGE,
-                format!("--node {} is not under {path}", zkguard::escape(node)),
-            ))
+                format!("--node {shown} is not under {path}"),
+            ));
         }
-        None => node,
-    };
-    if name.is_empty() || name.contains('/') {
+        list.rows.iter().map(|(_, c)| c).find(|c| c.full == node)
+    } else if node.is_empty() || node.contains('/') {
         return Err(Fail::new(
             EXIT_USAGE,
-            format!(
-                "--node \"{}\": give a node's name, as `zkguard holders {path}` shows it",
-                zkguard::escape(node)
-            ),
+            format!("--node \"{shown}\": give a node's name, as `zkguard holders {path}` shows it"),
         ));
-    }
-    let found = list.rows.iter().map(|(_, c)| c).find(|c| c.p.node == name);
-    match found {
-        Some(c) if !node.starts_with('/') || node == c.full => Ok(c),
-        Some(c) => Err(Fail::new(
-            EXIT_USAGE,
-            format!(
-                "--node {}: {path}'s node {} is {}, not that",
-                zkguard::escape(node),
-                zkguard::escape(name),
-                zkguard::escape(&c.full)
-            ),
-        )),
-        None => Err(Fail::new(
+    } else {
+        list.rows.iter().map(|(_, c)| c).find(|c| c.p.node == node)
+    };
+    found.ok_or_else(|| {
+        Fail::new(
             EXIT_NOTHING,
             format!(
-                "{path} has no node {} among its contenders (gone already? `zkguard holders \
-                 {path}` lists them)",
-                zkguard::escape(name)
+                "{path} has no node {shown} among its contenders (gone already? `zkguard \
+                 holders {path}` lists them)"
             ),
-        )),
-    }
+        )
+    })
 }
 
 /// `zkguard break PATH --node NODE | --holder`.

@@ -7,7 +7,8 @@ use crossbeam_channel::{Receiver, TryRecvError};
 
 use serde_json::json;
 use zkguard::{
-    Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore, Stat, WatchedEvent,
+    Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore, Stat, UnfairMutex,
+    WatchedEvent,
 };
 
 use crate::hold::seconds;
@@ -20,13 +21,17 @@ fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Ki
         return Ok(("election", Kind::Election));
     }
     let (names, data) = match client.get_children(path) {
-        Ok((names, _)) => (names, client.get_data(path).map(|(d, _)| d).ok()),
+        Ok((names, _)) => (names, client.get_data(path).ok()),
         Err(Error::NoNode { .. }) => return Ok(("mutex", Kind::Empty)),
         Err(e) => return Err(fail(e)),
     };
+    // An ephemeral node at the path itself: the one node of an unfair lock (or election).
+    if data.as_ref().is_some_and(|(_, st)| st.ephemeral_owner != 0) {
+        return Ok(("unfair lock", Kind::Single));
+    }
     // A semaphore records its permit count as the data of its path.
     let permits = data
-        .and_then(|d| String::from_utf8(d).ok())
+        .and_then(|(d, _)| String::from_utf8(d).ok())
         .and_then(|s| s.trim().parse::<u32>().ok())
         .filter(|n| *n > 0);
     Ok(if let Some(n) = permits {
@@ -49,6 +54,8 @@ enum Kind {
     RwLock,
     Semaphore(u32),
     Election,
+    /// One ephemeral node at the path itself (`UnfairMutex`, the unfair election).
+    Single,
 }
 
 fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec<Participant>> {
@@ -58,19 +65,35 @@ fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec
         Kind::RwLock => RwLock::new(client, path)?.participants(),
         Kind::Semaphore(n) => Semaphore::new(client, path, *n)?.participants(),
         Kind::Election => LeaderElection::new(client, path, "observer")?.participants(),
+        Kind::Single => Ok(UnfairMutex::new(client, path)?
+            .holder()?
+            .into_iter()
+            .collect()),
     }
 }
 
-/// The sub-directory of the recipe at a path that a contender's node `node` was listed
-/// from: `""` (the path itself) for every recipe but the semaphore, whose leases are listed
-/// from `/leases` and its internal lock's queue from `/locks` (told apart by the node
-/// names' markers, `lease-` and `lock-`, as the library writes them). Never a guess among
-/// places: a same-named node elsewhere is another node.
-pub fn sub_dir(semaphore: bool, node: &str) -> &'static str {
-    match (semaphore, node.contains("-lease-")) {
-        (false, _) => "",
-        (true, true) => "/leases",
-        (true, false) => "/locks",
+/// Where a recipe's contenders' nodes are, so a listed node is found where it was listed
+/// and nowhere else (a same-named node in another directory is another node).
+#[derive(Clone, Copy)]
+pub enum Layout {
+    /// In the recipe's directory (mutex, read/write lock, election).
+    Flat,
+    /// A semaphore's: its leases in `/leases`, its internal lock's queue in `/locks` (told
+    /// apart by the node names' markers, `lease-` and `lock-`, as the library writes them).
+    Semaphore,
+    /// The recipe's path is the node itself (an unfair lock or election).
+    Single,
+}
+
+impl Layout {
+    /// The full path of the contender node `node` of the recipe at `dir`.
+    pub fn full(self, dir: &str, node: &str) -> String {
+        match (self, node.contains("-lease-")) {
+            (Layout::Flat, _) => format!("{dir}/{node}"),
+            (Layout::Semaphore, true) => format!("{dir}/leases/{node}"),
+            (Layout::Semaphore, false) => format!("{dir}/locks/{node}"),
+            (Layout::Single, _) => dir.to_string(),
+        }
     }
 }
 
@@ -98,46 +121,45 @@ pub fn contenders(
     client: &Client,
     dir: &str,
     list: Vec<Participant>,
-    semaphore: bool,
+    layout: Layout,
 ) -> Vec<Contender> {
     // A semaphore's nodes are one level down, in its `leases` and `locks` directories.
-    let found: Vec<(Participant, Option<(&str, Stat)>)> = list
+    let found: Vec<(Participant, String, Option<Stat>)> = list
         .into_iter()
         .map(|p| {
-            let sub = sub_dir(semaphore, &p.node);
-            let stat = client
-                .exists(&format!("{dir}{sub}/{}", p.node))
-                .ok()
-                .flatten();
-            (p, stat.map(|st| (sub, st)))
+            let full = layout.full(dir, &p.node);
+            let stat = client.exists(&full).ok().flatten();
+            (p, full, stat)
         })
         .collect();
-    let owner = |i: usize| {
-        found[i]
-            .1
-            .map(|(_, st)| (st.ephemeral_owner, &found[i].0.data))
+    // Listed and still there, in the internal lock's queue or among the leases.
+    let listed_in = |i: usize, sub: &str| {
+        let (_, full, stat) = &found[i];
+        stat.is_some() && full.starts_with(&format!("{dir}{sub}/"))
     };
-    let first_queued = found
-        .iter()
-        .position(|(_, at)| matches!(at, Some(("/locks", _))));
+    let owner = |i: usize| {
+        let (p, _, stat) = &found[i];
+        stat.map(|st| (st.ephemeral_owner, &p.data))
+    };
+    let first_queued =
+        (0..found.len()).find(|&i| matches!(layout, Layout::Semaphore) && listed_in(i, "/locks"));
     let waiting_lease = first_queued.and_then(|q| {
-        (0..found.len()).find(|&i| {
-            matches!(found[i].1, Some(("/leases", _))) && !found[i].0.holds && owner(i) == owner(q)
-        })
+        (0..found.len())
+            .find(|&i| listed_in(i, "/leases") && !found[i].0.holds && owner(i) == owner(q))
     });
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok();
     let mut out: Vec<Contender> = Vec::with_capacity(found.len());
-    for (i, (p, at)) in found.iter().enumerate() {
+    for (i, (p, full, stat)) in found.iter().enumerate() {
         if waiting_lease.is_some() && Some(i) == first_queued {
             continue;
         }
         let next = Some(i) == waiting_lease;
         out.push(Contender {
-            full: format!("{dir}{}/{}", sub_dir(semaphore, &p.node), p.node),
+            full: full.clone(),
             p: p.clone(),
             next,
             internal: next.then(|| found[first_queued.expect("paired")].0.node.clone()),
-            age: at.and_then(|(_, st)| {
+            age: stat.and_then(|st| {
                 Some(now?.saturating_sub(Duration::from_millis(st.ctime.max(0) as u64)))
             }),
         });
@@ -175,8 +197,12 @@ impl Listing {
         } else {
             ("holder", "waiter")
         };
-        let semaphore = matches!(kind, Kind::Semaphore(_));
-        let rows = contenders(client, path, list, semaphore)
+        let layout = match kind {
+            Kind::Semaphore(_) => Layout::Semaphore,
+            Kind::Single => Layout::Single,
+            _ => Layout::Flat,
+        };
+        let rows = contenders(client, path, list, layout)
             .into_iter()
             .map(|c| {
                 let role = match (c.p.holds, c.next) {
