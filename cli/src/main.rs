@@ -36,7 +36,9 @@ Exit status:
   69            ZooKeeper could not be reached (or started), or failed a request
   70            internal error (signals cannot be handled, CMD cannot be waited for)
   75            the lock or leadership was lost while CMD ran; CMD was terminated
-  77            ZooKeeper refused the credentials or the access (ACL)
+  77            ZooKeeper refused the credentials or the access (ACL), or the lock's
+                directory is not safe to queue in: others may delete there, or it
+                holds a node no lock made (named)
   126           CMD could not be executed
   127           CMD was not found
   128+N         zkguard got signal N (SIGINT 130, SIGTERM 143) before CMD started
@@ -383,14 +385,16 @@ impl Fail {
     pub fn zk(context: impl fmt::Display, e: zkguard::Error) -> Fail {
         use zkguard::Error as E;
         let code = match e {
-            E::InvalidPath { .. }
-            | E::InvalidArgument { .. }
-            | E::PermitMismatch { .. }
-            | E::ForeignNode { .. } => EXIT_USAGE,
+            E::InvalidPath { .. } | E::InvalidArgument { .. } | E::PermitMismatch { .. } => {
+                EXIT_USAGE
+            }
+            // A node no lock made in the lock's directory is a co-tenant's: refused tenancy,
+            // as an untrusted directory is (the error names the node).
             E::AuthFailed
             | E::NoAuth { .. }
             | E::InvalidAcl { .. }
-            | E::UntrustedDirectory { .. } => EXIT_NOPERM,
+            | E::UntrustedDirectory { .. }
+            | E::ForeignNode { .. } => EXIT_NOPERM,
             E::Spawn { .. } => EXIT_SOFTWARE,
             _ => EXIT_UNAVAILABLE,
         };

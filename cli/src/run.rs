@@ -21,6 +21,7 @@ use crate::{
 pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
     let acl = node_acl(args.acl.as_ref(), &args.trust)?;
+    conn.warn_cleartext(Some(&acl), say);
     let client = conn.connect(say)?;
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
@@ -72,6 +73,7 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
 pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
     let acl = node_acl(args.acl.as_ref(), &args.trust)?;
+    conn.warn_cleartext(Some(&acl), say);
     let client = conn.connect(say)?;
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
     let id = args.id.clone().unwrap_or_else(default_id);
