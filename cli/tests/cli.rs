@@ -3,6 +3,8 @@
 #[path = "cli/acl.rs"]
 mod acl;
 mod common;
+#[path = "cli/escape.rs"]
+mod escape;
 #[cfg(feature = "kerberos")]
 #[path = "cli/kerberos.rs"]
 mod kerberos;
