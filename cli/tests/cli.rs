@@ -520,9 +520,10 @@ fn tls_and_sasl_flags_reach_a_secured_server_and_bad_ones_fail_clearly() {
     with_cert(&mut ok);
     let (code, _, err) = output(
         ok.env("ZKGUARD_SASL_PASSWORD", "alice-secret")
-            .args(["lock", &path, "-n", "--", "true"]),
+            .args(["lock", &path, "-n", "--acl", "creator", "--", "true"]),
     );
     assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("without TLS"), "a warning with TLS on: {err}");
     let mut show = secured(&[]);
     with_cert(&mut show);
     let s = Scratch::new();
