@@ -354,7 +354,6 @@ impl Connection {
     /// [`connect`](Connection::connect) to `connect` in place of `--connect`, with every
     /// other option (`doctor` reaches each server of the ensemble alone this way).
     pub fn connect_to(&self, connect: &str, say: Say) -> Result<Client, Fail> {
-        self.warn_cleartext(None, say);
         let mut b = Client::builder(connect)
             .session_timeout(self.session_timeout)
             .connect_timeout(self.connect_timeout);
@@ -372,6 +371,8 @@ impl Connection {
             Some(Sasl::Gssapi) => match self.kerberos()? {},
             None => {}
         }
+        // The options are good: about to log in.
+        self.warn_cleartext(None, say);
         let (done, finished) = crossbeam_channel::bounded::<()>(0);
         if self.connect_timeout >= NOTICE_AFTER * 2 && !say.quiet {
             let (cs, timeout) = (connect.to_string(), self.connect_timeout);

@@ -114,7 +114,9 @@ const CLEARTEXT: &str = "without TLS";
 #[test]
 fn credentials_without_tls_warn_once_what_an_observer_can_do() {
     let (cs, _s, path) = setup("cleartext");
-    let quiet = unique("cleartext-quiet");
+    // Paths of their own: `path`'s directory, a container with alice's ACL, is removed by
+    // the server at some time once empty.
+    let (open, quiet) = (unique("cleartext-open"), unique("cleartext-quiet"));
     let auth = ["--auth", "alice:alice-pw"];
     let run = |args: &[&str]| {
         let (code, _, err) = output(zkguard(&cs).args(args));
@@ -146,11 +148,11 @@ fn credentials_without_tls_warn_once_what_an_observer_can_do() {
         );
     }
     for args in [
-        vec!["lock", &path, "--", "true"],
-        vec!["holders", &path],
+        vec!["lock", &open, "--", "true"],
+        vec!["holders", &open],
         [
             &auth[..],
-            &["-q", "lock", &path, "--acl", "creator", "--", "true"],
+            &["-q", "lock", &quiet, "--acl", "creator", "--", "true"],
         ]
         .concat(),
     ] {
