@@ -471,7 +471,7 @@ fn fake_server(serve: fn(std::net::TcpStream)) -> u16 {
 }
 
 /// Two ports of the connect string are not ZooKeeper: one answers everything with 100 MiB,
-/// the other refuses the four-letter words and its AdminServer port (the first one) answers
+/// the other refuses the four-letter words and its admin server port (the first one) answers
 /// with 100 MiB. The doctor reads at most 1 MiB of a reply: its peak memory (the kernel's
 /// count for the process, from `wait4`) stays under 50 MiB, both are reported unreadable (a
 /// failure each, nothing more asked of them), and the real server is still checked.
@@ -496,6 +496,8 @@ fn a_server_that_sends_100_mib_is_unreadable_and_memory_stays_bounded() {
         cluster().connect_string()
     );
     let admin = flooding.to_string();
+    // Reaped by wait4 below, which also gives its resource usage.
+    #[allow(clippy::zombie_processes)]
     let mut child = zkguard(&cs)
         .args(["doctor", "--json", "--admin-port", &admin])
         .stdout(Stdio::piped())

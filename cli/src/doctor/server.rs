@@ -16,7 +16,7 @@ const NO_ANSWER: &str = "no answer (a TLS-only port answers no plain four-letter
 const OVERSIZED: &str = "a reply over 1 MiB, more than any four-letter word or AdminServer \
     command answers: not read further, nothing more asked of this server";
 
-/// The most read of one reply (a word's, an AdminServer command's): `mntr`, `conf` and
+/// The most read of one reply (a word's, an admin server command's): `mntr`, `conf` and
 /// `envi` answer a few KiB. Whatever listens on a port of the connect string chooses what
 /// it sends: the doctor's memory does not grow with it.
 const MAX_REPLY: usize = 1 << 20;
