@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zkguard::{Client, Error, Stat};
 
 use crate::hold::seconds;
-use crate::show::{Contender, Listing};
+use crate::show::{Contender, Listing, UNFAIR};
 use crate::{check_path, BreakArgs, Connection, Fail, RevokeArgs, Say, EXIT_NOPERM, EXIT_USAGE};
 
 /// Exit status of `revoke` and `break` when there was nothing to do (no holder, the node
@@ -90,6 +90,17 @@ pub fn revoke(conn: &Connection, args: &RevokeArgs, say: Say) -> Result<i32, Fai
 fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> {
     let path = args.path.as_str();
     let list = listing(client, path)?;
+    if list.kind == UNFAIR {
+        // Its node's data is the holder's owner id, which its release compares: a request
+        // written there would take its holder's own node from it, and nobody listens.
+        return Err(Fail::new(
+            EXIT_USAGE,
+            format!(
+                "{path} is an unfair lock's node: unfair locks take no revocation requests \
+                 (its data is the holder's owner id); `zkguard break {path} --holder` deletes it"
+            ),
+        ));
+    }
     let rows: Vec<&Contender> = match &args.node {
         Some(n) => vec![row(&list, path, n)?],
         None => list
@@ -243,14 +254,17 @@ fn delete_shown(client: &Client, full: &str, shown: &Stat, say: Say) -> Result<i
         }
         Err(e) => return Err(Fail::zk(format_args!("cannot read {node} again"), e)),
     };
+    // Said even with --quiet: what was asked for was not done.
     if (now.czxid, now.ephemeral_owner) != (shown.czxid, shown.ephemeral_owner) {
-        say.say(format!(
-            "not deleted: {node} changed hands since it was shown (now created by session \
-             0x{:x} at zxid 0x{:x}; shown: session 0x{:x} at zxid 0x{:x}): the node shown is \
-             gone, this one is another holder's",
-            now.ephemeral_owner, now.czxid, shown.ephemeral_owner, shown.czxid
+        return Err(Fail::new(
+            EXIT_NOTHING,
+            format!(
+                "not deleted: {node} changed hands since it was shown (now created by session \
+                 0x{:x} at zxid 0x{:x}; shown: session 0x{:x} at zxid 0x{:x}): the node shown \
+                 is gone, this one is another holder's",
+                now.ephemeral_owner, now.czxid, shown.ephemeral_owner, shown.czxid
+            ),
         ));
-        return Ok(EXIT_NOTHING);
     }
     match client.delete(full, Some(shown.version)) {
         Ok(()) => {
@@ -261,14 +275,14 @@ fn delete_shown(client: &Client, full: &str, shown: &Stat, say: Say) -> Result<i
             say.say(format!("{node} is gone already: nothing deleted"));
             Ok(EXIT_NOTHING)
         }
-        Err(Error::BadVersion { .. }) => {
-            say.say(format!(
+        Err(Error::BadVersion { .. }) => Err(Fail::new(
+            EXIT_NOTHING,
+            format!(
                 "not deleted: {node}'s data changed since it was shown (version {} then): \
                  look again (zkguard holders)",
                 shown.version
-            ));
-            Ok(EXIT_NOTHING)
-        }
+            ),
+        )),
         Err(e @ Error::NoAuth { .. }) => {
             Err(refused(client, &format!("cannot delete {node}"), dir, e))
         }

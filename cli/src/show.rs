@@ -27,7 +27,7 @@ fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Ki
     };
     // An ephemeral node at the path itself: the one node of an unfair lock (or election).
     if data.as_ref().is_some_and(|(_, st)| st.ephemeral_owner != 0) {
-        return Ok(("unfair lock", Kind::Single));
+        return Ok((UNFAIR, Kind::Single));
     }
     // A semaphore records its permit count as the data of its path.
     let permits = data
@@ -47,6 +47,9 @@ fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Ki
         ("mutex", Kind::Mutex)
     })
 }
+
+/// The kind [`Listing`] names an unfair lock's (or election's) one node by.
+pub const UNFAIR: &str = "unfair lock";
 
 enum Kind {
     Empty,
@@ -100,8 +103,7 @@ impl Layout {
 /// A contender as `holders` shows it: once, whatever nodes it has.
 pub struct Contender {
     pub p: Participant,
-    /// Its node's full path: the recipe's path, the sub-directory it was listed from
-    /// ([`sub_dir`]), its name.
+    /// Its node's full path, in the directory it was listed from ([`Layout::full`]).
     pub full: String,
     /// Of a semaphore: waits for the next free permit with the internal lock held (its
     /// node there is `internal`).

@@ -232,7 +232,8 @@ fn break_asks_on_a_terminal() {
 /// A node at a fixed path that changes hands while `break` asks (its holder lets go, another
 /// client makes the node again: a new node at the same path, whose data version starts at
 /// 0 again, as the one shown was) is not the node shown: `break` deletes nothing, exits 1
-/// and says so; the new holder keeps its node. Two such nodes: a node with a contender's
+/// and says so; the new holder keeps its node (`revoke` refuses an unfair lock: its data is
+/// the holder's owner id). Two such nodes: a node with a contender's
 /// name in a lock directory made by another program, and an unfair lock's node (the path
 /// itself).
 #[test]
@@ -295,6 +296,11 @@ fn break_deletes_nothing_when_the_node_changed_hands_while_it_asked() {
     assert!(next.is_valid(), "the new holder keeps the lock");
     next.confirm()
         .expect("the new holder's node is still there");
+    // Its data is the holder's owner id: `revoke` writes nothing there.
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unfair"), "{err}");
+    next.confirm().expect("the holder's node untouched");
 }
 
 /// A semaphore's lease `NAME` lives in `PATH/leases`; another client puts a node of the
