@@ -157,11 +157,15 @@ fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<(
             break;
         }
     }
-    let (status, body) = if !complete {
+    // Incomplete: the cap reached, or the client's end closed before the blank line.
+    let capped = reader.get_ref().limit() == 0;
+    let (status, body) = if !complete && capped {
         (
             "431 Request Header Fields Too Large",
             format!("a request's line and headers are read up to {MAX_HEAD} bytes\n"),
         )
+    } else if !complete {
+        ("400 Bad Request", "the request ended early\n".to_string())
     } else if request.starts_with("GET /metrics ") {
         handle.run_upkeep();
         ("200 OK", handle.render())
