@@ -26,7 +26,7 @@ fn escaped(what: &str, text: &str) {
 }
 
 /// A mutex held, and an election led, by library clients whose data is [`NASTY`]:
-/// `holders`, `holders --json`, `leader`, `lock`'s "waiting for" line, `revoke`, `doctor
+/// `holders`, `holders --json`, `leader` (and `--watch`), `lock`'s "waiting for" line, `revoke`, `doctor
 /// --path` and `break` each show it escaped; the JSON still decodes to the data.
 #[test]
 fn node_data_is_shown_escaped_by_every_command() {
@@ -56,6 +56,16 @@ fn node_data_is_shown_escaped_by_every_command() {
     let (code, said, _) = run(&["leader", &election]);
     assert_eq!(code, 0, "{said}");
     escaped("leader", &said);
+    let mut watching = zkguard(&cs)
+        .args(["leader", &election, "--watch"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let line = first_line(&mut watching);
+    let _ = watching.kill();
+    let _ = watching.wait();
+    escaped("leader --watch", &line);
 
     let mut waiting = start_sh(&cs, &s, "waiter", &["lock", &path], "true");
     waiting.wait_stderr("waiting for");
