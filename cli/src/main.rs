@@ -385,16 +385,16 @@ impl Fail {
     pub fn zk(context: impl fmt::Display, e: zkguard::Error) -> Fail {
         use zkguard::Error as E;
         let code = match e {
+            // A node no lock made in the lock's directory is a co-tenant's: refused tenancy,
+            // as an untrusted directory is (the error names the node).
+            E::ForeignNode { .. } => EXIT_NOPERM,
             E::InvalidPath { .. } | E::InvalidArgument { .. } | E::PermitMismatch { .. } => {
                 EXIT_USAGE
             }
-            // A node no lock made in the lock's directory is a co-tenant's: refused tenancy,
-            // as an untrusted directory is (the error names the node).
             E::AuthFailed
             | E::NoAuth { .. }
             | E::InvalidAcl { .. }
-            | E::UntrustedDirectory { .. }
-            | E::ForeignNode { .. } => EXIT_NOPERM,
+            | E::UntrustedDirectory { .. } => EXIT_NOPERM,
             E::Spawn { .. } => EXIT_SOFTWARE,
             _ => EXIT_UNAVAILABLE,
         };

@@ -5,6 +5,8 @@ mod acl;
 mod common;
 #[path = "cli/escape.rs"]
 mod escape;
+#[path = "cli/foreign.rs"]
+mod foreign;
 #[cfg(feature = "kerberos")]
 #[path = "cli/kerberos.rs"]
 mod kerberos;
