@@ -1,10 +1,11 @@
 //! How to reach ZooKeeper: the connection, TLS and SASL options, and the connect itself.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Args;
-use zkguard::Client;
+use zkguard::{Client, NodeAcl};
 
 use crate::{duration, Fail, Say, EXIT_USAGE};
 
@@ -129,6 +130,10 @@ pub struct Connection {
 /// contents; Kerberos' `KRB5CCNAME` and `KRB5_CLIENT_KTNAME` likewise).
 pub const SECRET_ENV: [&str; 2] = ["ZKGUARD_AUTH", "ZKGUARD_SASL_PASSWORD"];
 
+/// Whether the cleartext warning ([`Connection::warn_cleartext`]) was said: once a run,
+/// however many sessions the command makes (`doctor` makes several).
+static CLEARTEXT_SAID: AtomicBool = AtomicBool::new(false);
+
 /// The SASL login the options ask for.
 enum Sasl {
     Digest(String, String),
@@ -150,6 +155,26 @@ impl Connection {
             Some("a TLS client certificate (--tls-cert)")
         } else {
             None
+        }
+    }
+
+    /// Whether TLS is on (`--tls-ca` or `--tls-platform-roots`).
+    fn tls_on(&self) -> bool {
+        self.tls_ca.is_some() || self.tls_platform_roots
+    }
+
+    /// Credentials, or an ACL that keeps others out (`acl`), without TLS: says once a run
+    /// (unless `--quiet`) what anyone on the network path can then do, and how to turn TLS
+    /// on. The library logs a warning of its own at such a login; `logging` leaves that
+    /// record out, so this line is the one shown.
+    pub fn warn_cleartext(&self, acl: Option<&NodeAcl>, say: Say) {
+        let kept_out = acl.is_some_and(NodeAcl::keeps_others_out);
+        let creds = self.credentials_given();
+        if say.quiet || self.tls_on() || (creds.is_none() && !kept_out) {
+            return;
+        }
+        if !CLEARTEXT_SAID.swap(true, Ordering::Relaxed) {
+            say.say(cleartext_warning(creds, self.sasl_mechanism.as_deref()));
         }
     }
 
@@ -346,6 +371,8 @@ impl Connection {
             Some(Sasl::Gssapi) => match self.kerberos()? {},
             None => {}
         }
+        // The options are good: about to log in.
+        self.warn_cleartext(None, say);
         let (done, finished) = crossbeam_channel::bounded::<()>(0);
         if self.connect_timeout >= NOTICE_AFTER * 2 && !say.quiet {
             let (cs, timeout) = (connect.to_string(), self.connect_timeout);
@@ -362,6 +389,32 @@ impl Connection {
         drop(done);
         client.map_err(|e| Fail::zk(format_args!("cannot connect to {connect}"), e))
     }
+}
+
+/// The cleartext warning: what is given (`creds`, as [`Connection::credentials_given`]
+/// names it; `None`: only an ACL that keeps others out) and what an on-path observer can
+/// do with it, then how to turn TLS on.
+fn cleartext_warning(creds: Option<&str>, mechanism: Option<&str>) -> String {
+    let (given, reads) = match creds {
+        Some(c) if c.starts_with("digest") => (
+            format!("you log in with {c}"),
+            "read the password, which a digest login sends as it is typed, and log in as you; ",
+        ),
+        Some(c) if mechanism != Some("gssapi") && c.starts_with("SASL") => (
+            format!("you log in with {c}"),
+            "record the DIGEST-MD5 exchange and try passwords against it offline; ",
+        ),
+        Some(c) => (format!("you log in with {c}"), ""),
+        None => ("the nodes get an ACL that keeps others out".to_string(), ""),
+    };
+    format!(
+        "warning: {given}, without TLS: anyone on the network path to ZooKeeper can {reads}\
+         and can take this session's password from its handshake, resume the session from \
+         elsewhere and close it, which deletes the held node: another process then takes the \
+         lock while the command here still runs. Turn TLS on: --tls-ca FILE (the servers' CA, \
+         or ZKGUARD_TLS_CA) or --tls-platform-roots, with --connect naming the servers' \
+         secureClientPort (--tls-cert and --tls-key for mutual TLS)"
+    )
 }
 
 /// How long a connect may take before the user is told that nothing answers yet.

@@ -8,7 +8,7 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 use zkguard::{Client, DynLock, Guard, Participant};
 
-use crate::show::contenders;
+use crate::show::{contenders, Layout};
 use crate::{Fail, Say, Waiting};
 
 /// A held lock or leadership, whatever its kind: the library's guard, shared with the
@@ -175,15 +175,25 @@ pub fn obtain(
 pub fn holders_line(client: &Client, target: &Target, queued: bool) -> String {
     let path = target.path();
     let list = match target.participants() {
-        Ok(list) => contenders(client, path, list),
+        Ok(list) => {
+            let layout = match target.kind {
+                Kind::Semaphore => Layout::Semaphore,
+                _ => Layout::Flat,
+            };
+            contenders(client, path, list, layout)
+        }
         Err(e) => return format!("{path} (cannot list its holders: {e})"),
     };
     let holders: Vec<String> = list
         .iter()
         .filter(|c| c.p.holds)
-        .map(|c| match c.age {
-            Some(a) => format!("{} for {}", c.p.id(), seconds(a)),
-            None => c.p.id(),
+        .map(|c| {
+            // A node's data is whoever made it's: escaped, never raw on the terminal.
+            let id = zkguard::escape_bytes(&c.p.data);
+            match c.age {
+                Some(a) => format!("{id} for {}", seconds(a)),
+                None => id.into_owned(),
+            }
         })
         .collect();
     let waiting = list

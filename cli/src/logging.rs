@@ -42,8 +42,42 @@ pub fn init(verbose: u8, quiet: bool) {
         _ => b.filter_level(level(verbose, quiet)),
     };
     b.parse_env(env_logger::Env::new().write_style("RUST_LOG_STYLE"));
+    let logger = Logger(b.build());
+    let max = logger.0.filter();
     // Fails only if a logger is installed already: then that one stays.
-    let _ = b.try_init();
+    if log::set_boxed_logger(Box::new(logger)).is_ok() {
+        log::set_max_level(max);
+    }
+}
+
+/// `env_logger`'s logger without the library's warning of a login without TLS: the CLI
+/// says that itself, once, with its own options to turn TLS on
+/// (`Connection::warn_cleartext`), and the same warning twice would be noise.
+struct Logger(env_logger::Logger);
+
+impl Logger {
+    /// The library's record of a login without TLS (a `zkguard` warning that says so).
+    fn said_by_the_cli(record: &log::Record) -> bool {
+        record.level() == log::Level::Warn
+            && record.target().starts_with("zkguard")
+            && record.args().to_string().contains("without TLS")
+    }
+}
+
+impl log::Log for Logger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record) {
+        if !Self::said_by_the_cli(record) {
+            self.0.log(record);
+        }
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
 }
 
 /// Writes `zkguard: MSG` and a newline to stderr in one write.

@@ -16,7 +16,7 @@ mod supervise;
 mod tty;
 
 use std::ffi::OsString;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -36,7 +36,9 @@ Exit status:
   69            ZooKeeper could not be reached (or started), or failed a request
   70            internal error (signals cannot be handled, CMD cannot be waited for)
   75            the lock or leadership was lost while CMD ran; CMD was terminated
-  77            ZooKeeper refused the credentials or the access (ACL)
+  77            ZooKeeper refused the credentials or the access (ACL), or the lock's
+                directory is not safe to queue in: others may delete there, or it
+                holds a node no lock made (named)
   126           CMD could not be executed
   127           CMD was not found
   128+N         zkguard got signal N (SIGINT 130, SIGTERM 143) before CMD started
@@ -383,10 +385,12 @@ impl Fail {
     pub fn zk(context: impl fmt::Display, e: zkguard::Error) -> Fail {
         use zkguard::Error as E;
         let code = match e {
-            E::InvalidPath { .. }
-            | E::InvalidArgument { .. }
-            | E::PermitMismatch { .. }
-            | E::ForeignNode { .. } => EXIT_USAGE,
+            // A node no lock made in the lock's directory is a co-tenant's: refused tenancy,
+            // as an untrusted directory is (the error names the node).
+            E::ForeignNode { .. } => EXIT_NOPERM,
+            E::InvalidPath { .. } | E::InvalidArgument { .. } | E::PermitMismatch { .. } => {
+                EXIT_USAGE
+            }
             E::AuthFailed
             | E::NoAuth { .. }
             | E::InvalidAcl { .. }
@@ -410,6 +414,27 @@ impl Say {
             logging::line(msg);
         }
     }
+}
+
+/// `v` as one line of JSON that is safe on a terminal: serde escapes the C0 controls, and
+/// every other character [`zkguard::escape`] would escape (DEL, C1 controls, bidirectional
+/// overrides, line separators) is written as a JSON `\uXXXX` escape, which decodes to the
+/// same string. (A backslash is JSON's own escape: serde has written it as `\\` already.)
+pub fn json_line(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut buf = [0u8; 4];
+    for c in text.chars() {
+        let one: &str = c.encode_utf8(&mut buf);
+        if c != '\\' && zkguard::escape(one) != one {
+            for unit in c.encode_utf16(&mut [0u16; 2]) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A path the library will look at again; caught here so a bad one fails before connecting.
@@ -554,4 +579,29 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    /// `json_line` leaves nothing a terminal acts on (C0 and C1 controls, DEL, a bidi
+    /// override, a line separator) and still decodes to the same strings.
+    #[test]
+    fn json_lines_are_json_and_safe_on_a_terminal() {
+        let nasty = "x\x1b[2J\nHOLDER forged\u{9b}31m\u{7f}\u{202e}\u{2028}\\ é";
+        let v = json!({ "data": nasty, "plain": "host-a pid 42" });
+        let line = super::json_line(&v);
+        assert!(
+            line.chars()
+                .all(|c| c == '\\' || zkguard::escape(&c.to_string()) == c.to_string()),
+            "{line}"
+        );
+        assert!(
+            line.contains("é") && line.contains("host-a pid 42"),
+            "{line}"
+        );
+        let back: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, v);
+    }
 }

@@ -1,8 +1,10 @@
 //! `revoke` and `break`: clearing a lock from the command line. `revoke` asks the holders
 //! to let go (the library's `revoke`, Curator's `Revoker`: `__REVOKE__` written into the
 //! node; letting go is up to the holder, `zkguard lock` terminates its command); `break`
-//! deletes one node after saying whose it is, and the holder learns of it as of any
-//! deletion (a lost lock: `zkguard lock` terminates its command and exits 75).
+//! deletes one node after saying whose it is, and only if it is still that node once the
+//! answer is given, and the holder learns of it as of any deletion (a lost lock: `zkguard
+//! lock` terminates its command and exits 75). Both find a node only where the listing
+//! found it ([`Listing`]'s rows); everything read from ZooKeeper is shown escaped.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zkguard::{Client, Error, Stat};
 
 use crate::hold::seconds;
-use crate::show::{locate, Listing};
+use crate::show::{Contender, Listing, UNFAIR};
 use crate::{check_path, BreakArgs, Connection, Fail, RevokeArgs, Say, EXIT_NOPERM, EXIT_USAGE};
 
 /// Exit status of `revoke` and `break` when there was nothing to do (no holder, the node
@@ -21,7 +23,8 @@ pub const EXIT_NOTHING: i32 = 1;
 pub const EXIT_CODES: &str = "\
 Exit status:
   0   done: the request written (revoke) or the node deleted (break)
-  1   nothing to do: nobody holds PATH, the node is gone, or the answer was not yes
+  1   nothing done: nobody holds PATH, the node is gone, the answer was not yes, or
+      (break) the node changed hands or was written since it was shown
   2   bad input: a path, a node not at PATH, no --yes without a terminal
   69  ZooKeeper could not be reached or failed a request
   77  ZooKeeper refused: the ACL (named) does not let this identity write or delete";
@@ -35,11 +38,15 @@ fn refused(client: &Client, what: &str, acl_of: &str, e: Error) -> Fail {
     )
 }
 
-/// "the ACL of PATH is [ENTRIES]" (or that this identity may not read it).
+/// "the ACL of PATH is [ENTRIES]" (or that this identity may not read it); the entries
+/// escaped (an ACL id is whoever set the ACL's).
 fn acl_text(client: &Client, path: &str) -> String {
     match client.get_acl(path) {
         Ok((acl, _)) => {
-            let entries: Vec<String> = acl.iter().map(ToString::to_string).collect();
+            let entries: Vec<String> = acl
+                .iter()
+                .map(|a| zkguard::escape(&a.to_string()).into_owned())
+                .collect();
             format!("the ACL of {path} is [{}]", entries.join(", "))
         }
         Err(e) => format!("the ACL of {path} is unreadable to this identity ({e})"),
@@ -57,15 +64,16 @@ fn listing(client: &Client, path: &str) -> Result<Listing, Fail> {
     })
 }
 
-/// "session 0x1000…, data host-a pid 42, for 12 s".
-fn owner(stat: &Stat, data: &str) -> String {
+/// "session 0x1000…, data "host-a pid 42", created 12 s ago" (the data escaped).
+fn owner(stat: &Stat, data: &[u8]) -> String {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let age = now.saturating_sub(Duration::from_millis(stat.ctime.max(0) as u64));
     format!(
-        "session 0x{:x}, data {data:?}, created {} ago",
+        "session 0x{:x}, data \"{}\", created {} ago",
         stat.ephemeral_owner,
+        zkguard::escape_bytes(data),
         seconds(age)
     )
 }
@@ -81,26 +89,46 @@ pub fn revoke(conn: &Connection, args: &RevokeArgs, say: Say) -> Result<i32, Fai
 
 fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> {
     let path = args.path.as_str();
-    let nodes: Vec<(String, String)> = match &args.node {
-        Some(n) => vec![(node_path(client, path, n)?.0, String::new())],
-        None => listing(client, path)?
+    let list = listing(client, path)?;
+    if list.kind == UNFAIR {
+        // Its node's data is the holder's owner id, which its release compares: a request
+        // written there would take its holder's own node from it, and nobody listens.
+        return Err(Fail::new(
+            EXIT_USAGE,
+            format!(
+                "{path} is an unfair lock's node: unfair locks take no revocation requests \
+                 (its data is the holder's owner id); `zkguard break {path} --holder` deletes it"
+            ),
+        ));
+    }
+    let rows: Vec<&Contender> = match &args.node {
+        Some(n) => vec![row(&list, path, n)?],
+        None => list
             .rows
-            .into_iter()
-            .filter(|(_, c)| c.p.holds)
-            .filter_map(|(_, c)| Some((locate(client, path, &c.p.node)?.1, c.p.id())))
+            .iter()
+            .map(|(_, c)| c)
+            .filter(|c| c.p.holds)
             .collect(),
     };
-    if nodes.is_empty() {
+    if rows.is_empty() {
         say.say(format!("nobody holds {path}: nothing to revoke"));
         return Ok(EXIT_NOTHING);
     }
-    for (node, data) in nodes {
-        match zkguard::revoke(client, &node) {
-            Ok(()) if data.is_empty() => say.say(format!("asked {node} to let go")),
-            Ok(()) => say.say(format!("asked {node} ({data}) to let go")),
+    for c in rows {
+        let node = zkguard::escape(&c.full);
+        match zkguard::revoke(client, &c.full) {
+            Ok(()) => say.say(format!(
+                "asked {node} (data \"{}\") to let go",
+                zkguard::escape_bytes(&c.p.data)
+            )),
             Err(Error::NoNode { .. }) => say.say(format!("{node} is gone already")),
             Err(e @ Error::NoAuth { .. }) => {
-                return Err(refused(client, &format!("cannot revoke {node}"), &node, e))
+                return Err(refused(
+                    client,
+                    &format!("cannot revoke {node}"),
+                    &c.full,
+                    e,
+                ))
             }
             Err(e) => return Err(Fail::zk(format_args!("cannot revoke {node}"), e)),
         }
@@ -108,33 +136,36 @@ fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> 
     Ok(0)
 }
 
-/// A node of the recipe at `path` named by `--node` (its name, or its full path under
-/// `path`): its full path and stat.
-fn node_path(client: &Client, path: &str, node: &str) -> Result<(String, Stat), Fail> {
-    let name = match node.strip_prefix(&format!("{path}/")) {
-        Some(rest) => rest.rsplit('/').next().unwrap_or(rest),
-        None if node.starts_with('/') => {
+/// The row of the listing of `path` that `--node` names (its name, or its full path as
+/// the listing has it). The node's place is the row's (the sub-directory it was listed
+/// from), never looked for elsewhere: a same-named node in another directory is not it.
+fn row<'l>(list: &'l Listing, path: &str, node: &str) -> Result<&'l Contender, Fail> {
+    let shown = zkguard::escape(node);
+    let found = if node.starts_with('/') {
+        if node != path && !node.starts_with(&format!("{path}/")) {
             return Err(Fail::new(
                 EXIT_USAGE,
-                format!("--node {node} is not under {path}"),
-            ))
+                format!("--node {shown} is not under {path}"),
+            ));
         }
-        None => node,
-    };
-    if name.is_empty() || name.contains('/') {
+        list.rows.iter().map(|(_, c)| c).find(|c| c.full == node)
+    } else if node.is_empty() || node.contains('/') {
         return Err(Fail::new(
             EXIT_USAGE,
-            format!("--node {node:?}: give a node's name, as `zkguard holders {path}` shows it"),
+            format!("--node \"{shown}\": give a node's name, as `zkguard holders {path}` shows it"),
         ));
-    }
-    locate(client, path, name)
-        .map(|(_, full, stat)| (full, stat))
-        .ok_or_else(|| {
-            Fail::new(
-                EXIT_NOTHING,
-                format!("{path} has no node {name} (gone already?)"),
-            )
-        })
+    } else {
+        list.rows.iter().map(|(_, c)| c).find(|c| c.p.node == node)
+    };
+    found.ok_or_else(|| {
+        Fail::new(
+            EXIT_NOTHING,
+            format!(
+                "{path} has no node {shown} among its contenders (gone already? `zkguard \
+                 holders {path}` lists them)"
+            ),
+        )
+    })
 }
 
 /// `zkguard break PATH --node NODE | --holder`.
@@ -154,61 +185,104 @@ pub fn break_lock(conn: &Connection, args: &BreakArgs, say: Say) -> Result<i32, 
 
 fn break_on(client: &Client, args: &BreakArgs, say: Say) -> Result<i32, Fail> {
     let path = args.path.as_str();
-    let name = match &args.node {
-        Some(n) => n.clone(),
+    let list = listing(client, path)?;
+    let c = match &args.node {
+        Some(n) => row(&list, path, n)?,
         None => {
-            let holders: Vec<String> = listing(client, path)?
+            let holders: Vec<&Contender> = list
                 .rows
                 .iter()
-                .filter(|(_, c)| c.p.holds)
-                .map(|(_, c)| c.p.node.clone())
+                .map(|(_, c)| c)
+                .filter(|c| c.p.holds)
                 .collect();
             match holders.as_slice() {
                 [] => {
                     say.say(format!("nobody holds {path}: nothing to break"));
                     return Ok(EXIT_NOTHING);
                 }
-                [one] => one.clone(),
+                [one] => *one,
                 many => {
+                    let names: Vec<_> = many.iter().map(|c| zkguard::escape(&c.p.node)).collect();
                     return Err(Fail::new(
                         EXIT_USAGE,
                         format!(
                             "{path} has {} holders ({}): name one with --node",
                             many.len(),
-                            many.join(", ")
+                            names.join(", ")
                         ),
-                    ))
+                    ));
                 }
             }
         }
     };
-    let (node, stat) = node_path(client, path, &name)?;
-    let data = client
-        .get_data(&node)
-        .map(|(d, _)| String::from_utf8_lossy(&d).into_owned())
-        .unwrap_or_default();
-    if stat.ephemeral_owner == 0 {
+    let (full, node) = (c.full.as_str(), zkguard::escape(&c.full));
+    // What is shown is one read: the data and the stat of one version of the node.
+    let (data, shown) = match client.get_data(full) {
+        Ok(read) => read,
+        Err(Error::NoNode { .. }) => {
+            say.say(format!("{node} is gone already"));
+            return Ok(EXIT_NOTHING);
+        }
+        Err(e) => return Err(Fail::zk(format_args!("cannot read {node}"), e)),
+    };
+    if shown.ephemeral_owner == 0 {
         return Err(Fail::new(
             EXIT_USAGE,
             format!("{node} is not a lock node (not ephemeral): not deleting it"),
         ));
     }
-    say.say(format!("{node}: {}", owner(&stat, &data)));
+    say.say(format!("{node}: {}", owner(&shown, &data)));
     if !args.yes && !ask(&format!("delete {node}? Its holder loses the lock [y/N] "))? {
         say.say("not deleted");
         return Ok(EXIT_NOTHING);
     }
-    let dir = &node[..node.rfind('/').unwrap_or(0)];
-    // Only this node, as it was shown: a node made again since is another's.
-    match client.delete(&node, Some(stat.version)) {
+    delete_shown(client, full, &shown, say)
+}
+
+/// Deletes `full` only if it is still the node shown: the same creation (`czxid`) and
+/// owner (`ephemeralOwner`) when read again after the answer, and the data version shown.
+/// A node made again at the same path since (a fixed-name node that changed hands while
+/// the question waited: its version starts at 0 again) is another's, and is left alone.
+fn delete_shown(client: &Client, full: &str, shown: &Stat, say: Say) -> Result<i32, Fail> {
+    let node = zkguard::escape(full);
+    let dir = &full[..full.rfind('/').unwrap_or(0)];
+    let now = match client.exists(full) {
+        Ok(Some(now)) => now,
+        Ok(None) => {
+            say.say(format!("{node} is gone already: nothing deleted"));
+            return Ok(EXIT_NOTHING);
+        }
+        Err(e) => return Err(Fail::zk(format_args!("cannot read {node} again"), e)),
+    };
+    // Said even with --quiet: what was asked for was not done.
+    if (now.czxid, now.ephemeral_owner) != (shown.czxid, shown.ephemeral_owner) {
+        return Err(Fail::new(
+            EXIT_NOTHING,
+            format!(
+                "not deleted: {node} changed hands since it was shown (now created by session \
+                 0x{:x} at zxid 0x{:x}; shown: session 0x{:x} at zxid 0x{:x}): the node shown \
+                 is gone, this one is another holder's",
+                now.ephemeral_owner, now.czxid, shown.ephemeral_owner, shown.czxid
+            ),
+        ));
+    }
+    match client.delete(full, Some(shown.version)) {
         Ok(()) => {
             say.say(format!("deleted {node}: its holder loses the lock"));
             Ok(0)
         }
         Err(Error::NoNode { .. }) => {
-            say.say(format!("{node} is gone already"));
+            say.say(format!("{node} is gone already: nothing deleted"));
             Ok(EXIT_NOTHING)
         }
+        Err(Error::BadVersion { .. }) => Err(Fail::new(
+            EXIT_NOTHING,
+            format!(
+                "not deleted: {node}'s data changed since it was shown (version {} then): \
+                 look again (zkguard holders)",
+                shown.version
+            ),
+        )),
         Err(e @ Error::NoAuth { .. }) => {
             Err(refused(client, &format!("cannot delete {node}"), dir, e))
         }

@@ -22,6 +22,7 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
     let acl = node_acl(args.acl.as_ref(), &args.trust)?;
     let client = conn.connect(say)?;
+    conn.warn_cleartext(Some(&acl), say);
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
     let data = args.data.clone();
@@ -73,6 +74,7 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
     check_path(&args.path)?;
     let acl = node_acl(args.acl.as_ref(), &args.trust)?;
     let client = conn.connect(say)?;
+    conn.warn_cleartext(Some(&acl), say);
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
     let id = args.id.clone().unwrap_or_else(default_id);
     let election = LeaderElection::new(&client, &args.path, id)

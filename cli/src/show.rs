@@ -7,11 +7,12 @@ use crossbeam_channel::{Receiver, TryRecvError};
 
 use serde_json::json;
 use zkguard::{
-    Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore, Stat, WatchedEvent,
+    Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore, Stat, UnfairMutex,
+    WatchedEvent,
 };
 
 use crate::hold::seconds;
-use crate::{check_path, Connection, Fail, Say, ShowArgs};
+use crate::{check_path, json_line, Connection, Fail, Say, ShowArgs};
 
 /// The kind of queue at a path, read from what is there (nothing is written).
 fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Kind), Fail> {
@@ -20,13 +21,17 @@ fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Ki
         return Ok(("election", Kind::Election));
     }
     let (names, data) = match client.get_children(path) {
-        Ok((names, _)) => (names, client.get_data(path).map(|(d, _)| d).ok()),
+        Ok((names, _)) => (names, client.get_data(path).ok()),
         Err(Error::NoNode { .. }) => return Ok(("mutex", Kind::Empty)),
         Err(e) => return Err(fail(e)),
     };
+    // An ephemeral node at the path itself: the one node of an unfair lock (or election).
+    if data.as_ref().is_some_and(|(_, st)| st.ephemeral_owner != 0) {
+        return Ok((UNFAIR, Kind::Single));
+    }
     // A semaphore records its permit count as the data of its path.
     let permits = data
-        .and_then(|d| String::from_utf8(d).ok())
+        .and_then(|(d, _)| String::from_utf8(d).ok())
         .and_then(|s| s.trim().parse::<u32>().ok())
         .filter(|n| *n > 0);
     Ok(if let Some(n) = permits {
@@ -43,12 +48,17 @@ fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Ki
     })
 }
 
+/// The kind [`Listing`] names an unfair lock's (or election's) one node by.
+pub const UNFAIR: &str = "unfair lock";
+
 enum Kind {
     Empty,
     Mutex,
     RwLock,
     Semaphore(u32),
     Election,
+    /// One ephemeral node at the path itself (`UnfairMutex`, the unfair election).
+    Single,
 }
 
 fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec<Participant>> {
@@ -58,24 +68,43 @@ fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec
         Kind::RwLock => RwLock::new(client, path)?.participants(),
         Kind::Semaphore(n) => Semaphore::new(client, path, *n)?.participants(),
         Kind::Election => LeaderElection::new(client, path, "observer")?.participants(),
+        Kind::Single => Ok(UnfairMutex::new(client, path)?
+            .holder()?
+            .into_iter()
+            .collect()),
     }
 }
 
-/// Where a contender's node `node` of the recipe at `dir` is: in `dir` itself, or one level
-/// down in a semaphore's `leases` or `locks` directory. The sub-directory (`""`,
-/// `"/leases"`, `"/locks"`), the node's full path and its stat; `None` if it is gone or
-/// cannot be read.
-pub fn locate(client: &Client, dir: &str, node: &str) -> Option<(&'static str, String, Stat)> {
-    ["", "/leases", "/locks"].into_iter().find_map(|sub| {
-        let path = format!("{dir}{sub}/{node}");
-        let stat = client.exists(&path).ok()??;
-        Some((sub, path, stat))
-    })
+/// Where a recipe's contenders' nodes are, so a listed node is found where it was listed
+/// and nowhere else (a same-named node in another directory is another node).
+#[derive(Clone, Copy)]
+pub enum Layout {
+    /// In the recipe's directory (mutex, read/write lock, election).
+    Flat,
+    /// A semaphore's: its leases in `/leases`, its internal lock's queue in `/locks` (told
+    /// apart by the node names' markers, `lease-` and `lock-`, as the library writes them).
+    Semaphore,
+    /// The recipe's path is the node itself (an unfair lock or election).
+    Single,
+}
+
+impl Layout {
+    /// The full path of the contender node `node` of the recipe at `dir`.
+    pub fn full(self, dir: &str, node: &str) -> String {
+        match (self, node.contains("-lease-")) {
+            (Layout::Flat, _) => format!("{dir}/{node}"),
+            (Layout::Semaphore, true) => format!("{dir}/leases/{node}"),
+            (Layout::Semaphore, false) => format!("{dir}/locks/{node}"),
+            (Layout::Single, _) => dir.to_string(),
+        }
+    }
 }
 
 /// A contender as `holders` shows it: once, whatever nodes it has.
 pub struct Contender {
     pub p: Participant,
+    /// Its node's full path, in the directory it was listed from ([`Layout::full`]).
+    pub full: String,
     /// Of a semaphore: waits for the next free permit with the internal lock held (its
     /// node there is `internal`).
     pub next: bool,
@@ -90,45 +119,63 @@ pub struct Contender {
 /// lock, also has the lease that waits for a permit (Curator's `InterProcessSemaphoreV2`
 /// protocol): those two nodes (same session, same data) are one contender, shown by its
 /// lease as `next`.
-pub fn contenders(client: &Client, dir: &str, list: Vec<Participant>) -> Vec<Contender> {
+pub fn contenders(
+    client: &Client,
+    dir: &str,
+    list: Vec<Participant>,
+    layout: Layout,
+) -> Vec<Contender> {
     // A semaphore's nodes are one level down, in its `leases` and `locks` directories.
-    let found: Vec<(Participant, Option<(&str, Stat)>)> = list
+    let found: Vec<(Participant, String, Option<Stat>)> = list
         .into_iter()
         .map(|p| {
-            let at = locate(client, dir, &p.node).map(|(sub, _, stat)| (sub, stat));
-            (p, at)
+            let full = layout.full(dir, &p.node);
+            let stat = client.exists(&full).ok().flatten();
+            (p, full, stat)
         })
         .collect();
-    let owner = |i: usize| {
-        found[i]
-            .1
-            .map(|(_, st)| (st.ephemeral_owner, &found[i].0.data))
+    // Listed and still there, in the internal lock's queue or among the leases.
+    let listed_in = |i: usize, sub: &str| {
+        let (_, full, stat) = &found[i];
+        stat.is_some() && full.starts_with(&format!("{dir}{sub}/"))
     };
-    let first_queued = found
-        .iter()
-        .position(|(_, at)| matches!(at, Some(("/locks", _))));
+    let owner = |i: usize| {
+        let (p, _, stat) = &found[i];
+        stat.map(|st| (st.ephemeral_owner, &p.data))
+    };
+    let first_queued =
+        (0..found.len()).find(|&i| matches!(layout, Layout::Semaphore) && listed_in(i, "/locks"));
     let waiting_lease = first_queued.and_then(|q| {
-        (0..found.len()).find(|&i| {
-            matches!(found[i].1, Some(("/leases", _))) && !found[i].0.holds && owner(i) == owner(q)
-        })
+        (0..found.len())
+            .find(|&i| listed_in(i, "/leases") && !found[i].0.holds && owner(i) == owner(q))
     });
     let now = SystemTime::now().duration_since(UNIX_EPOCH).ok();
     let mut out: Vec<Contender> = Vec::with_capacity(found.len());
-    for (i, (p, at)) in found.iter().enumerate() {
+    for (i, (p, full, stat)) in found.iter().enumerate() {
         if waiting_lease.is_some() && Some(i) == first_queued {
             continue;
         }
         let next = Some(i) == waiting_lease;
         out.push(Contender {
+            full: full.clone(),
             p: p.clone(),
             next,
             internal: next.then(|| found[first_queued.expect("paired")].0.node.clone()),
-            age: at.and_then(|(_, st)| {
+            age: stat.and_then(|st| {
                 Some(now?.saturating_sub(Duration::from_millis(st.ctime.max(0) as u64)))
             }),
         });
     }
     out
+}
+
+/// A contender's node name and data as a terminal may show them ([`zkguard::escape`]): a
+/// node's name and data are chosen by whoever created it.
+fn shown_node(c: &Contender) -> (String, String) {
+    (
+        zkguard::escape(&c.p.node).into_owned(),
+        zkguard::escape_bytes(&c.p.data).into_owned(),
+    )
 }
 
 /// What `holders` shows.
@@ -152,7 +199,12 @@ impl Listing {
         } else {
             ("holder", "waiter")
         };
-        let rows = contenders(client, path, list)
+        let layout = match kind {
+            Kind::Semaphore(_) => Layout::Semaphore,
+            Kind::Single => Layout::Single,
+            _ => Layout::Flat,
+        };
+        let rows = contenders(client, path, list, layout)
             .into_iter()
             .map(|c| {
                 let role = match (c.p.holds, c.next) {
@@ -170,6 +222,7 @@ impl Listing {
         })
     }
 
+    /// The leader's id (its node's data) as ZooKeeper has it: raw, for JSON.
     fn leader(&self) -> Option<String> {
         self.rows
             .iter()
@@ -218,16 +271,18 @@ impl Listing {
             println!("{path}: nobody holds or waits");
             return;
         }
-        let width = self.rows.iter().map(|(_, c)| c.p.node.len()).max();
+        // Names and data are anyone's who may create there: escaped, never raw.
+        let shown: Vec<_> = self.rows.iter().map(|(_, c)| shown_node(c)).collect();
+        let width = shown.iter().map(|(node, _)| node.chars().count()).max();
         let width = width.unwrap_or(4);
         println!("{:<9}  {:<18}  {:<width$}  DATA", "ROLE", "FOR", "NODE");
-        for (role, c) in &self.rows {
+        for ((role, c), (node, data)) in self.rows.iter().zip(&shown) {
             let how = if c.p.holds { "held" } else { "waiting" };
             let age = match c.age {
                 Some(a) => format!("{how} {}", seconds(a)),
                 None => "-".into(),
             };
-            println!("{role:<9}  {age:<18}  {:<width$}  {}", c.p.node, c.p.id());
+            println!("{role:<9}  {age:<18}  {node:<width$}  {data}");
         }
         if self.rows.iter().any(|(_, c)| c.next) {
             println!("(next: holds the semaphore's internal lock and takes the next free permit)");
@@ -245,7 +300,7 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> 
     } else {
         Listing::read(&client, path, election).map(|l| {
             match args.json {
-                true => println!("{}", l.json(path, true)),
+                true => println!("{}", json_line(&l.json(path, true))),
                 false => l.print_table(path),
             }
             0
@@ -275,8 +330,11 @@ fn watch(client: &Client, args: &ShowArgs, election: bool, say: Say) -> Result<i
                 };
                 if last.as_ref() != Some(&key) {
                     match (leader_only, args.json) {
-                        (true, _) => println!("{}", l.leader().as_deref().unwrap_or("(no leader)")),
-                        (false, true) => println!("{}", l.json(path, true)),
+                        (true, _) => match l.leader() {
+                            Some(id) => println!("{}", zkguard::escape(&id)),
+                            None => println!("(no leader)"),
+                        },
+                        (false, true) => println!("{}", json_line(&l.json(path, true))),
                         (false, false) => {
                             l.print_table(path);
                             println!();

@@ -3,6 +3,10 @@
 #[path = "cli/acl.rs"]
 mod acl;
 mod common;
+#[path = "cli/escape.rs"]
+mod escape;
+#[path = "cli/foreign.rs"]
+mod foreign;
 #[cfg(feature = "kerberos")]
 #[path = "cli/kerberos.rs"]
 mod kerberos;
@@ -518,9 +522,10 @@ fn tls_and_sasl_flags_reach_a_secured_server_and_bad_ones_fail_clearly() {
     with_cert(&mut ok);
     let (code, _, err) = output(
         ok.env("ZKGUARD_SASL_PASSWORD", "alice-secret")
-            .args(["lock", &path, "-n", "--", "true"]),
+            .args(["lock", &path, "-n", "--acl", "creator", "--", "true"]),
     );
     assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("without TLS"), "a warning with TLS on: {err}");
     let mut show = secured(&[]);
     with_cert(&mut show);
     let s = Scratch::new();

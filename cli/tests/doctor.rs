@@ -445,3 +445,152 @@ fn over_tls_the_session_uses_the_tls_options() {
     let cond = finding(&v, "sync_window", "warn");
     assert!(cond["message"].as_str().unwrap().contains("mode"), "{cond}");
 }
+
+/// Sends 100 MiB of `A` on `conn` (or until the reader goes away).
+fn flood(mut conn: std::net::TcpStream) {
+    use std::io::Write;
+    let chunk = [b'A'; 64 * 1024];
+    for _ in 0..1600 {
+        if conn.write_all(&chunk).is_err() {
+            return;
+        }
+    }
+}
+
+/// A listener on a free loopback port serving each connection with `serve` on a thread of
+/// its own; its port.
+fn fake_server(serve: fn(std::net::TcpStream)) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            std::thread::spawn(move || serve(conn));
+        }
+    });
+    port
+}
+
+/// Two ports of the connect string are not ZooKeeper: one answers everything with 100 MiB,
+/// the other refuses the four-letter words and its admin server port (the first one) answers
+/// with 100 MiB. The doctor reads at most 1 MiB of a reply: its peak memory (the kernel's
+/// count for the process, from `wait4`) stays under 50 MiB, both are reported unreadable (a
+/// failure each, nothing more asked of them), and the real server is still checked.
+#[test]
+fn a_server_that_sends_100_mib_is_unreadable_and_memory_stays_bounded() {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+
+    let flooding = fake_server(flood);
+    let refusing = fake_server(|mut conn| {
+        let mut word = [0u8; 4];
+        if conn.read_exact(&mut word).is_ok() {
+            let word = String::from_utf8_lossy(&word).into_owned();
+            let _ = write!(
+                conn,
+                "{word} is not executed because it is not in the whitelist."
+            );
+        }
+    });
+    let cs = format!(
+        "{},127.0.0.1:{flooding},127.0.0.1:{refusing}",
+        cluster().connect_string()
+    );
+    let admin = flooding.to_string();
+    // Reaped by wait4 below, which also gives its resource usage.
+    #[allow(clippy::zombie_processes)]
+    let mut child = zkguard(&cs)
+        .args(["doctor", "--json", "--admin-port", &admin])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let err = stderr.join().unwrap();
+    let mut status = 0;
+    // SAFETY: wait4(2) of our own child, with pointers to two locals; `rusage` is plain
+    // data, all zeros a valid value.
+    let (reaped, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let r = libc::wait4(child.id() as i32, &mut status, 0, &mut usage);
+        (r, usage)
+    };
+    assert_eq!(reaped, child.id() as i32, "wait4: {err}");
+    let peak_kib = usage.ru_maxrss;
+    eprintln!("doctor's peak resident memory: {peak_kib} KiB");
+    assert!(
+        peak_kib < 50 * 1024,
+        "doctor grew to {peak_kib} KiB reading a flood: {err}"
+    );
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    said(&["--connect", &cs], libc::WEXITSTATUS(status), &v);
+    assert_eq!(libc::WEXITSTATUS(status), 3, "{v:#}");
+    let servers = v["servers"].as_array().unwrap();
+    assert_eq!(servers[0]["unreadable"], Value::Null, "{v:#}");
+    assert_eq!(servers[0]["read_from"]["srvr"], "4lw", "{v:#}");
+    for (s, via) in [(&servers[1], "`srvr`"), (&servers[2], "AdminServer")] {
+        let why = s["unreadable"].as_str().unwrap_or_else(|| panic!("{s:#}"));
+        assert!(why.contains("over 1 MiB") && why.contains(via), "{s:#}");
+    }
+    let unreadable: Vec<&Value> = findings(&v, "readable")
+        .into_iter()
+        .map(|f| &f["about"])
+        .collect();
+    assert_eq!(
+        unreadable,
+        [
+            &Value::from(format!("127.0.0.1:{flooding}")),
+            &Value::from(format!("127.0.0.1:{refusing}"))
+        ],
+        "{v:#}"
+    );
+}
+
+/// A port of the connect string answers the four-letter words with escape sequences and
+/// forged lines in its version, mode and figures: the report for people shows them
+/// escaped (no ESC byte, no line of the server's making) and the JSON report carries them
+/// as JSON escapes.
+#[test]
+fn what_a_server_says_is_shown_escaped() {
+    use std::io::{Read, Write};
+
+    let nasty = fake_server(|mut conn| {
+        let mut word = [0u8; 4];
+        if conn.read_exact(&mut word).is_err() {
+            return;
+        }
+        let reply = match &word {
+            b"srvr" => {
+                "Zookeeper version: 3.8.0\x1b[2J\nMode: leader\x1b]0;owned\x07\nFORGED line\n"
+            }
+            b"mntr" => "zk_avg_latency\t1\x1b[31m\nzk_max_latency\t2\n",
+            b"conf" => "tickTime=100\x1b[2J\n",
+            _ => "java.version=17\x1b[2J\n",
+        };
+        let _ = conn.write_all(reply.as_bytes());
+    });
+    let cs = format!("127.0.0.1:{nasty}");
+    let (_, out, err) = output(zkguard(&cs).args(["doctor", "--connect-timeout", "1s"]));
+    let text = format!("{out}{err}");
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(!text.lines().any(|l| l.starts_with("FORGED")), "{text:?}");
+    assert!(
+        text.contains(r"3.8.0\x1b[2J"),
+        "the version shown escaped: {text}"
+    );
+    let (_, out, err) = output(zkguard(&cs).args(["doctor", "--json", "--connect-timeout", "1s"]));
+    assert!(!out.contains('\x1b'), "{out:?}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    assert_eq!(v["servers"][0]["version"], "3.8.0\x1b[2J", "{v:#}");
+}

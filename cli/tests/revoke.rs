@@ -166,54 +166,178 @@ fn an_acl_refusal_is_77_naming_the_acl() {
     assert_eq!(h.wait(PATIENCE), 0, "{}", h.stderr());
 }
 
-/// On a terminal (`script(1)` gives `break` one) it asks first: `n` leaves the node and
-/// exits 1, `y` deletes it. The answer is typed only once the question is on the screen.
-#[test]
-fn break_asks_on_a_terminal() {
+/// Runs `zkguard break ARGS` on a terminal (`script(1)` gives it one), waits until its
+/// question is on the screen, runs `meanwhile`, then types `reply`: its exit status and
+/// everything it said.
+fn break_on_a_terminal(
+    cs: &str,
+    args: &[&str],
+    meanwhile: impl FnOnce(),
+    reply: &str,
+) -> (i32, String) {
     use std::io::{Read, Write};
     use std::process::{Command, Stdio};
 
+    let line = format!(
+        "'{}' --connect {cs} break {}",
+        env!("CARGO_BIN_EXE_zkguard"),
+        args.join(" ")
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux");
+    let mut out = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    while !String::from_utf8_lossy(&seen).contains("[y/N]") {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "no question: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    meanwhile();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{reply}\n").as_bytes())
+        .unwrap();
+    let _ = out.read_to_end(&mut seen);
+    let code = exit_code(child.wait().unwrap());
+    (code, String::from_utf8_lossy(&seen).into_owned())
+}
+
+/// On a terminal it asks first: `n` leaves the node and exits 1, `y` deletes it. The
+/// answer is typed only once the question is on the screen.
+#[test]
+fn break_asks_on_a_terminal() {
     let cs = cluster().connect_string();
     let (s, path) = (Scratch::new(), unique("break-tty"));
     let c = client(&cs);
     let mut h = holder(&cs, &s, &path, &[]);
     s.ticker_pid();
     let (node, _) = held_node(&c, &path);
-    let answer = |reply: &str| -> (i32, String) {
-        let line = format!(
-            "'{}' --connect {cs} break {path} --holder",
-            env!("CARGO_BIN_EXE_zkguard")
-        );
-        let mut child = Command::new("script")
-            .args(["-qec", &line, "/dev/null"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("script(1) from util-linux");
-        let mut out = child.stdout.take().unwrap();
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 512];
-        while !String::from_utf8_lossy(&seen).contains("[y/N]") {
-            let n = out.read(&mut buf).unwrap();
-            assert!(n > 0, "no question: {}", String::from_utf8_lossy(&seen));
-            seen.extend_from_slice(&buf[..n]);
-        }
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(format!("{reply}\n").as_bytes())
-            .unwrap();
-        let _ = out.read_to_end(&mut seen);
-        let code = exit_code(child.wait().unwrap());
-        (code, String::from_utf8_lossy(&seen).into_owned())
-    };
-    let (code, said) = answer("n");
+    let (code, said) = break_on_a_terminal(&cs, &[&path, "--holder"], || {}, "n");
     assert_eq!(code, 1, "{said}");
     assert!(said.contains("not deleted"), "{said}");
     assert!(c.exists(&node).unwrap().is_some());
-    let (code, said) = answer("y");
+    let (code, said) = break_on_a_terminal(&cs, &[&path, "--holder"], || {}, "y");
     assert_eq!(code, 0, "{said}");
     assert_eq!(h.wait(PATIENCE), 75, "{}", h.stderr());
     assert_eq!(c.exists(&node).unwrap(), None);
+}
+
+/// A node at a fixed path that changes hands while `break` asks (its holder lets go, another
+/// client makes the node again: a new node at the same path, whose data version starts at
+/// 0 again, as the one shown was) is not the node shown: `break` deletes nothing, exits 1
+/// and says so; the new holder keeps its node (`revoke` refuses an unfair lock: its data is
+/// the holder's owner id). Two such nodes: a node with a contender's
+/// name in a lock directory made by another program, and an unfair lock's node (the path
+/// itself).
+#[test]
+fn break_deletes_nothing_when_the_node_changed_hands_while_it_asked() {
+    let cs = cluster().connect_string();
+    let (first, second) = (client(&cs), client(&cs));
+    // A fixed name that lists as the lock's holder.
+    let dir = unique("break-fixed");
+    second.ensure_path(&dir).unwrap();
+    let node = format!("{dir}/_c_fixed-lock-0000000001");
+    let make = |c: &zkguard::Client, data: &[u8]| {
+        c.create(&node, data, zkguard::CreateMode::Ephemeral)
+            .unwrap();
+    };
+    make(&first, b"first holder");
+    let (code, said) = break_on_a_terminal(
+        &cs,
+        &[&dir, "--holder"],
+        || {
+            first.delete(&node, None).unwrap();
+            make(&second, b"second holder");
+        },
+        "y",
+    );
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("first holder"),
+        "the first node was shown: {said}"
+    );
+    assert!(
+        said.contains("changed hands") && said.contains("not deleted"),
+        "{said}"
+    );
+    let now = second
+        .exists(&node)
+        .unwrap()
+        .expect("the second holder's node is left");
+    assert_eq!(now.ephemeral_owner, second.session_id());
+
+    // An unfair lock: its node is the path itself.
+    let path = unique("break-unfair");
+    let taken = zkguard::UnfairMutex::new(&first, &path)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let lock = zkguard::UnfairMutex::new(&second, &path).unwrap();
+    let mut next = None;
+    let (code, said) = break_on_a_terminal(
+        &cs,
+        &[&path, "--holder"],
+        || {
+            taken.release().unwrap();
+            next = Some(lock.acquire().unwrap());
+        },
+        "y",
+    );
+    assert_eq!(code, 1, "{said}");
+    assert!(said.contains("changed hands"), "{said}");
+    let next = next.unwrap();
+    assert!(next.is_valid(), "the new holder keeps the lock");
+    next.confirm()
+        .expect("the new holder's node is still there");
+    // Its data is the holder's owner id: `revoke` writes nothing there.
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unfair"), "{err}");
+    next.confirm().expect("the holder's node untouched");
+}
+
+/// A semaphore's lease `NAME` lives in `PATH/leases`; another client puts a node of the
+/// same name right in `PATH` (open to all). `revoke --node NAME` and `break --node NAME`
+/// look for `NAME` only where the listing found it, and the listing refuses a semaphore
+/// directory holding a node no lock made (77, naming it): the decoy is never written or
+/// deleted, and neither is the lease.
+#[test]
+fn break_and_revoke_never_touch_a_same_named_node_elsewhere() {
+    let cs = cluster().connect_string();
+    let (holder, other) = (client(&cs), client(&cs));
+    let path = unique("break-decoy");
+    let sem = zkguard::Semaphore::new(&holder, &path, 2).unwrap();
+    let lease = sem.acquire().unwrap();
+    let name = lease.path().rsplit('/').next().unwrap().to_string();
+    assert_eq!(lease.path(), format!("{path}/leases/{name}"));
+    let (before, _) = holder.get_data(lease.path()).unwrap();
+    let decoy = format!("{path}/{name}");
+    other
+        .create(&decoy, b"decoy", zkguard::CreateMode::Ephemeral)
+        .unwrap();
+
+    for args in [
+        vec!["revoke", &path, "--node", &name],
+        vec!["break", &path, "--node", &name, "--yes"],
+        vec!["break", &path, "--holder", "--yes"],
+    ] {
+        let (code, _, err) = output(zkguard(&cs).args(&args));
+        assert_eq!(code, 77, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("holds \"{name}\"")),
+            "{args:?}: {err}"
+        );
+    }
+    let (data, _) = other.get_data(&decoy).expect("the decoy is left");
+    assert_eq!(data, b"decoy", "and never written");
+    let (data, _) = holder.get_data(lease.path()).expect("the lease is left");
+    assert_eq!(data, before, "and never written");
+    assert!(lease.is_valid());
 }

@@ -1,4 +1,7 @@
 //! `doctor`'s report for people: servers, configuration, session, the path, findings.
+//! Every text in it may hold what a server or a node's creator chose (a version, a mode, a
+//! figure, an ACL id, a node's data, an error's words): all of it is shown through
+//! [`zkguard::escape`], never raw.
 
 use serde_json::Value;
 
@@ -9,7 +12,7 @@ use super::Finding;
 pub fn print(report: &Value, servers: &[Server], findings: &[Finding]) {
     let text = |v: &Value| match v {
         Value::Null => "?".to_string(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => esc(s),
         other => other.to_string(),
     };
     println!("zkguard doctor: {}", text(&report["connect"]));
@@ -30,14 +33,14 @@ pub fn print(report: &Value, servers: &[Server], findings: &[Finding]) {
             .collect();
         println!(
             "  {:<22} {:<11} {:<7} {:<10} {}  [{}]",
-            s.address,
-            if s.reachable {
-                "reachable"
-            } else {
-                "UNREACHABLE"
+            esc(&s.address),
+            match (s.reachable, &s.unreadable) {
+                (false, _) => "UNREACHABLE",
+                (true, Some(_)) => "UNREADABLE",
+                (true, None) => "reachable",
             },
-            s.version.as_deref().unwrap_or("?"),
-            s.mode.as_deref().unwrap_or("?"),
+            esc(s.version.as_deref().unwrap_or("?")),
+            esc(s.mode.as_deref().unwrap_or("?")),
             rtt,
             from.join(", ")
         );
@@ -50,7 +53,7 @@ pub fn print(report: &Value, servers: &[Server], findings: &[Finding]) {
             "fsync_threshold_exceed_count",
         ]
         .iter()
-        .filter_map(|k| s.mntr.get(*k).map(|v| format!("{k} {v}")))
+        .filter_map(|k| s.mntr.get(*k).map(|v| format!("{k} {}", esc(v))))
         .collect();
         if !figures.is_empty() {
             println!("  {:<22} mntr: {}", "", figures.join(", "));
@@ -106,10 +109,10 @@ pub fn print(report: &Value, servers: &[Server], findings: &[Finding]) {
             "  {:<4}  {:<16} {}",
             f.status.name().to_uppercase(),
             f.check,
-            f.message
+            esc(&f.message)
         );
         if let Some(fix) = &f.fix {
-            println!("  {:<4}  {:<16} fix: {fix}", "", "");
+            println!("  {:<4}  {:<16} fix: {}", "", "", esc(fix));
         }
     }
     println!(
@@ -117,4 +120,8 @@ pub fn print(report: &Value, servers: &[Server], findings: &[Finding]) {
         text(&report["status"]),
         text(&report["exit"])
     );
+}
+
+fn esc(text: &str) -> String {
+    zkguard::escape(text).into_owned()
 }

@@ -198,7 +198,7 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
         "findings": findings.iter().map(Finding::json).collect::<Vec<_>>(),
     });
     if args.json {
-        println!("{report}");
+        println!("{}", crate::json_line(&report));
     } else {
         human::print(&report, &servers, &findings);
     }
@@ -235,7 +235,7 @@ fn with_session(
 
 /// A few round trips of a session to `s` alone (requests a server answers itself).
 fn round_trips(conn: &Connection, s: &mut Server, quiet: Say) {
-    if !s.reachable {
+    if !s.reachable || s.unreadable.is_some() {
         return;
     }
     match conn.connect_to(&s.address, quiet) {
@@ -270,6 +270,14 @@ fn server_findings(s: &Server, out: &mut Vec<Finding>) {
     }
     if let Some(e) = &s.error {
         out.push(Finding::new("reachable", Status::Fail, format!("{a}: {e}")).about(a));
+    }
+    if let Some(e) = &s.unreadable {
+        out.push(
+            Finding::new("readable", Status::Fail, format!("{a}: unreadable: {e}"))
+                .fix("check that every address of the connect string is a ZooKeeper server's client port (or its AdminServer's port is --admin-port)")
+                .about(a),
+        );
+        return;
     }
     let unread = s.unread();
     if !unread.is_empty() {

@@ -12,6 +12,15 @@ use serde_json::{json, Value};
 /// What a port that keeps silent is said to give (a TLS port answers no plain text).
 const NO_ANSWER: &str = "no answer (a TLS-only port answers no plain four-letter words)";
 
+/// What a reply over [`MAX_REPLY`] is said to be (the server is then unreadable).
+const OVERSIZED: &str = "a reply over 1 MiB, more than any four-letter word or AdminServer \
+    command answers: not read further, nothing more asked of this server";
+
+/// The most read of one reply (a word's, an admin server command's): `mntr`, `conf` and
+/// `envi` answer a few KiB. Whatever listens on a port of the connect string chooses what
+/// it sends: the doctor's memory does not grow with it.
+const MAX_REPLY: usize = 1 << 20;
+
 /// How long one exchange with a server (a word, an HTTP request) may take.
 const EXCHANGE: Duration = Duration::from_secs(3);
 
@@ -45,6 +54,9 @@ pub struct Server {
     pub java: Option<String>,
     /// Where each of srvr/conf/mntr/envi was read from (`4lw`, `admin`), or why not.
     pub sources: BTreeMap<&'static str, Result<&'static str, String>>,
+    /// Why nothing it says is read (it sent more than [`MAX_REPLY`]): then nothing more is
+    /// asked of it.
+    pub unreadable: Option<String>,
 }
 
 impl Server {
@@ -72,12 +84,22 @@ impl Server {
         // others are not waited for again.
         let mut silent: Option<String> = None;
         for (word, command) in WORDS {
+            if s.unreadable.is_some() {
+                let why = format!("`{word}`: not asked (the server is unreadable)");
+                s.sources.insert(word, Err(why));
+                continue;
+            }
             let answer = match &silent {
                 Some(why) => Err(format!("`{word}`: {why}")),
                 None => four_letter(addr, word),
             };
-            if let (Err(e), None) = (&answer, &silent) {
-                if e.contains(NO_ANSWER) {
+            if let Err(e) = &answer {
+                if e.contains(OVERSIZED) {
+                    s.unreadable = Some(e.clone());
+                    s.sources.insert(word, Err(e.clone()));
+                    continue;
+                }
+                if silent.is_none() && e.contains(NO_ANSWER) {
                     silent = Some(NO_ANSWER.to_string());
                 }
             }
@@ -91,7 +113,13 @@ impl Server {
                         s.take_admin(word, &v);
                         Ok("admin")
                     }
-                    Err(e) => Err(format!("{refused}; AdminServer at {admin}: {e}")),
+                    Err(e) => {
+                        let why = format!("{refused}; AdminServer at {admin}: {e}");
+                        if e.contains(OVERSIZED) {
+                            s.unreadable = Some(why.clone());
+                        }
+                        Err(why)
+                    }
                 },
             };
             s.sources.insert(word, read);
@@ -209,6 +237,7 @@ impl Server {
             "rtt_ms": rtt,
             "read_from": sources,
             "unread": self.unread().iter().map(|(w, e)| json!({"word": w, "why": e})).collect::<Vec<_>>(),
+            "unreadable": self.unreadable,
             "conf": self.conf,
             "mntr": self.mntr,
             "java_version": self.java,
@@ -272,7 +301,8 @@ fn http_json(addr: SocketAddr, command: &str) -> Result<Value, String> {
     serde_json::from_str(body).map_err(|e| format!("/commands/{command}: not JSON: {e}"))
 }
 
-/// Writes `msg`, reads to EOF, within [`EXCHANGE`].
+/// Writes `msg`, reads to EOF, within [`EXCHANGE`] and at most [`MAX_REPLY`] bytes (more
+/// is an error saying [`OVERSIZED`]).
 fn exchange(addr: SocketAddr, msg: &[u8]) -> Result<String, String> {
     let started = Instant::now();
     let mut s = TcpStream::connect_timeout(&addr, EXCHANGE).map_err(|e| e.to_string())?;
@@ -289,6 +319,7 @@ fn exchange(addr: SocketAddr, msg: &[u8]) -> Result<String, String> {
         s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
         match s.read(&mut buf) {
             Ok(0) => break,
+            Ok(n) if out.len() + n > MAX_REPLY => return Err(OVERSIZED.to_string()),
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // A server that closes with a reset after its answer: keep what came.

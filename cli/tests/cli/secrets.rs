@@ -103,3 +103,61 @@ fn credentials_without_acl_warn_once_that_the_nodes_are_open() {
         assert!(!err.contains(OPEN_ACL), "{args:?} warned:\n{err}");
     }
 }
+
+/// What the cleartext warning says.
+const CLEARTEXT: &str = "without TLS";
+
+/// Credentials without TLS: one warning a run (however many sessions the command makes:
+/// `doctor --path` makes five), saying what an observer on the path can do and how to turn
+/// TLS on; none without credentials, none with `--quiet`. (With TLS: none, in
+/// `tls_and_sasl_flags_reach_a_secured_server_and_bad_ones_fail_clearly`.)
+#[test]
+fn credentials_without_tls_warn_once_what_an_observer_can_do() {
+    let (cs, _s, path) = setup("cleartext");
+    // Paths of their own: `path`'s directory, a container with alice's ACL, is removed by
+    // the server at some time once empty.
+    let (open, quiet) = (unique("cleartext-open"), unique("cleartext-quiet"));
+    let auth = ["--auth", "alice:alice-pw"];
+    let run = |args: &[&str]| {
+        let (code, _, err) = output(zkguard(&cs).args(args));
+        (code, err)
+    };
+    for args in [
+        [
+            &auth[..],
+            &["lock", &path, "--acl", "creator", "--", "true"],
+        ]
+        .concat(),
+        [
+            &auth[..],
+            &["doctor", "--path", &path, "--probe-rounds", "1"],
+        ]
+        .concat(),
+        [&auth[..], &["holders", &path]].concat(),
+    ] {
+        let (_, err) = run(&args);
+        let warnings: Vec<&str> = err.lines().filter(|l| l.contains(CLEARTEXT)).collect();
+        assert_eq!(warnings.len(), 1, "{args:?}: not one warning:\n{err}");
+        let w = warnings[0];
+        assert!(
+            w.starts_with("zkguard: warning: ")
+                && w.contains("read the password")
+                && w.contains("close it")
+                && w.contains("--tls-ca"),
+            "{args:?}: {w}"
+        );
+    }
+    for args in [
+        vec!["lock", &open, "--", "true"],
+        vec!["holders", &open],
+        [
+            &auth[..],
+            &["-q", "lock", &quiet, "--acl", "creator", "--", "true"],
+        ]
+        .concat(),
+    ] {
+        let (code, err) = run(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!err.contains(CLEARTEXT), "{args:?} warned:\n{err}");
+    }
+}
