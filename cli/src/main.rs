@@ -14,6 +14,7 @@ mod server;
 mod show;
 mod supervise;
 mod tty;
+mod watchdog;
 
 use std::ffi::OsString;
 use std::fmt::{self, Write as _};
@@ -530,6 +531,10 @@ fn usage_error(e: &clap::Error) -> String {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(watchdog::ARG) {
+        std::process::exit(watchdog::main(&args[1..]));
+    }
     let parsed = command().try_get_matches().and_then(|m| {
         let cli = Cli::from_arg_matches(&m)?;
         Ok((cli, m))

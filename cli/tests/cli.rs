@@ -7,6 +7,8 @@ mod common;
 mod escape;
 #[path = "cli/foreign.rs"]
 mod foreign;
+#[path = "cli/frozen.rs"]
+mod frozen;
 #[cfg(feature = "kerberos")]
 #[path = "cli/kerberos.rs"]
 mod kerberos;
