@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use super::types::{Acl, Perms, Stat};
-use crate::error::{Error, Result};
+use crate::error::{escape, Error, Result};
 
 /// The ACL of every node a recipe creates: its queue or single node, the lock directory, and
 /// every parent or container it makes on the way.
@@ -154,6 +154,16 @@ impl NodeAcl {
     /// `sasl:ops@EXAMPLE.COM`, `x509:CN=ops`) to create, delete and administer in the
     /// directories this ACL's nodes go in.
     ///
+    /// A digest identity must be given whole, with its real hash
+    /// (`digest:USER:BASE64HASH`, the 28-character base64 SHA-1 of `USER:PASSWORD`): a
+    /// digest user name is no identity. ZooKeeper keeps no list of users: anyone can log in
+    /// as `admin` with a password of their own, and to a session without ADMIN on a node the
+    /// server shows every digest entry as `digest:USER:x`, so trusting `admin:x` would trust
+    /// whoever logged in as `admin` last. Compute the hash from the user and password
+    /// (`printf %s 'USER:PASSWORD' | openssl dgst -binary -sha1 | base64`, or ZooKeeper's
+    /// `DigestAuthenticationProvider USER:PASSWORD`), or read it with `getAcl` as a session
+    /// with ADMIN on the directory.
+    ///
     /// A recipe whose ACL keeps others out ([`creator`](NodeAcl::creator),
     /// [`creator_read`](NodeAcl::creator_read), a custom list without `world` or `ip`
     /// writers) refuses to queue in a directory whose ACL lets anyone else create, delete or
@@ -173,18 +183,37 @@ impl NodeAcl {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] (`trust`) for an empty scheme or id, or a `world`, `ip` or
-    /// `auth` identity.
+    /// [`Error::InvalidArgument`] (`trust`) for an empty scheme or id, a `world`, `ip` or
+    /// `auth` identity, or a digest identity without its real hash (`digest:admin:x`, or
+    /// anything after the user name that is not a 28-character base64 SHA-1).
+    ///
+    /// ```
+    /// let e = zkguard::NodeAcl::creator().trusting("digest", "admin:x").unwrap_err();
+    /// assert!(e.to_string().contains("digest:USER:BASE64HASH"));
+    /// ```
     pub fn trusting(mut self, scheme: &str, id: &str) -> Result<NodeAcl> {
+        let refuse = |reason: String| Error::InvalidArgument {
+            name: "trust",
+            reason,
+        };
+        let shown = format!("{}:{}", escape(scheme), escape(id));
         if scheme.is_empty() || id.is_empty() || unauthenticated(scheme) || scheme == "auth" {
-            return Err(Error::InvalidArgument {
-                name: "trust",
-                reason: format!(
-                    "cannot trust {scheme}:{id}: name an authenticated identity as ZooKeeper \
-                     writes it in an ACL (digest:user:hash, sasl:principal, x509:DN); world \
-                     and ip identities are never trusted"
-                ),
-            });
+            return Err(refuse(format!(
+                "cannot trust {shown}: name an authenticated identity as ZooKeeper writes it \
+                 in an ACL (digest:USER:BASE64HASH, sasl:principal, x509:DN); world and ip \
+                 identities are never trusted"
+            )));
+        }
+        if scheme == "digest" && !digest_id(id) {
+            return Err(refuse(format!(
+                "cannot trust {shown}: a digest entry needs its real hash, because digest \
+                 user names are not identities: ZooKeeper keeps no list of users, anyone can \
+                 log in as any user name with a password of their own, and shows every \
+                 digest entry as digest:USER:x to sessions without ADMIN on the node; give \
+                 the full entry digest:USER:BASE64HASH (the 28-character base64 SHA-1 of \
+                 USER:PASSWORD: printf %s 'USER:PASSWORD' | openssl dgst -binary -sha1 | \
+                 base64), or trust a SASL or x509 identity"
+            )));
         }
         let mut trusted = self.trusted.to_vec();
         trusted.push((scheme.to_string(), id.to_string()));
@@ -369,6 +398,16 @@ impl Tenancy {
     }
 }
 
+/// Whether `id` is a whole digest identity as an ACL stores it: `USER:HASH`, the hash a
+/// base64 SHA-1 (28 characters, the last `=`), not the `x` ZooKeeper shows in its place.
+fn digest_id(id: &str) -> bool {
+    let Some((user, hash)) = id.rsplit_once(':') else {
+        return false;
+    };
+    let b64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/';
+    !user.is_empty() && hash.len() == 28 && hash.ends_with('=') && hash[..27].chars().all(b64)
+}
+
 /// Schemes whose identities are no login: anyone is `world:anyone`, and an address can be
 /// shared or spoofed.
 pub(crate) fn unauthenticated(scheme: &str) -> bool {
@@ -519,6 +558,45 @@ mod tests {
             assert!(e.to_string().contains("trust"), "{e}");
         }
         assert!(NodeAcl::creator().trusting("digest", "").is_err());
+    }
+
+    #[test]
+    fn a_digest_entry_is_trusted_only_with_its_real_hash() {
+        // sha1("admin:secret"), base64: what a server stores for that login.
+        let real = "admin:fvr2cB/fjGeAiX8g1aGhUm3ZICk=";
+        assert!(NodeAcl::creator().trusting("digest", real).is_ok());
+        for hidden in [
+            "admin:x",
+            "admin",
+            "admin:",
+            ":kWN6aNSbjcKWPqjiV7cg0N24raU=",
+            "admin:kWN6aNSbjcKWPqjiV7cg0N24raU",
+            "admin:kWN6aNSbjcKWPqjiV7cg0N24ra==",
+            "admin:kWN6aNSbjcKWPqjiV7cg0N2*raU=",
+        ] {
+            let e = NodeAcl::creator()
+                .trusting("digest", hidden)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("not identities")
+                    && e.contains("anyone can log in")
+                    && e.contains("digest:USER:BASE64HASH")
+                    && e.contains("openssl"),
+                "{hidden}: {e}"
+            );
+        }
+        // A user name with a colon keeps its hash last.
+        assert!(NodeAcl::creator()
+            .trusting("digest", "a:b:kWN6aNSbjcKWPqjiV7cg0N24raU=")
+            .is_ok());
+        // Another scheme's id is the server's to judge.
+        assert!(NodeAcl::creator().trusting("sasl", "ops").is_ok());
+        // The id is shown escaped.
+        let e = NodeAcl::creator()
+            .trusting("digest", "a\x1b[2J:x")
+            .unwrap_err();
+        assert!(e.to_string().contains("a\\x1b[2J:x"), "{e}");
     }
 
     #[test]

@@ -185,7 +185,7 @@ fn trusted(
             None => c.get_acl(spec.dir),
         }
         .and_then(|(acl, stat)| {
-            tenancy::check(&c, spec.acl, spec.dir, &acl, Some(&node.path)).map(|()| stat)
+            tenancy::check(&c, spec.acl, spec.dir, &acl, Some(node)).map(|()| stat)
         });
         match judged {
             Ok(stat) => {
