@@ -78,7 +78,8 @@ impl Client {
         };
         let (stored, stat) = match self.pinned(owner).get_acl(node) {
             Ok(read) => read,
-            Err(Error::NoNode { .. }) => return Err(not_ours()),
+            // Our own node (the `auth` ACL gives us every right) gone or closed to us.
+            Err(Error::NoNode { .. } | Error::NoAuth { .. }) => return Err(not_ours()),
             Err(e) => return Err(e),
         };
         if stat.token() != czxid || stat.ephemeral_owner != owner || owner != self.session_id() {
