@@ -74,7 +74,10 @@ fn a_digest_user_name_is_not_trusted_and_an_impostors_directory_is_refused() {
         .and_then(|acl| acl.trusting("digest", "alice:x"));
     match by_name {
         Err(e) => {
-            assert!(matches!(e, Error::InvalidArgument { name: "trust", .. }), "{e}");
+            assert!(
+                matches!(e, Error::InvalidArgument { name: "trust", .. }),
+                "{e}"
+            );
             let said = e.to_string();
             for needed in [
                 "not identities",
@@ -111,7 +114,10 @@ fn a_digest_user_name_is_not_trusted_and_an_impostors_directory_is_refused() {
     // Trusting the administrator's whole entry: Mallory's directory is not the admin's.
     let real = admin.own_identities("/").unwrap();
     assert_eq!(real.len(), 1, "{real:?}");
-    assert_ne!(real[0].id, hers[0].id, "a password of her own, a hash of her own");
+    assert_ne!(
+        real[0].id, hers[0].id,
+        "a password of her own, a hash of her own"
+    );
     let trusting = NodeAcl::creator()
         .trusting(&real[0].scheme, &real[0].id)
         .unwrap();
@@ -147,8 +153,8 @@ fn a_digest_user_name_is_not_trusted_and_an_impostors_directory_is_refused() {
 /// in the open directory `dir`, swaps the node Alice's request makes in `dir` for one of
 /// her own: the server's replies to Alice are held back from before her request until the
 /// swap is done, so Alice reads back Mallory's node. Returns what `take` returned and the
-/// swapped path.
-fn swapped<T: Send>(dir: &str, take: impl FnOnce(&Client) -> T + Send) -> (T, String) {
+/// swapped path, and whether Mallory's node is still there.
+fn swapped<T: Send>(dir: &str, take: impl FnOnce(&Client) -> T + Send) -> (T, String, bool) {
     let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
     let alice = alice_through(&proxy);
     let mallory = as_user("mallory");
@@ -162,21 +168,21 @@ fn swapped<T: Send>(dir: &str, take: impl FnOnce(&Client) -> T + Send) -> (T, St
         assert_eq!(names.len(), 1, "Alice's node alone: {names:?}");
         let node = format!("{dir}/{}", names[0]);
         mallory.delete(&node, None).unwrap();
-        // Hers, readable by all, so that Alice reads it back as she reads her own.
+        // Hers (`digest:mallory:<hash>`), and anyone may read it and administer it, so
+        // that Alice is shown its hash as she is shown her own node's.
+        let mut acl = Acl::creator_all();
+        acl.push(Acl::new(Perms::READ | Perms::ADMIN, "world", "anyone"));
         mallory
-            .create_with_acl(
-                &node,
-                b"",
-                CreateMode::Ephemeral,
-                &NodeAcl::creator_read(),
-            )
+            .create_with_acl(&node, b"", CreateMode::Ephemeral, &acl)
             .unwrap();
         proxy.heal();
         let taken = taking.join().unwrap();
-        // Mallory's node is left alone: it was never Alice's to delete.
-        let stat = mallory.exists(&node).unwrap().expect("Mallory's node kept");
-        assert_eq!(stat.ephemeral_owner, mallory.session_id());
-        (taken, node)
+        // Whether Mallory's node was left alone (it was never Alice's to delete).
+        let kept = mallory
+            .exists(&node)
+            .unwrap()
+            .is_some_and(|stat| stat.ephemeral_owner == mallory.session_id());
+        (taken, node, kept)
     })
 }
 
@@ -186,7 +192,7 @@ fn a_node_swapped_before_the_read_back_teaches_nothing_and_is_refused() {
     as_user("mallory")
         .create(&dir, b"", CreateMode::Persistent)
         .unwrap();
-    let (taken, node) = swapped(&dir, |alice| {
+    let (taken, node, kept) = swapped(&dir, |alice| {
         let lock = Mutex::new(alice, &dir)
             .unwrap()
             .with_acl(NodeAcl::creator())
@@ -214,6 +220,7 @@ fn a_node_swapped_before_the_read_back_teaches_nothing_and_is_refused() {
         other => panic!("expected NotOurNode, got {other:?}"),
     }
     assert_eq!(taken.1, Ok(true), "Alice's own directory after the swap");
+    assert!(kept, "Mallory's node was deleted: it was never Alice's");
 }
 
 #[test]
@@ -222,7 +229,7 @@ fn own_identities_refuses_a_node_swapped_before_the_read_back() {
     as_user("mallory")
         .create(&dir, b"", CreateMode::Persistent)
         .unwrap();
-    let (learned, node) = swapped(&dir, |alice| {
+    let (learned, node, kept) = swapped(&dir, |alice| {
         let swapped = alice.own_identities(&dir);
         (swapped, alice.own_identities(&dir))
     });
@@ -235,6 +242,7 @@ fn own_identities_refuses_a_node_swapped_before_the_read_back() {
         }
         other => panic!("expected NotOurNode, got {other:?}"),
     }
+    assert!(kept, "Mallory's node was deleted: it was never Alice's");
     // Unswapped, the same call learns Alice's own entry (with her hash), and leaves no node.
     let ours = learned.1.unwrap();
     assert_eq!(ours.len(), 1, "{ours:?}");
@@ -252,7 +260,9 @@ fn a_fenced_write_whose_node_was_replaced_before_it_applied_is_lock_lost() {
     let dir = unique("fenced");
     let data = format!("{dir}-data");
     mallory.create(&data, b"", CreateMode::Persistent).unwrap();
-    // The open ACL: anyone may delete and create in the lock's directory.
+    // The open ACL: anyone may delete and create in the lock's directory. Persistent, so
+    // that the server does not reap it while Mallory swaps its only child.
+    mallory.create(&dir, b"", CreateMode::Persistent).unwrap();
     let lock = Mutex::new(&alice, &dir).unwrap();
     let held = lock.acquire().unwrap();
     let write = |what: &str| {
@@ -275,9 +285,7 @@ fn a_fenced_write_whose_node_was_replaced_before_it_applied_is_lock_lost() {
         // ...while Mallory deletes Alice's node (Alice hears of it at once: that direction
         // flows) and puts a node of hers at its path, which the write's check will find.
         mallory.delete(&node, None).unwrap();
-        mallory
-            .create(&node, b"", CreateMode::Persistent)
-            .unwrap();
+        mallory.create(&node, b"", CreateMode::Persistent).unwrap();
         proxy.heal();
         writing.join().unwrap()
     });
