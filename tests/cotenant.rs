@@ -149,22 +149,54 @@ fn a_digest_user_name_is_not_trusted_and_an_impostors_directory_is_refused() {
     }
 }
 
-/// Runs `take` as Alice (through a fault proxy) while Mallory, who may delete and create
-/// in the open directory `dir`, swaps the node Alice's request makes in `dir` for one of
-/// her own: the server's replies to Alice are held back from before her request until the
-/// swap is done, so Alice reads back Mallory's node. Returns what `take` returned and the
-/// swapped path, and whether Mallory's node is still there.
-fn swapped<T: Send>(dir: &str, take: impl FnOnce(&Client) -> T + Send) -> (T, String, bool) {
+/// What [`swapped`] did: the open directory, the path of Alice's node that Mallory took,
+/// and whether Mallory's node is still there.
+struct Swap {
+    dir: String,
+    node: String,
+    kept: bool,
+}
+
+impl Swap {
+    /// `taken` must be the refusal of the swapped node, naming the directory and the node,
+    /// and Mallory's node must have been left alone (it was never Alice's to delete).
+    fn assert_refused<T: std::fmt::Debug>(&self, taken: zkguard::Result<T>) {
+        match taken {
+            Err(e @ Error::NotOurNode { .. }) => {
+                let Error::NotOurNode { path, node } = &e else {
+                    unreachable!()
+                };
+                assert_eq!((path, node), (&self.dir, &self.node));
+                let said = e.to_string();
+                assert!(said.contains(&self.dir) && said.contains("nothing was learned"));
+            }
+            other => panic!("expected NotOurNode, got {other:?}"),
+        }
+        assert!(
+            self.kept,
+            "Mallory's node was deleted: it was never Alice's"
+        );
+    }
+}
+
+/// Runs `take` as Alice (through a fault proxy) on a directory Mallory made open to all,
+/// while Mallory swaps the node Alice's request makes there for one of her own: the
+/// server's replies to Alice are held back from before her request until the swap is done,
+/// so Alice reads back Mallory's node.
+fn swapped<T: Send>(prefix: &str, take: impl FnOnce(&Client, &str) -> T + Send) -> (T, Swap) {
     let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
     let alice = alice_through(&proxy);
     let mallory = as_user("mallory");
-    let (_, _, appeared) = mallory.get_children_w(dir).unwrap();
-    std::thread::scope(|s| {
+    let dir = unique(prefix);
+    mallory.create(&dir, b"", CreateMode::Persistent).unwrap();
+    let (_, _, appeared) = mallory.get_children_w(&dir).unwrap();
+    let swapped = std::thread::scope(|s| {
         proxy.stall_server_to_client();
-        let taking = s.spawn(|| take(&alice));
+        let (alice, at) = (&alice, dir.as_str());
+        let taking = s.spawn(move || take(alice, at));
         // Alice's create reached the server (her request went out; its reply is held).
         common::next_watch(&appeared);
-        let (names, _) = mallory.get_children(dir).unwrap();
+        let (names, _) = mallory.get_children(&dir).unwrap();
         assert_eq!(names.len(), 1, "Alice's node alone: {names:?}");
         let node = format!("{dir}/{}", names[0]);
         mallory.delete(&node, None).unwrap();
@@ -177,23 +209,20 @@ fn swapped<T: Send>(dir: &str, take: impl FnOnce(&Client) -> T + Send) -> (T, St
             .unwrap();
         proxy.heal();
         let taken = taking.join().unwrap();
-        // Whether Mallory's node was left alone (it was never Alice's to delete).
         let kept = mallory
             .exists(&node)
             .unwrap()
             .is_some_and(|stat| stat.ephemeral_owner == mallory.session_id());
         (taken, node, kept)
-    })
+    });
+    let (taken, node, kept) = swapped;
+    (taken, Swap { dir, node, kept })
 }
 
 #[test]
 fn a_node_swapped_before_the_read_back_teaches_nothing_and_is_refused() {
-    let dir = unique("swap");
-    as_user("mallory")
-        .create(&dir, b"", CreateMode::Persistent)
-        .unwrap();
-    let (taken, node, kept) = swapped(&dir, |alice| {
-        let lock = Mutex::new(alice, &dir)
+    let ((taken, later), swap) = swapped("swap", |alice, dir| {
+        let lock = Mutex::new(alice, dir)
             .unwrap()
             .with_acl(NodeAcl::creator())
             .unwrap();
@@ -212,43 +241,22 @@ fn a_node_swapped_before_the_read_back_teaches_nothing_and_is_refused() {
             .map(|g| g.is_some());
         (taken, later)
     });
-    match taken.0 {
-        Err(Error::NotOurNode { path, node: named }) => {
-            assert_eq!(path, dir);
-            assert_eq!(named, node);
-        }
-        other => panic!("expected NotOurNode, got {other:?}"),
-    }
-    assert_eq!(taken.1, Ok(true), "Alice's own directory after the swap");
-    assert!(kept, "Mallory's node was deleted: it was never Alice's");
+    swap.assert_refused(taken);
+    assert_eq!(later, Ok(true), "Alice's own directory after the swap");
 }
 
 #[test]
 fn own_identities_refuses_a_node_swapped_before_the_read_back() {
-    let dir = unique("swap-id");
-    as_user("mallory")
-        .create(&dir, b"", CreateMode::Persistent)
-        .unwrap();
-    let (learned, node, kept) = swapped(&dir, |alice| {
-        let swapped = alice.own_identities(&dir);
-        (swapped, alice.own_identities(&dir))
+    let ((learned, again), swap) = swapped("swap-id", |alice, dir| {
+        (alice.own_identities(dir), alice.own_identities(dir))
     });
-    match learned.0 {
-        Err(Error::NotOurNode { path, node: named }) => {
-            assert_eq!(path, dir);
-            assert_eq!(named, node);
-            let e = Error::NotOurNode { path, node: named }.to_string();
-            assert!(e.contains(&dir) && e.contains("nothing was learned"), "{e}");
-        }
-        other => panic!("expected NotOurNode, got {other:?}"),
-    }
-    assert!(kept, "Mallory's node was deleted: it was never Alice's");
+    swap.assert_refused(learned);
     // Unswapped, the same call learns Alice's own entry (with her hash), and leaves no node.
-    let ours = learned.1.unwrap();
+    let ours = again.unwrap();
     assert_eq!(ours.len(), 1, "{ours:?}");
     assert!(ours[0].id.starts_with("alice:") && ours[0].id.len() == "alice:".len() + 28);
     // Nothing of Alice's is left (Mallory's node went with her session).
-    let left = as_user("mallory").get_children(&dir).unwrap().0;
+    let left = as_user("mallory").get_children(&swap.dir).unwrap().0;
     assert!(left.is_empty(), "{left:?}");
 }
 
