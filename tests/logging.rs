@@ -5,83 +5,17 @@
 //! in hex only, carry no `Option`, sit at the levels the crate docs give, name the election
 //! node as an election node, and say nothing above debug about our own close.
 //!
-//! A test binary of its own: a process has one logger.
+//! A test binary of its own: a process has one logger (`common::logs`).
 
 mod common;
 
-use std::sync::{Mutex as StdMutex, OnceLock};
 use std::time::Duration;
 
+use common::logs::{capture, level_of, records, saying};
 use common::{connect, WITHIN};
-use log::{Level, LevelFilter, Log, Metadata, Record};
+use log::Level;
 use zkguard::testing::TestCluster;
 use zkguard::{LeaderElection, LeaderEvent, Mutex};
-
-/// One captured record.
-#[derive(Debug, Clone)]
-struct Rec {
-    level: Level,
-    target: String,
-    msg: String,
-}
-
-/// Keeps every record of the library (the harness's own, under `zkguard::testing`, and
-/// other crates' are left out), in order.
-struct Capture(StdMutex<Vec<Rec>>);
-
-impl Log for Capture {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-
-    fn log(&self, r: &Record<'_>) {
-        let target = r.target();
-        if !target.starts_with("zkguard") || target.starts_with("zkguard::testing") {
-            return;
-        }
-        self.0.lock().unwrap().push(Rec {
-            level: r.level(),
-            target: target.to_string(),
-            msg: r.args().to_string(),
-        });
-    }
-
-    fn flush(&self) {}
-}
-
-fn capture() -> &'static Capture {
-    static CAPTURE: OnceLock<&'static Capture> = OnceLock::new();
-    CAPTURE.get_or_init(|| {
-        let c: &'static Capture = Box::leak(Box::new(Capture(StdMutex::new(Vec::new()))));
-        log::set_logger(c).expect("the only logger of this test binary");
-        log::set_max_level(LevelFilter::Trace);
-        c
-    })
-}
-
-fn records() -> Vec<Rec> {
-    capture().0.lock().unwrap().clone()
-}
-
-/// The records whose message contains `needle`.
-fn saying(recs: &[Rec], needle: &str) -> Vec<Rec> {
-    recs.iter()
-        .filter(|r| r.msg.contains(needle))
-        .cloned()
-        .collect()
-}
-
-/// The one level of the records saying `needle` (there must be some).
-fn level_of(recs: &[Rec], needle: &str) -> Level {
-    let found = saying(recs, needle);
-    assert!(!found.is_empty(), "no record says {needle:?}: {recs:#?}");
-    let level = found[0].level;
-    assert!(
-        found.iter().all(|r| r.level == level),
-        "records saying {needle:?} at several levels: {found:#?}"
-    );
-    level
-}
 
 #[test]
 fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_election_nodes() {

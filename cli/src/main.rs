@@ -202,16 +202,23 @@ const ACL_LONG_HELP: &str = "ACL of the nodes it creates: open (the default: any
 
 /// `--trust`'s help.
 const TRUST_HELP: &str = "With --acl creator or creator-read: also trust this identity \
-    (as ZooKeeper writes it in an ACL, e.g. digest:admin:HASH or sasl:ops@REALM) to create \
-    and delete in the lock's directory; repeat for several";
+    (as ZooKeeper writes it in an ACL, e.g. digest:admin:BASE64HASH or sasl:ops@REALM) to \
+    create and delete in the lock's directory; a digest entry needs its real hash; repeat \
+    for several";
 const TRUST_LONG_HELP: &str = "With --acl creator or creator-read, zkguard refuses (exit 77) \
     to queue in a directory whose ACL lets any other identity create or delete nodes there \
     or change its ACL: whoever may delete in the directory may delete a held node and let a \
     second holder in while the first still runs. A directory an administrator prepared for \
     several identities is used when each of them is trusted: --trust SCHEME:ID, as ZooKeeper \
-    writes the identity in an ACL (digest:admin:HASH, sasl:ops@EXAMPLE.COM, x509:CN=ops); \
-    repeat for several. world and ip identities are never trusted. (ZooKeeper shows digest \
-    hashes only to sessions with ADMIN on a node; others see digest:USER:x.)";
+    writes the identity in an ACL (digest:admin:BASE64HASH, sasl:ops@EXAMPLE.COM, \
+    x509:CN=ops); repeat for several. world and ip identities are never trusted.\n\n\
+    A digest entry must be given whole, with its real hash: digest user names are not \
+    identities (ZooKeeper keeps no list of users, so anyone can log in as admin with a \
+    password of their own, and sessions without ADMIN on a node are shown every digest \
+    entry as digest:USER:x), so --trust digest:admin:x is refused (exit 2, usage). Give \
+    digest:USER:BASE64HASH, the 28-character base64 SHA-1 of USER:PASSWORD: \
+    printf %s 'USER:PASSWORD' | openssl dgst -binary -sha1 | base64 (or read it with getAcl \
+    as a session with ADMIN on the directory)";
 
 /// `--acl`: a preset's name (`open`, `creator`, `creator-read`).
 fn parse_acl(s: &str) -> Result<zkguard::NodeAcl, String> {
@@ -395,7 +402,8 @@ impl Fail {
             E::AuthFailed
             | E::NoAuth { .. }
             | E::InvalidAcl { .. }
-            | E::UntrustedDirectory { .. } => EXIT_NOPERM,
+            | E::UntrustedDirectory { .. }
+            | E::NotOurNode { .. } => EXIT_NOPERM,
             E::Spawn { .. } => EXIT_SOFTWARE,
             _ => EXIT_UNAVAILABLE,
         };

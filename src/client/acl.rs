@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use super::types::{Acl, Perms, Stat};
-use crate::error::{Error, Result};
+use crate::error::{escape, Error, Result};
 
 /// The ACL of every node a recipe creates: its queue or single node, the lock directory, and
 /// every parent or container it makes on the way.
@@ -154,6 +154,16 @@ impl NodeAcl {
     /// `sasl:ops@EXAMPLE.COM`, `x509:CN=ops`) to create, delete and administer in the
     /// directories this ACL's nodes go in.
     ///
+    /// A digest identity must be given whole, with its real hash
+    /// (`digest:USER:BASE64HASH`, the 28-character base64 SHA-1 of `USER:PASSWORD`): a
+    /// digest user name is no identity. ZooKeeper keeps no list of users: anyone can log in
+    /// as `admin` with a password of their own, and to a session without ADMIN on a node the
+    /// server shows every digest entry as `digest:USER:x`, so trusting `admin:x` would trust
+    /// whoever logged in as `admin` last. Compute the hash from the user and password
+    /// (`printf %s 'USER:PASSWORD' | openssl dgst -binary -sha1 | base64`, or ZooKeeper's
+    /// `DigestAuthenticationProvider USER:PASSWORD`), or read it with `getAcl` as a session
+    /// with ADMIN on the directory.
+    ///
     /// A recipe whose ACL keeps others out ([`creator`](NodeAcl::creator),
     /// [`creator_read`](NodeAcl::creator_read), a custom list without `world` or `ip`
     /// writers) refuses to queue in a directory whose ACL lets anyone else create, delete or
@@ -173,18 +183,37 @@ impl NodeAcl {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] (`trust`) for an empty scheme or id, or a `world`, `ip` or
-    /// `auth` identity.
+    /// [`Error::InvalidArgument`] (`trust`) for an empty scheme or id, a `world`, `ip` or
+    /// `auth` identity, or a digest identity without its real hash (`digest:admin:x`, or
+    /// anything after the user name that is not a 28-character base64 SHA-1).
+    ///
+    /// ```
+    /// let e = zkguard::NodeAcl::creator().trusting("digest", "admin:x").unwrap_err();
+    /// assert!(e.to_string().contains("digest:USER:BASE64HASH"));
+    /// ```
     pub fn trusting(mut self, scheme: &str, id: &str) -> Result<NodeAcl> {
+        let refuse = |reason: String| Error::InvalidArgument {
+            name: "trust",
+            reason,
+        };
+        let shown = format!("{}:{}", escape(scheme), escape(id));
         if scheme.is_empty() || id.is_empty() || unauthenticated(scheme) || scheme == "auth" {
-            return Err(Error::InvalidArgument {
-                name: "trust",
-                reason: format!(
-                    "cannot trust {scheme}:{id}: name an authenticated identity as ZooKeeper \
-                     writes it in an ACL (digest:user:hash, sasl:principal, x509:DN); world \
-                     and ip identities are never trusted"
-                ),
-            });
+            return Err(refuse(format!(
+                "cannot trust {shown}: name an authenticated identity as ZooKeeper writes it \
+                 in an ACL (digest:USER:BASE64HASH, sasl:principal, x509:DN); world and ip \
+                 identities are never trusted"
+            )));
+        }
+        if scheme == "digest" && !digest_id(id) {
+            return Err(refuse(format!(
+                "cannot trust {shown}: a digest entry needs its real hash, because digest \
+                 user names are not identities: ZooKeeper keeps no list of users, anyone can \
+                 log in as any user name with a password of their own, and shows every \
+                 digest entry as digest:USER:x to sessions without ADMIN on the node; give \
+                 the full entry digest:USER:BASE64HASH (the 28-character base64 SHA-1 of \
+                 USER:PASSWORD: printf %s 'USER:PASSWORD' | openssl dgst -binary -sha1 | \
+                 base64), or trust a SASL or x509 identity"
+            )));
         }
         let mut trusted = self.trusted.to_vec();
         trusted.push((scheme.to_string(), id.to_string()));
@@ -369,6 +398,16 @@ impl Tenancy {
     }
 }
 
+/// Whether `id` is a whole digest identity as an ACL stores it: `USER:HASH`, the hash a
+/// base64 SHA-1 (28 characters, the last `=`), not the `x` ZooKeeper shows in its place.
+fn digest_id(id: &str) -> bool {
+    let Some((user, hash)) = id.rsplit_once(':') else {
+        return false;
+    };
+    let b64 = |c: char| c.is_ascii_alphanumeric() || c == '+' || c == '/';
+    !user.is_empty() && hash.len() == 28 && hash.ends_with('=') && hash[..27].chars().all(b64)
+}
+
 /// Schemes whose identities are no login: anyone is `world:anyone`, and an address can be
 /// shared or spoofed.
 pub(crate) fn unauthenticated(scheme: &str) -> bool {
@@ -433,102 +472,5 @@ impl FromStr for NodeAcl {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn presets_parse_by_name_and_say_what_they_need() {
-        for (name, identity) in [("open", false), ("creator", true), ("creator-read", true)] {
-            let acl: NodeAcl = name.parse().unwrap();
-            assert_eq!(acl.name(), name);
-            assert_eq!(acl.to_string(), name);
-            assert_eq!(acl.needs_identity(), identity, "{name}");
-        }
-        assert_eq!(NodeAcl::default(), NodeAcl::open());
-        let read = NodeAcl::creator_read();
-        assert!(read
-            .entries()
-            .iter()
-            .any(|a| a.scheme == "world" && a.perms == Perms::READ));
-        let e = "creator_read".parse::<NodeAcl>().unwrap_err().to_string();
-        assert!(
-            e.contains("creator_read") && e.contains("creator-read"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_custom_list_is_checked() {
-        assert!(NodeAcl::custom(vec![]).is_err());
-        assert!(NodeAcl::custom(vec![Acl::new(Perms::ALL, "", "x")]).is_err());
-        let none = NodeAcl::custom(vec![Acl::new(Perms::from_bits(0), "digest", "a:b")]);
-        assert!(none.unwrap_err().to_string().contains("digest:a:b"));
-        let ok = NodeAcl::custom(vec![Acl::new(Perms::ALL, "digest", "a:b")]).unwrap();
-        assert!(!ok.needs_identity());
-        assert_eq!(ok.name(), "custom");
-    }
-
-    fn alice() -> Vec<Acl> {
-        vec![Acl::new(Perms::ALL, "digest", "alice:h")]
-    }
-
-    #[test]
-    fn a_directory_that_lets_others_in_is_untrusted() {
-        let world = |p: Perms| Acl::new(p, "world", "anyone");
-        let creator = NodeAcl::creator();
-        // Our own directory, as the server records it.
-        assert!(creator.untrusted(&alice(), &alice()).is_empty());
-        // Open, or open to create/delete/admin: untrusted. Read alone is harmless.
-        for p in [Perms::ALL, Perms::CREATE, Perms::DELETE, Perms::ADMIN] {
-            let dir = [alice(), vec![world(p)]].concat();
-            assert_eq!(creator.untrusted(&dir, &alice()), vec![world(p)], "{p:?}");
-        }
-        let dir = [alice(), vec![world(Perms::READ | Perms::WRITE)]].concat();
-        assert!(creator.untrusted(&dir, &alice()).is_empty());
-        // An address is never trusted, even when the ACL names it.
-        let ip = Acl::new(Perms::ALL, "ip", "127.0.0.1");
-        let custom = NodeAcl::custom([alice(), vec![ip.clone()]].concat()).unwrap();
-        assert_eq!(custom.untrusted(std::slice::from_ref(&ip), &[]), vec![ip]);
-        // Another identity: untrusted unless trusted by name, or named by a custom list.
-        let bob = Acl::new(Perms::CREATE, "digest", "bob:h");
-        let dir = [alice(), vec![bob.clone()]].concat();
-        assert_eq!(creator.untrusted(&dir, &alice()), vec![bob.clone()]);
-        let trusting = creator.clone().trusting("digest", "bob:h").unwrap();
-        assert!(trusting.untrusted(&dir, &alice()).is_empty());
-        let custom = NodeAcl::custom(dir.clone()).unwrap();
-        assert!(custom.untrusted(&dir, &[]).is_empty());
-        // Without knowing who we are, our own entry is someone else's.
-        assert_eq!(creator.untrusted(&alice(), &[]), alice());
-    }
-
-    #[test]
-    fn which_acls_keep_others_out_and_what_may_be_trusted() {
-        assert!(!NodeAcl::open().keeps_others_out());
-        assert!(NodeAcl::creator().keeps_others_out());
-        assert!(NodeAcl::creator_read().keeps_others_out());
-        let ip = NodeAcl::custom(vec![Acl::new(Perms::ALL, "ip", "10.0.0.1")]).unwrap();
-        assert!(!ip.keeps_others_out());
-        assert!(NodeAcl::custom(alice()).unwrap().keeps_others_out());
-        for (scheme, id) in [
-            ("world", "anyone"),
-            ("ip", "10.0.0.1"),
-            ("auth", "x"),
-            ("", "x"),
-        ] {
-            let e = NodeAcl::creator().trusting(scheme, id).unwrap_err();
-            assert!(e.to_string().contains("trust"), "{e}");
-        }
-        assert!(NodeAcl::creator().trusting("digest", "").is_err());
-    }
-
-    #[test]
-    fn a_creator_acl_without_identity_is_refused_naming_the_path() {
-        let e = NodeAcl::creator()
-            .check_identity(false, "/locks/a")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("/locks/a") && e.contains("creator"), "{e}");
-        assert!(NodeAcl::creator().check_identity(true, "/x").is_ok());
-        assert!(NodeAcl::open().check_identity(false, "/x").is_ok());
-    }
-}
+#[path = "acl_tests.rs"]
+mod tests;

@@ -15,6 +15,7 @@ mod ensure;
 #[cfg(feature = "kerberos")]
 #[allow(unsafe_code)] // the RFC 2744 FFI and the run-time loading: the crate's only unsafe code
 mod gssapi;
+mod identity;
 mod janitor;
 #[cfg(feature = "kerberos")]
 mod kerberos;

@@ -5,6 +5,7 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 
+use super::escape::escape;
 use super::IoCause;
 
 /// One server of a failed connect ([`Error::Connect`](crate::Error::Connect)) and what went wrong there.
@@ -180,13 +181,19 @@ impl fmt::Display for ConnectFailure {
                 source,
             } => write!(f, "{source}"),
             ConnectFailure::Io { during, source } => write!(f, "during the {during}: {source}"),
-            ConnectFailure::Malformed(why) => write!(f, "malformed handshake reply: {why}"),
+            ConnectFailure::Malformed(why) => {
+                write!(f, "malformed handshake reply: {}", escape(why))
+            }
             ConnectFailure::SessionRefused => write!(f, "server refused a new session"),
             ConnectFailure::AuthFailed => write!(f, "authentication failed"),
-            ConnectFailure::Tls { reason } => write!(f, "TLS handshake failed: {reason}"),
-            ConnectFailure::Sasl { reason } => write!(f, "SASL login failed: {reason}"),
+            ConnectFailure::Tls { reason } => {
+                write!(f, "TLS handshake failed: {}", escape(reason))
+            }
+            ConnectFailure::Sasl { reason } => {
+                write!(f, "SASL login failed: {}", escape(reason))
+            }
             ConnectFailure::Kerberos { cause, reason } => {
-                write!(f, "Kerberos login failed: {cause}: {reason}")
+                write!(f, "Kerberos login failed: {cause}: {}", escape(reason))
             }
         }
     }

@@ -203,6 +203,18 @@ pub enum Error {
         /// The entries that let the untrusted identities in, written the same way.
         untrusted: Vec<String>,
     },
+    /// A node this session had just created, to learn from its ACL who the session is (see
+    /// [`Client::own_identities`](crate::Client::own_identities)), was not the node read
+    /// back: it was deleted, or another node (another creation zxid or owner session) took
+    /// its path in between. Someone else may delete and create in the directory; nothing
+    /// was learned from the node (a recipe's acquire ends so, its node deleted if it is
+    /// still ours). Use a directory only this identity may create and delete in.
+    NotOurNode {
+        /// The directory the node was created in.
+        path: String,
+        /// The node created, and then not found as created.
+        node: String,
+    },
     /// A semaphore's permit count differs from the one recorded at its path.
     PermitMismatch {
         /// The semaphore's path.
@@ -358,7 +370,7 @@ impl fmt::Display for Error {
                 write!(f, "{op} timed out after {after:?}")
             }
             Error::Timeout { op, path, after } => {
-                write!(f, "{op} {path} timed out after {after:?}")
+                write!(f, "{op} {} timed out after {after:?}", escape(path))
             }
             Error::Closed => write!(f, "the ZooKeeper client is closed"),
             Error::Connect { attempts, after } => {
@@ -392,10 +404,10 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
-            Error::NoNode { path } => write!(f, "node {path} does not exist"),
-            Error::NodeExists { path } => write!(f, "node {path} already exists"),
-            Error::NotEmpty { path } => write!(f, "node {path} has children"),
-            Error::BadVersion { path } => write!(f, "node {path} has another version"),
+            Error::NoNode { path } => write!(f, "node {} does not exist", escape(path)),
+            Error::NodeExists { path } => write!(f, "node {} already exists", escape(path)),
+            Error::NotEmpty { path } => write!(f, "node {} has children", escape(path)),
+            Error::BadVersion { path } => write!(f, "node {} has another version", escape(path)),
             Error::NoAuth { path, op } => {
                 let what = match *op {
                     "create" => "creating children",
@@ -408,34 +420,44 @@ impl fmt::Display for Error {
                 };
                 write!(
                     f,
-                    "not authorized: the ACL of node {path} does not allow {what}"
+                    "not authorized: the ACL of node {} does not allow {what}",
+                    escape(path)
                 )
             }
-            Error::InvalidAcl { path } => write!(f, "invalid ACL for node {path}"),
+            Error::InvalidAcl { path } => write!(f, "invalid ACL for node {}", escape(path)),
             Error::NoChildrenForEphemerals { path } => {
-                write!(f, "cannot create {path}: its parent is ephemeral")
+                write!(f, "cannot create {}: its parent is ephemeral", escape(path))
             }
             Error::AuthFailed => write!(f, "ZooKeeper authentication failed"),
-            Error::InvalidPath { path, reason } => write!(f, "invalid path {path:?}: {reason}"),
+            Error::InvalidPath { path, reason } => {
+                write!(f, "invalid path \"{}\": {reason}", escape(path))
+            }
             Error::Malformed { op, path, reason } if path.is_empty() => {
-                write!(f, "malformed {op} reply: {reason}")
+                write!(f, "malformed {op} reply: {}", escape(reason))
             }
             Error::Malformed { op, path, reason } => {
-                write!(f, "malformed {op} reply for {path}: {reason}")
+                write!(
+                    f,
+                    "malformed {op} reply for {}: {}",
+                    escape(path),
+                    escape(reason)
+                )
             }
             Error::Spawn { thread, source } => write!(f, "cannot start the {thread}: {source}"),
             Error::InvalidArgument { name, reason } => write!(f, "invalid {name}: {reason}"),
             Error::Multi { index, source } => {
                 write!(f, "multi failed at operation {index}: {source}")
             }
-            Error::Cancelled { path } => write!(f, "acquire of {path} was cancelled"),
-            Error::LockLost { path } => write!(f, "lock {path} was lost"),
-            Error::NotLeader { path } => write!(f, "not the leader of election {path}"),
+            Error::Cancelled { path } => write!(f, "acquire of {} was cancelled", escape(path)),
+            Error::LockLost { path } => write!(f, "lock {} was lost", escape(path)),
+            Error::NotLeader { path } => write!(f, "not the leader of election {}", escape(path)),
             Error::ForeignNode { path, node } => write!(
                 f,
-                "lock directory {path} holds {node:?}, a node no lock recipe made (recipes make \
+                "lock directory {} holds \"{}\", a node no lock recipe made (recipes make \
                  ephemeral nodes with sequence numbers), which would block the queue forever; it \
-                 was left alone: delete it, or use another path"
+                 was left alone: delete it, or use another path",
+                escape(path),
+                escape(node)
             ),
             Error::UntrustedDirectory {
                 path,
@@ -444,15 +466,16 @@ impl fmt::Display for Error {
             } => {
                 write!(
                     f,
-                    "refusing to queue in {path}: its ACL lets others in ({}), so they could \
+                    "refusing to queue in {}: its ACL lets others in ({}), so they could \
                      delete a held node and take the lock while it is held (whole ACL: {}); \
                      nothing was left there. Use a directory only this identity may create \
                      and delete in: let zkguard create it (a new path, or delete this one), \
                      create it yourself with a restrictive ACL, or for an unfair lock or \
                      election put its path under such a directory; trust those identities if \
                      they are yours (NodeAcl::trusting, --trust), or use the open ACL",
-                    untrusted.join(", "),
-                    acl.join(", ")
+                    escape(path),
+                    escape(&untrusted.join(", ")),
+                    escape(&acl.join(", "))
                 )?;
                 let hidden = |a: &String| {
                     a.starts_with("digest:")
@@ -462,24 +485,40 @@ impl fmt::Display for Error {
                     write!(
                         f,
                         " (ZooKeeper hides digest identities as USER:x from sessions without \
-                         ADMIN on {path}: give this identity ADMIN there to tell them apart)"
+                         ADMIN on {}: give this identity ADMIN there to tell them apart)",
+                        escape(path)
                     )?;
                 }
                 Ok(())
             }
+            Error::NotOurNode { path, node } => write!(
+                f,
+                "cannot learn who this session is in {}: the node {} it had just created there \
+                 was deleted or replaced (another creation zxid or owner session) before its \
+                 ACL was read back, so someone else may delete and create in {0}; nothing was \
+                 learned from it. Use a directory only this identity may create and delete in",
+                escape(path),
+                escape(node)
+            ),
             Error::PermitMismatch {
                 path,
                 recorded,
                 requested,
             } => write!(
                 f,
-                "semaphore {path} has {recorded} permits recorded, but {requested} were asked for"
+                "semaphore {} has {recorded} permits recorded, but {requested} were asked for",
+                escape(path)
             ),
             Error::Zk { code, path } if path.is_empty() => {
                 write!(f, "ZooKeeper error {} ({code})", code.as_i32())
             }
             Error::Zk { code, path } => {
-                write!(f, "ZooKeeper error {} ({code}) on {path}", code.as_i32())
+                write!(
+                    f,
+                    "ZooKeeper error {} ({code}) on {}",
+                    code.as_i32(),
+                    escape(path)
+                )
             }
             Error::Io { source } => write!(f, "{source}"),
         }

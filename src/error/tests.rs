@@ -224,6 +224,10 @@ fn every_variant_equals_itself_and_io_causes_compare_by_kind_and_message() {
             acl: vec!["world:anyone cdrwa".into()],
             untrusted: vec!["world:anyone cdrwa".into()],
         },
+        Error::NotOurNode {
+            path: p(),
+            node: "/p/n".into(),
+        },
         Error::PermitMismatch {
             path: p(),
             recorded: 1,
@@ -262,6 +266,7 @@ fn every_variant_equals_itself_and_io_causes_compare_by_kind_and_message() {
             | Error::NotLeader { .. }
             | Error::ForeignNode { .. }
             | Error::UntrustedDirectory { .. }
+            | Error::NotOurNode { .. }
             | Error::PermitMismatch { .. }
             | Error::Zk { .. }
             | Error::Io { .. } => {}
@@ -298,4 +303,78 @@ fn every_variant_equals_itself_and_io_causes_compare_by_kind_and_message() {
         Error::spawn("t", refused()),
         Error::spawn("t", io::Error::other("Connection refused"))
     );
+}
+
+/// Text a server sent (node names, ACL ids, reasons) is shown through `escape` in every
+/// error: a co-tenant's node named with an escape sequence or a newline cannot rewrite the
+/// operator's screen or forge a line through an error message.
+#[test]
+fn server_sent_text_in_errors_is_escaped() {
+    let evil = "/d/\x1b[2J\nzkguard: fake line\u{202e}";
+    let acl = "digest:ev\x1bil:x cdrwa".to_string();
+    let errors = [
+        Error::ForeignNode {
+            path: "/d".into(),
+            node: "n\x1b[2J\nfake".into(),
+        },
+        Error::UntrustedDirectory {
+            path: evil.into(),
+            acl: vec![acl.clone()],
+            untrusted: vec![acl],
+        },
+        Error::NotOurNode {
+            path: evil.into(),
+            node: evil.into(),
+        },
+        Error::NoNode { path: evil.into() },
+        Error::NoAuth {
+            path: evil.into(),
+            op: "create",
+        },
+        Error::LockLost { path: evil.into() },
+        Error::Zk {
+            code: ErrorCode::SessionMoved,
+            path: evil.into(),
+        },
+        Error::Malformed {
+            op: "get_data",
+            path: evil.into(),
+            reason: "\x1b]0;title\x07".into(),
+        },
+        Error::InvalidPath {
+            path: evil.into(),
+            reason: "r".into(),
+        },
+        Error::Connect {
+            attempts: vec![ConnectAttempt {
+                host: "h".into(),
+                addr: None,
+                reason: ConnectFailure::Sasl {
+                    reason: "realm \x1b[31m".into(),
+                },
+            }],
+            after: Duration::from_secs(1),
+        },
+    ];
+    for e in &errors {
+        let shown = e.to_string();
+        assert!(
+            !shown.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{shown:?}"
+        );
+        assert!(shown.contains("\\x1b"), "{shown:?}");
+    }
+    let foreign = errors[0].to_string();
+    assert!(foreign.contains("\"n\\x1b[2J\\nfake\""), "{foreign}");
+    let untrusted = errors[1].to_string();
+    assert!(
+        untrusted.contains("digest:ev\\x1bil:x cdrwa"),
+        "{untrusted}"
+    );
+    // Clean text is shown as it is.
+    let plain = Error::ForeignNode {
+        path: "/locks/a".into(),
+        node: "stray".into(),
+    };
+    assert!(plain.to_string().contains("/locks/a holds \"stray\""));
 }

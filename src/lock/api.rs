@@ -411,7 +411,12 @@ pub trait Guard: Sealed + std::fmt::Debug {
     /// # Errors
     ///
     /// - [`Error::LockLost`] ([`Error::NotLeader`] for a [`Leadership`](crate::Leadership))
-    ///   when the lock is known lost or a node check fails: nothing was applied;
+    ///   when the lock is known lost or a node check fails: nothing was applied; also when
+    ///   the server applied the `multi` but the node was known gone once its reply arrived
+    ///   (as [`confirm`](Guard::confirm), never a "yes" then): `ops` *were* applied, but not
+    ///   provably under the lock (the check may have passed on a node someone else put at
+    ///   the node's path after deleting ours; the table in docs/semantics.md, "Fenced
+    ///   writes", says what each answer means);
     /// - [`Error::Multi`] when one of `ops` fails, with its index in `ops`: nothing was
     ///   applied;
     /// - [`Error::InvalidArgument`] for an unfair lock or election (its node sits at a

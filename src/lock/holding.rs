@@ -472,6 +472,13 @@ pub(crate) fn fenced(nodes: &[&Holding], ops: &[Op]) -> Result<Vec<OpResult>> {
         o => o.clone(),
     }));
     match first.client.pinned(first.acquired.owner).multi(&all) {
+        // The server answers in order and delivers our node's deletion (or the session's
+        // end) before a later reply: a node known gone now may have been gone when the
+        // check ran, and the check then passed on a node someone else put at its path.
+        Ok(_) if nodes.iter().any(|n| n.is_gone()) => {
+            let gone = nodes.iter().find(|n| n.is_gone()).unwrap_or(first);
+            Err(gone.fence_lost(false))
+        }
         Ok(mut results) => {
             results.drain(..nodes.len());
             Ok(results)

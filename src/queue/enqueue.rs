@@ -160,17 +160,18 @@ pub(crate) fn enqueue<'a, 's: 'a>(
             .and_then(Names::stat)
             .is_some_and(judged_before)
     {
-        trusted(cx, &at, spec, dir_acl)?;
+        trusted(cx, &mut at, spec, dir_acl)?;
     }
     Ok(Queued { at, listing })
 }
 
 /// The check of the directory our node is in (`tenancy.rs`), with the ACL read behind the
 /// create if it came; a directory found trusted is remembered with its stat. `Err`: the
-/// attempt ends so, and our node is deleted with `at`.
+/// attempt ends so, and our node is deleted with `at` (unless another node took its path:
+/// that one is not ours to delete).
 fn trusted(
     cx: &mut Attempt<'_>,
-    at: &OwnNode<'_>,
+    at: &mut OwnNode<'_>,
     spec: &Spec<'_>,
     mut dir_acl: Option<(Vec<Acl>, Stat)>,
 ) -> std::result::Result<(), Next> {
@@ -185,7 +186,7 @@ fn trusted(
             None => c.get_acl(spec.dir),
         }
         .and_then(|(acl, stat)| {
-            tenancy::check(&c, spec.acl, spec.dir, &acl, Some(&node.path)).map(|()| stat)
+            tenancy::check(&c, spec.acl, spec.dir, &acl, Some(node)).map(|()| stat)
         });
         match judged {
             Ok(stat) => {
@@ -194,6 +195,10 @@ fn trusted(
             }
             Err(e) if e.is_connection_error() => cx.pause(),
             Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => return Err(Next::Restart),
+            Err(e @ Error::NotOurNode { .. }) => {
+                at.take();
+                return Err(Next::Done(Err(e)));
+            }
             Err(e) => return Err(Next::Done(Err(e))),
         }
     }

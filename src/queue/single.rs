@@ -15,7 +15,7 @@ use super::wake::Wake;
 use super::{names, tenancy};
 use crate::client::{Check, Client, Job};
 use crate::client::{CreateMode, EventType, NodeAcl, SessionEvent};
-use crate::error::{Error, Result};
+use crate::error::{escape, Error, Result};
 
 /// Takes the single node at `path`, writing `data` (unique to this call) into it; the node
 /// and any parent this call creates get `acl`. `Ok(None)`: not acquired within `wait`,
@@ -169,14 +169,13 @@ fn try_once(c: &Client, path: &str, data: &[u8], acl: &NodeAcl) -> Result<Option
         if !guard {
             return Ok(won);
         }
-        let node = won.as_ref().map(|w| w.path.as_str());
         let judged = match read_acl {
             Some(p) => p.wait(),
             None => c.get_acl(parent),
         }
-        .and_then(|(a, _)| tenancy::check(c, acl, parent, &a, node));
+        .and_then(|(a, _)| tenancy::check(c, acl, parent, &a, won.as_ref()));
         if let Err(e) = judged {
-            if let Some(node) = node {
+            if let Some(node) = &won {
                 release(c, node);
             }
             return Err(e);
@@ -185,10 +184,15 @@ fn try_once(c: &Client, path: &str, data: &[u8], acl: &NodeAcl) -> Result<Option
     }
 }
 
-/// Deletes our node at `path`, which we may not keep (in the background on trouble).
-fn release(c: &Client, path: &str) {
-    if let Err(e) = c.delete_owned(path, Check::None, c.session_id(), c.timeout()) {
-        log::warn!("zkguard: cannot delete {path} after a refused check: {e}");
+/// Deletes our node, which we may not keep (in the background on trouble); a node someone
+/// else put at its path is left alone.
+fn release(c: &Client, node: &Acquired) {
+    let check = Check::Czxid(node.token);
+    if let Err(e) = c.delete_owned(&node.path, check, node.owner, c.timeout()) {
+        log::warn!(
+            "zkguard: cannot delete {} after a refused check: {e}",
+            escape(&node.path)
+        );
     }
 }
 

@@ -18,26 +18,33 @@
 //! with the same ACL, and sends no `getACL` (`enqueue.rs`).
 //!
 //! Who "we" are is what the server recorded for our `auth` entries: our node's own ACL, read
-//! back once per client (the credentials are fixed at build) and kept.
+//! back once per client (the credentials are fixed at build) and kept. It is learned only
+//! from a node proven ours: the read-back's stat must show our create's zxid and our session
+//! (`Client::identities_from`), because the directory has not been judged yet and whoever
+//! may delete and create in it could swap our node for one of theirs between the create and
+//! the read, and so choose whom we trust. A swapped node is refused
+//! (`Error::NotOurNode`, naming the directory) and teaches nothing.
 //!
 //! ZooKeeper (3.4.14, 3.5.5 and later) shows a digest identity as `digest:user:x` to a
-//! session without ADMIN on the node. Such an entry is never taken for ours or for a trusted
-//! one (it would match anyone of that user name), so a directory that gives us no ADMIN and
-//! others rights is refused unless its hidden entries are trusted as shown.
+//! session without ADMIN on the node. Such an entry is never taken for ours, and cannot be
+//! trusted (`NodeAcl::trusting` wants a digest entry's real hash: a digest user name is no
+//! identity), so a directory that gives us no ADMIN and others rights is refused.
 
+use super::held::Acquired;
 use crate::client::{unauthenticated, Acl, Client, NodeAcl};
 use crate::error::{Error, Result};
 
 /// Judges the ACL `dir_acl` of directory `dir` for a recipe with ACL `acl`. `node` is our
-/// node in it (our identities are read from it if not known yet); without one (an unfair
-/// contender that lost the race) only unauthenticated identities can be judged before we
-/// hold, and the full check is made when we do.
+/// node in it, as our create (or the read that found it ours) described it: our identities
+/// are read from it if not known yet, and only if it is still that node; without one (an
+/// unfair contender that lost the race) only unauthenticated identities can be judged
+/// before we hold, and the full check is made when we do.
 pub(crate) fn check(
     c: &Client,
     acl: &NodeAcl,
     dir: &str,
     dir_acl: &[Acl],
-    node: Option<&str>,
+    node: Option<&Acquired>,
 ) -> Result<()> {
     if !acl.keeps_others_out() {
         return Ok(());
@@ -47,8 +54,8 @@ pub(crate) fn check(
     } else if let Some(known) = c.tenancy().identities() {
         Some(known)
     } else if let Some(node) = node {
-        let (stored, _) = c.get_acl(node)?;
-        let own: Vec<Acl> = NodeAcl::identities_in(&stored)
+        let stored = c.identities_from(dir, &node.path, node.token, node.owner)?;
+        let own: Vec<Acl> = stored
             .into_iter()
             .filter(|a| {
                 !acl.entries()

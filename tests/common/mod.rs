@@ -6,12 +6,14 @@
 //! - `churn`: the churn checker of the election (referee, recorder, monitor);
 //! - `exclusion`: the mutual-exclusion detector and contending workers of the lock faults;
 //! - `election`: helpers of the election and candidate tests;
-//! - `raw`: raw sockets, processes and hand-written frames for the harness's own tests.
+//! - `raw`: raw sockets, processes and hand-written frames for the harness's own tests;
+//! - `logs`: the library's log records captured in memory.
 #![allow(dead_code)]
 
 pub mod churn;
 pub mod election;
 pub mod exclusion;
+pub mod logs;
 pub mod partition;
 pub mod raw;
 

@@ -216,7 +216,7 @@ fn with_session(
 ) -> (Value, Option<Value>) {
     let session = session_findings(conn, client, servers, findings);
     let path_report = args.path.as_deref().map(|p| {
-        let ours = path::learn_ours(client, p).unwrap_or_else(|| {
+        let ours = path::learn_ours(client, p, findings).unwrap_or_else(|| {
             let named = session.identities.iter();
             named
                 .map(|i| Acl::new(Perms::ALL, i.scheme.clone(), i.id.clone()))

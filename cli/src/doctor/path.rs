@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use zkguard::{Acl, Client, CreateMode, Error, Mutex, NodeAcl, Op};
+use zkguard::{Acl, Client, Error, Mutex, NodeAcl, Op};
 
 use super::{Finding, Status};
 use crate::show::Listing;
@@ -63,24 +63,25 @@ pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -
     Value::Array(rows)
 }
 
-/// This session's identities as ACL entries name them, learned as the library learns
-/// them (`queue/tenancy.rs`): an ephemeral node with the `auth` ACL made beside the lock
-/// (or beside the nearest parent that exists), its ACL read back, the node deleted. `None`
-/// when no such node can be made (no credentials, or no right to create there): then
-/// `whoami`'s names serve, which for `digest` lack the password's hash and so match no
-/// ACL entry.
-pub fn learn_ours(client: &Client, path: &str) -> Option<Vec<Acl>> {
+/// This session's identities as ACL entries name them, learned by the library's own code
+/// (`Client::own_identities`: an ephemeral node with the `auth` ACL made beside the lock, or
+/// beside the nearest parent that exists, its ACL read back only if it is still our node,
+/// the node deleted). `None` when no such node can be made (no credentials, or no right to
+/// create there), or when the node read back was not ours (a finding says so): then
+/// `whoami`'s names serve, which for `digest` lack the password's hash and so match no ACL
+/// entry.
+pub fn learn_ours(client: &Client, path: &str, out: &mut Vec<Finding>) -> Option<Vec<Acl>> {
     let mut at = path;
     while let Some(i) = at.rfind('/') {
         at = &at[..i];
-        let probe = format!("{at}/zkguard-doctor-id-{}-{}", std::process::id(), nanos());
-        match client.create_with_acl(&probe, b"", CreateMode::Ephemeral, &Acl::creator_all()) {
-            Ok(_) => {
-                let read = client.get_acl(&probe).map(|(acl, _)| acl);
-                let _ = client.delete(&probe, None);
-                return Some(NodeAcl::identities_in(&read.ok()?));
-            }
+        let dir = if at.is_empty() { "/" } else { at };
+        match client.own_identities(dir) {
+            Ok(ours) => return Some(ours),
             Err(Error::NoNode { .. }) if !at.is_empty() => continue,
+            Err(e @ Error::NotOurNode { .. }) => {
+                out.push(Finding::new("acl", Status::Warn, e.to_string()).about(dir));
+                return None;
+            }
             Err(_) => return None,
         }
     }

@@ -212,3 +212,63 @@ fn a_squatted_directory_is_refused_and_a_trusted_one_is_used() {
         "the command did not run under the trusted directory's lock"
     );
 }
+
+/// Issue 40's first attack: Mallory logs in as `admin` with a password of her own and
+/// makes an empty top-level lock directory hers (`digest:admin:<her hash>` with every
+/// right, Alice's entry beside it without ADMIN, so that Alice is shown every digest entry
+/// as USER:x). Alice trusting the administrator by name (`--trust digest:admin:x`, as the
+/// old help suggested) must be refused before anything is sent: a usage error that says
+/// why and how to give the whole entry, the command never run, no node of hers there (no
+/// holder for Mallory to delete, no second holder).
+#[test]
+fn a_trusted_digest_user_name_is_refused_and_never_queues() {
+    let (cs, s, _) = setup("acl-digest-name");
+    let path = format!("/nightly-{}", uuid::Uuid::new_v4().simple());
+    let mallory = Client::builder(&cs)
+        .auth("digest", b"admin:mallory-pw")
+        .build()
+        .unwrap();
+    let alice_entry = as_user(&cs, "alice").own_identities("/").unwrap().remove(0);
+    let mut acl = zkguard::Acl::creator_all();
+    acl.push(zkguard::Acl::new(
+        zkguard::Perms::READ
+            | zkguard::Perms::CREATE
+            | zkguard::Perms::DELETE
+            | zkguard::Perms::WRITE,
+        "digest",
+        alice_entry.id,
+    ));
+    mallory
+        .create_with_acl(&path, b"", zkguard::CreateMode::Persistent, &acl)
+        .unwrap();
+    let ran = s.path("ran");
+    let mark = format!("touch {}", ran.display());
+    let (code, _, err) = output(zkguard(&cs).args(["--auth", "alice:alice-pw"]).args([
+        "lock",
+        "--acl",
+        "creator",
+        "--trust",
+        "digest:admin:x",
+        "--trust",
+        "digest:alice:x",
+        &path,
+        "--",
+        "sh",
+        "-c",
+        &mark,
+    ]));
+    assert_eq!(code, 2, "{err}");
+    for needed in [
+        "--trust digest:admin:x",
+        "not identities",
+        "anyone can log in as any user name",
+        "digest:USER:BASE64HASH",
+    ] {
+        assert!(err.contains(needed), "{needed:?} missing: {err}");
+    }
+    assert!(!ran.exists(), "the command ran");
+    assert!(
+        mallory.get_children(&path).unwrap().0.is_empty(),
+        "a node was queued in Mallory's directory"
+    );
+}

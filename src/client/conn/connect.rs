@@ -185,8 +185,7 @@ impl Shared {
         }
         // Log in (SASL) and replay auth before anyone else can write, and wait for the
         // verdicts.
-        let mut early = self.sasl_login(&stream, host, &mut frames, deadline)?;
-        early.extend(self.replay_auth(&stream, &mut frames, deadline)?);
+        let early = self.login(&stream, host, &mut frames, deadline)?;
         // Re-arm every watch of this session (none for a new session).
         let frames_out = if session_id == resp.session_id {
             self.set_watches_frames()
@@ -274,9 +273,7 @@ impl Shared {
             stream.shutdown();
             return Ok(Settled::Gone);
         }
-        self.sasl_login(&stream, host, &mut frames, deadline)
-            .map_err(reached)?;
-        self.replay_auth(&stream, &mut frames, deadline)
+        self.login(&stream, host, &mut frames, deadline)
             .map_err(reached)?;
         const CLOSE_XID: i32 = 1;
         stream
@@ -376,6 +373,52 @@ impl Shared {
         Err(ConnectFailure::Sasl {
             reason: "the server never finished the exchange".into(),
         })
+    }
+
+    /// Logs in on a fresh connection: SASL, then every `auth` credential (each waits for its
+    /// verdict). Returns the frames that came in meanwhile. The first login of a client
+    /// without TLS warns, once per client (see [`warn_cleartext`](Shared::warn_cleartext)).
+    fn login(
+        &self,
+        stream: &Link,
+        host: &str,
+        frames: &mut FrameReader,
+        deadline: Instant,
+    ) -> std::result::Result<Vec<Vec<u8>>, ConnectFailure> {
+        self.warn_cleartext(host);
+        let mut early = self.sasl_login(stream, host, frames, deadline)?;
+        early.extend(self.replay_auth(stream, frames, deadline)?);
+        Ok(early)
+    }
+
+    /// Warns, the first time this client logs in (once per client, whatever the
+    /// connections and sessions after), that it sends credentials without TLS: what an
+    /// on-path observer can do with them, and how to turn TLS on. Nothing without
+    /// credentials, or with TLS.
+    fn warn_cleartext(&self, host: &str) {
+        let mut sent = Vec::new();
+        if self.cfg.auth.iter().any(|(scheme, _)| scheme == "digest") {
+            sent.push("the digest password (auth sends it in clear)");
+        } else if !self.cfg.auth.is_empty() {
+            sent.push("the auth credentials");
+        }
+        if self.cfg.sasl.is_some() {
+            sent.push("the SASL exchange");
+        }
+        if self.cfg.tls.is_some() || sent.is_empty() {
+            return;
+        }
+        if self.cleartext_warned.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        log::warn!(
+            "zkguard: logging in to {host} without TLS: anyone on the network path can read \
+             {} and the session's id and password, and with those close this session, which \
+             deletes every node it holds (a held lock's too: a second holder can get in); \
+             connect with TLS to the servers' secureClientPort (ClientBuilder::tls, feature \
+             tls; zkguard --tls-ca). Said once per client",
+            sent.join(" and ")
+        );
     }
 
     /// Sends every credential and waits for each verdict; a rejection closes the client.

@@ -17,7 +17,7 @@
 //! - `clock.rs` — when the client last wrote, read, and had an answer (the loss clock's base);
 //! - `ranked.rs` — the mutexes that check the lock order in debug builds.
 
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -155,6 +155,8 @@ pub(crate) struct Shared {
     /// The live connection's socket, to cut it without waiting for the `io` lock: a caller
     /// blocked in a write holds that lock, and cutting the socket is what frees it. A leaf.
     link: Ranked<Option<Link>>,
+    /// Whether the warning of a login without TLS was given (once per client).
+    cleartext_warned: AtomicBool,
 }
 
 /// How long a close waits for the server to confirm.
@@ -180,6 +182,7 @@ impl Shared {
             meter: Arc::new(meter),
             rearm: Ranked::new(Rank::Rearm, Vec::new()),
             link: Ranked::new(Rank::Link, None),
+            cleartext_warned: AtomicBool::new(false),
         }
     }
 

@@ -97,7 +97,10 @@ impl LeaderTerm {
     ///
     /// - [`Error::NotLeader`](crate::Error::NotLeader) when the term is known over (lost,
     ///   resigned, the candidate stopped, its session gone) or the server's check of the
-    ///   node fails: nothing was applied;
+    ///   node fails: nothing was applied; also when the server applied the `multi` but the
+    ///   term's node was known gone once the reply arrived: `ops` were applied, but not
+    ///   provably within the term (as a guard's
+    ///   [`fenced_multi`](crate::Guard::fenced_multi) says);
     /// - [`Error::Multi`](crate::Error::Multi) when one of `ops` fails, with its index in
     ///   `ops`: nothing was applied;
     /// - [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an unfair election
