@@ -22,12 +22,18 @@ pub const EXIT_NOTHING: i32 = 1;
 /// `revoke` and `break`'s exit status table.
 pub const EXIT_CODES: &str = "\
 Exit status:
-  0   done: the request written (revoke) or the node deleted (break)
+  0   done: the request written (revoke; with --wait: and every holder asked let go)
+      or the node deleted (break)
   1   nothing done: nobody holds PATH, the node is gone, the answer was not yes, or
       (break) the node changed hands or was written since it was shown
   2   bad input: a path, a node not at PATH, no --yes without a terminal
   69  ZooKeeper could not be reached or failed a request
+  75  (revoke --wait) a holder asked did not let go in time: its node is named, with
+      its session and age
   77  ZooKeeper refused: the ACL (named) does not let this identity write or delete";
+
+/// Exit status of `revoke --wait` when a holder did not let go in time.
+pub const EXIT_HELD_ON: i32 = 75;
 
 /// The failure for a refused request: exit 77 naming the ACL that refused (ZooKeeper
 /// checks a delete against the parent's ACL, a write against the node's).
@@ -114,13 +120,17 @@ fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> 
         say.say(format!("nobody holds {path}: nothing to revoke"));
         return Ok(EXIT_NOTHING);
     }
+    let mut asked = Vec::new();
     for c in rows {
         let node = zkguard::escape(&c.full);
         match zkguard::revoke(client, &c.full) {
-            Ok(()) => say.say(format!(
-                "asked {node} (data \"{}\") to let go",
-                zkguard::escape_bytes(&c.p.data)
-            )),
+            Ok(()) => {
+                say.say(format!(
+                    "asked {node} (data \"{}\") to let go",
+                    zkguard::escape_bytes(&c.p.data)
+                ));
+                asked.push(c.full.as_str());
+            }
             Err(Error::NoNode { .. }) => say.say(format!("{node} is gone already")),
             Err(e @ Error::NoAuth { .. }) => {
                 return Err(refused(
@@ -133,7 +143,54 @@ fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> 
             Err(e) => return Err(Fail::zk(format_args!("cannot revoke {node}"), e)),
         }
     }
-    Ok(0)
+    match args.wait {
+        Some(wait) => wait_let_go(client, &asked, wait, say),
+        None => Ok(0),
+    }
+}
+
+/// `revoke --wait`: waits until every node in `asked` is gone (its holder let go), for
+/// `wait` in all. 0 if they all went; [`EXIT_HELD_ON`] naming each node still there, with
+/// its session and age, if not.
+fn wait_let_go(client: &Client, asked: &[&str], wait: Duration, say: Say) -> Result<i32, Fail> {
+    let started = std::time::Instant::now();
+    let deadline = started + wait;
+    let mut held_on = Vec::new();
+    for full in asked {
+        let node = zkguard::escape(full);
+        loop {
+            let seen = client
+                .exists_w(full)
+                .map_err(|e| Fail::zk(format_args!("cannot look at {node}"), e))?;
+            let (stat, watch) = match seen {
+                (None, _) => break,
+                (Some(stat), watch) => (stat, watch),
+            };
+            if watch.recv_deadline(deadline).is_err() {
+                let data = client.get_data(full).map(|(d, _)| d).unwrap_or_default();
+                held_on.push(format!("{node} ({})", owner(&stat, &data)));
+                break;
+            }
+        }
+    }
+    if held_on.is_empty() {
+        say.say(format!(
+            "every holder asked let go (within {})",
+            format!("{:.1} s", started.elapsed().as_secs_f64())
+        ));
+        return Ok(0);
+    }
+    Err(Fail::new(
+        EXIT_HELD_ON,
+        format!(
+            "still held after {}: {}. Its holder did not let go: a zkguard whose command \
+             ignores SIGTERM lets go after --kill-after; one that is frozen, or its host, \
+             does not until its session expires (a frozen zkguard's watchdog has stopped its \
+             command); `zkguard break` deletes the node",
+            humantime::format_duration(wait),
+            held_on.join("; ")
+        ),
+    ))
 }
 
 /// The row of the listing of `path` that `--node` names (its name, or its full path as
