@@ -8,6 +8,7 @@ mod conn;
 mod doctor;
 mod hold;
 mod logging;
+mod mkdir;
 mod revoke;
 mod run;
 mod server;
@@ -117,6 +118,11 @@ enum Command {
     /// (asks first on a terminal; --yes does not ask)
     #[command(after_help = revoke::EXIT_CODES)]
     Break(BreakArgs),
+    /// Make a persistent directory for a team's locks, closed by --acl, that nobody it shuts
+    /// out can delete (a marker node with the same ACL stays inside); keeps one that is
+    /// closed already, refuses one that is open (77)
+    #[command(after_help = MKDIR_EXIT_CODES)]
+    Mkdir(MkdirArgs),
     /// Start real ZooKeeper servers on loopback for local development; print the connect
     /// string; run until Ctrl-C (only in a build with the dev-server feature)
     Server(ServerArgs),
@@ -326,6 +332,10 @@ pub struct RevokeArgs {
     /// Ask only this node (its name, as `zkguard holders` shows it) [default: every holder]
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Then wait this long for each holder asked to let go (its node deleted); exit 75
+    /// naming each that did not
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub wait: Option<Duration>,
 }
 
 #[derive(Args)]
@@ -342,6 +352,30 @@ pub struct BreakArgs {
     /// Do not ask for confirmation (needed when stdin is not a terminal)
     #[arg(long, short)]
     pub yes: bool,
+}
+
+/// `mkdir`'s exit status table.
+const MKDIR_EXIT_CODES: &str = "\
+Exit status:
+  0   made, or there already with an ACL that keeps others out (kept)
+  2   bad input: a path, --acl open, a --trust entry
+  69  ZooKeeper could not be reached or failed a request
+  77  refused: the ACL (named) does not let this identity create there, or the directory
+      exists and its ACL lets others create, delete or change the ACL there";
+
+#[derive(Args)]
+pub struct MkdirArgs {
+    /// The directory's path (for example /teams/payments); missing parents are made with
+    /// the same ACL
+    pub path: String,
+    #[arg(long, value_name = "ACL", value_parser = parse_acl, help = "ACL of the directory and its marker: creator (only the identity this client logs in as) or creator-read (others may also list it)")]
+    pub acl: zkguard::NodeAcl,
+    #[arg(
+        long,
+        value_name = "SCHEME:ID",
+        help = "An identity besides this one that an existing directory's ACL may let in (digest:USER:HASH, sasl:PRINCIPAL, x509:DN); repeatable"
+    )]
+    pub trust: Vec<String>,
 }
 
 #[derive(Args)]
@@ -444,6 +478,24 @@ pub fn json_line(v: &serde_json::Value) -> String {
         }
     }
     out
+}
+
+/// An ACL for messages: `[digest:alice:… cdrwa, world:anyone r]`, every entry escaped (an
+/// id is whoever set the ACL's), a digest entry's password hash left out.
+pub fn acl_text(acl: &[zkguard::Acl]) -> String {
+    let entries: Vec<String> = acl.iter().map(acl_entry).collect();
+    format!("[{}]", entries.join(", "))
+}
+
+/// One ACL entry for messages (see [`acl_text`]).
+pub fn acl_entry(a: &zkguard::Acl) -> String {
+    let mut a = a.clone();
+    if a.scheme == "digest" {
+        if let Some((user, _)) = a.id.split_once(':') {
+            a.id = format!("{user}:…");
+        }
+    }
+    zkguard::escape(&a.to_string()).into_owned()
 }
 
 /// A path the library will look at again; caught here so a bad one fails before connecting.
@@ -582,6 +634,7 @@ fn main() {
         Command::Doctor(args) => doctor::run(&cli.conn, args, say),
         Command::Revoke(args) => revoke::revoke(&cli.conn, args, say),
         Command::Break(args) => revoke::break_lock(&cli.conn, args, say),
+        Command::Mkdir(args) => mkdir::mkdir(&cli.conn, args, say),
         Command::Server(args) => server::run(args, say),
     });
     let code = match result {

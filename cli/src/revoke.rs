@@ -48,13 +48,7 @@ fn refused(client: &Client, what: &str, acl_of: &str, e: Error) -> Fail {
 /// escaped (an ACL id is whoever set the ACL's).
 fn acl_text(client: &Client, path: &str) -> String {
     match client.get_acl(path) {
-        Ok((acl, _)) => {
-            let entries: Vec<String> = acl
-                .iter()
-                .map(|a| zkguard::escape(&a.to_string()).into_owned())
-                .collect();
-            format!("the ACL of {path} is [{}]", entries.join(", "))
-        }
+        Ok((acl, _)) => format!("the ACL of {path} is {}", crate::acl_text(&acl)),
         Err(e) => format!("the ACL of {path} is unreadable to this identity ({e})"),
     }
 }

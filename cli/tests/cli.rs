@@ -14,6 +14,8 @@ mod frozen;
 mod kerberos;
 #[path = "cli/logging.rs"]
 mod logging;
+#[path = "cli/mkdir.rs"]
+mod mkdir;
 #[path = "cli/secrets.rs"]
 mod secrets;
 #[path = "cli/show.rs"]
