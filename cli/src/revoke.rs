@@ -19,6 +19,15 @@ use crate::{check_path, BreakArgs, Connection, Fail, RevokeArgs, Say, EXIT_NOPER
 /// gone) or the user said no.
 pub const EXIT_NOTHING: i32 = 1;
 
+/// What `break` says before it deletes: what happens to the holder's command.
+const BREAK_WARNING: &str = "its holder's command is told to stop once its zkguard sees the \
+    loss: at once if zkguard runs; if zkguard is frozen, its watchdog has stopped the \
+    command within a third of the session timeout of the freeze (break sooner and both \
+    commands may run for the rest of that time); if the holder's whole host is frozen, its \
+    command may run on for a moment when the host resumes, beside the next holder's: only \
+    writes fenced with ZKGUARD_TOKEN are safe then. `zkguard revoke --wait` lets a \
+    running holder finish first";
+
 /// `revoke` and `break`'s exit status table.
 pub const EXIT_CODES: &str = "\
 Exit status:
@@ -283,6 +292,7 @@ fn break_on(client: &Client, args: &BreakArgs, say: Say) -> Result<i32, Fail> {
         ));
     }
     say.say(format!("{node}: {}", owner(&shown, &data)));
+    say.say(BREAK_WARNING);
     if !args.yes && !ask(&format!("delete {node}? Its holder loses the lock [y/N] "))? {
         say.say("not deleted");
         return Ok(EXIT_NOTHING);

@@ -109,5 +109,9 @@ fn break_on_a_frozen_holder_runs_the_next_command_alone() {
         let cs = cluster().connect_string();
         let (code, _, err) = output(zkguard(&cs).args(["break", path, "--holder", "--yes"]));
         assert_eq!(code, 0, "{err}");
+        assert!(
+            err.contains("watchdog") && err.contains("ZKGUARD_TOKEN"),
+            "break says what is left to fencing: {err}"
+        );
     });
 }
