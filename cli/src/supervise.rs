@@ -126,13 +126,26 @@ pub fn watch(
     let tick = crossbeam_channel::tick(Duration::from_millis(100));
     loop {
         s.dog.beat();
+        let turn = Instant::now();
         let confirmation = match &s.state {
             State::Confirming(rx) => rx.clone(),
             _ => never(),
         };
         let reports = s.dog.reports.clone();
         let ended = select! {
-            recv(child.exited) -> code => Some(End::Exited(code.unwrap_or(crate::EXIT_SOFTWARE))),
+            recv(child.exited) -> code => {
+                // Frozen past the watchdog's bound with `--on-suspend kill`: the watchdog
+                // terminated the command (its report may still be on its way).
+                if sup.on_suspend == OnSuspend::Kill && turn.elapsed() > bound {
+                    s.say.say(format!(
+                        "zkguard was frozen or stalled and its watchdog terminated the command; \
+                         ending the term of {label}"
+                    ));
+                    Some(End::Lost)
+                } else {
+                    Some(End::Exited(code.unwrap_or(crate::EXIT_SOFTWARE)))
+                }
+            }
             recv(lost) -> _ => Some(s.lost()),
             recv(revoked) -> request => {
                 // Once: a request, or the guard's signal gone (nothing was asked).

@@ -115,3 +115,94 @@ fn break_on_a_frozen_holder_runs_the_next_command_alone() {
         );
     });
 }
+
+/// The watchdog of the zkguard `pid` (its child running `zkguard __watchdog`), once there.
+fn watchdog_of(pid: i32) -> i32 {
+    let find = || {
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let p: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let ppid: i32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+            (ppid == pid && cmd.windows(10).any(|w| w == b"__watchdog")).then_some(p)
+        })
+    };
+    let found = std::cell::Cell::new(None);
+    wait_until(
+        || format!("no watchdog under zkguard {pid}"),
+        || {
+            found.set(find());
+            found.get().is_some()
+        },
+    );
+    found.get().unwrap()
+}
+
+/// A watchdog that dies is replaced (said on stderr), and the new one does its work:
+/// zkguard frozen afterwards still has its command stopped; continued before its session
+/// expires, zkguard proves the lock and continues the command.
+#[test]
+fn a_dead_watchdog_is_replaced() {
+    let (cs, s, path) = setup("frozen-dog");
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &["--session-timeout", "10s", "lock", &path],
+        &s.ticker(""),
+    );
+    let pid = s.ticker_pid();
+    let dog = watchdog_of(a.pid());
+    // SAFETY: a plain kill(2) of a process this test started (through zkguard).
+    unsafe {
+        libc::kill(dog, libc::SIGKILL);
+    }
+    a.wait_stderr("started another");
+    let again = watchdog_of(a.pid());
+    assert_ne!(again, dog);
+    a.signal(libc::SIGSTOP);
+    wait_until(
+        || "the command runs on beside a frozen zkguard".into(),
+        || proc_state(pid) == Some('T'),
+    );
+    a.signal(libc::SIGCONT);
+    a.wait_stderr("proven again; continuing the command");
+    s.touch("go");
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+}
+
+/// With `--on-suspend kill` the watchdog terminates the command of a frozen zkguard, which
+/// exits 75 once it runs again.
+#[test]
+fn with_on_suspend_kill_the_watchdog_terminates_the_command() {
+    let (cs, s, path) = setup("frozen-kill");
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &[
+            "--session-timeout",
+            "3s",
+            "lock",
+            &path,
+            "--on-suspend",
+            "kill",
+        ],
+        &s.ticker(""),
+    );
+    let pid = s.ticker_pid();
+    a.signal(libc::SIGSTOP);
+    wait_until(
+        || "the command outlived its frozen zkguard".into(),
+        || is_dead(pid),
+    );
+    a.signal(libc::SIGCONT);
+    assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
+    assert!(a.stderr().contains("watchdog: "), "{}", a.stderr());
+}
