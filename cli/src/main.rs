@@ -15,13 +15,14 @@ mod server;
 mod show;
 mod supervise;
 mod tty;
+mod usage;
 mod watchdog;
 
 use std::ffi::OsString;
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
-use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -121,8 +122,8 @@ enum Command {
     /// Make a persistent directory for a team's locks, closed by --acl, that nobody it shuts
     /// out can delete (a marker node with the same ACL stays inside); keeps one that is
     /// closed already, refuses one that is open (77)
-    #[command(after_help = MKDIR_EXIT_CODES)]
-    Mkdir(MkdirArgs),
+    #[command(after_help = mkdir::EXIT_CODES)]
+    Mkdir(mkdir::MkdirArgs),
     /// Start real ZooKeeper servers on loopback for local development; print the connect
     /// string; run until Ctrl-C (only in a build with the dev-server feature)
     Server(ServerArgs),
@@ -227,7 +228,7 @@ const TRUST_LONG_HELP: &str = "With --acl creator or creator-read, zkguard refus
     as a session with ADMIN on the directory)";
 
 /// `--acl`: a preset's name (`open`, `creator`, `creator-read`).
-fn parse_acl(s: &str) -> Result<zkguard::NodeAcl, String> {
+pub fn parse_acl(s: &str) -> Result<zkguard::NodeAcl, String> {
     s.parse()
         .map_err(|_| format!("{s:?}: use open, creator or creator-read"))
 }
@@ -354,30 +355,6 @@ pub struct BreakArgs {
     pub yes: bool,
 }
 
-/// `mkdir`'s exit status table.
-const MKDIR_EXIT_CODES: &str = "\
-Exit status:
-  0   made, or there already with an ACL that keeps others out (kept)
-  2   bad input: a path, --acl open, a --trust entry
-  69  ZooKeeper could not be reached or failed a request
-  77  refused: the ACL (named) does not let this identity create there, or the directory
-      exists and its ACL lets others create, delete or change the ACL there";
-
-#[derive(Args)]
-pub struct MkdirArgs {
-    /// The directory's path (for example /teams/payments); missing parents are made with
-    /// the same ACL
-    pub path: String,
-    #[arg(long, value_name = "ACL", value_parser = parse_acl, help = "ACL of the directory and its marker: creator (only the identity this client logs in as) or creator-read (others may also list it)")]
-    pub acl: zkguard::NodeAcl,
-    #[arg(
-        long,
-        value_name = "SCHEME:ID",
-        help = "An identity besides this one that an existing directory's ACL may let in (digest:USER:HASH, sasl:PRINCIPAL, x509:DN); repeatable"
-    )]
-    pub trust: Vec<String>,
-}
-
 #[derive(Args)]
 pub struct ServerArgs {
     /// How many servers (1 is standalone; 3 or 5 make an ensemble)
@@ -480,24 +457,6 @@ pub fn json_line(v: &serde_json::Value) -> String {
     out
 }
 
-/// An ACL for messages: `[digest:alice:… cdrwa, world:anyone r]`, every entry escaped (an
-/// id is whoever set the ACL's), a digest entry's password hash left out.
-pub fn acl_text(acl: &[zkguard::Acl]) -> String {
-    let entries: Vec<String> = acl.iter().map(acl_entry).collect();
-    format!("[{}]", entries.join(", "))
-}
-
-/// One ACL entry for messages (see [`acl_text`]).
-pub fn acl_entry(a: &zkguard::Acl) -> String {
-    let mut a = a.clone();
-    if a.scheme == "digest" {
-        if let Some((user, _)) = a.id.split_once(':') {
-            a.id = format!("{user}:…");
-        }
-    }
-    zkguard::escape(&a.to_string()).into_owned()
-}
-
 /// A path the library will look at again; caught here so a bad one fails before connecting.
 pub fn check_path(path: &str) -> Result<(), Fail> {
     if !path.starts_with('/') || path == "/" || path.ends_with('/') || path.contains("//") {
@@ -507,17 +466,6 @@ pub fn check_path(path: &str) -> Result<(), Fail> {
         ));
     }
     Ok(())
-}
-
-/// Clap's error as one line (the first paragraph, without the usage that follows).
-fn one_line(e: &clap::Error) -> String {
-    let text = e.to_string();
-    let first = text.split("\n\n").next().unwrap_or_default();
-    let joined = first.split_whitespace().collect::<Vec<_>>().join(" ");
-    joined
-        .strip_prefix("error: ")
-        .unwrap_or(&joined)
-        .to_string()
 }
 
 /// The connection options (`server` hides them and refuses them).
@@ -561,35 +509,6 @@ fn check_server_args(matches: &clap::ArgMatches) -> Result<(), Fail> {
     }
 }
 
-/// A usage error as one line, with a hint where flock's habits lead astray: the command
-/// goes after `--`.
-fn usage_error(e: &clap::Error) -> String {
-    let args: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let before_dashes = args.iter().take_while(|a| *a != "--");
-    let sub = before_dashes
-        .clone()
-        .find(|a| *a == "lock" || *a == "elect");
-    let stray = match e.get(ContextKind::InvalidArg) {
-        Some(ContextValue::String(a)) if !a.starts_with('-') => Some(a.clone()),
-        _ => None,
-    };
-    let hint = match (sub, e.kind(), stray) {
-        (Some(sub), ErrorKind::UnknownArgument, Some(stray)) => {
-            let path = before_dashes
-                .skip_while(|a| *a != sub)
-                .skip(1)
-                .find(|p| p.starts_with('/'))
-                .map_or("PATH", |p| p.as_str());
-            format!(" (the command goes after --: zkguard {sub} {path} -- {stray} ...)")
-        }
-        _ => " (see zkguard --help)".into(),
-    };
-    format!("{}{hint}", one_line(e))
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(watchdog::ARG) {
@@ -612,7 +531,7 @@ fn main() {
             e.exit()
         }
         Err(e) => {
-            logging::line(usage_error(&e));
+            logging::line(usage::usage_error(&e));
             std::process::exit(EXIT_USAGE);
         }
     };

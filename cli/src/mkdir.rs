@@ -13,8 +13,35 @@
 
 use zkguard::{Client, CreateMode, Error, NodeAcl, Op, DIRECTORY_MARKER};
 
+use clap::Args;
+
 use crate::run::node_acl;
-use crate::{acl_text, check_path, Connection, Fail, MkdirArgs, Say, EXIT_NOPERM, EXIT_USAGE};
+use crate::show::acl_text;
+use crate::{check_path, Connection, Fail, Say, EXIT_NOPERM, EXIT_USAGE};
+
+/// `mkdir`'s exit status table.
+pub const EXIT_CODES: &str = "\
+Exit status:
+  0   made, or there already with an ACL that keeps others out (kept)
+  2   bad input: a path, --acl open, a --trust entry
+  69  ZooKeeper could not be reached or failed a request
+  77  refused: the ACL (named) does not let this identity create there, or the directory
+      exists and its ACL lets others create, delete or change the ACL there";
+
+#[derive(Args)]
+pub struct MkdirArgs {
+    /// The directory's path (for example /teams/payments); missing parents are made with
+    /// the same ACL
+    pub path: String,
+    #[arg(long, value_name = "ACL", value_parser = crate::parse_acl, help = "ACL of the directory and its marker: creator (only the identity this client logs in as) or creator-read (others may also list it)")]
+    pub acl: zkguard::NodeAcl,
+    #[arg(
+        long,
+        value_name = "SCHEME:ID",
+        help = "An identity besides this one that an existing directory's ACL may let in (digest:USER:HASH, sasl:PRINCIPAL, x509:DN); repeatable"
+    )]
+    pub trust: Vec<String>,
+}
 
 /// `zkguard mkdir PATH --acl ACL [--trust SCHEME:ID]...`.
 pub fn mkdir(conn: &Connection, args: &MkdirArgs, say: Say) -> Result<i32, Fail> {

@@ -57,7 +57,7 @@ fn refused(client: &Client, what: &str, acl_of: &str, e: Error) -> Fail {
 /// escaped (an ACL id is whoever set the ACL's).
 fn acl_text(client: &Client, path: &str) -> String {
     match client.get_acl(path) {
-        Ok((acl, _)) => format!("the ACL of {path} is {}", crate::acl_text(&acl)),
+        Ok((acl, _)) => format!("the ACL of {path} is {}", crate::show::acl_text(&acl)),
         Err(e) => format!("the ACL of {path} is unreadable to this identity ({e})"),
     }
 }

@@ -55,8 +55,7 @@ const MAX_FSYNC_MS: f64 = 1000.0;
 /// How a check came out; ordered, so the worst is the largest.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub enum Status {
-    /// Worth knowing, nothing to fix (exit 0; below a pass, so a report of passes and
-    /// notes is a pass).
+    /// Worth knowing, nothing to fix (exit 0; a report of passes and notes passes).
     Note,
     Pass,
     Warn,
@@ -398,20 +397,8 @@ fn session_findings(
         "sync_window_ms": window,
         "ensemble": ensemble,
     })));
-    out.push(
-        Finding::new(
-            "dead_holder",
-            Status::Note,
-            format!(
-                "with this {granted} ms session timeout, a holder that dies (zkguard killed, its \
-                 host gone) keeps the lock for up to {granted} ms, until its session expires; a \
-                 frozen zkguard's watchdog stops (--on-suspend kill: terminates) its command \
-                 within {} ms; `zkguard break` frees the lock at once",
-                granted / 3
-            ),
-        )
-        .numbers(json!({ "session_timeout_ms": granted, "watchdog_ms": granted / 3 })),
-    );
+    out.push(Finding::new("dead_holder", Status::Note, format!("with this {granted} ms session timeout, a holder that dies (zkguard killed, its host gone) keeps the lock for up to {granted} ms, until its session expires; a frozen zkguard's watchdog stops (--on-suspend kill: terminates) its command within {} ms; `zkguard break` frees the lock at once", granted / 3))
+        .numbers(json!({ "session_timeout_ms": granted, "watchdog_ms": granted / 3 })));
     let identities = match client.who_am_i() {
         Ok(ids) => ids,
         Err(e) => {

@@ -33,8 +33,8 @@ pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -
         match client.get_acl(node) {
             Ok((acl, _)) => {
                 let open = rule.untrusted(&acl, ours);
-                let entries: Vec<String> = acl.iter().map(crate::acl_entry).collect();
-                let named: Vec<String> = open.iter().map(crate::acl_entry).collect();
+                let entries: Vec<String> = acl.iter().map(crate::show::acl_entry).collect();
+                let named: Vec<String> = open.iter().map(crate::show::acl_entry).collect();
                 if let Some(anchor) = &anchor {
                     if !open.is_empty() {
                         out.push(Finding::new("acl", Status::Note, format!(
