@@ -182,7 +182,7 @@ impl Supervise {
 /// The `--on-suspend` policies.
 #[derive(ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum OnSuspend {
-    /// Let CMD run on
+    /// Let CMD run on (but a frozen zkguard's watchdog still stops it)
     Ignore,
     /// SIGSTOP CMD's process group; SIGCONT once the lock is proven again with a quorum
     /// round trip; terminate it if the lock is lost
@@ -418,7 +418,14 @@ impl Fail {
             E::Spawn { .. } => EXIT_SOFTWARE,
             _ => EXIT_UNAVAILABLE,
         };
-        Fail::new(code, format!("{context}: {e}"))
+        let hint = match e {
+            E::UntrustedDirectory { .. } => {
+                " (`zkguard mkdir DIR --acl creator` makes a directory only this identity may \
+                 change, which nobody else can delete)"
+            }
+            _ => "",
+        };
+        Fail::new(code, format!("{context}: {e}{hint}"))
     }
 }
 
