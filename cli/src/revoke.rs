@@ -178,8 +178,8 @@ fn wait_let_go(client: &Client, asked: &[&str], wait: Duration, say: Say) -> Res
     }
     if held_on.is_empty() {
         say.say(format!(
-            "every holder asked let go (within {})",
-            format!("{:.1} s", started.elapsed().as_secs_f64())
+            "every holder asked let go (within {:.1} s)",
+            started.elapsed().as_secs_f64()
         ));
         return Ok(0);
     }
