@@ -104,7 +104,8 @@ pub fn watch(
         Ok(dog) => dog,
         Err(f) => {
             say.say(format!("{}: not running the command without it", f.msg));
-            return (End::Exited(terminate(child, sup, say, None)), false);
+            terminate(child, sup, say, None);
+            return (End::Exited(crate::EXIT_SOFTWARE), false);
         }
     };
     let mut s = Supervisor {

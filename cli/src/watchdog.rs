@@ -87,7 +87,14 @@ impl Watchdog {
             OnSuspend::Kill => "kill",
             OnSuspend::Stop | OnSuspend::Ignore => "stop",
         };
-        let mut process = Command::new(std::env::current_exe().map_err(fail)?)
+        // Linux: this very binary even if it was replaced or deleted since (an upgrade
+        // while `elect --loop` runs).
+        let exe = match std::path::Path::new("/proc/self/exe") {
+            p if p.exists() => p.to_path_buf(),
+            _ => std::env::current_exe().map_err(fail)?,
+        };
+        let mut process = Command::new(exe)
+            .arg0("zkguard")
             .arg(ARG)
             .arg(group.as_raw().to_string())
             .arg(bound.as_millis().to_string())
@@ -231,5 +238,29 @@ pub fn main(args: &[String]) -> i32 {
                 let _ = out.write_all(&[FIRED]).and_then(|()| out.flush());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn the_bound_is_a_third_of_the_session_timeout() {
+        assert_eq!(super::bound(Duration::from_secs(9)), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn bad_arguments_are_a_usage_error() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(super::main(&args(&[])), crate::EXIT_USAGE);
+        assert_eq!(
+            super::main(&args(&["12", "1000", "pause", "10", "say"])),
+            crate::EXIT_USAGE
+        );
+        assert_eq!(
+            super::main(&args(&["x", "1000", "stop", "10", "say"])),
+            crate::EXIT_USAGE
+        );
     }
 }
