@@ -18,8 +18,9 @@
 //!
 //! It cannot be the thing that freezes: zkguard's heartbeat is a non-blocking write (a
 //! frozen watchdog never stalls zkguard; its socket buffer holds hours of heartbeats), and
-//! the watchdog does nothing but wait for bytes with a deadline. If zkguard dies (its end
-//! closed without the `q` of a normal end) the watchdog SIGKILLs the group, as the
+//! the watchdog does nothing but wait for bytes with a deadline; at a normal end zkguard
+//! kills it (SIGKILL, which even a stopped watchdog obeys) and reaps it. If zkguard dies
+//! (its end of the socket closed) the watchdog SIGKILLs the group, as the
 //! command's `PR_SET_PDEATHSIG` does. If the watchdog dies, zkguard sees its pipe close,
 //! says so and starts another; if it cannot, it terminates the command. What it cannot
 //! cover: the whole host frozen (zkguard, the watchdog and the command together). When
@@ -44,8 +45,6 @@ pub const ARG: &str = "__watchdog";
 
 /// Heartbeat byte.
 const BEAT: u8 = b'b';
-/// zkguard ends normally: the watchdog exits without touching the group.
-const QUIT: u8 = b'q';
 /// Watchdog → zkguard: the bound passed; the group was stopped or is being terminated.
 const FIRED: u8 = b'f';
 
@@ -143,10 +142,10 @@ impl Watchdog {
 }
 
 impl Drop for Watchdog {
-    /// A normal end: the watchdog exits without touching the group; reaped here.
+    /// A normal end: the watchdog is killed (SIGKILL: it does nothing more to the group,
+    /// and even a stopped one ends, so this cannot hang) and reaped.
     fn drop(&mut self) {
-        let _ = (&self.beats).write(&[QUIT]);
-        let _ = self.beats.shutdown(std::net::Shutdown::Both);
+        let _ = self.process.kill();
         let _ = self.process.wait();
     }
 }
@@ -184,8 +183,8 @@ pub fn main(args: &[String]) -> i32 {
         loop {
             match stdin.read(&mut buf) {
                 Ok(0) | Err(_) => return,
-                Ok(n) => {
-                    if tx.send(buf[..n].contains(&QUIT)).is_err() {
+                Ok(_) => {
+                    if tx.send(()).is_err() {
                         return;
                     }
                 }
@@ -204,8 +203,7 @@ pub fn main(args: &[String]) -> i32 {
             None => bound,
         };
         match bytes.recv_timeout(wait) {
-            Ok(true) => return 0,
-            Ok(false) => fired = false,
+            Ok(()) => fired = false,
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
                 // zkguard is gone without a normal end: its command must not run on.
                 let _ = killpg(group, Signal::SIGKILL);

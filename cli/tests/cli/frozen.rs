@@ -206,3 +206,17 @@ fn with_on_suspend_kill_the_watchdog_terminates_the_command() {
     assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
     assert!(a.stderr().contains("watchdog: "), "{}", a.stderr());
 }
+
+/// A zkguard killed outright (SIGKILL) leaves no watchdog behind, nor a command: the
+/// watchdog sees its socket close, SIGKILLs the command's group and exits.
+#[test]
+fn a_killed_zkguard_leaves_no_watchdog_behind() {
+    let (cs, s, path) = setup("frozen-killed");
+    let mut a = start_sh(&cs, &s, "a", &["lock", &path], &s.ticker(""));
+    let pid = s.ticker_pid();
+    let dog = watchdog_of(a.pid());
+    a.signal(libc::SIGKILL);
+    assert_eq!(a.wait(PATIENCE), 128 + 9);
+    wait_until(|| "the watchdog outlived zkguard".into(), || is_dead(dog));
+    wait_until(|| "the command outlived zkguard".into(), || is_dead(pid));
+}
