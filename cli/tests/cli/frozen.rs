@@ -37,7 +37,8 @@ fn entries(s: &Scratch) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// Holder `a` (3 s session) and waiter `b` writing into one log; `a`'s zkguard frozen,
+/// Holder `a` (6 s session: its watchdog acts 2 s after the freeze, the server expires the
+/// session no sooner than 4 s after it) and waiter `b` writing into one log; `a`'s zkguard frozen,
 /// `free` run while it is, then checks that no line of `a` follows `b`'s first and prints
 /// the overlap (or the gap) between the two commands.
 fn frozen_holder(name: &str, free: impl FnOnce(&str, &Scratch, &Running)) {
@@ -47,7 +48,7 @@ fn frozen_holder(name: &str, free: impl FnOnce(&str, &Scratch, &Running)) {
         &cs,
         &s,
         "a",
-        &["--session-timeout", "3s", "lock", &path],
+        &["--session-timeout", "6s", "lock", &path],
         &writer(&s, "a"),
     );
     s.wait_lines("log", "the holder's command writing", |l| l.len() >= 3);
