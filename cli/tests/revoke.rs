@@ -397,7 +397,12 @@ fn revoke_escalates_to_sigkill_on_a_command_ignoring_sigterm() {
     s.ticker_pid();
     let (node, _) = held_node(&c, &path);
 
+    let asked = std::time::Instant::now();
     let (code, _, err) = output(zkguard(&cs).args(["revoke", &path, "--wait", "30s"]));
+    eprintln!(
+        "revoke --wait on a command ignoring SIGTERM (--kill-after 1s) returned after {:.2} s",
+        asked.elapsed().as_secs_f64()
+    );
     assert_eq!(code, 0, "{err}\nholder:\n{}", h.stderr());
     assert_eq!(c.exists(&node).unwrap(), None);
     assert_eq!(h.wait(PATIENCE), 128 + 9, "{}", h.stderr());
