@@ -145,3 +145,49 @@ fn mkdir_refuses_an_open_directory_and_a_closed_parent() {
     );
     assert_eq!(code, 77, "someone else's directory: {err}");
 }
+
+/// A directory an administrator prepared for alice and ops: refused to alice alone (ops may
+/// delete there), kept with `--trust` naming ops' digest identity, its marker added.
+#[test]
+fn mkdir_keeps_a_prepared_directory_only_with_trust() {
+    let (cs, _s, dir) = setup("team-shared");
+    // Each identity as ZooKeeper records it (digest:USER:HASH), read back from a node of
+    // its own.
+    let identity = |user: &str| {
+        let c = as_user(&cs, user);
+        let probe = format!("{dir}-{user}");
+        c.create_with_acl(&probe, b"", CreateMode::Persistent, &Acl::creator_all())
+            .unwrap();
+        let acl = c.get_acl(&probe).unwrap().0;
+        c.delete(&probe, None).unwrap();
+        acl[0].clone()
+    };
+    let (alice, ops) = (identity("alice"), identity("ops"));
+    client(&cs)
+        .create_with_acl(&dir, b"", CreateMode::Persistent, &[alice, ops.clone()])
+        .unwrap();
+    let marker = format!("{dir}/{DIRECTORY_MARKER}");
+
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &dir, "--acl", "creator"]),
+    );
+    assert_eq!(code, 77, "{err}");
+    assert!(err.contains("digest:ops:…"), "{err}");
+    assert_eq!(client(&cs).exists(&marker).unwrap(), None);
+
+    let trust = format!("digest:{}", ops.id);
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &dir, "--acl", "creator", "--trust", &trust]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("added its marker"), "{err}");
+    let st = as_user(&cs, "alice")
+        .exists(&marker)
+        .unwrap()
+        .expect("the marker");
+    assert_eq!(st.ephemeral_owner, 0, "persistent");
+}
