@@ -196,7 +196,7 @@ pub use lock::{
     MutexGuard, Permit, ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock,
     Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard, WriteLock,
 };
-pub use queue::{Canceller, Participant, QueueEvent};
+pub use queue::{Canceller, Participant, QueueEvent, DIRECTORY_MARKER};
 
 /// The README's examples, compiled as doctests so they cannot rot: with any set of features
 /// (a block that needs `testing` or `tls` is a `fn main` under that feature's cfg, with an

@@ -8,18 +8,21 @@ mod conn;
 mod doctor;
 mod hold;
 mod logging;
+mod mkdir;
 mod revoke;
 mod run;
 mod server;
 mod show;
 mod supervise;
 mod tty;
+mod usage;
+mod watchdog;
 
 use std::ffi::OsString;
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
-use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
@@ -116,6 +119,11 @@ enum Command {
     /// (asks first on a terminal; --yes does not ask)
     #[command(after_help = revoke::EXIT_CODES)]
     Break(BreakArgs),
+    /// Make a persistent directory for a team's locks, closed by --acl, that nobody it shuts
+    /// out can delete (a marker node with the same ACL stays inside); keeps one that is
+    /// closed already, refuses one that is open (77)
+    #[command(after_help = mkdir::EXIT_CODES)]
+    Mkdir(mkdir::MkdirArgs),
     /// Start real ZooKeeper servers on loopback for local development; print the connect
     /// string; run until Ctrl-C (only in a build with the dev-server feature)
     Server(ServerArgs),
@@ -174,7 +182,7 @@ impl Supervise {
 /// The `--on-suspend` policies.
 #[derive(ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum OnSuspend {
-    /// Let CMD run on
+    /// Let CMD run on (but a frozen zkguard's watchdog still stops it)
     Ignore,
     /// SIGSTOP CMD's process group; SIGCONT once the lock is proven again with a quorum
     /// round trip; terminate it if the lock is lost
@@ -220,7 +228,7 @@ const TRUST_LONG_HELP: &str = "With --acl creator or creator-read, zkguard refus
     as a session with ADMIN on the directory)";
 
 /// `--acl`: a preset's name (`open`, `creator`, `creator-read`).
-fn parse_acl(s: &str) -> Result<zkguard::NodeAcl, String> {
+pub fn parse_acl(s: &str) -> Result<zkguard::NodeAcl, String> {
     s.parse()
         .map_err(|_| format!("{s:?}: use open, creator or creator-read"))
 }
@@ -325,6 +333,10 @@ pub struct RevokeArgs {
     /// Ask only this node (its name, as `zkguard holders` shows it) [default: every holder]
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Then wait this long for each holder asked to let go (its node deleted); exit 75
+    /// naming each that did not
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub wait: Option<Duration>,
 }
 
 #[derive(Args)]
@@ -406,7 +418,14 @@ impl Fail {
             E::Spawn { .. } => EXIT_SOFTWARE,
             _ => EXIT_UNAVAILABLE,
         };
-        Fail::new(code, format!("{context}: {e}"))
+        let hint = match e {
+            E::UntrustedDirectory { .. } => {
+                " (`zkguard mkdir DIR --acl creator` makes a directory only this identity may \
+                 change, which nobody else can delete)"
+            }
+            _ => "",
+        };
+        Fail::new(code, format!("{context}: {e}{hint}"))
     }
 }
 
@@ -456,17 +475,6 @@ pub fn check_path(path: &str) -> Result<(), Fail> {
     Ok(())
 }
 
-/// Clap's error as one line (the first paragraph, without the usage that follows).
-fn one_line(e: &clap::Error) -> String {
-    let text = e.to_string();
-    let first = text.split("\n\n").next().unwrap_or_default();
-    let joined = first.split_whitespace().collect::<Vec<_>>().join(" ");
-    joined
-        .strip_prefix("error: ")
-        .unwrap_or(&joined)
-        .to_string()
-}
-
 /// The connection options (`server` hides them and refuses them).
 fn connection_args() -> Vec<clap::Arg> {
     Connection::augment_args(clap::Command::new("zkguard"))
@@ -508,36 +516,11 @@ fn check_server_args(matches: &clap::ArgMatches) -> Result<(), Fail> {
     }
 }
 
-/// A usage error as one line, with a hint where flock's habits lead astray: the command
-/// goes after `--`.
-fn usage_error(e: &clap::Error) -> String {
-    let args: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let before_dashes = args.iter().take_while(|a| *a != "--");
-    let sub = before_dashes
-        .clone()
-        .find(|a| *a == "lock" || *a == "elect");
-    let stray = match e.get(ContextKind::InvalidArg) {
-        Some(ContextValue::String(a)) if !a.starts_with('-') => Some(a.clone()),
-        _ => None,
-    };
-    let hint = match (sub, e.kind(), stray) {
-        (Some(sub), ErrorKind::UnknownArgument, Some(stray)) => {
-            let path = before_dashes
-                .skip_while(|a| *a != sub)
-                .skip(1)
-                .find(|p| p.starts_with('/'))
-                .map_or("PATH", |p| p.as_str());
-            format!(" (the command goes after --: zkguard {sub} {path} -- {stray} ...)")
-        }
-        _ => " (see zkguard --help)".into(),
-    };
-    format!("{}{hint}", one_line(e))
-}
-
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(watchdog::ARG) {
+        std::process::exit(watchdog::main(&args[1..]));
+    }
     let parsed = command().try_get_matches().and_then(|m| {
         let cli = Cli::from_arg_matches(&m)?;
         Ok((cli, m))
@@ -555,7 +538,7 @@ fn main() {
             e.exit()
         }
         Err(e) => {
-            logging::line(usage_error(&e));
+            logging::line(usage::usage_error(&e));
             std::process::exit(EXIT_USAGE);
         }
     };
@@ -577,6 +560,7 @@ fn main() {
         Command::Doctor(args) => doctor::run(&cli.conn, args, say),
         Command::Revoke(args) => revoke::revoke(&cli.conn, args, say),
         Command::Break(args) => revoke::break_lock(&cli.conn, args, say),
+        Command::Mkdir(args) => mkdir::mkdir(&cli.conn, args, say),
         Command::Server(args) => server::run(args, say),
     });
     let code = match result {

@@ -19,15 +19,30 @@ use crate::{check_path, BreakArgs, Connection, Fail, RevokeArgs, Say, EXIT_NOPER
 /// gone) or the user said no.
 pub const EXIT_NOTHING: i32 = 1;
 
+/// What `break` says before it deletes: what happens to the holder's command.
+const BREAK_WARNING: &str = "its holder's command is told to stop once its zkguard sees the \
+    loss: at once if zkguard runs; if zkguard is frozen, its watchdog has stopped the \
+    command within a third of the session timeout of the freeze (break sooner and both \
+    commands may run for the rest of that time); if the holder's whole host is frozen, its \
+    command may run on for a moment when the host resumes, beside the next holder's: only \
+    writes fenced with ZKGUARD_TOKEN are safe then. `zkguard revoke --wait` lets a \
+    running holder finish first";
+
 /// `revoke` and `break`'s exit status table.
 pub const EXIT_CODES: &str = "\
 Exit status:
-  0   done: the request written (revoke) or the node deleted (break)
+  0   done: the request written (revoke; with --wait: and every holder asked let go)
+      or the node deleted (break)
   1   nothing done: nobody holds PATH, the node is gone, the answer was not yes, or
       (break) the node changed hands or was written since it was shown
   2   bad input: a path, a node not at PATH, no --yes without a terminal
   69  ZooKeeper could not be reached or failed a request
+  75  (revoke --wait) a holder asked did not let go in time: its node is named, with
+      its session and age
   77  ZooKeeper refused: the ACL (named) does not let this identity write or delete";
+
+/// Exit status of `revoke --wait` when a holder did not let go in time.
+pub const EXIT_HELD_ON: i32 = 75;
 
 /// The failure for a refused request: exit 77 naming the ACL that refused (ZooKeeper
 /// checks a delete against the parent's ACL, a write against the node's).
@@ -42,13 +57,7 @@ fn refused(client: &Client, what: &str, acl_of: &str, e: Error) -> Fail {
 /// escaped (an ACL id is whoever set the ACL's).
 fn acl_text(client: &Client, path: &str) -> String {
     match client.get_acl(path) {
-        Ok((acl, _)) => {
-            let entries: Vec<String> = acl
-                .iter()
-                .map(|a| zkguard::escape(&a.to_string()).into_owned())
-                .collect();
-            format!("the ACL of {path} is [{}]", entries.join(", "))
-        }
+        Ok((acl, _)) => format!("the ACL of {path} is {}", crate::show::acl_text(&acl)),
         Err(e) => format!("the ACL of {path} is unreadable to this identity ({e})"),
     }
 }
@@ -114,13 +123,17 @@ fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> 
         say.say(format!("nobody holds {path}: nothing to revoke"));
         return Ok(EXIT_NOTHING);
     }
+    let mut asked = Vec::new();
     for c in rows {
         let node = zkguard::escape(&c.full);
         match zkguard::revoke(client, &c.full) {
-            Ok(()) => say.say(format!(
-                "asked {node} (data \"{}\") to let go",
-                zkguard::escape_bytes(&c.p.data)
-            )),
+            Ok(()) => {
+                say.say(format!(
+                    "asked {node} (data \"{}\") to let go",
+                    zkguard::escape_bytes(&c.p.data)
+                ));
+                asked.push(c.full.as_str());
+            }
             Err(Error::NoNode { .. }) => say.say(format!("{node} is gone already")),
             Err(e @ Error::NoAuth { .. }) => {
                 return Err(refused(
@@ -133,7 +146,54 @@ fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> 
             Err(e) => return Err(Fail::zk(format_args!("cannot revoke {node}"), e)),
         }
     }
-    Ok(0)
+    match args.wait {
+        Some(wait) => wait_let_go(client, &asked, wait, say),
+        None => Ok(0),
+    }
+}
+
+/// `revoke --wait`: waits until every node in `asked` is gone (its holder let go), for
+/// `wait` in all. 0 if they all went; [`EXIT_HELD_ON`] naming each node still there, with
+/// its session and age, if not.
+fn wait_let_go(client: &Client, asked: &[&str], wait: Duration, say: Say) -> Result<i32, Fail> {
+    let started = std::time::Instant::now();
+    let deadline = started + wait;
+    let mut held_on = Vec::new();
+    for full in asked {
+        let node = zkguard::escape(full);
+        loop {
+            let seen = client
+                .exists_w(full)
+                .map_err(|e| Fail::zk(format_args!("cannot look at {node}"), e))?;
+            let (stat, watch) = match seen {
+                (None, _) => break,
+                (Some(stat), watch) => (stat, watch),
+            };
+            if watch.recv_deadline(deadline).is_err() {
+                let data = client.get_data(full).map(|(d, _)| d).unwrap_or_default();
+                held_on.push(format!("{node} ({})", owner(&stat, &data)));
+                break;
+            }
+        }
+    }
+    if held_on.is_empty() {
+        say.say(format!(
+            "every holder asked let go (within {:.1} s)",
+            started.elapsed().as_secs_f64()
+        ));
+        return Ok(0);
+    }
+    Err(Fail::new(
+        EXIT_HELD_ON,
+        format!(
+            "still held after {}: {}. Its holder did not let go: a zkguard whose command \
+             ignores SIGTERM lets go after --kill-after; one that is frozen, or its host, \
+             does not until its session expires (a frozen zkguard's watchdog has stopped its \
+             command); `zkguard break` deletes the node",
+            humantime::format_duration(wait),
+            held_on.join("; ")
+        ),
+    ))
 }
 
 /// The row of the listing of `path` that `--node` names (its name, or its full path as
@@ -232,6 +292,7 @@ fn break_on(client: &Client, args: &BreakArgs, say: Say) -> Result<i32, Fail> {
         ));
     }
     say.say(format!("{node}: {}", owner(&shown, &data)));
+    say.say(BREAK_WARNING);
     if !args.yes && !ask(&format!("delete {node}? Its holder loses the lock [y/N] "))? {
         say.say("not deleted");
         return Ok(EXIT_NOTHING);

@@ -95,7 +95,7 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
 }
 
 /// The ACL of `--acl` (open without it), trusting each `--trust SCHEME:ID`.
-fn node_acl(acl: Option<&NodeAcl>, trust: &[String]) -> Result<NodeAcl, Fail> {
+pub fn node_acl(acl: Option<&NodeAcl>, trust: &[String]) -> Result<NodeAcl, Fail> {
     let mut acl = acl.cloned().unwrap_or_default();
     for t in trust {
         let (scheme, id) = t.split_once(':').unwrap_or((t, ""));

@@ -389,3 +389,21 @@ fn watches(client: &Client, path: &str) -> Vec<Receiver<WatchedEvent>> {
         })
         .collect()
 }
+
+/// An ACL for messages: `[digest:alice:… cdrwa, world:anyone r]`, every entry escaped (an
+/// id is whoever set the ACL's), a digest entry's password hash left out.
+pub fn acl_text(acl: &[zkguard::Acl]) -> String {
+    let entries: Vec<String> = acl.iter().map(acl_entry).collect();
+    format!("[{}]", entries.join(", "))
+}
+
+/// One ACL entry for messages (see [`acl_text`]).
+pub fn acl_entry(a: &zkguard::Acl) -> String {
+    let mut a = a.clone();
+    if a.scheme == "digest" {
+        if let Some((user, _)) = a.id.split_once(':') {
+            a.id = format!("{user}:…");
+        }
+    }
+    zkguard::escape(&a.to_string()).into_owned()
+}

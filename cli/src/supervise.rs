@@ -38,12 +38,13 @@
 
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{never, select, Receiver};
+use crossbeam_channel::{never, select, Receiver, RecvTimeoutError};
 use nix::sys::signal::Signal;
 use zkguard::{Client, Error, SessionState};
 
 use crate::child::{self, signal_name, Child};
 use crate::hold::Held;
+use crate::watchdog::{self, Report, Watchdog};
 use crate::{OnSuspend, Say, Supervise};
 
 /// How one term of holding ended.
@@ -81,6 +82,10 @@ struct Supervisor<'a> {
     state: State,
     /// A signal was forwarded to the command.
     signalled: bool,
+    /// The watchdog over the command's group (see `watchdog.rs`), heartbeaten at every turn.
+    dog: Watchdog,
+    /// After a revocation request: when the command's group gets SIGKILL if still there.
+    kill_at: Option<Instant>,
 }
 
 /// Watches the holder while the command runs (the module's table). Returns how it ended and
@@ -94,6 +99,15 @@ pub fn watch(
     say: Say,
     label: &str,
 ) -> (End, bool) {
+    let bound = watchdog::bound(client.session_timeout());
+    let dog = match Watchdog::start(child.pid, bound, sup.on_suspend, sup.kill_after, say) {
+        Ok(dog) => dog,
+        Err(f) => {
+            say.say(format!("{}: not running the command without it", f.msg));
+            terminate(child, sup, say, None);
+            return (End::Exited(crate::EXIT_SOFTWARE), false);
+        }
+    };
     let mut s = Supervisor {
         client,
         held,
@@ -104,18 +118,35 @@ pub fn watch(
         lost: held.lost(),
         state: State::Running,
         signalled: false,
+        dog,
+        kill_at: None,
     };
     let lost = s.lost.clone();
     let mut revoked = held.revocation();
     let events = client.events();
     let tick = crossbeam_channel::tick(Duration::from_millis(100));
     loop {
+        s.dog.beat();
+        let turn = Instant::now();
         let confirmation = match &s.state {
             State::Confirming(rx) => rx.clone(),
             _ => never(),
         };
+        let reports = s.dog.reports.clone();
         let ended = select! {
-            recv(child.exited) -> code => Some(End::Exited(code.unwrap_or(crate::EXIT_SOFTWARE))),
+            recv(child.exited) -> code => {
+                // Frozen past the watchdog's bound with `--on-suspend kill`: the watchdog
+                // terminated the command (its report may still be on its way).
+                if sup.on_suspend == OnSuspend::Kill && turn.elapsed() > bound {
+                    s.say.say(format!(
+                        "zkguard was frozen or stalled and its watchdog terminated the command; \
+                         ending the term of {label}"
+                    ));
+                    Some(End::Lost)
+                } else {
+                    Some(End::Exited(code.unwrap_or(crate::EXIT_SOFTWARE)))
+                }
+            }
             recv(lost) -> _ => Some(s.lost()),
             recv(revoked) -> request => {
                 // Once: a request, or the guard's signal gone (nothing was asked).
@@ -141,6 +172,10 @@ pub fn watch(
             recv(events) -> _ => None,
             recv(tick) -> _ => None,
             recv(confirmation) -> r => s.confirmed(r.unwrap_or(Err(Error::Closed))),
+            recv(reports) -> r => match r.unwrap_or(Report::Died) {
+                Report::Fired => s.frozen(),
+                Report::Died => s.restart_watchdog(),
+            },
         };
         if let Some(end) = ended.or_else(|| s.look()) {
             return (end, s.signalled);
@@ -151,6 +186,12 @@ pub fn watch(
 impl Supervisor<'_> {
     /// After every event: the transitions the guard's validity and the clock call for.
     fn look(&mut self) -> Option<End> {
+        if self.kill_at.is_some_and(|at| Instant::now() >= at) {
+            self.say
+                .say("the command outlived --kill-after after the revocation request: SIGKILL");
+            self.child.signal(Signal::SIGKILL);
+            self.kill_at = None;
+        }
         let valid = self.held.is_valid();
         match self.state {
             State::Ignoring if valid => self.reconnected(),
@@ -268,14 +309,73 @@ impl Supervisor<'_> {
     }
 
     /// Asked to let go (`zkguard revoke`): the command's group gets SIGTERM, as if zkguard
-    /// had; the lock is released once it exits, and zkguard exits with its status. Not a
-    /// signal for zkguard: `elect --loop` queues again.
+    /// had, and SIGCONT (a stopped command could not act on it), and SIGKILL after
+    /// `--kill-after` ([`Supervisor::look`]); the lock is released once it exits, and zkguard
+    /// exits with its status. Not a signal for zkguard: `elect --loop` queues again.
     fn revoked(&mut self) {
         self.say.say(format!(
-            "asked to let go of {} (revoke): SIGTERM to the command; released when it exits",
-            self.label
+            "asked to let go of {} (revoke): SIGTERM to the command (and SIGCONT), SIGKILL in \
+             {}; released when it exits",
+            self.label,
+            humantime::format_duration(self.sup.kill_after)
         ));
         self.child.signal(Signal::SIGTERM);
+        self.child.signal(Signal::SIGCONT);
+        self.kill_at = Some(Instant::now() + self.sup.kill_after);
+    }
+
+    /// The watchdog found zkguard unheard for its bound (frozen or stalled) and stopped the
+    /// command's group (`--on-suspend stop` or `ignore`): `Suspended`, a confirm due at once
+    /// (one already on its way started before the freeze: not trusted); with
+    /// `--on-suspend kill` it terminated the group: the end.
+    fn frozen(&mut self) -> Option<End> {
+        if self.sup.on_suspend == OnSuspend::Kill {
+            self.say.say(format!(
+                "zkguard was frozen or stalled and its watchdog terminated the command; \
+                 ending the term of {}",
+                self.label
+            ));
+            return Some(self.terminate());
+        }
+        self.say.say(format!(
+            "zkguard was frozen or stalled and its watchdog stopped the command: it stays \
+             stopped until {} is proven again",
+            self.label
+        ));
+        self.child.take_terminal_back();
+        self.state = State::Suspended {
+            next_confirm: Instant::now(),
+        };
+        None
+    }
+
+    /// The watchdog is gone: another one, or, if it cannot start, the command terminated.
+    fn restart_watchdog(&mut self) -> Option<End> {
+        let bound = watchdog::bound(self.client.session_timeout());
+        let old = self.dog.pid();
+        match Watchdog::start(
+            self.child.pid,
+            bound,
+            self.sup.on_suspend,
+            self.sup.kill_after,
+            self.say,
+        ) {
+            Ok(dog) => {
+                self.say.say(format!(
+                    "the watchdog (pid {old}) is gone: started another (pid {})",
+                    dog.pid()
+                ));
+                self.dog = dog;
+                None
+            }
+            Err(f) => {
+                self.say.say(format!(
+                    "the watchdog (pid {old}) is gone and {}: the command cannot run unguarded",
+                    f.msg
+                ));
+                Some(self.terminate())
+            }
+        }
     }
 
     /// A signal for zkguard, passed on to the command's group.
@@ -335,20 +435,38 @@ impl Supervisor<'_> {
     /// SIGTERM to the command's group at once (and SIGCONT, should it be stopped), SIGKILL
     /// after `--kill-after`; then SIGKILL for whatever is left of the group.
     fn terminate(&self) -> End {
-        let child = self.child;
-        self.say.say(format!(
-            "terminating the command (SIGTERM to process group {}, SIGKILL in {})",
-            child.pid,
-            humantime::format_duration(self.sup.kill_after)
-        ));
-        child.signal(Signal::SIGTERM);
-        child.signal(Signal::SIGCONT);
-        if child.exited.recv_timeout(self.sup.kill_after).is_err() {
-            self.say.say("the command outlived --kill-after: SIGKILL");
-            child.signal(Signal::SIGKILL);
-            let _ = child.exited.recv();
-        }
-        child.signal(Signal::SIGKILL);
+        terminate(self.child, self.sup, self.say, Some(&self.dog));
         End::Lost
     }
+}
+
+/// [`Supervisor::terminate`], also for a command that must not run without its watchdog
+/// (`dog` None); heartbeats `dog` while it waits. Returns the command's status.
+fn terminate(child: &Child, sup: &Supervise, say: Say, dog: Option<&Watchdog>) -> i32 {
+    say.say(format!(
+        "terminating the command (SIGTERM to process group {}, SIGKILL in {})",
+        child.pid,
+        humantime::format_duration(sup.kill_after)
+    ));
+    child.signal(Signal::SIGTERM);
+    child.signal(Signal::SIGCONT);
+    let deadline = Instant::now() + sup.kill_after;
+    let code = loop {
+        if let Some(dog) = dog {
+            dog.beat();
+        }
+        let slice = (Instant::now() + Duration::from_millis(100)).min(deadline);
+        match child.exited.recv_deadline(slice) {
+            Ok(code) => break code,
+            Err(RecvTimeoutError::Disconnected) => break crate::EXIT_SOFTWARE,
+            Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+            Err(RecvTimeoutError::Timeout) => {
+                say.say("the command outlived --kill-after: SIGKILL");
+                child.signal(Signal::SIGKILL);
+                break child.exited.recv().unwrap_or(crate::EXIT_SOFTWARE);
+            }
+        }
+    };
+    child.signal(Signal::SIGKILL);
+    code
 }

@@ -7,11 +7,15 @@ mod common;
 mod escape;
 #[path = "cli/foreign.rs"]
 mod foreign;
+#[path = "cli/frozen.rs"]
+mod frozen;
 #[cfg(feature = "kerberos")]
 #[path = "cli/kerberos.rs"]
 mod kerberos;
 #[path = "cli/logging.rs"]
 mod logging;
+#[path = "cli/mkdir.rs"]
+mod mkdir;
 #[path = "cli/secrets.rs"]
 mod secrets;
 #[path = "cli/show.rs"]

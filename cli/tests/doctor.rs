@@ -594,3 +594,65 @@ fn what_a_server_says_is_shown_escaped() {
     let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
     assert_eq!(v["servers"][0]["version"], "3.8.0\x1b[2J", "{v:#}");
 }
+
+/// `doctor --path` under a directory `zkguard mkdir` made passes: the directory is closed
+/// and nobody else can delete it, so the open `/cli` and `/` above it are notes, not
+/// warnings. The report (JSON and for people) never shows a digest password's hash, and
+/// says how long a dead holder keeps the lock with the granted session timeout.
+#[test]
+fn doctor_passes_under_a_made_directory_and_hides_hashes() {
+    let cs = cluster().connect_string();
+    let dir = unique("doctor-team");
+    let alice = ["--auth", "alice:alice-pw"];
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(alice)
+            .args(["mkdir", &dir, "--acl", "creator"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    let path = format!("{dir}/nightly");
+    let args = [
+        "--auth",
+        "alice:alice-pw",
+        "--session-timeout",
+        "6s",
+        "--path",
+        &path,
+        "--probe-rounds",
+        "1",
+    ];
+    let (code, v, err) = doctor(&cs, &args);
+    assert_eq!((code, &v["status"]), (0, &"pass".into()), "{err}\n{v:#}");
+    let acl = findings(&v, "acl");
+    let status_of = |node: &str| -> Vec<&str> {
+        acl.iter()
+            .filter(|f| f["about"] == node)
+            .map(|f| f["status"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(status_of(&dir), ["pass"], "{v:#}");
+    assert_eq!(status_of("/cli"), ["note"], "{v:#}");
+    assert_eq!(status_of("/"), ["note"], "{v:#}");
+    let dead = finding(&v, "dead_holder", "note");
+    assert!(
+        dead["message"].as_str().unwrap().contains("6000 ms"),
+        "{dead}"
+    );
+
+    // The hash ZooKeeper keeps for alice:alice-pw (base64 of SHA-1 of "alice:alice-pw").
+    let client = zkguard::Client::builder(&cs)
+        .auth("digest", b"alice:alice-pw")
+        .build()
+        .unwrap();
+    let (entries, _) = client.get_acl(&dir).unwrap();
+    let hash = entries[0].id.split_once(':').unwrap().1.to_string();
+    assert!(hash.len() > 20, "{entries:?}");
+    let text = v.to_string();
+    assert!(
+        !text.contains(&hash),
+        "the JSON report shows the hash: {text}"
+    );
+    assert!(text.contains("digest:alice:…"), "{text}");
+    let (_, out, err) = output(zkguard(&cs).arg("doctor").args(args));
+    assert!(!out.contains(&hash) && !err.contains(&hash), "{out}{err}");
+}

@@ -341,3 +341,90 @@ fn break_and_revoke_never_touch_a_same_named_node_elsewhere() {
     assert_eq!(data, before, "and never written");
     assert!(lease.is_valid());
 }
+
+/// `revoke --wait` on a holder whose command is stopped (SIGSTOP, by someone else): the
+/// holder continues it (SIGCONT) along with the SIGTERM, it exits, the lock is released,
+/// and `revoke` says so, exit 0.
+#[test]
+fn revoke_wait_frees_a_lock_whose_command_is_stopped() {
+    let cs = cluster().connect_string();
+    let (s, path) = (Scratch::new(), unique("revoke-stopped"));
+    let c = client(&cs);
+    let mut h = start_sh(
+        &cs,
+        &s,
+        "holder",
+        &["lock", &path, "--kill-after", "2s"],
+        &s.ticker(""),
+    );
+    let pid = s.ticker_pid();
+    let (node, _) = held_node(&c, &path);
+    // SAFETY: a plain kill(2) of the ticker, a process of this test's.
+    unsafe {
+        libc::kill(pid, libc::SIGSTOP);
+    }
+    wait_until(
+        || "the command stopped".into(),
+        || proc_state(pid) == Some('T'),
+    );
+
+    let asked = std::time::Instant::now();
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path, "--wait", "20s"]));
+    eprintln!(
+        "revoke --wait on a stopped command (--kill-after 2s) returned after {:.2} s",
+        asked.elapsed().as_secs_f64()
+    );
+    assert_eq!(code, 0, "{err}\nholder:\n{}", h.stderr());
+    assert!(err.contains("let go"), "{err}");
+    assert_eq!(c.exists(&node).unwrap(), None);
+    assert_eq!(h.wait(PATIENCE), 128 + 15, "{}", h.stderr());
+}
+
+/// A command that ignores SIGTERM gets SIGKILL after `--kill-after`: `revoke --wait` sees
+/// the lock released, and the holder exits with 137.
+#[test]
+fn revoke_escalates_to_sigkill_on_a_command_ignoring_sigterm() {
+    let cs = cluster().connect_string();
+    let (s, path) = (Scratch::new(), unique("revoke-deaf"));
+    let c = client(&cs);
+    let mut h = start_sh(
+        &cs,
+        &s,
+        "holder",
+        &["lock", &path, "--kill-after", "1s"],
+        &s.ticker("trap '' TERM;"),
+    );
+    s.ticker_pid();
+    let (node, _) = held_node(&c, &path);
+
+    let asked = std::time::Instant::now();
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path, "--wait", "30s"]));
+    eprintln!(
+        "revoke --wait on a command ignoring SIGTERM (--kill-after 1s) returned after {:.2} s",
+        asked.elapsed().as_secs_f64()
+    );
+    assert_eq!(code, 0, "{err}\nholder:\n{}", h.stderr());
+    assert_eq!(c.exists(&node).unwrap(), None);
+    assert_eq!(h.wait(PATIENCE), 128 + 9, "{}", h.stderr());
+    assert!(h.stderr().contains("SIGKILL"), "{}", h.stderr());
+}
+
+/// A holder that cannot let go (its zkguard frozen): `revoke --wait` gives up at the
+/// deadline, exit 75, naming the node it still saw and its session.
+#[test]
+fn revoke_wait_names_a_holder_that_did_not_let_go() {
+    let cs = cluster().connect_string();
+    let (s, path) = (Scratch::new(), unique("revoke-frozen"));
+    let c = client(&cs);
+    let h = holder(&cs, &s, &path, &["--session-timeout", "20s"]);
+    s.ticker_pid();
+    let (node, session) = held_node(&c, &path);
+    h.signal(libc::SIGSTOP);
+
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path, "--wait", "1s"]));
+    h.signal(libc::SIGCONT);
+    assert_eq!(code, 75, "{err}");
+    assert!(err.contains("still held after 1s"), "{err}");
+    assert!(err.contains(&node), "{err}");
+    assert!(err.contains(&format!("session 0x{session:x}")), "{err}");
+}

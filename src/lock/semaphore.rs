@@ -123,14 +123,19 @@ impl Semaphore {
         Ok(s)
     }
 
-    /// Nothing but the internal lock's and the leases' directories may be under the path.
+    /// Nothing but the internal lock's and the leases' directories (and the
+    /// [`DIRECTORY_MARKER`](crate::DIRECTORY_MARKER) of a directory `zkguard mkdir` made)
+    /// may be under the path.
     fn check_layout(&self) -> Result<()> {
         let names = match self.base.client.get_children(&self.base.path) {
             Ok((names, _)) => names,
             Err(Error::NoNode { .. }) => return Ok(()),
             Err(e) => return Err(e),
         };
-        match names.into_iter().find(|n| n != LOCKS && n != LEASES) {
+        match names
+            .into_iter()
+            .find(|n| n != LOCKS && n != LEASES && n != names::DIRECTORY_MARKER)
+        {
             Some(node) => Err(Error::ForeignNode {
                 path: self.base.path.clone(),
                 node,

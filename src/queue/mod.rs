@@ -19,6 +19,7 @@ pub(crate) use attempt::{Attempt, News, Next, SessionEvents, Spec, Wait};
 pub(crate) use enqueue::{create_dir, enqueue, Queued};
 pub(crate) use held::{token_of, Acquired};
 pub use held::{Canceller, Participant, QueueEvent};
+pub use names::DIRECTORY_MARKER;
 pub(crate) use rules::{lease_count, Count, Rule};
 pub(crate) use single::{acquire as single, holder as single_holder};
 pub(crate) use wake::{wake, Wake};

@@ -16,6 +16,17 @@ pub(crate) const LEASE: &str = "lease-";
 /// Marker of an election candidate (Curator's `LeaderLatch`).
 pub(crate) const LATCH: &str = "latch-";
 
+/// The name of the persistent node `zkguard mkdir` keeps in a directory it makes, with the
+/// directory's ACL, so the directory is never empty: ZooKeeper deletes only an empty node,
+/// so no identity the directory's ACL shuts out can delete it (and re-create it open), even
+/// where its parent (the root of a shared ensemble) lets anyone delete. Every recipe
+/// accepts it in its directory: it is neither a contender nor a foreign node.
+///
+/// ```
+/// assert_eq!(zkguard::DIRECTORY_MARKER, "zkguard-directory");
+/// ```
+pub const DIRECTORY_MARKER: &str = "zkguard-directory";
+
 /// One contender of a queue, as listed. Its name is a `String`, or a `&str` borrowed from
 /// the listing's buffer where only a few names are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +39,8 @@ pub(crate) struct Contender<N = String> {
 }
 
 /// Parses and orders a directory listing. Every child must end in the server's 10-digit
-/// sequence number; anything else was not made by a lock recipe and is an error naming it.
+/// sequence number; anything else was not made by a lock recipe and is an error naming it,
+/// but the [`DIRECTORY_MARKER`], which is left out.
 pub(crate) fn order<S: AsRef<str>>(
     dir: &str,
     names: impl IntoIterator<Item = S>,
@@ -60,6 +72,9 @@ fn order_where<S: AsRef<str>, N: From<S> + AsRef<str> + Ord>(
 ) -> Result<Vec<Contender<N>>> {
     let mut out = Vec::new();
     for name in names {
+        if name.as_ref() == DIRECTORY_MARKER {
+            continue;
+        }
         let Some(seq) = sequence(name.as_ref()) else {
             return Err(Error::ForeignNode {
                 path: dir.to_string(),
@@ -187,6 +202,16 @@ pub(crate) mod tests {
         assert_eq!(sequence("\u{e9}0000000007"), Some(7));
         let e = order("/l", ["a\u{e9}123456789"]);
         assert!(matches!(e, Err(Error::ForeignNode { .. })), "{e:?}");
+    }
+
+    #[test]
+    fn the_directory_marker_is_neither_a_contender_nor_foreign() {
+        let names = [DIRECTORY_MARKER, "_c_b-lock-0000000012"];
+        let o = order("/l", names).unwrap();
+        assert_eq!(o.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![12]);
+        let o = order_upto("/l", names, "_c_b-lock-0000000012").unwrap();
+        assert_eq!(o.len(), 1);
+        assert!(order("/l", ["zkguard-directory2"]).is_err());
     }
 
     #[test]

@@ -36,10 +36,10 @@ Exit status:
   69  no session could be made with ZooKeeper (the servers' findings are still shown)
   77  ZooKeeper refused the credentials";
 
-/// The README's condition, quoted in the finding.
-const CONDITION: &str = "the README's condition (\"is_valid() is false before anyone \
-    else can hold the lock only when the session timeout is comfortably above the ensemble's \
-    syncLimit × tickTime\")";
+/// The condition the command line's promise rests on, quoted in the finding.
+const CONDITION: &str = "the condition for `zkguard lock` to stop or terminate its command \
+    (as --on-suspend says) before anyone else can hold the lock: a --session-timeout \
+    comfortably above the ensemble's syncLimit × tickTime";
 
 /// mntr's average latency (ms) above which it is flagged.
 const AVG_LATENCY_MS: f64 = 50.0;
@@ -55,6 +55,8 @@ const MAX_FSYNC_MS: f64 = 1000.0;
 /// How a check came out; ordered, so the worst is the largest.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub enum Status {
+    /// Worth knowing, nothing to fix (exit 0; a report of passes and notes passes).
+    Note,
     Pass,
     Warn,
     Fail,
@@ -64,6 +66,7 @@ impl Status {
     pub fn name(self) -> &'static str {
         match self {
             Status::Pass => "pass",
+            Status::Note => "note",
             Status::Warn => "warn",
             Status::Fail => "fail",
         }
@@ -71,7 +74,7 @@ impl Status {
 
     fn code(self) -> i32 {
         match self {
-            Status::Pass => 0,
+            Status::Pass | Status::Note => 0,
             Status::Warn => EXIT_WARN,
             Status::Fail => EXIT_FAIL,
         }
@@ -394,6 +397,8 @@ fn session_findings(
         "sync_window_ms": window,
         "ensemble": ensemble,
     })));
+    out.push(Finding::new("dead_holder", Status::Note, format!("with this {granted} ms session timeout, a holder that dies (zkguard killed, its host gone) keeps the lock for up to {granted} ms, until its session expires; a frozen zkguard's watchdog stops (--on-suspend kill: terminates) its command within {} ms; `zkguard break` frees the lock at once", granted / 3))
+        .numbers(json!({ "session_timeout_ms": granted, "watchdog_ms": granted / 3 })));
     let identities = match client.who_am_i() {
         Ok(ids) => ids,
         Err(e) => {
@@ -479,9 +484,9 @@ fn sync_window(
                 Status::Pass
             };
             let mut f = Finding::new("sync_window", status, match status {
-                Status::Fail => format!("{said}. A follower cut off from the quorum may go on answering this session after the ensemble expired it and gave the lock to another: is_valid() can say true while another holds"),
-                Status::Warn => format!("{said}. Above it, but not comfortably (less than twice): confirm() before acting"),
-                Status::Pass => format!("{said}. Comfortably above (at least twice)"),
+                Status::Fail => format!("{said}. A follower cut off from the quorum may go on answering this session after the ensemble expired it and gave the lock to another: zkguard lock can go on running its command while another holds"),
+                Status::Warn => format!("{said}. Above it, but not comfortably (less than twice): commands that write shared state should fence their writes with ZKGUARD_TOKEN"),
+                Status::Pass | Status::Note => format!("{said}. Comfortably above (at least twice)"),
             });
             if status != Status::Pass {
                 let need = 2 * w;

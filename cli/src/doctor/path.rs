@@ -12,35 +12,42 @@ use crate::show::Listing;
 use crate::{Connection, Say};
 
 /// The path and each parent, the root first, each with its ACL (or why it is unread),
-/// and a finding per node that lets another identity create or delete children there.
+/// judged from the path up as the recipes' tenancy rule judges a directory: a node that
+/// lets another identity create, delete or change the ACL there is a warning, until a
+/// closed node that nobody else can delete (it holds a persistent node, such as the marker
+/// of `zkguard mkdir`, that only its ACL's identities may delete): then the check ends
+/// there (a pass), and an open node above it (the root of a shared ensemble) is a note.
 pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -> Value {
     let rule = NodeAcl::open();
-    let mut rows = Vec::new();
     let mut prefixes = vec!["/".to_string()];
     let mut at = String::new();
     for part in path.split('/').filter(|p| !p.is_empty()) {
         at = format!("{at}/{part}");
         prefixes.push(at.clone());
     }
-    for node in prefixes {
-        match client.get_acl(&node) {
+    let mut rows = Vec::new();
+    // The closed node nobody else can delete, once found (walking up from the path).
+    let mut anchor: Option<String> = None;
+    for node in prefixes.iter().rev() {
+        let node = node.as_str();
+        match client.get_acl(node) {
             Ok((acl, _)) => {
                 let open = rule.untrusted(&acl, ours);
-                let entries: Vec<String> = acl.iter().map(ToString::to_string).collect();
-                let named: Vec<String> = open.iter().map(ToString::to_string).collect();
-                if !open.is_empty() {
-                    let what = match node == path {
-                        true => "the lock's directory: they may delete a holder's node and let a second holder in",
-                        false => "a parent of the lock: they may add nodes there, or delete and recreate an empty lock directory with an ACL of their own",
-                    };
-                    out.push(Finding::new(
-                        "acl",
-                        Status::Warn,
-                        format!("{node} lets other identities create or delete children ({}): {what}", named.join(", ")),
-                    ).fix(match node == path {
-                        true => format!("let only the lock's users create and delete there: lock with --acl creator, or setAcl {node} sasl:USER:cdrwa,world:anyone:r"),
-                        false => format!("setAcl {node} to the lock users and administrators (world:anyone:r keeps it readable); where {node} must stay open (the root, usually), keep locks in a closed directory below it"),
-                    }).about(&node));
+                let entries: Vec<String> = acl.iter().map(crate::show::acl_entry).collect();
+                let named: Vec<String> = open.iter().map(crate::show::acl_entry).collect();
+                if let Some(anchor) = &anchor {
+                    if !open.is_empty() {
+                        out.push(Finding::new("acl", Status::Note, format!(
+                            "{node} lets other identities create or delete children ({}), above {anchor}, which they cannot delete: no effect on the lock", named.join(", ")
+                        )).about(node));
+                    }
+                } else if !open.is_empty() {
+                    out.push(open_finding(node, node == path, &named));
+                } else if persistent_child(client, node) {
+                    out.push(Finding::new("acl", Status::Pass, format!(
+                        "{node} is closed to other identities and holds a persistent node only its ACL's identities may delete: nobody else can delete or replace it, so the ACLs above it do not matter"
+                    )).about(node));
+                    anchor = Some(node.to_string());
                 }
                 rows.push(json!({ "path": node, "acl": entries, "open_to_others": named }));
             }
@@ -48,19 +55,59 @@ pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -
                 rows.push(json!({ "path": node, "missing": true }));
             }
             Err(e) => {
-                out.push(
-                    Finding::new(
-                        "acl",
-                        Status::Warn,
-                        format!("cannot read the ACL of {node}: {e}"),
-                    )
-                    .about(&node),
-                );
+                if anchor.is_none() {
+                    out.push(
+                        Finding::new(
+                            "acl",
+                            Status::Warn,
+                            format!("cannot read the ACL of {node}: {e}"),
+                        )
+                        .about(node),
+                    );
+                }
                 rows.push(json!({ "path": node, "error": e.to_string() }));
             }
         }
     }
+    rows.reverse();
     Value::Array(rows)
+}
+
+/// The warning for `node` (the lock's directory, or a parent not below a closed node that
+/// nobody else can delete) open to the identities `named`.
+fn open_finding(node: &str, is_path: bool, named: &[String]) -> Finding {
+    let what = match is_path {
+        true => "the lock's directory: they may delete a holder's node and let a second holder in",
+        false => "a parent of the lock: they may add nodes there, or delete and recreate an empty lock directory with an ACL of their own",
+    };
+    Finding::new(
+        "acl",
+        Status::Warn,
+        format!("{node} lets other identities create or delete children ({}): {what}", named.join(", ")),
+    )
+    .fix(match is_path {
+        true => format!("let only the lock's users create and delete there: lock with --acl creator, or setAcl {node} sasl:USER:cdrwa,world:anyone:r"),
+        false => format!("keep locks in a directory made with `zkguard mkdir DIR --acl creator` (closed, and nobody else can delete it), or setAcl {node} to the lock users and administrators (world:anyone:r keeps it readable)"),
+    })
+    .about(node)
+}
+
+/// Whether `node` holds a persistent node (not ephemeral, not a container, which the
+/// server deletes when empty): then it is never empty, and only those its ACL lets delete
+/// can make it so. The marker of `zkguard mkdir` first; else the first children listed.
+fn persistent_child(client: &Client, node: &str) -> bool {
+    let child = |name: &str| match node {
+        "/" => format!("/{name}"),
+        _ => format!("{node}/{name}"),
+    };
+    let persistent = |p: &str| matches!(client.exists(p), Ok(Some(st)) if st.ephemeral_owner == 0);
+    if persistent(&child(zkguard::DIRECTORY_MARKER)) {
+        return true;
+    }
+    match client.get_children(node) {
+        Ok((names, _)) => names.iter().take(16).any(|n| persistent(&child(n))),
+        Err(_) => false,
+    }
 }
 
 /// This session's identities as ACL entries name them, learned by the library's own code

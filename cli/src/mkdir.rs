@@ -1,0 +1,187 @@
+//! `zkguard mkdir PATH --acl creator|creator-read`: a persistent directory for a team's
+//! locks, with the ACL, that stays non-empty so that nobody it shuts out can delete it.
+//!
+//! ZooKeeper checks a delete against the parent's ACL and deletes only an empty node. On a
+//! shared ensemble the root lets anyone delete, so an empty team directory could be deleted
+//! and re-created open by any tenant (the locks under it then refuse to run: a denial of
+//! service). So the directory is created together with a persistent marker inside it
+//! ([`zkguard::DIRECTORY_MARKER`], with the same ACL), in one transaction: from its first
+//! moment it holds a node only the ACL's identities may delete. Every recipe accepts the
+//! marker in its directory. Idempotent: a directory that exists and whose ACL lets nobody
+//! but this identity (and `--trust`'s) create, delete or administer there is kept (its
+//! marker added if missing); one whose ACL is open is refused (77), as the locks would.
+
+use zkguard::{Client, CreateMode, Error, NodeAcl, Op, DIRECTORY_MARKER};
+
+use clap::Args;
+
+use crate::run::node_acl;
+use crate::show::acl_text;
+use crate::{check_path, Connection, Fail, Say, EXIT_NOPERM, EXIT_USAGE};
+
+/// `mkdir`'s exit status table.
+pub const EXIT_CODES: &str = "\
+Exit status:
+  0   made, or there already with an ACL that keeps others out (kept)
+  2   bad input: a path, --acl open, a --trust entry
+  69  ZooKeeper could not be reached or failed a request
+  77  refused: the ACL (named) does not let this identity create there, or the directory
+      exists and its ACL lets others create, delete or change the ACL there";
+
+#[derive(Args)]
+pub struct MkdirArgs {
+    /// The directory's path (for example /teams/payments); missing parents are made with
+    /// the same ACL
+    pub path: String,
+    #[arg(long, value_name = "ACL", value_parser = crate::parse_acl, help = "ACL of the directory and its marker: creator (only the identity this client logs in as) or creator-read (others may also list it)")]
+    pub acl: zkguard::NodeAcl,
+    #[arg(
+        long,
+        value_name = "SCHEME:ID",
+        help = "An identity besides this one that an existing directory's ACL may let in (digest:USER:HASH, sasl:PRINCIPAL, x509:DN); repeatable"
+    )]
+    pub trust: Vec<String>,
+}
+
+/// `zkguard mkdir PATH --acl ACL [--trust SCHEME:ID]...`.
+pub fn mkdir(conn: &Connection, args: &MkdirArgs, say: Say) -> Result<i32, Fail> {
+    let path = args.path.as_str();
+    check_path(path)?;
+    let acl = node_acl(Some(&args.acl), &args.trust)?;
+    if !acl.keeps_others_out() {
+        return Err(Fail::new(
+            EXIT_USAGE,
+            format!(
+                "--acl {}: a directory anyone may create and delete in keeps nobody out; \
+                 give --acl creator or --acl creator-read",
+                acl.name()
+            ),
+        ));
+    }
+    let client = conn.connect(say)?;
+    conn.warn_cleartext(Some(&acl), say);
+    let result = make(&client, path, &acl, say);
+    client.close();
+    result
+}
+
+fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fail> {
+    let marker = format!("{path}/{DIRECTORY_MARKER}");
+    let parent = &path[..path.rfind('/').unwrap_or(0)];
+    if !parent.is_empty() {
+        client
+            .ensure_path_with_acl(parent, acl)
+            .map_err(|e| refused(client, format_args!("cannot make {parent}"), parent, e))?;
+    }
+    let create = |p: &str| Op::CreateWithAcl {
+        path: p.to_string(),
+        data: Vec::new(),
+        mode: CreateMode::Persistent,
+        acl: acl.entries().to_vec(),
+    };
+    match client.multi(&[create(path), create(&marker)]) {
+        Ok(_) => {
+            let (entries, _) = client
+                .get_acl(path)
+                .map_err(|e| Fail::zk(format_args!("cannot read the ACL of {path}"), e))?;
+            say.say(format!(
+                "made {path} with ACL {} and its marker {DIRECTORY_MARKER}: only those may \
+                 create, delete or change the ACL there, and nobody can delete the directory",
+                acl_text(&entries)
+            ));
+            return Ok(0);
+        }
+        Err(Error::Multi { index: 0, source }) if matches!(*source, Error::NodeExists { .. }) => {}
+        Err(Error::Multi { source, .. }) => {
+            return Err(refused(
+                client,
+                format_args!("cannot make {path}"),
+                parent,
+                *source,
+            ))
+        }
+        Err(e) => {
+            return Err(refused(
+                client,
+                format_args!("cannot make {path}"),
+                parent,
+                e,
+            ))
+        }
+    }
+    // It exists: kept only if its ACL keeps out whom the locks would refuse.
+    let (entries, _) = client
+        .get_acl(path)
+        .map_err(|e| Fail::zk(format_args!("cannot read the ACL of {path}"), e))?;
+    let ours = match client.own_identities(path) {
+        Ok(ours) => ours,
+        Err(e @ Error::NoAuth { .. }) => {
+            return Err(Fail::new(
+                EXIT_NOPERM,
+                format!(
+                    "{path} exists and is not this identity's: its ACL {} does not let it \
+                     create there ({e})",
+                    acl_text(&entries)
+                ),
+            ))
+        }
+        Err(e) => {
+            return Err(Fail::zk(
+                format_args!("cannot learn who we are in {path}"),
+                e,
+            ))
+        }
+    };
+    let open = acl.untrusted(&entries, &ours);
+    if !open.is_empty() {
+        return Err(Fail::new(
+            EXIT_NOPERM,
+            format!(
+                "{path} exists and its ACL {} lets {} create, delete or change the ACL there: \
+                 not a protected directory. Delete it (if it is yours to delete) and run \
+                 mkdir again, or choose another path",
+                acl_text(&entries),
+                acl_text(&open)
+            ),
+        ));
+    }
+    match client.multi(&[create(&marker)]) {
+        Ok(_) => say.say(format!(
+            "{path} exists with ACL {}: kept; added its marker {DIRECTORY_MARKER}",
+            acl_text(&entries)
+        )),
+        Err(Error::Multi { source, .. }) if matches!(*source, Error::NodeExists { .. }) => {
+            say.say(format!(
+                "{path} exists with ACL {} and its marker: nothing to do",
+                acl_text(&entries)
+            ))
+        }
+        Err(e) => {
+            return Err(refused(
+                client,
+                format_args!("cannot make {marker}"),
+                path,
+                e,
+            ))
+        }
+    }
+    Ok(0)
+}
+
+/// A failed create: 77 with the ACL that refused (a create is checked against the parent's
+/// ACL) for a refusal, the exit status of its kind otherwise.
+fn refused(client: &Client, what: std::fmt::Arguments, acl_of: &str, e: Error) -> Fail {
+    let e = match e {
+        Error::Multi { source, .. } => *source,
+        e => e,
+    };
+    if !matches!(e, Error::NoAuth { .. }) {
+        return Fail::zk(what, e);
+    }
+    let acl_of = if acl_of.is_empty() { "/" } else { acl_of };
+    let shown = match client.get_acl(acl_of) {
+        Ok((entries, _)) => format!("the ACL of {acl_of} is {}", acl_text(&entries)),
+        Err(r) => format!("the ACL of {acl_of} is unreadable to this identity ({r})"),
+    };
+    Fail::new(EXIT_NOPERM, format!("{what}: {e}; {shown}"))
+}

@@ -1,0 +1,264 @@
+//! The watchdog: a small process of its own that keeps the command from outliving
+//! zkguard's ability to vouch for the lock.
+//!
+//! zkguard's supervisor writes a heartbeat (one byte) to the watchdog at every turn of its
+//! loop (at least every 100 ms). The watchdog is zkguard's own binary started again
+//! (`zkguard __watchdog GROUP BOUND_MS ACTION KILL_AFTER_MS say|quiet`), in a process group of its
+//! own (the terminal's Ctrl-C and a `kill -STOP` of zkguard's group do not reach it), its
+//! stdin one end of a socket pair, its stdout a pipe back. When no heartbeat has come for
+//! the bound (a third of the granted session timeout: ZooKeeper expires the session no
+//! sooner than two thirds of it after zkguard's last request, since the client pings every
+//! third), zkguard is frozen (SIGSTOP, a debugger, a cgroup freeze) or stalled, and the
+//! watchdog does to the command's group what `--on-suspend` says zkguard would do to a
+//! command it can no longer vouch for: SIGSTOP (`stop`, and `ignore`: a frozen zkguard sees
+//! nothing, so the command is not left to run on), or SIGTERM and SIGCONT, then SIGKILL
+//! after `--kill-after` (`kill`). It tells zkguard on the pipe (`f`), so that once zkguard
+//! runs again it proves the lock with a quorum before it continues the command (or ends
+//! the term with `kill`).
+//!
+//! It cannot be the thing that freezes: zkguard's heartbeat is a non-blocking write (a
+//! frozen watchdog never stalls zkguard; its socket buffer holds hours of heartbeats), and
+//! the watchdog does nothing but wait for bytes with a deadline; at a normal end zkguard
+//! kills it (SIGKILL, which even a stopped watchdog obeys) and reaps it. If zkguard dies
+//! (its end of the socket closed) the watchdog SIGKILLs the group, as the
+//! command's `PR_SET_PDEATHSIG` does. If the watchdog dies, zkguard sees its pipe close,
+//! says so and starts another; if it cannot, it terminates the command. What it cannot
+//! cover: the whole host frozen (zkguard, the watchdog and the command together). When
+//! the host resumes, the command may run a moment before either acts, after another holder
+//! has taken over: only writes fenced with `ZKGUARD_TOKEN` are safe then.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+use crate::{Fail, OnSuspend, Say, EXIT_SOFTWARE, EXIT_USAGE};
+
+/// The first argument that runs the watchdog instead of the command line.
+pub const ARG: &str = "__watchdog";
+
+/// Heartbeat byte.
+const BEAT: u8 = b'b';
+/// Watchdog → zkguard: the bound passed; the group was stopped or is being terminated.
+const FIRED: u8 = b'f';
+
+/// How long zkguard may go unheard: a third of the granted session timeout.
+pub fn bound(session_timeout: Duration) -> Duration {
+    session_timeout / 3
+}
+
+/// What the watchdog tells zkguard.
+pub enum Report {
+    /// It found zkguard unheard for the bound and acted on the command's group.
+    Fired,
+    /// Its pipe closed: the watchdog is gone.
+    Died,
+}
+
+/// zkguard's side of a running watchdog.
+pub struct Watchdog {
+    beats: UnixStream,
+    process: std::process::Child,
+    /// What the watchdog reports.
+    pub reports: Receiver<Report>,
+}
+
+impl Watchdog {
+    /// Starts a watchdog over the process group `group`.
+    pub fn start(
+        group: Pid,
+        bound: Duration,
+        on_suspend: OnSuspend,
+        kill_after: Duration,
+        say: Say,
+    ) -> Result<Watchdog, Fail> {
+        let fail =
+            |e: std::io::Error| Fail::new(EXIT_SOFTWARE, format!("cannot start the watchdog: {e}"));
+        let (beats, theirs) = UnixStream::pair().map_err(fail)?;
+        beats.set_nonblocking(true).map_err(fail)?;
+        let action = match on_suspend {
+            OnSuspend::Kill => "kill",
+            OnSuspend::Stop | OnSuspend::Ignore => "stop",
+        };
+        // Linux: this very binary even if it was replaced or deleted since (an upgrade
+        // while `elect --loop` runs).
+        let exe = match std::path::Path::new("/proc/self/exe") {
+            p if p.exists() => p.to_path_buf(),
+            _ => std::env::current_exe().map_err(fail)?,
+        };
+        let mut process = Command::new(exe)
+            .arg0("zkguard")
+            .arg(ARG)
+            .arg(group.as_raw().to_string())
+            .arg(bound.as_millis().to_string())
+            .arg(action)
+            .arg(kill_after.as_millis().to_string())
+            .arg(if say.quiet { "quiet" } else { "say" })
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .map_err(fail)?;
+        let mut out = process.stdout.take().expect("stdout is piped");
+        let (tx, reports) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 16];
+            loop {
+                match out.read(&mut buf) {
+                    Ok(0) | Err(_) => {
+                        let _ = tx.send(Report::Died);
+                        return;
+                    }
+                    Ok(n) => {
+                        for _ in buf[..n].iter().filter(|b| **b == FIRED) {
+                            let _ = tx.send(Report::Fired);
+                        }
+                    }
+                }
+            }
+        });
+        Ok(Watchdog {
+            beats,
+            process,
+            reports,
+        })
+    }
+
+    /// The watchdog's pid, for messages.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
+    /// A heartbeat: never blocks (a full buffer means a frozen watchdog; nothing to add).
+    pub fn beat(&self) {
+        let _ = (&self.beats).write(&[BEAT]);
+    }
+}
+
+impl Drop for Watchdog {
+    /// A normal end: the watchdog is killed (SIGKILL: it does nothing more to the group,
+    /// and even a stopped one ends, so this cannot hang) and reaped.
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// The watchdog process (`zkguard __watchdog GROUP BOUND_MS stop|kill KILL_AFTER_MS
+/// say|quiet`): returns its exit status.
+pub fn main(args: &[String]) -> i32 {
+    let parsed = match args {
+        [group, bound, action, kill_after, say] => (|| {
+            let group = Pid::from_raw(group.parse().ok()?);
+            let bound = Duration::from_millis(bound.parse().ok()?);
+            let kill = match action.as_str() {
+                "kill" => true,
+                "stop" => false,
+                _ => return None,
+            };
+            let kill_after = Duration::from_millis(kill_after.parse().ok()?);
+            let say = Say {
+                quiet: say == "quiet",
+            };
+            Some((group, bound, kill, kill_after, say))
+        })(),
+        _ => None,
+    };
+    let Some((group, bound, kill, kill_after, say)) = parsed else {
+        crate::logging::line(format!(
+            "{ARG} is for zkguard's own use (GROUP BOUND_MS stop|kill KILL_AFTER_MS say|quiet)"
+        ));
+        return EXIT_USAGE;
+    };
+    let (tx, bytes) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = [0u8; 64];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if tx.send(()).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let mut out = std::io::stdout();
+    // Set while the group has been acted on and zkguard has not been heard since.
+    let mut fired = false;
+    // With `kill`: when SIGKILL is due.
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let wait = match kill_at {
+            Some(at) => at.saturating_duration_since(Instant::now()),
+            None if fired => Duration::MAX,
+            None => bound,
+        };
+        match bytes.recv_timeout(wait) {
+            Ok(()) => fired = false,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                // zkguard is gone without a normal end: its command must not run on.
+                let _ = killpg(group, Signal::SIGKILL);
+                return 0;
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                if kill_at.is_some_and(|at| Instant::now() >= at) {
+                    let _ = killpg(group, Signal::SIGKILL);
+                    kill_at = None;
+                    continue;
+                }
+                if fired {
+                    continue;
+                }
+                fired = true;
+                let what = if kill {
+                    let _ = killpg(group, Signal::SIGTERM);
+                    let _ = killpg(group, Signal::SIGCONT);
+                    kill_at = Some(Instant::now() + kill_after);
+                    "terminating the command (SIGTERM; SIGKILL after --kill-after)"
+                } else {
+                    let _ = killpg(group, Signal::SIGSTOP);
+                    "stopping the command (SIGSTOP) until zkguard proves the lock again"
+                };
+                say.say(format!(
+                    "watchdog: the supervising zkguard not heard for {}: it is frozen or \
+                     stalled and cannot vouch for the lock; {what}",
+                    humantime::format_duration(bound)
+                ));
+                let _ = out.write_all(&[FIRED]).and_then(|()| out.flush());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn the_bound_is_a_third_of_the_session_timeout() {
+        assert_eq!(super::bound(Duration::from_secs(9)), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn bad_arguments_are_a_usage_error() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(super::main(&args(&[])), crate::EXIT_USAGE);
+        assert_eq!(
+            super::main(&args(&["12", "1000", "pause", "10", "say"])),
+            crate::EXIT_USAGE
+        );
+        assert_eq!(
+            super::main(&args(&["x", "1000", "stop", "10", "say"])),
+            crate::EXIT_USAGE
+        );
+    }
+}

@@ -1,0 +1,223 @@
+//! A frozen zkguard (SIGSTOP of its own process, the command left running): its watchdog
+//! stops the command before the session can expire, so another holder's command never runs
+//! beside it, whether the lock frees by expiry or by `break`.
+
+use std::time::SystemTime;
+
+use crate::common::*;
+use crate::setup;
+
+/// A command that appends `NAME SECONDS.NANOS` to `log` every 100 ms (until `stop` exists),
+/// its pid first in `NAME.pid`.
+fn writer(s: &Scratch, name: &str) -> String {
+    format!(
+        "echo $$ > '{pid}'; while [ ! -e '{stop}' ]; do echo \"{name} $(date +%s.%N)\" >> '{log}'; \
+         sleep 0.1; done",
+        pid = s.path(&format!("{name}.pid")).display(),
+        stop = s.path("stop").display(),
+        log = s.path("log").display(),
+    )
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// The log's lines as (writer, time).
+fn entries(s: &Scratch) -> Vec<(String, f64)> {
+    s.lines("log")
+        .iter()
+        .filter_map(|l| {
+            let (who, at) = l.split_once(' ')?;
+            Some((who.to_string(), at.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Holder `a` (6 s session: its watchdog acts 2 s after the freeze, the server expires the
+/// session no sooner than 4 s after it) and waiter `b` writing into one log; `a`'s zkguard frozen,
+/// `free` run while it is, then checks that no line of `a` follows `b`'s first and prints
+/// the overlap (or the gap) between the two commands.
+fn frozen_holder(name: &str, free: impl FnOnce(&str, &Scratch, &Running)) {
+    let (cs, s, path) = setup(name);
+    let c = client(&cs);
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &["--session-timeout", "6s", "lock", &path],
+        &writer(&s, "a"),
+    );
+    s.wait_lines("log", "the holder's command writing", |l| l.len() >= 3);
+    let mut b = start_sh(
+        &cs,
+        &s,
+        "b",
+        &["lock", &path, "--timeout", "60s"],
+        &writer(&s, "b"),
+    );
+    wait_contenders(&c, &path, 2);
+
+    let frozen = now();
+    a.signal(libc::SIGSTOP);
+    free(&path, &s, &a);
+    s.wait_lines("log", "the second command writing", |l| {
+        l.iter().filter(|l| l.starts_with("b ")).count() >= 5
+    });
+    a.signal(libc::SIGCONT);
+    assert_eq!(a.wait(PATIENCE), 75, "the frozen holder: {}", a.stderr());
+    s.touch("stop");
+    assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
+
+    let log = entries(&s);
+    let first_b = log.iter().position(|(w, _)| w == "b").unwrap();
+    let last_a = log.iter().rposition(|(w, _)| w == "a").unwrap();
+    eprintln!(
+        "{name}: the frozen holder's command last wrote {:.3} s after the freeze, the next \
+         command first {:.3} s after it: {:.3} s of both",
+        log[last_a].1 - frozen,
+        log[first_b].1 - frozen,
+        (log[last_a].1 - log[first_b].1).max(0.0)
+    );
+    assert!(
+        last_a < first_b,
+        "the two commands ran at once: {log:?}\nholder's stderr:\n{}",
+        a.stderr()
+    );
+    assert!(a.stderr().contains("watchdog: "), "{}", a.stderr());
+}
+
+/// The lock frees when the frozen holder's session expires.
+#[test]
+fn a_frozen_zkguard_has_its_command_stopped_before_another_runs() {
+    frozen_holder("frozen", |_, _, _| {});
+}
+
+/// `break` on a frozen holder whose watchdog has stopped its command: the next command
+/// runs at once, alone. (`break` before the watchdog acts would leave both running for
+/// up to a third of the session timeout: `break`'s confirmation says so.)
+#[test]
+fn break_on_a_frozen_holder_runs_the_next_command_alone() {
+    frozen_holder("frozen-break", |path, s, _| {
+        let pid: i32 = s.lines("a.pid")[0].parse().unwrap();
+        wait_until(
+            || "the frozen holder's command was never stopped".into(),
+            || proc_state(pid) == Some('T'),
+        );
+        let cs = cluster().connect_string();
+        let (code, _, err) = output(zkguard(&cs).args(["break", path, "--holder", "--yes"]));
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            err.contains("watchdog") && err.contains("ZKGUARD_TOKEN"),
+            "break says what is left to fencing: {err}"
+        );
+    });
+}
+
+/// The watchdog of the zkguard `pid` (its child running `zkguard __watchdog`), once there.
+fn watchdog_of(pid: i32) -> i32 {
+    let find = || {
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let p: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let ppid: i32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+            (ppid == pid && cmd.windows(10).any(|w| w == b"__watchdog")).then_some(p)
+        })
+    };
+    let found = std::cell::Cell::new(None);
+    wait_until(
+        || format!("no watchdog under zkguard {pid}"),
+        || {
+            found.set(find());
+            found.get().is_some()
+        },
+    );
+    found.get().unwrap()
+}
+
+/// A watchdog that dies is replaced (said on stderr), and the new one does its work:
+/// zkguard frozen afterwards still has its command stopped; continued before its session
+/// expires, zkguard proves the lock and continues the command.
+#[test]
+fn a_dead_watchdog_is_replaced() {
+    let (cs, s, path) = setup("frozen-dog");
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &["--session-timeout", "10s", "lock", &path],
+        &s.ticker(""),
+    );
+    let pid = s.ticker_pid();
+    let dog = watchdog_of(a.pid());
+    // SAFETY: a plain kill(2) of a process this test started (through zkguard).
+    unsafe {
+        libc::kill(dog, libc::SIGKILL);
+    }
+    a.wait_stderr("started another");
+    let again = watchdog_of(a.pid());
+    assert_ne!(again, dog);
+    a.signal(libc::SIGSTOP);
+    wait_until(
+        || "the command runs on beside a frozen zkguard".into(),
+        || proc_state(pid) == Some('T'),
+    );
+    a.signal(libc::SIGCONT);
+    a.wait_stderr("proven again; continuing the command");
+    s.touch("go");
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+}
+
+/// With `--on-suspend kill` the watchdog terminates the command of a frozen zkguard, which
+/// exits 75 once it runs again.
+#[test]
+fn with_on_suspend_kill_the_watchdog_terminates_the_command() {
+    let (cs, s, path) = setup("frozen-kill");
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &[
+            "--session-timeout",
+            "3s",
+            "lock",
+            &path,
+            "--on-suspend",
+            "kill",
+        ],
+        &s.ticker(""),
+    );
+    let pid = s.ticker_pid();
+    a.signal(libc::SIGSTOP);
+    wait_until(
+        || "the command outlived its frozen zkguard".into(),
+        || is_dead(pid),
+    );
+    a.signal(libc::SIGCONT);
+    assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
+    assert!(a.stderr().contains("watchdog: "), "{}", a.stderr());
+}
+
+/// A zkguard killed outright (SIGKILL) leaves no watchdog behind, nor a command: the
+/// watchdog sees its socket close, SIGKILLs the command's group and exits.
+#[test]
+fn a_killed_zkguard_leaves_no_watchdog_behind() {
+    let (cs, s, path) = setup("frozen-killed");
+    let mut a = start_sh(&cs, &s, "a", &["lock", &path], &s.ticker(""));
+    let pid = s.ticker_pid();
+    let dog = watchdog_of(a.pid());
+    a.signal(libc::SIGKILL);
+    assert_eq!(a.wait(PATIENCE), 128 + 9);
+    wait_until(|| "the watchdog outlived zkguard".into(), || is_dead(dog));
+    wait_until(|| "the command outlived zkguard".into(), || is_dead(pid));
+}

@@ -1,0 +1,193 @@
+//! `zkguard mkdir`: a team directory another identity can neither delete, squat, fill nor
+//! re-ACL; kept when run again; refused (77) where an open directory is; locks of every
+//! kind work under it and in it.
+
+use zkguard::{Acl, Client, CreateMode, Error, DIRECTORY_MARKER};
+
+use crate::common::*;
+use crate::setup;
+
+fn as_user(cs: &str, user: &str) -> Client {
+    Client::builder(cs)
+        .auth("digest", format!("{user}:{user}-pw").as_bytes())
+        .build()
+        .unwrap()
+}
+
+const ALICE: [&str; 2] = ["--auth", "alice:alice-pw"];
+
+/// Made by alice: bob cannot delete it (it is never empty), delete its marker, create in
+/// it, change its ACL or its data; nor can a client without credentials. Run again it is
+/// kept (exit 0). alice's locks work under it and in it.
+#[test]
+fn a_made_directory_is_refused_to_every_other_identity() {
+    let (cs, s, dir) = setup("team");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &dir, "--acl", "creator"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("made") && err.contains("digest:alice:…"),
+        "{err}"
+    );
+    assert!(!err.contains("alice:alice-pw"), "{err}");
+    let marker = format!("{dir}/{DIRECTORY_MARKER}");
+
+    for other in [as_user(&cs, "bob"), client(&cs)] {
+        let e = other.delete(&dir, None).unwrap_err();
+        assert!(
+            matches!(e, Error::NotEmpty { .. }),
+            "delete the directory: {e:?}"
+        );
+        let e = other.delete(&marker, None).unwrap_err();
+        assert!(
+            matches!(e, Error::NoAuth { .. }),
+            "delete the marker: {e:?}"
+        );
+        let e = other
+            .create(&format!("{dir}/squat"), b"", CreateMode::Persistent)
+            .unwrap_err();
+        assert!(matches!(e, Error::NoAuth { .. }), "create inside: {e:?}");
+        let e = other.create(&dir, b"", CreateMode::Persistent).unwrap_err();
+        assert!(matches!(e, Error::NodeExists { .. }), "squat: {e:?}");
+        let e = other.set_acl(&dir, &Acl::open_unsafe(), None).unwrap_err();
+        assert!(matches!(e, Error::NoAuth { .. }), "re-ACL: {e:?}");
+        let e = other.set_data(&dir, b"x", None).unwrap_err();
+        assert!(matches!(e, Error::NoAuth { .. }), "write: {e:?}");
+    }
+
+    // Idempotent.
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &dir, "--acl", "creator"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("nothing to do"), "{err}");
+
+    // The directory itself as a mutex's, an election's and (after them: it leaves its
+    // own directories there) a semaphore's, and a lock under it: the marker is neither a
+    // contender nor a foreign node.
+    let mut held = {
+        let mut c = zkguard(&cs);
+        c.args(ALICE)
+            .args(["lock", "--acl", "creator", &dir, "--", "sh", "-c"]);
+        c.arg(until_file(&s.path("go")));
+        Running::start(c, &s, "holder")
+    };
+    held.wait_stderr("running the command");
+    let (code, out, err) = output(zkguard(&cs).args(ALICE).args(["holders", &dir, "--json"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 1, "one holder, no marker: {out}");
+    s.touch("go");
+    assert_eq!(held.wait(PATIENCE), 0, "{}", held.stderr());
+    let under = format!("{dir}/nightly");
+    for args in [
+        vec!["elect", "--acl", "creator", dir.as_str()],
+        vec!["lock", "--acl", "creator", "--permits", "2", dir.as_str()],
+        vec!["lock", "--acl", "creator", under.as_str()],
+    ] {
+        let (code, _, err) = output(zkguard(&cs).args(ALICE).args(&args).args(["--", "true"]));
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+}
+
+/// An existing directory whose ACL is open is refused (77, naming what lets others in),
+/// and nothing is written in it; so is a parent this identity may not create in.
+#[test]
+fn mkdir_refuses_an_open_directory_and_a_closed_parent() {
+    let (cs, _s, dir) = setup("team-open");
+    client(&cs)
+        .create(&dir, b"", CreateMode::Persistent)
+        .unwrap();
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &dir, "--acl", "creator"]),
+    );
+    assert_eq!(code, 77, "{err}");
+    assert!(err.contains("world:anyone"), "{err}");
+    assert_eq!(
+        client(&cs).get_children(&dir).unwrap().0,
+        Vec::<String>::new()
+    );
+
+    let (code, _, err) = output(zkguard(&cs).args(["mkdir", &dir, "--acl", "open"]));
+    assert_eq!(code, 2, "{err}");
+
+    let theirs = format!("{dir}-bob");
+    let (code, _, err) = output(zkguard(&cs).args([
+        "--auth",
+        "bob:bob-pw",
+        "mkdir",
+        &theirs,
+        "--acl",
+        "creator-read",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let inside = format!("{theirs}/alice");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &inside, "--acl", "creator"]),
+    );
+    assert_eq!(code, 77, "{err}");
+    assert!(
+        err.contains(&theirs) && err.contains("digest:bob:…"),
+        "{err}"
+    );
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &theirs, "--acl", "creator"]),
+    );
+    assert_eq!(code, 77, "someone else's directory: {err}");
+}
+
+/// A directory an administrator prepared for alice and ops: refused to alice alone (ops may
+/// delete there), kept with `--trust` naming ops' digest identity, its marker added.
+#[test]
+fn mkdir_keeps_a_prepared_directory_only_with_trust() {
+    let (cs, _s, dir) = setup("team-shared");
+    // Each identity as ZooKeeper records it (digest:USER:HASH), read back from a node of
+    // its own.
+    let identity = |user: &str| {
+        let c = as_user(&cs, user);
+        let probe = format!("{dir}-{user}");
+        c.create_with_acl(&probe, b"", CreateMode::Persistent, &Acl::creator_all())
+            .unwrap();
+        let acl = c.get_acl(&probe).unwrap().0;
+        c.delete(&probe, None).unwrap();
+        acl[0].clone()
+    };
+    let (alice, ops) = (identity("alice"), identity("ops"));
+    client(&cs)
+        .create_with_acl(&dir, b"", CreateMode::Persistent, &[alice, ops.clone()])
+        .unwrap();
+    let marker = format!("{dir}/{DIRECTORY_MARKER}");
+
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &dir, "--acl", "creator"]),
+    );
+    assert_eq!(code, 77, "{err}");
+    assert!(err.contains("digest:ops:…"), "{err}");
+    assert_eq!(client(&cs).exists(&marker).unwrap(), None);
+
+    let trust = format!("digest:{}", ops.id);
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &dir, "--acl", "creator", "--trust", &trust]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("added its marker"), "{err}");
+    let st = as_user(&cs, "alice")
+        .exists(&marker)
+        .unwrap()
+        .expect("the marker");
+    assert_eq!(st.ephemeral_owner, 0, "persistent");
+}
