@@ -266,8 +266,7 @@ impl ClientBuilder {
         };
         #[cfg(not(feature = "tls"))]
         let tls = None;
-        let mut hosts = cs.hosts;
-        shuffle(&mut hosts);
+        let hosts = super::conn::shuffle(cs.hosts);
         let shared = Arc::new(Shared::new(Config {
             hosts,
             chroot: cs.chroot,
@@ -385,18 +384,8 @@ impl Client {
     }
 }
 
-fn shuffle(v: &mut [String]) {
-    let mut x = uuid::Uuid::new_v4().as_u128() as u64 | 1;
-    for i in (1..v.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-}
-
 /// Fails at once when no host of the list can be resolved at all.
-fn any_resolves(hosts: &[String]) -> Result<()> {
+pub(super) fn any_resolves(hosts: &[String]) -> Result<()> {
     let mut failed = Vec::new();
     for h in hosts {
         match std::net::ToSocketAddrs::to_socket_addrs(h.as_str()).map(|mut a| a.next().is_some()) {

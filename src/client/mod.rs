@@ -22,6 +22,7 @@ pub(crate) mod path;
 mod pipeline;
 pub(crate) mod proto;
 mod sasl;
+mod servers;
 mod stats;
 #[cfg(feature = "tls")]
 mod tls;
@@ -171,7 +172,7 @@ impl Drop for Owner {
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
-            .field("hosts", &self.shared.cfg.hosts)
+            .field("hosts", &self.shared.servers())
             .field("chroot", &self.shared.cfg.chroot)
             .field("session_id", &Hex(self.session_id()))
             .field("state", &self.state())
