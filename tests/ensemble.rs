@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{connect, init_log, unique, wait_event, WITHIN};
 use crossbeam_channel::Receiver;
 use zkguard::testing::TestCluster;
-use zkguard::{Error, LeaderElection, Mutex, SessionEvent};
+use zkguard::{EnsembleConfig, Error, LeaderElection, Mutex, SessionEvent};
 
 /// Every event received so far, without waiting.
 fn drain(events: &Receiver<SessionEvent>) -> Vec<SessionEvent> {
@@ -145,4 +145,50 @@ fn bad_lists_are_refused_and_change_nothing() {
         c.update_servers(&cluster.connect_string()),
         Err(Error::Closed)
     ));
+}
+
+/// The harness's reconfiguration: two spares added, three members removed, each step
+/// seen in `/zookeeper/config` (a growing version, the members' client addresses); a
+/// session that is not the superuser may not reconfigure.
+#[test]
+fn the_harness_adds_and_removes_servers_by_reconfig() {
+    init_log();
+    let cluster = TestCluster::builder()
+        .servers(3)
+        .reconfig(2)
+        .start()
+        .unwrap();
+    let c = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let config = |c: &zkguard::Client| {
+        let (data, _) = c.get_config().unwrap();
+        EnsembleConfig::parse(&data).unwrap()
+    };
+    let hosts = |members: &[usize]| -> Vec<String> {
+        members
+            .iter()
+            .map(|&i| cluster.server_connect_string(i))
+            .collect()
+    };
+    let first = config(&c);
+    assert_eq!(sorted(first.client_hosts()), sorted(hosts(&[0, 1, 2])));
+    let refused = c.reconfig(&[&cluster.config_line(3)], &[], None);
+    assert!(matches!(refused, Err(Error::NoAuth { .. })), "{refused:?}");
+    cluster.add_server(3).unwrap();
+    cluster.add_server(4).unwrap();
+    let grown = config(&c);
+    assert!(grown.version() > first.version());
+    assert_eq!(
+        sorted(grown.client_hosts()),
+        sorted(hosts(&[0, 1, 2, 3, 4]))
+    );
+    let text = cluster.remove_servers(&[0, 1, 2]).unwrap();
+    let shrunk = EnsembleConfig::parse(text.as_bytes()).unwrap();
+    assert!(shrunk.version() > grown.version());
+    assert_eq!(sorted(shrunk.client_hosts()), sorted(hosts(&[3, 4])));
+    assert_eq!(cluster.members(), vec![3, 4]);
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
 }

@@ -11,6 +11,7 @@ mod acl;
 mod builder;
 mod config;
 mod conn;
+mod ensemble;
 mod ensure;
 #[cfg(feature = "kerberos")]
 #[allow(unsafe_code)] // the RFC 2744 FFI and the run-time loading: the crate's only unsafe code
@@ -43,6 +44,7 @@ use crate::error::Result;
 pub(crate) use acl::unauthenticated;
 pub use acl::NodeAcl;
 pub use builder::ClientBuilder;
+pub use ensemble::{EnsembleConfig, EnsembleServer, CONFIG_NODE};
 #[cfg(feature = "kerberos")]
 pub use kerberos::Kerberos;
 /// The TLS settings the connection layer uses (none without the `tls` feature).
@@ -215,6 +217,7 @@ impl Client {
             sasl: None,
             node_acl: NodeAcl::open(),
             metrics_path_labels: false,
+            follow_ensemble: false,
         }
     }
 
