@@ -3,12 +3,46 @@
 
 mod common;
 
-use std::time::Duration;
+use std::sync::{Mutex as StdMutex, OnceLock};
+use std::time::{Duration, Instant};
 
-use common::{connect, init_log, unique, wait_event, WITHIN};
-use crossbeam_channel::Receiver;
+use common::{connect, unique, wait_event, WITHIN};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use zkguard::testing::TestCluster;
 use zkguard::{EnsembleConfig, Error, LeaderElection, Mutex, SessionEvent};
+
+/// The library's `warn` records and above, kept (and shown on stderr) for the tests that
+/// look for one; this binary's only logger, installed by every test.
+struct Warnings(StdMutex<Vec<String>>);
+
+impl log::Log for Warnings {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Warn && m.target().starts_with("zkguard")
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!("{} {}: {}", r.level(), r.target(), r.args());
+            self.0.lock().unwrap().push(r.args().to_string());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+fn warnings() -> &'static Warnings {
+    static WARNINGS: OnceLock<&'static Warnings> = OnceLock::new();
+    WARNINGS.get_or_init(|| {
+        let w: &'static Warnings = Box::leak(Box::new(Warnings(StdMutex::new(Vec::new()))));
+        log::set_logger(w).expect("the only logger of this test binary");
+        log::set_max_level(log::LevelFilter::Warn);
+        w
+    })
+}
+
+fn init_log() {
+    warnings();
+}
 
 /// Every event received so far, without waiting.
 fn drain(events: &Receiver<SessionEvent>) -> Vec<SessionEvent> {
@@ -191,4 +225,178 @@ fn the_harness_adds_and_removes_servers_by_reconfig() {
 fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
+}
+
+/// Samples `valid` every 2 ms until `stop`'s sender is dropped: how many samples read
+/// invalid, and the longest run of them.
+fn sample_validity(valid: impl Fn() -> bool, stop: &Receiver<()>) -> (u32, Duration) {
+    let (mut invalid, mut longest, mut since) = (0, Duration::ZERO, None::<Instant>);
+    while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(Duration::from_millis(2)) {
+        if valid() {
+            if let Some(t) = since.take() {
+                longest = longest.max(t.elapsed());
+            }
+        } else {
+            invalid += 1;
+            since.get_or_insert_with(Instant::now);
+        }
+    }
+    (invalid, longest)
+}
+
+/// The issue's scene: a 3-server ensemble grows to 5 (servers 4 and 5 added), then
+/// servers 1, 2 and 3 are removed by reconfig and stopped. A client following the
+/// ensemble, holding a lock and leading an election, moves to the new servers with the
+/// same session: no `Lost`, its guards never lost and valid after the move, and a new
+/// acquire works. The control, built with the old list and not following, cannot
+/// reconnect: its session is lost and stays without a server.
+#[test]
+fn a_following_client_keeps_its_session_when_every_server_is_replaced() {
+    init_log();
+    let cluster = TestCluster::builder()
+        .servers(3)
+        .reconfig(2)
+        .start()
+        .unwrap();
+    let timeout = Duration::from_secs(10);
+    let follower = zkguard::Client::builder(&cluster.connect_string())
+        .session_timeout(timeout)
+        .connect_timeout(WITHIN)
+        .follow_ensemble(true)
+        .build()
+        .unwrap();
+    let control = connect(&cluster.connect_string(), timeout);
+    let (session, control_session) = (follower.session_id(), control.session_id());
+    let path = unique("replaced");
+    let guard = Mutex::new(&follower, &format!("{path}/lock"))
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let leading = LeaderElection::new(&follower, &format!("{path}/election"), "a")
+        .unwrap()
+        .lead()
+        .unwrap();
+    let (lost_lock, lost_lead) = (guard.lost(), leading.lost());
+    let events = follower.events();
+    let control_events = control.events();
+    let (stop_tx, stop) = crossbeam_channel::bounded::<()>(1);
+    // The sender lives in the scope's closure: a failing assertion drops it while
+    // unwinding, which ends the sampler, so the scope can end too.
+    std::thread::scope(|scope| {
+        let stop_tx = stop_tx;
+        let validity =
+            scope.spawn(|| sample_validity(|| guard.is_valid() && leading.is_valid(), &stop));
+        cluster.add_server(3).unwrap();
+        cluster.add_server(4).unwrap();
+        let five: Vec<String> = (0..5).map(|i| cluster.server_connect_string(i)).collect();
+        common::wait_until(WITHIN, "five servers followed", || {
+            sorted(follower.servers()) == sorted(five.clone())
+        });
+        let removed = Instant::now();
+        cluster.remove_servers(&[0, 1, 2]).unwrap();
+        let new: Vec<String> = (3..5).map(|i| cluster.server_connect_string(i)).collect();
+        let new_addrs = [cluster.client_addr(3), cluster.client_addr(4)];
+        common::wait_until(WITHIN, "the removal followed and the session moved", || {
+            sorted(follower.servers()) == sorted(new.clone())
+                && follower
+                    .connected_server()
+                    .is_some_and(|a| new_addrs.contains(&a))
+        });
+        let moved_after = removed.elapsed();
+        for i in 0..3 {
+            cluster.stop(i).unwrap();
+        }
+        // The session carried on: no loss, no new session, the guards never lost.
+        assert_eq!(follower.session_id(), session);
+        let seen = drain(&events);
+        assert!(
+            !seen.iter().any(|e| matches!(
+                e,
+                SessionEvent::Lost { .. } | SessionEvent::Connected { .. }
+            )),
+            "{seen:?}"
+        );
+        assert!(lost_lock.try_recv().is_err() && lost_lead.try_recv().is_err());
+        common::retry(WITHIN, || guard.confirm());
+        common::retry(WITHIN, || leading.confirm());
+        assert!(guard.is_valid() && leading.is_valid());
+        let other = Mutex::new(&follower, &format!("{path}/after"))
+            .unwrap()
+            .acquire()
+            .unwrap();
+        assert!(other.is_valid());
+        drop(stop_tx);
+        let (invalid_samples, longest) = validity.join().unwrap();
+        eprintln!(
+            "ensemble replaced: the session moved {moved_after:?} after the removal's reconfig \
+         returned; the guards read invalid in {invalid_samples} samples of 2 ms (longest \
+         {longest:?}: the move's reconnect), never lost; events: {seen:?}"
+        );
+        // The control knew only servers 1 to 3: its session is lost, and no server takes it.
+        wait_event(
+            &control_events,
+            timeout * 3,
+            "the control's loss",
+            |e| matches!(e, SessionEvent::Lost { session_id, .. } if *session_id == control_session),
+        );
+        assert!(control.exists("/").is_err());
+        assert_ne!(control.state(), zkguard::SessionState::Connected);
+        other.release().unwrap();
+    });
+    guard.release().unwrap();
+}
+
+/// A configuration node that cannot be read is ignored with a warning, and so is an empty
+/// one: the list stays, the session carries on. (The superuser writes the node directly,
+/// which the servers allow; their own configuration is untouched.)
+#[test]
+fn a_garbage_or_empty_configuration_is_ignored_with_a_warning() {
+    init_log();
+    let cluster = TestCluster::builder()
+        .servers(3)
+        .reconfig(0)
+        .start()
+        .unwrap();
+    let follower = zkguard::Client::builder(&cluster.connect_string())
+        .session_timeout(Duration::from_secs(10))
+        .connect_timeout(WITHIN)
+        .follow_ensemble(true)
+        .build()
+        .unwrap();
+    let admin = zkguard::Client::builder(&cluster.connect_string())
+        .auth("digest", TestCluster::SUPERUSER)
+        .connect_timeout(WITHIN)
+        .build()
+        .unwrap();
+    let (servers, session) = (sorted(follower.servers()), follower.session_id());
+    let events = follower.events();
+    for (bad, says) in [
+        (&b"garbage\x1b[2J"[..], "not key=value"),
+        (b"", "empty"),
+        (
+            b"server.1=127.0.0.1:1:2\nversion=ffffffffff",
+            "no server with a client address",
+        ),
+    ] {
+        admin.set_data(zkguard::CONFIG_NODE, bad, None).unwrap();
+        common::wait_until(WITHIN, "the warning", || {
+            warnings().0.lock().unwrap().iter().any(|w| {
+                w.starts_with("zkguard: the ensemble's configuration is ignored")
+                    && w.contains(says)
+            })
+        });
+        assert_eq!(sorted(follower.servers()), servers);
+    }
+    assert!(
+        !warnings()
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|w| w.contains('\x1b')),
+        "server-sent text is escaped"
+    );
+    follower.exists("/").unwrap();
+    assert_eq!(follower.session_id(), session);
+    assert_eq!(drain(&events), vec![]);
 }
