@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use common::{connect, unique, wait_event, WITHIN};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use zkguard::testing::TestCluster;
-use zkguard::{EnsembleConfig, Error, LeaderElection, Mutex, SessionEvent};
+use zkguard::{
+    Client, EnsembleConfig, Error, LeaderElection, Leadership, Mutex, MutexGuard, SessionEvent,
+};
 
 /// The library's `warn` records and above, kept (and shown on stderr) for the tests that
 /// look for one; this binary's only logger, installed by every test.
@@ -44,6 +46,38 @@ fn init_log() {
     warnings();
 }
 
+/// A lock at `<path>/lock` and the leadership of `<path>/election`, held by `c`.
+fn hold(c: &Client, path: &str) -> (MutexGuard, Leadership) {
+    let guard = Mutex::new(c, &format!("{path}/lock"))
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let leading = LeaderElection::new(c, &format!("{path}/election"), "a")
+        .unwrap()
+        .lead()
+        .unwrap();
+    (guard, leading)
+}
+
+/// Three servers with reconfiguration on, and `spares` more prepared.
+fn reconfigurable(spares: usize) -> TestCluster {
+    TestCluster::builder()
+        .servers(3)
+        .reconfig(spares)
+        .start()
+        .unwrap()
+}
+
+/// A client of `connect` that follows the ensemble.
+fn following(connect: &str, session_timeout: Duration) -> Client {
+    Client::builder(connect)
+        .session_timeout(session_timeout)
+        .connect_timeout(WITHIN)
+        .follow_ensemble(true)
+        .build()
+        .unwrap()
+}
+
 /// Every event received so far, without waiting.
 fn drain(events: &Receiver<SessionEvent>) -> Vec<SessionEvent> {
     events.try_iter().collect()
@@ -59,15 +93,7 @@ fn a_list_without_the_current_server_moves_the_session() {
     let c = connect(&cluster.server_connect_string(0), Duration::from_secs(6));
     assert_eq!(c.connected_server(), Some(cluster.client_addr(0)));
     let session = c.session_id();
-    let path = unique("move");
-    let guard = Mutex::new(&c, &format!("{path}/lock"))
-        .unwrap()
-        .acquire()
-        .unwrap();
-    let leading = LeaderElection::new(&c, &format!("{path}/election"), "a")
-        .unwrap()
-        .lead()
-        .unwrap();
+    let (guard, leading) = hold(&c, &unique("move"));
     let events = c.events();
     let others = format!(
         "{},{}",
@@ -187,13 +213,9 @@ fn bad_lists_are_refused_and_change_nothing() {
 #[test]
 fn the_harness_adds_and_removes_servers_by_reconfig() {
     init_log();
-    let cluster = TestCluster::builder()
-        .servers(3)
-        .reconfig(2)
-        .start()
-        .unwrap();
+    let cluster = reconfigurable(2);
     let c = connect(&cluster.connect_string(), Duration::from_secs(10));
-    let config = |c: &zkguard::Client| {
+    let config = |c: &Client| {
         let (data, _) = c.get_config().unwrap();
         EnsembleConfig::parse(&data).unwrap()
     };
@@ -253,29 +275,13 @@ fn sample_validity(valid: impl Fn() -> bool, stop: &Receiver<()>) -> (u32, Durat
 #[test]
 fn a_following_client_keeps_its_session_when_every_server_is_replaced() {
     init_log();
-    let cluster = TestCluster::builder()
-        .servers(3)
-        .reconfig(2)
-        .start()
-        .unwrap();
+    let cluster = reconfigurable(2);
     let timeout = Duration::from_secs(10);
-    let follower = zkguard::Client::builder(&cluster.connect_string())
-        .session_timeout(timeout)
-        .connect_timeout(WITHIN)
-        .follow_ensemble(true)
-        .build()
-        .unwrap();
+    let follower = following(&cluster.connect_string(), timeout);
     let control = connect(&cluster.connect_string(), timeout);
     let (session, control_session) = (follower.session_id(), control.session_id());
     let path = unique("replaced");
-    let guard = Mutex::new(&follower, &format!("{path}/lock"))
-        .unwrap()
-        .acquire()
-        .unwrap();
-    let leading = LeaderElection::new(&follower, &format!("{path}/election"), "a")
-        .unwrap()
-        .lead()
-        .unwrap();
+    let (guard, leading) = hold(&follower, &path);
     let (lost_lock, lost_lead) = (guard.lost(), leading.lost());
     let events = follower.events();
     let control_events = control.events();
@@ -352,18 +358,9 @@ fn a_following_client_keeps_its_session_when_every_server_is_replaced() {
 #[test]
 fn a_garbage_or_empty_configuration_is_ignored_with_a_warning() {
     init_log();
-    let cluster = TestCluster::builder()
-        .servers(3)
-        .reconfig(0)
-        .start()
-        .unwrap();
-    let follower = zkguard::Client::builder(&cluster.connect_string())
-        .session_timeout(Duration::from_secs(10))
-        .connect_timeout(WITHIN)
-        .follow_ensemble(true)
-        .build()
-        .unwrap();
-    let admin = zkguard::Client::builder(&cluster.connect_string())
+    let cluster = reconfigurable(0);
+    let follower = following(&cluster.connect_string(), Duration::from_secs(10));
+    let admin = Client::builder(&cluster.connect_string())
         .auth("digest", TestCluster::SUPERUSER)
         .connect_timeout(WITHIN)
         .build()

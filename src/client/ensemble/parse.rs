@@ -160,7 +160,7 @@ fn server_line(id: &str, value: &str) -> std::result::Result<EnsembleServer, Str
 }
 
 /// The client address `[host:]port` as `host:port`; a missing or wildcard host is the
-/// quorum address's host (`quorum_host`), as Curator's EnsembleTracker does.
+/// quorum address's host (`quorum_host`), as Curator's `EnsembleTracker` does.
 fn client_addr(c: &str, quorum_host: &str) -> std::result::Result<String, String> {
     let (host, p) = match c.rsplit_once(':') {
         // `[::1]:2181`, `10.0.0.1:2181`; a bare IPv6 address without brackets is refused
