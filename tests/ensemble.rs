@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{connect, unique, wait_event, WITHIN};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use zkguard::testing::TestCluster;
+use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{
     Client, EnsembleConfig, Error, LeaderElection, Leadership, Mutex, MutexGuard, SessionEvent,
 };
@@ -396,4 +396,53 @@ fn a_garbage_or_empty_configuration_is_ignored_with_a_warning() {
     follower.exists("/").unwrap();
     assert_eq!(follower.session_id(), session);
     assert_eq!(drain(&events), vec![]);
+}
+
+/// A fault: the client is partitioned from its only server (a fault proxy black-holes the
+/// connection) and the new list names other servers. A client that has noticed (already
+/// `Suspended`) connects to the new list on its next attempt; one that has not (still
+/// `Connected` to a silent server) is moved at once. Either way the same session comes
+/// back, no `Lost`, and the lock and the leadership are still held.
+#[test]
+fn a_new_list_takes_a_partitioned_client_out_of_its_partition() {
+    init_log();
+    let cluster = TestCluster::start(3).unwrap();
+    let proxy = FaultProxy::start(&[cluster.client_addr(0)]).unwrap();
+    let others = format!(
+        "{},{}",
+        cluster.server_connect_string(1),
+        cluster.server_connect_string(2)
+    );
+    let timeout = Duration::from_secs(8);
+    let noticed = connect(&proxy.connect_string(), timeout);
+    let unnoticed = connect(&proxy.connect_string(), timeout);
+    let held: Vec<_> = [&noticed, &unnoticed]
+        .iter()
+        .map(|c| (c.session_id(), c.events(), hold(c, &unique("partitioned"))))
+        .collect();
+    proxy.blackhole();
+    assert!(unnoticed.update_servers(&others).unwrap(), "moved at once");
+    wait_event(&held[0].1, timeout, "the partition noticed", |e| {
+        matches!(e, SessionEvent::Suspended { .. })
+    });
+    assert!(
+        !noticed.update_servers(&others).unwrap(),
+        "nothing to leave"
+    );
+    for (c, (session, events, (guard, leading))) in [&noticed, &unnoticed].iter().zip(&held) {
+        common::expect_reconnected(events, *session, WITHIN);
+        let on = c.connected_server().expect("connected");
+        assert!(
+            on == cluster.client_addr(1) || on == cluster.client_addr(2),
+            "{on}"
+        );
+        common::retry(WITHIN, || guard.confirm());
+        common::retry(WITHIN, || leading.confirm());
+        let seen = drain(events);
+        assert!(
+            !seen.iter().any(|e| matches!(e, SessionEvent::Lost { .. })),
+            "{seen:?}"
+        );
+    }
+    proxy.heal();
 }
