@@ -29,7 +29,6 @@ mod stats;
 mod tls;
 mod types;
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -168,17 +167,6 @@ impl Drop for Owner {
             return;
         }
         self.close();
-    }
-}
-
-impl fmt::Debug for Client {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client")
-            .field("hosts", &self.shared.servers())
-            .field("chroot", &self.shared.cfg.chroot)
-            .field("session_id", &Hex(self.session_id()))
-            .field("state", &self.state())
-            .finish()
     }
 }
 

@@ -2,9 +2,10 @@
 //! [`Client::servers`]. The list and the rule that decides a move live with the connection
 //! (`conn/servers.rs`); here are the checks of the caller's input.
 
+use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 
-use super::{builder, path, Client};
+use super::{builder, path, Client, Hex};
 use crate::error::{Error, Result};
 
 impl Client {
@@ -86,6 +87,18 @@ impl Client {
             .connected_server()
             .map(|addr| (addr, hosts.iter().any(|h| resolves_to(h, addr))));
         self.shared.update_servers(hosts, server)
+    }
+}
+
+/// Shows the server list as it is now (see [`Client::servers`]).
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("hosts", &self.shared.servers())
+            .field("chroot", &self.shared.cfg.chroot)
+            .field("session_id", &Hex(self.session_id()))
+            .field("state", &self.state())
+            .finish()
     }
 }
 
