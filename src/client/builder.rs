@@ -191,7 +191,8 @@ impl ClientBuilder {
     /// with the probability that rebalances a grown ensemble). Observers count as servers
     /// the client may use; a server listed with no client address is left out (logged at
     /// `info`). A configuration that cannot be read, is empty or names no usable server is
-    /// ignored (logged at `warn`), never applied.
+    /// ignored (logged at `warn`), never applied. Servers older than 3.5 have no
+    /// configuration to follow: the thread says so (at `info`) and ends.
     ///
     /// Off by default because it trusts the ensemble's view of where clients connect: a
     /// client that reaches the servers through addresses other than the ones they publish

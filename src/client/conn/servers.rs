@@ -31,6 +31,7 @@ use std::net::SocketAddr;
 
 use super::Shared;
 use crate::client::types::Hex;
+use crate::error::escape;
 
 /// The live server list, behind `Shared::servers` (a leaf lock).
 pub(super) struct Servers {
@@ -212,7 +213,7 @@ impl Shared {
             let plan = plan(&s.hosts, &hosts, current, roll, r.rotate_left(17));
             log::info!(
                 "zkguard: new server list {}{}",
-                plan.order.join(","),
+                escape(&plan.order.join(",")),
                 match (plan.moves, server) {
                     (true, Some((addr, _))) => format!("; session {session} moves off {addr}"),
                     _ => String::new(),

@@ -134,6 +134,13 @@ fn run(
                 Some(watch)
             }
             Err(Error::Closed | Error::AuthFailed) => return,
+            Err(Error::NoNode { .. }) => {
+                log::info!(
+                    "zkguard: the servers publish no ensemble configuration (ZooKeeper before \
+                     3.5); not following it"
+                );
+                return;
+            }
             Err(e) => {
                 log::debug!("zkguard: reading the ensemble's configuration failed: {e}");
                 None
