@@ -226,6 +226,8 @@ impl Shared {
         if moves {
             self.cut();
         }
+        // A thread pausing between rounds of failed connects tries the new list now.
+        let _ = self.wake.0.send(());
         moves
     }
 }
