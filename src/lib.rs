@@ -177,9 +177,9 @@ pub use client::Kerberos;
 #[cfg(feature = "tls")]
 pub use client::TlsConfig;
 pub use client::{
-    Acl, Client, ClientBuilder, ClientStats, CloseOutcome, CreateMode, Created, EventType,
-    Identity, LossReason, NodeAcl, Op, OpResult, Pending, Perms, Pipeline, SessionEvent,
-    SessionState, Stat, WatchedEvent,
+    Acl, Client, ClientBuilder, ClientStats, CloseOutcome, CreateMode, Created, EnsembleConfig,
+    EnsembleServer, EventType, Identity, LossReason, NodeAcl, Op, OpResult, Pending, Perms,
+    Pipeline, SessionEvent, SessionState, Stat, WatchedEvent, CONFIG_NODE,
 };
 /// The [crossbeam-channel](https://docs.rs/crossbeam-channel/0.5) crate (0.5), re-exported:
 /// every receiver zkguard hands out (session events, watches, `lost()`, `revocation()`,

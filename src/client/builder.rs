@@ -42,6 +42,7 @@ pub struct ClientBuilder {
     pub(super) sasl: Option<SaslLogin>,
     pub(super) node_acl: NodeAcl,
     pub(super) metrics_path_labels: bool,
+    pub(super) follow_ensemble: bool,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -58,6 +59,7 @@ impl fmt::Debug for ClientBuilder {
         d.field("sasl", &self.sasl)
             .field("node_acl", &self.node_acl)
             .field("metrics_path_labels", &self.metrics_path_labels)
+            .field("follow_ensemble", &self.follow_ensemble)
             .finish()
     }
 }
@@ -182,6 +184,35 @@ impl ClientBuilder {
         self
     }
 
+    /// Follows the ensemble (default off): a thread of the client (`zkguard-ensemble`)
+    /// reads the ensemble's dynamic configuration ([`Client::get_config`], with a watch)
+    /// and, each time its version grows, makes the servers it names the client's server
+    /// list, as [`Client::update_servers`] does (moving the session if its server left, or
+    /// with the probability that rebalances a grown ensemble). Observers count as servers
+    /// the client may use; a server listed with no client address is left out (logged at
+    /// `info`). A configuration that cannot be read, is empty or names no usable server is
+    /// ignored (logged at `warn`), never applied. Servers older than 3.5 have no
+    /// configuration to follow: the thread says so (at `info`) and ends.
+    ///
+    /// Off by default because it trusts the ensemble's view of where clients connect: a
+    /// client that reaches the servers through addresses other than the ones they publish
+    /// (a proxy, NAT, a load balancer, a tunnel) would be moved off its working path. Turn
+    /// it on when the configuration's client addresses are the ones this client can reach.
+    /// See `docs/client.md`, "When the ensemble changes".
+    ///
+    /// ```no_run
+    /// # fn main() -> zkguard::Result<()> {
+    /// let client = zkguard::Client::builder("zk1:2181,zk2:2181,zk3:2181")
+    ///     .follow_ensemble(true)
+    ///     .build()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn follow_ensemble(mut self, on: bool) -> Self {
+        self.follow_ensemble = on;
+        self
+    }
+
     /// The session timeout to ask for (default 10 s). The server clamps it to its
     /// `[minSessionTimeout, maxSessionTimeout]` range; [`Client::session_timeout`] tells the
     /// negotiated value.
@@ -254,7 +285,8 @@ impl ClientBuilder {
     ///   zero or overlong timeout, an empty auth scheme, or a creator
     ///   [`node_acl`](Self::node_acl) on a client without credentials; [`Error::InvalidPath`]
     ///   for a missing chroot node;
-    /// - [`Error::Spawn`] when the connection thread cannot be started.
+    /// - [`Error::Spawn`] when the connection thread (or, following the ensemble, its
+    ///   thread) cannot be started.
     pub fn build(self) -> Result<Client> {
         let cs = path::parse_connect_string(&self.connect_string)?;
         let identity = self.check()?;
@@ -266,8 +298,7 @@ impl ClientBuilder {
         };
         #[cfg(not(feature = "tls"))]
         let tls = None;
-        let mut hosts = cs.hosts;
-        shuffle(&mut hosts);
+        let hosts = super::conn::shuffle(cs.hosts);
         let shared = Arc::new(Shared::new(Config {
             hosts,
             chroot: cs.chroot,
@@ -307,6 +338,9 @@ impl ClientBuilder {
             pin: None,
         };
         client.check_chroot()?;
+        if self.follow_ensemble {
+            super::ensemble::follow(&client)?;
+        }
         Ok(client)
     }
 
@@ -385,18 +419,8 @@ impl Client {
     }
 }
 
-fn shuffle(v: &mut [String]) {
-    let mut x = uuid::Uuid::new_v4().as_u128() as u64 | 1;
-    for i in (1..v.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-}
-
 /// Fails at once when no host of the list can be resolved at all.
-fn any_resolves(hosts: &[String]) -> Result<()> {
+pub(super) fn any_resolves(hosts: &[String]) -> Result<()> {
     let mut failed = Vec::new();
     for h in hosts {
         match std::net::ToSocketAddrs::to_socket_addrs(h.as_str()).map(|mut a| a.next().is_some()) {

@@ -11,6 +11,7 @@ mod acl;
 mod builder;
 mod config;
 mod conn;
+mod ensemble;
 mod ensure;
 #[cfg(feature = "kerberos")]
 #[allow(unsafe_code)] // the RFC 2744 FFI and the run-time loading: the crate's only unsafe code
@@ -23,12 +24,12 @@ pub(crate) mod path;
 mod pipeline;
 pub(crate) mod proto;
 mod sasl;
+mod servers;
 mod stats;
 #[cfg(feature = "tls")]
 mod tls;
 mod types;
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -43,6 +44,7 @@ use crate::error::Result;
 pub(crate) use acl::unauthenticated;
 pub use acl::NodeAcl;
 pub use builder::ClientBuilder;
+pub use ensemble::{EnsembleConfig, EnsembleServer, CONFIG_NODE};
 #[cfg(feature = "kerberos")]
 pub use kerberos::Kerberos;
 /// The TLS settings the connection layer uses (none without the `tls` feature).
@@ -169,17 +171,6 @@ impl Drop for Owner {
     }
 }
 
-impl fmt::Debug for Client {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client")
-            .field("hosts", &self.shared.cfg.hosts)
-            .field("chroot", &self.shared.cfg.chroot)
-            .field("session_id", &Hex(self.session_id()))
-            .field("state", &self.state())
-            .finish()
-    }
-}
-
 impl Client {
     /// Connects with default settings (session timeout 10 s, connect timeout 15 s).
     ///
@@ -215,6 +206,7 @@ impl Client {
             sasl: None,
             node_acl: NodeAcl::open(),
             metrics_path_labels: false,
+            follow_ensemble: false,
         }
     }
 

@@ -157,20 +157,22 @@ fn check_create(path: &str, mode: CreateMode, acl: &[Acl]) -> Result<()> {
 }
 
 /// What [`Pipeline::push`] needs to know of a request besides its body and decoder.
-struct Req<'p> {
-    op: &'static str,
-    path: &'p str,
+pub(super) struct Req<'p> {
+    pub op: &'static str,
+    pub path: &'p str,
     /// The client-side check of the arguments; on error nothing is sent.
-    checked: Result<()>,
-    opcode: i32,
-    watch: Option<WatchKind>,
+    pub checked: Result<()>,
+    pub opcode: i32,
+    pub watch: Option<WatchKind>,
     /// The watch goes to this sink instead of a new channel.
-    sink: Option<Arc<dyn WatchSink>>,
+    pub sink: Option<Arc<dyn WatchSink>>,
+    /// The path is the server's as given, outside the chroot (`/zookeeper/config`).
+    pub unrooted: bool,
 }
 
 impl<'p> Req<'p> {
     /// A request on one node whose path is checked the usual way.
-    fn on(op: &'static str, path: &'p str, opcode: i32) -> Req<'p> {
+    pub fn on(op: &'static str, path: &'p str, opcode: i32) -> Req<'p> {
         Req {
             op,
             path,
@@ -178,10 +180,11 @@ impl<'p> Req<'p> {
             opcode,
             watch: None,
             sink: None,
+            unrooted: false,
         }
     }
 
-    fn watch(self, watch: bool, kind: WatchKind) -> Req<'p> {
+    pub fn watch(self, watch: bool, kind: WatchKind) -> Req<'p> {
         Req {
             watch: watch.then_some(kind),
             ..self
@@ -190,12 +193,12 @@ impl<'p> Req<'p> {
 }
 
 /// A pending reply and, for watched requests, the watch's receiver.
-type Watched<T> = (Pending<T>, Option<Receiver<WatchedEvent>>);
+pub(super) type Watched<T> = (Pending<T>, Option<Receiver<WatchedEvent>>);
 
 impl<'a> Pipeline<'a> {
     /// Queues a request whose reply is decoded only when the server says OK; any other code
     /// becomes the error naming the path, and an undecodable body a marshalling error.
-    fn push<T: 'static>(
+    pub(super) fn push<T: 'static>(
         &mut self,
         req: Req<'_>,
         body: impl FnOnce(&mut Writer, &str),
@@ -241,7 +244,11 @@ impl<'a> Pipeline<'a> {
             pending.state = Err(e);
             return (pending, None);
         }
-        let server_path = path::to_server(&self.client.shared.cfg.chroot, req.path);
+        let server_path = if req.unrooted {
+            req.path.to_string()
+        } else {
+            path::to_server(&self.client.shared.cfg.chroot, req.path)
+        };
         let mut w = Writer::default();
         body(&mut w, &server_path);
         // The frame: the length, then xid and op code (8 bytes), then the body.
@@ -548,7 +555,7 @@ pub(super) fn reply_error(code: i32, op: &'static str, path: &str) -> Error {
     Error::from_reply(code, op, path)
 }
 
-fn with_watch<A: 'static, B: 'static>(
+pub(super) fn with_watch<A: 'static, B: 'static>(
     p: Pending<A>,
     w: Option<Receiver<WatchedEvent>>,
     join: impl FnOnce(A, Receiver<WatchedEvent>) -> B + Send + 'static,

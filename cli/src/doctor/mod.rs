@@ -7,6 +7,7 @@
 //! `--path` (`path.rs`): the ACLs from the root down to the lock, holders and waiters, a
 //! contention probe. Each finding is pass, warn or fail; the exit status is the worst.
 
+mod ensemble;
 mod human;
 mod path;
 mod server;
@@ -218,6 +219,8 @@ fn with_session(
     findings: &mut Vec<Finding>,
 ) -> (Value, Option<Value>) {
     let session = session_findings(conn, client, servers, findings);
+    let chroot = conn.connect.find('/').map_or("", |i| &conn.connect[i..]);
+    ensemble::findings(client, &servers_of(&conn.connect), chroot, findings);
     let path_report = args.path.as_deref().map(|p| {
         let ours = path::learn_ours(client, p, findings).unwrap_or_else(|| {
             let named = session.identities.iter();

@@ -30,7 +30,6 @@ impl Shared {
 
     /// The connection thread's body. Returns when the client is closed.
     pub fn run(self: Arc<Shared>) {
-        let mut next_host = 0usize;
         let mut failures_in_row: u32 = 0;
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
         loop {
@@ -38,24 +37,30 @@ impl Shared {
                 break;
             }
             self.check_timeout_loss();
-            let host_idx = next_host % self.cfg.hosts.len();
-            next_host += 1;
-            match self.connect_once(host_idx) {
+            let pick = self.servers.lock().next();
+            match self.connect_once(&pick.host) {
                 Ok(Some((stream, frames))) => {
                     let up = Instant::now();
+                    // A new server list asked for a move while this server was being
+                    // connected to (`servers.rs`): leave it at once.
+                    if self.servers.lock().must_leave(pick.list) {
+                        stream.shutdown();
+                    }
                     self.serve(stream, frames);
+                    let moved = self.servers.lock().must_leave(pick.list);
                     self.after_disconnect();
                     // Reconnect at once (to the next server) after a connection that stayed
-                    // up; one that broke soon after its handshake (a flapping server or a
-                    // proxy that drops us) counts as a failure, so back-off applies.
-                    if up.elapsed() >= Self::stayed_up(self.negotiated_timeout()) {
+                    // up or was left for a new list; one that broke soon after its handshake
+                    // (a flapping server or a proxy that drops us) counts as a failure, so
+                    // back-off applies.
+                    if moved || up.elapsed() >= Self::stayed_up(self.negotiated_timeout()) {
                         failures_in_row = 0;
                         backoff.reset();
                         continue;
                     }
                     log::debug!(
                         "zkguard: the connection to {} broke after {:?}",
-                        self.cfg.hosts[host_idx],
+                        pick.host,
                         up.elapsed()
                     );
                     failures_in_row += 1;
@@ -65,16 +70,18 @@ impl Shared {
                     continue;
                 }
                 Err((addr, why)) => {
-                    let host = &self.cfg.hosts[host_idx];
-                    let attempt = ConnectAttempt::new(host, addr, why.clone());
+                    let attempt = ConnectAttempt::new(&pick.host, addr, why.clone());
                     log::debug!("zkguard: connect failed: {attempt}");
-                    self.record_failure(host_idx, addr, why);
+                    if let Some(i) = pick.first_list_index {
+                        self.record_failure(i, addr, why);
+                    }
                     failures_in_row += 1;
                 }
             }
             // After every server of the list failed once in a row, back off (with jitter) so a
             // client waiting for a dead ensemble stays idle.
-            if (failures_in_row as usize).is_multiple_of(self.cfg.hosts.len()) {
+            let servers = self.servers.lock().len();
+            if (failures_in_row as usize).is_multiple_of(servers) {
                 let mut pause = backoff.next_pause();
                 if let Some(left) = self.time_until_loss() {
                     pause = pause.min(left);
@@ -94,9 +101,8 @@ impl Shared {
     /// `Ok(Some(..))` is a live connection, `Ok(None)` an attempt to repeat at once.
     pub(super) fn connect_once(
         &self,
-        host_idx: usize,
+        host: &str,
     ) -> std::result::Result<Option<(Link, FrameReader)>, Failed> {
-        let host = &self.cfg.hosts[host_idx];
         let (session_id, passwd) = self.session.lock().resume();
         let requested = self.cfg.session_timeout;
         // One attempt gets a third of the session timeout (at most 2 s, at least 250 ms), and

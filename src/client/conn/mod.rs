@@ -37,6 +37,7 @@ mod link;
 mod ranked;
 mod requests;
 mod serve;
+mod servers;
 mod session;
 mod watches;
 
@@ -45,6 +46,8 @@ use link::Link;
 pub(crate) use ranked::{Rank, Ranked};
 pub(crate) use requests::Outgoing;
 use requests::{InFlightMap, Io};
+pub(crate) use servers::shuffle;
+use servers::Servers;
 pub(crate) use session::SessionSink;
 use session::{Phase, SessionInfo};
 use watches::Watches;
@@ -100,8 +103,8 @@ pub(crate) struct Counters {
 ///    failed write hands a kept watch back (`pending` released first).
 ///
 /// `watches` (the watch registry) is a leaf: taken with no other of these locks held, and
-/// nothing taken under it (so is the janitor's list of background deletes, which the
-/// client's `Owner` keeps, outside this struct). `link` (the live
+/// nothing taken under it (so are `servers`, the server list, and the janitor's list of
+/// background deletes, which the client's `Owner` keeps, outside this struct). `link` (the live
 /// socket, for cutting it) is a leaf too, taken under any of them and never held across
 /// anything but a `shutdown`. Nobody waits for `io` without a deadline but to drop a
 /// connection, and that cuts the socket first, which ends a blocked write at once.
@@ -157,6 +160,9 @@ pub(crate) struct Shared {
     link: Ranked<Option<Link>>,
     /// Whether the warning of a login without TLS was given (once per client).
     cleartext_warned: AtomicBool,
+    /// The server list the connection thread picks from (`servers.rs`); a leaf, like
+    /// `watches`.
+    servers: Ranked<Servers>,
 }
 
 /// How long a close waits for the server to confirm.
@@ -165,6 +171,7 @@ pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(1);
 impl Shared {
     pub fn new(cfg: Config) -> Shared {
         let hosts = cfg.hosts.len();
+        let servers = Ranked::new(Rank::Servers, Servers::new(cfg.hosts.clone()));
         let meter = Meter::new(cfg.metrics_path_labels);
         meter.session(None, Phase::Connecting.label());
         Shared {
@@ -183,6 +190,7 @@ impl Shared {
             rearm: Ranked::new(Rank::Rearm, Vec::new()),
             link: Ranked::new(Rank::Link, None),
             cleartext_warned: AtomicBool::new(false),
+            servers,
         }
     }
 

@@ -31,6 +31,8 @@ pub(crate) enum Rank {
     Watches,
     /// The janitor's list (the client's `Owner`): a leaf like `watches`.
     Janitor,
+    /// `servers`, the server list: a leaf like `watches`.
+    Servers,
 }
 
 // Read by the checks, which release builds leave out.
@@ -46,6 +48,7 @@ impl Rank {
             Rank::Link => "link",
             Rank::Watches => "watches",
             Rank::Janitor => "janitor",
+            Rank::Servers => "servers",
         }
     }
 
@@ -54,7 +57,7 @@ impl Rank {
         use Rank::*;
         match (self, next) {
             // Nothing under a leaf; the lone leaves under nothing.
-            (Link | Watches | Janitor, _) | (_, Watches | Janitor) => false,
+            (Link | Watches | Janitor | Servers, _) | (_, Watches | Janitor | Servers) => false,
             (_, Link) => true,
             // The numbered ones: only those listed above.
             (held, next) => (held as u8) < (next as u8),
@@ -207,7 +210,7 @@ mod tests {
     fn all() -> Vec<Ranked<()>> {
         use Rank::*;
         [
-            Session, Io, Pending, PingsSent, Rearm, Link, Watches, Janitor,
+            Session, Io, Pending, PingsSent, Rearm, Link, Watches, Janitor, Servers,
         ]
         .into_iter()
         .map(|r| Ranked::new(r, ()))
@@ -236,6 +239,7 @@ mod tests {
         drop((l[0].lock(), l[5].lock()));
         drop(l[6].lock());
         drop(l[7].lock());
+        drop(l[8].lock());
     }
 
     #[test]
@@ -288,6 +292,8 @@ mod tests {
             (Session, Janitor, false),
             (Watches, Pending, false),
             (Janitor, Watches, true),
+            (Session, Servers, false),
+            (Servers, Link, false),
             // Anything under the link.
             (Link, Rearm, false),
             (Link, Link, false),
@@ -313,14 +319,14 @@ mod tests {
                 assert_eq!(a.allows(*b), i < j, "{a:?} then {b:?}");
             }
             assert!(a.allows(Link), "{a:?} then link");
-            for leaf in [Link, Watches, Janitor] {
+            for leaf in [Link, Watches, Janitor, Servers] {
                 assert!(!leaf.allows(*a), "{leaf:?} then {a:?}");
             }
         }
         for a in [
-            Session, Io, Pending, PingsSent, Rearm, Link, Watches, Janitor,
+            Session, Io, Pending, PingsSent, Rearm, Link, Watches, Janitor, Servers,
         ] {
-            for alone in [Watches, Janitor] {
+            for alone in [Watches, Janitor, Servers] {
                 assert!(!a.allows(alone), "{a:?} then {alone:?}");
             }
         }

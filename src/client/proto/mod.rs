@@ -29,6 +29,7 @@ pub(crate) mod op {
     pub const GET_CHILDREN2: i32 = 12;
     pub const CHECK: i32 = 13;
     pub const MULTI: i32 = 14;
+    pub const RECONFIG: i32 = 16;
     pub const CREATE2: i32 = 15;
     pub const CREATE_CONTAINER: i32 = 19;
     pub const CREATE_TTL: i32 = 21;

@@ -35,6 +35,9 @@ pub(super) struct Settings {
     pub(super) sasl_required: bool,
     /// `Some`: server `i`'s client port is this plus `i` (else free ports).
     pub(super) client_port: Option<u16>,
+    /// `Some(spares)`: dynamic reconfiguration on, with this many servers prepared but not
+    /// members (`reconfig.rs`).
+    pub(super) reconfig: Option<usize>,
 }
 
 impl Default for Settings {
@@ -56,11 +59,17 @@ impl Default for Settings {
             kerberos: None,
             sasl_required: true,
             client_port: None,
+            reconfig: None,
         }
     }
 }
 
 impl Settings {
+    /// Every server the cluster prepares: the members, and the spares of `reconfig`.
+    pub(super) fn total(&self) -> usize {
+        self.servers + self.reconfig.unwrap_or(0)
+    }
+
     pub(super) fn min_session(&self) -> Duration {
         self.min_session.unwrap_or(self.tick * 2)
     }
@@ -72,6 +81,13 @@ impl Settings {
                 "TestCluster needs at least one server (servers(0) was requested)".into(),
             ));
         }
+        if self.reconfig.is_some() && self.isolatable {
+            return Err(invalid(
+                "reconfig(..) and isolatable(true) cannot be combined: the peer proxies are \
+                 made for a fixed membership"
+                    .into(),
+            ));
+        }
         if self.isolatable && self.servers < 2 {
             return Err(invalid(
                 "isolatable(true) needs an ensemble (servers(2) or more): a standalone server \
@@ -79,14 +95,14 @@ impl Settings {
                     .into(),
             ));
         }
-        if self.servers > 255 {
+        if self.total() > 255 {
             return Err(invalid(format!(
                 "TestCluster supports at most 255 servers ({} were requested)",
-                self.servers
+                self.total()
             )));
         }
         if let Some(port) = self.client_port {
-            if port == 0 || usize::from(port) + self.servers - 1 > usize::from(u16::MAX) {
+            if port == 0 || usize::from(port) + self.total() - 1 > usize::from(u16::MAX) {
                 return Err(invalid(format!(
                     "client_port({port}) with {} servers: the ports must be 1 to 65535",
                     self.servers

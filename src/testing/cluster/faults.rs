@@ -107,9 +107,11 @@ impl TestCluster {
     pub fn start_server(&self, i: usize) -> io::Result<()> {
         let s = self.server(i);
         self.spawn(s)?;
-        let n = self.servers.len();
+        let members = self.members();
+        let n = members.len();
         let isolated = self.isolated.lock().clone();
-        let live = (0..n)
+        let live = members
+            .into_iter()
             .filter(|&k| {
                 let mut p = self.servers[k].proc.lock();
                 p.alive() && !p.paused && !isolated[k]

@@ -9,6 +9,7 @@ mod faults;
 mod four_letter;
 mod ports;
 mod process;
+mod reconfig;
 mod security;
 
 use builder::Settings;
@@ -99,6 +100,8 @@ struct Server {
     /// The admin server's port, with `admin_server(true)`.
     admin_port: Option<u16>,
     config: PathBuf,
+    /// In an ensemble: its quorum and election ports.
+    peer_ports: Option<(u16, u16)>,
     /// `dataDir` (snapshots, transaction logs, `myid`).
     data: PathBuf,
     log: PathBuf,
@@ -176,6 +179,10 @@ pub struct TestCluster {
     peers: Vec<Vec<Option<FaultProxy>>>,
     /// Which servers [`isolate`](Self::isolate) cut off.
     isolated: Mutex<Vec<bool>>,
+    /// The servers of the ensemble's configuration: all of them, unless
+    /// [`reconfig`](TestClusterBuilder::reconfig) made spares (then changed by
+    /// [`add_server`](Self::add_server) and [`remove_servers`](Self::remove_servers)).
+    members: Mutex<Vec<usize>>,
     /// Kills the servers when this process dies; its stdin is our end of a pipe.
     watchdog: Mutex<Option<(Child, Option<ChildStdin>)>>,
     keep_dir: AtomicBool,
@@ -258,11 +265,12 @@ impl TestCluster {
         &self.dir
     }
 
-    /// The connect string naming every server: `"127.0.0.1:p1,127.0.0.1:p2,…"`.
+    /// The connect string naming every server: `"127.0.0.1:p1,127.0.0.1:p2,…"` (with
+    /// [`reconfig`](TestClusterBuilder::reconfig), every [member](Self::members)).
     pub fn connect_string(&self) -> String {
-        self.servers
+        self.members()
             .iter()
-            .map(|s| format!("127.0.0.1:{}", s.client_port))
+            .map(|&i| format!("127.0.0.1:{}", self.servers[i].client_port))
             .collect::<Vec<_>>()
             .join(",")
     }

@@ -15,11 +15,11 @@ use parking_lot::Mutex;
 use super::builder::{Settings, StartError};
 use super::four_letter::{four_letter_at, is_serving_mode, parse_mode};
 use super::ports::{fixed_ports, free_port};
-use super::security;
 use super::{
     ms, other, Proc, Server, TestCluster, LOG_TAIL_LINES, POLL_ATTEMPT_TIMEOUT, POLL_INTERVAL,
     QUORUM_MAIN, STANDALONE_MAIN, START_DEADLINE, WATCHDOG_SCRIPT,
 };
+use super::{reconfig, security};
 use crate::testing::discover::Distribution;
 use crate::testing::pki::TestPki;
 use crate::testing::proxy::FaultProxy;
@@ -87,10 +87,11 @@ impl TestCluster {
         );
         let deadline = Instant::now() + START_DEADLINE;
         let result = (|| -> io::Result<()> {
-            for server in &cluster.servers {
-                cluster.spawn(server)?;
+            let members = cluster.members();
+            for &i in &members {
+                cluster.spawn(&cluster.servers[i])?;
             }
-            for server in &cluster.servers {
+            for server in members.iter().map(|&i| &cluster.servers[i]) {
                 let left = deadline.saturating_duration_since(Instant::now());
                 cluster.wait_mode(server, left, true)?;
             }
@@ -142,7 +143,8 @@ impl TestCluster {
             settings: settings.clone(),
             servers: Vec::new(),
             peers: Vec::new(),
-            isolated: Mutex::new(vec![false; settings.servers]),
+            isolated: Mutex::new(vec![false; settings.total()]),
+            members: Mutex::new((0..settings.servers).collect()),
             watchdog: Mutex::new(None),
             keep_dir: AtomicBool::new(false),
             pki: None,
@@ -180,7 +182,7 @@ impl TestCluster {
                 .map_err(|e| other(format!("cannot write {}: {e}", jaas.display())))?;
             cluster.jaas = Some(jaas);
         }
-        let n = settings.servers;
+        let n = settings.total();
         let ensemble = n > 1;
         let mut client_ports = Vec::with_capacity(n);
         let mut secure_ports = Vec::with_capacity(n);
@@ -255,7 +257,16 @@ impl TestCluster {
             if cluster.jaas.is_some() {
                 security::sasl_config(&mut cfg, settings.sasl_required);
             }
-            if ensemble {
+            if let (true, Some(_)) = (ensemble, settings.reconfig) {
+                let dynamic = dir.join(format!("zoo-{i}.cfg.dynamic"));
+                reconfig::static_lines(&mut cfg, &dynamic);
+                if i < settings.servers {
+                    let lines =
+                        reconfig::member_lines(&peer_ports, &client_ports, 0..settings.servers);
+                    fs::write(&dynamic, lines)
+                        .map_err(|e| other(format!("cannot write {}: {e}", dynamic.display())))?;
+                }
+            } else if ensemble {
                 let _ = writeln!(cfg, "reconfigEnabled=false");
                 for (k, &(quorum, election)) in peer_ports.iter().enumerate() {
                     // Server i reaches peer k through the proxy for the pair (i, k), if any.
@@ -268,6 +279,8 @@ impl TestCluster {
                     };
                     let _ = writeln!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", k + 1);
                 }
+            }
+            if ensemble {
                 let myid = data.join("myid");
                 fs::write(&myid, format!("{}\n", i + 1))
                     .map_err(|e| other(format!("cannot write {}: {e}", myid.display())))?;
@@ -282,6 +295,7 @@ impl TestCluster {
                 admin_port: admin_ports[i],
                 config,
                 data,
+                peer_ports: peer_ports.get(i).copied(),
                 log: dir.join(format!("server-{i}.log")),
                 proc: Mutex::new(Proc {
                     child: None,
@@ -436,6 +450,11 @@ impl TestCluster {
             }
         ))
         .args(self.jaas.as_deref().map(security::jaas_jvm_option))
+        .args(
+            self.settings
+                .reconfig
+                .map(|_| reconfig::SUPER_DIGEST_OPTION),
+        )
         .args(
             self.settings
                 .kerberos
