@@ -48,8 +48,8 @@ classpath() {
     echo "$cp"
 }
 
-# Server jars: ZooKeeper's own, what its server needs at run time (Netty for TLS and the
-# Netty connection factory, metrics, commons-io, snappy), and SLF4J 2 with Log4j 2 behind it.
+# Server jars: ZooKeeper's own, what its server needs at run time (metrics, commons-io,
+# snappy), and common_jars.
 server_jars() { # $1: ZooKeeper version
     cat <<LIST
 zookeeper-$1.jar
@@ -58,6 +58,13 @@ audience-annotations-*.jar
 commons-io-*.jar
 metrics-core-*.jar
 snappy-java-*.jar
+LIST
+    common_jars
+}
+# What the server and a client both need: Netty (ZooKeeper 3.9's client loads its SSL
+# classes even for a plain connection) and SLF4J 2 with Log4j 2 behind it.
+common_jars() {
+    cat <<LIST
 netty-buffer-*.jar
 netty-codec-4*.jar
 netty-common-*.jar
@@ -82,11 +89,8 @@ guava-*.jar
 failureaccess-*.jar
 zookeeper-$2.jar
 zookeeper-jute-$2.jar
-slf4j-api-*.jar
-log4j-api-*.jar
-log4j-core-*.jar
-log4j-slf4j2-impl-*.jar
 LIST
+    common_jars
 }
 
 # Log4j 2's configuration: the server logs INFO to stdout (the harness keeps it per server, as
