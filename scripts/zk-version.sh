@@ -49,7 +49,8 @@ classpath() {
 }
 
 # Server jars: ZooKeeper's own, what its server needs at run time (metrics, commons-io,
-# snappy), and common_jars.
+# snappy, Jackson for the AdminServer's JSON), and common_jars. Jetty, which the AdminServer
+# also needs, is not in pyspark (Spark shades its own): the harness adds Debian's.
 server_jars() { # $1: ZooKeeper version
     cat <<LIST
 zookeeper-$1.jar
@@ -58,6 +59,9 @@ audience-annotations-*.jar
 commons-io-*.jar
 metrics-core-*.jar
 snappy-java-*.jar
+jackson-annotations-2*.jar
+jackson-core-2*.jar
+jackson-databind-2*.jar
 LIST
     common_jars
 }

@@ -22,7 +22,8 @@ pub(crate) const ENV_HOME: &str = "ZOOKEEPER_HOME";
 /// Environment variable holding a complete Java class path for Curator's recipes.
 pub(crate) const ENV_CURATOR_CLASSPATH: &str = "ZKGUARD_CURATOR_CLASSPATH";
 
-const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// Debian's ZooKeeper server jar (its manifest names Jetty and the rest).
+pub(crate) const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
 const DEBIAN_SLF4J_SIMPLE: &str = "/usr/share/java/slf4j-simple.jar";
 const DEBIAN_CURATOR: &str = "/usr/share/java/curator-recipes.jar";
 const DEBIAN_SLF4J_NOP: &str = "/usr/share/java/slf4j-nop.jar";
