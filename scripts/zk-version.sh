@@ -97,13 +97,14 @@ LIST
     common_jars
 }
 
-# Log4j 2's configuration: the server logs INFO to stdout (the harness keeps it per server, as
-# with Debian's slf4j-simple); Curator only its errors, as Debian's slf4j-nop keeps it quiet.
+# Log4j 2's configuration: to stderr (as Debian's slf4j-simple; a Java peer's stdout is its
+# protocol), the server at INFO (the harness keeps it per server), Curator only its errors.
 log_config() { # $1: level
     cat <<CONF
 status = error
 appender.out.type = Console
 appender.out.name = out
+appender.out.target = SYSTEM_ERR
 appender.out.layout.type = PatternLayout
 appender.out.layout.pattern = %d{HH:mm:ss.SSS} [%t] %-5level %c - %msg%n
 rootLogger.level = $1
