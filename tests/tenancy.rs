@@ -211,8 +211,10 @@ fn a_directory_squatted_after_ours_went_away_is_refused_by_every_recipe() {
         // every 100 ms). (Mallory deleting it while empty would do the same, but races the
         // reaper: ZooKeeper's container manager deletes a node at a path it saw as an empty
         // container even if it was re-created persistent meanwhile.)
+        // Alice looks: from ZooKeeper 3.9.2 (ZOOKEEPER-2590) `exists` needs READ on the
+        // node, which her creator-only directory refuses Mallory.
         common::wait_until(WITHIN, "the emptied directory reaped", || {
-            mallory.exists(&squatted).unwrap().is_none()
+            alice.exists(&squatted).unwrap().is_none()
         });
         squat(&mallory, recipe, &path);
         // The same client: it judged the first directory trusted, and must not take the

@@ -107,6 +107,26 @@ pub enum Error {
         /// `get_children`, ...).
         op: &'static str,
     },
+    /// The server does not implement the operation: it is older than the release named
+    /// (`whoAmI`, [`Client::who_am_i`](crate::Client::who_am_i), needs ZooKeeper 3.7.0). The
+    /// server answered `unimplemented` and changed nothing; the session goes on.
+    ///
+    /// ```
+    /// use zkguard::{Error, ErrorCode};
+    /// # fn check(e: Error) {
+    /// if let Error::ServerTooOld { op, needs } = &e {
+    ///     eprintln!("{op} needs ZooKeeper {needs} or later");
+    /// }
+    /// assert_eq!(e.code(), Some(ErrorCode::Unimplemented));
+    /// # }
+    /// # check(Error::ServerTooOld { op: "who_am_i", needs: "3.7.0" });
+    /// ```
+    ServerTooOld {
+        /// The operation (`who_am_i`).
+        op: &'static str,
+        /// The oldest ZooKeeper release that implements it (`"3.7.0"`).
+        needs: &'static str,
+    },
     /// The ACL is invalid (for example `creator_all` on a session without authentication).
     InvalidAcl {
         /// The node.
@@ -301,6 +321,7 @@ impl Error {
             Error::NotEmpty { .. } => ErrorCode::NotEmpty,
             Error::BadVersion { .. } => ErrorCode::BadVersion,
             Error::NoAuth { .. } => ErrorCode::NoAuth,
+            Error::ServerTooOld { .. } => ErrorCode::Unimplemented,
             Error::InvalidAcl { .. } => ErrorCode::InvalidAcl,
             Error::NoChildrenForEphemerals { .. } => ErrorCode::NoChildrenForEphemerals,
             Error::AuthFailed => ErrorCode::AuthFailed,
@@ -333,6 +354,11 @@ impl Error {
                 op,
             };
         }
+        if code == ErrorCode::Unimplemented.as_i32() {
+            if let Some(needs) = needs_release(op) {
+                return Error::ServerTooOld { op, needs };
+            }
+        }
         let path = path.to_string();
         match ErrorCode::from_i32(code) {
             ErrorCode::ConnectionLoss => Error::ConnectionLoss,
@@ -355,6 +381,16 @@ impl Error {
             thread,
             source: e.into(),
         }
+    }
+}
+
+/// The oldest ZooKeeper release that implements operation `op`, for the operations the
+/// client sends that a release zkguard supports (3.5 and later) may not know. Only these
+/// turn an `unimplemented` answer into [`Error::ServerTooOld`].
+fn needs_release(op: &str) -> Option<&'static str> {
+    match op {
+        "who_am_i" => Some("3.7.0"),
+        _ => None,
     }
 }
 
@@ -408,6 +444,11 @@ impl fmt::Display for Error {
             Error::NodeExists { path } => write!(f, "node {} already exists", escape(path)),
             Error::NotEmpty { path } => write!(f, "node {} has children", escape(path)),
             Error::BadVersion { path } => write!(f, "node {} has another version", escape(path)),
+            Error::ServerTooOld { op, needs } => write!(
+                f,
+                "{op} needs ZooKeeper {needs} or later: the server answered that it does not \
+                 implement it"
+            ),
             Error::NoAuth { path, op } => {
                 let what = match *op {
                     "create" => "creating children",

@@ -237,6 +237,10 @@ fn every_variant_equals_itself_and_io_causes_compare_by_kind_and_message() {
             code: ErrorCode::SessionMoved,
             path: p(),
         },
+        Error::ServerTooOld {
+            op: "who_am_i",
+            needs: "3.7.0",
+        },
         Error::from(refused()),
     ];
     // No wildcard: a new variant stops this from compiling until it is listed above (its
@@ -253,6 +257,7 @@ fn every_variant_equals_itself_and_io_causes_compare_by_kind_and_message() {
             | Error::NotEmpty { .. }
             | Error::BadVersion { .. }
             | Error::NoAuth { .. }
+            | Error::ServerTooOld { .. }
             | Error::InvalidAcl { .. }
             | Error::NoChildrenForEphemerals { .. }
             | Error::AuthFailed
@@ -288,6 +293,7 @@ fn every_variant_equals_itself_and_io_causes_compare_by_kind_and_message() {
                 | Error::Closed
                 | Error::Connect { .. }
                 | Error::AuthFailed
+                | Error::ServerTooOld { .. }
                 | Error::Spawn { .. }
                 | Error::InvalidArgument { .. }
                 | Error::Io { .. }
@@ -377,4 +383,31 @@ fn server_sent_text_in_errors_is_escaped() {
         node: "stray".into(),
     };
     assert!(plain.to_string().contains("/locks/a holds \"stray\""));
+}
+
+/// An old server's `unimplemented` names the release an operation needs when the client
+/// knows it; for any other operation it stays the plain code with the path.
+#[test]
+fn unimplemented_names_the_release_the_operation_needs() {
+    let e = Error::from_reply(-6, "who_am_i", "/");
+    assert_eq!(
+        e,
+        Error::ServerTooOld {
+            op: "who_am_i",
+            needs: "3.7.0"
+        }
+    );
+    assert_eq!(e.code(), Some(ErrorCode::Unimplemented));
+    let text = e.to_string();
+    assert!(
+        text.contains("who_am_i needs ZooKeeper 3.7.0 or later"),
+        "{text}"
+    );
+    assert_eq!(
+        Error::from_reply(-6, "create", "/a/b"),
+        Error::Zk {
+            code: ErrorCode::Unimplemented,
+            path: "/a/b".into()
+        }
+    );
 }

@@ -12,7 +12,9 @@ use super::discover::{self, Need, RealProbe};
 /// what this crate's `tests/curator.rs` uses to run Curator's recipes on the same servers
 /// and paths as zkguard's.
 ///
-/// - `classpath`: `ZKGUARD_CURATOR_CLASSPATH` when set, used as given; else Debian's
+/// - `classpath`: `ZKGUARD_CURATOR_CLASSPATH` when set, used as given, or the version
+///   `ZKGUARD_CURATOR_VERSION` names (`5.7.1`: its jars as `scripts/zk-version.sh --curator`
+///   cached them, with the ZooKeeper client of its release; never fetched here); else Debian's
 ///   `/usr/share/java/curator-recipes.jar` (its manifest names Curator's framework, client
 ///   and ZooKeeper's jars), plus `/usr/share/java/slf4j-nop.jar` when present so Curator
 ///   logs nothing;
@@ -60,7 +62,9 @@ impl CuratorJava {
         Ok(CuratorJava {
             java: discover::find_jdk_tool(&probe, "java").ok_or_else(|| missing("java"))?,
             javac: discover::find_jdk_tool(&probe, "javac").ok_or_else(|| missing("javac"))?,
-            classpath: discover::find_curator(&probe).ok_or_else(|| missing("Curator"))?,
+            classpath: discover::find_curator(&probe)
+                .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))?
+                .ok_or_else(|| missing("Curator"))?,
         })
     }
 }

@@ -11,6 +11,7 @@ mod ensemble;
 mod human;
 mod path;
 mod server;
+mod version;
 
 use std::time::{Duration, Instant};
 
@@ -167,6 +168,7 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
     for s in &mut servers {
         round_trips(conn, s, quiet);
         server_findings(s, &mut findings);
+        findings.extend(version::finding(s));
     }
     // The session a lock user gets: through the whole connect string, with every option.
     // Without one the servers' findings are still reported, with the session's failure.
@@ -405,11 +407,9 @@ fn session_findings(
     let identities = match client.who_am_i() {
         Ok(ids) => ids,
         Err(e) => {
-            out.push(Finding::new(
-                "whoami",
-                Status::Warn,
-                format!("whoami failed ({e}): ZooKeeper 3.7 or later answers it"),
-            ));
+            out.push(version::too_old_for_whoami(&e).unwrap_or_else(|| {
+                Finding::new("whoami", Status::Warn, format!("whoami failed ({e})"))
+            }));
             Vec::new()
         }
     };

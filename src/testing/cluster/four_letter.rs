@@ -78,6 +78,18 @@ pub(super) fn parse_mode(srvr: &str) -> Option<&str> {
         .map(str::trim)
 }
 
+/// The release of a `srvr` reply's `Zookeeper version: 3.6.3--6401e4a…, built on …` line, as
+/// `(major, minor, patch)`.
+pub(super) fn parse_version(srvr: &str) -> Option<(u32, u32, u32)> {
+    let v = srvr
+        .lines()
+        .find_map(|l| l.strip_prefix("Zookeeper version:"))?
+        .trim();
+    let release = v.split(['-', ',', ' ']).next()?;
+    let mut parts = release.split('.').map(|n| n.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
+}
+
 pub(super) fn is_serving_mode(mode: &str) -> bool {
     matches!(mode, "standalone" | "leader" | "follower" | "observer")
 }

@@ -14,7 +14,7 @@ mod security;
 
 use builder::Settings;
 pub use builder::TestClusterBuilder;
-use four_letter::{four_letter_at, is_serving_mode, parse_mode};
+use four_letter::{four_letter_at, is_serving_mode, parse_mode, parse_version};
 pub(crate) use ports::free_port;
 pub use security::ClientAuth;
 
@@ -396,6 +396,30 @@ impl TestCluster {
             .map_err(|e| io::Error::new(e.kind(), format!("ZooKeeper server {i}: {e}")))
     }
 
+    /// Server `i`'s ZooKeeper release from `srvr`, as `(major, minor, patch)`: `(3, 6, 3)`
+    /// when the harness runs 3.6.3 (`ZKGUARD_ZOOKEEPER_VERSION`, see docs/testing.md), so a
+    /// test can tell what the server it runs on implements.
+    ///
+    /// ```no_run
+    /// let cluster = zkguard::testing::TestCluster::start(1)?;
+    /// if cluster.version(0)? < (3, 7, 0) {
+    ///     println!("no whoAmI here");
+    /// }
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The server cannot be reached, or its reply has no version (the error quotes it).
+    pub fn version(&self, i: usize) -> io::Result<(u32, u32, u32)> {
+        let reply = self.four_letter(i, "srvr")?;
+        parse_version(&reply).ok_or_else(|| {
+            io::Error::other(format!(
+                "ZooKeeper server {i}: no version in its srvr reply {reply:?}"
+            ))
+        })
+    }
+
     /// Server `i`'s mode from `srvr`: `"standalone"`, `"leader"`, `"follower"` or
     /// `"observer"`; an error when it is not serving (the error quotes its reply).
     ///
@@ -483,6 +507,21 @@ mod tests {
         );
         assert!(is_serving_mode("standalone"));
         assert!(!is_serving_mode("looking"));
+    }
+
+    #[test]
+    fn version_parsing_of_each_release_line_tested() {
+        let at = |v: &str| parse_version(&format!("Zookeeper version: {v}\nMode: standalone\n"));
+        // 3.6.3's, 3.8.0's (Debian) and 3.9.3's lines, as their servers answer.
+        assert_eq!(
+            at("3.6.3--6401e4ad2087061bc6b9f80dec2d69f2e3c8660a, built on 04/08/2021 16:35 GMT"),
+            Some((3, 6, 3))
+        );
+        assert_eq!(at("3.8.0-5a02a05, built on 2022"), Some((3, 8, 0)));
+        assert_eq!(at("3.9.3-c26634f, built on 2024"), Some((3, 9, 3)));
+        assert_eq!(at("3.10.0, built on 2026"), Some((3, 10, 0)));
+        assert_eq!(at("unknown"), None);
+        assert_eq!(parse_version("Mode: standalone\n"), None);
     }
 
     #[test]

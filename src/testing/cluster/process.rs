@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -573,15 +573,46 @@ impl TestCluster {
 /// Debian's servlet API jar: Jetty, which `zookeeper.jar`'s manifest names, needs it for the
 /// admin server, and the manifest does not name it (an Apache release has it in `lib/`).
 const DEBIAN_SERVLET_API: &str = "/usr/share/java/servlet-api.jar";
+/// Debian's Jetty 9 jars the admin server needs, for a class path without Jetty (the jars
+/// `scripts/zk-version.sh` caches have none: Spark shades its own).
+const DEBIAN_JETTY: &[&str] = &[
+    "/usr/share/java/jetty9-server.jar",
+    "/usr/share/java/jetty9-servlet.jar",
+    "/usr/share/java/jetty9-security.jar",
+    "/usr/share/java/jetty9-http.jar",
+    "/usr/share/java/jetty9-io.jar",
+    "/usr/share/java/jetty9-util.jar",
+    "/usr/share/java/jetty9-util-ajax.jar",
+];
 
 /// The class path, with Debian's servlet API jar added for the admin server when it is
-/// there and not on the path yet.
+/// there and not on the path yet, and Debian's Jetty when the path names no Jetty jar.
 fn admin_classpath(classpath: &std::ffi::OsStr, admin: bool) -> std::ffi::OsString {
-    let jar = Path::new(DEBIAN_SERVLET_API);
-    let listed = std::env::split_paths(classpath).any(|e| e == jar);
-    if !admin || listed || !jar.is_file() {
+    let entries: Vec<PathBuf> = std::env::split_paths(classpath).collect();
+    if !admin {
         return classpath.to_os_string();
     }
-    let entries = std::env::split_paths(classpath).chain([jar.to_path_buf()]);
-    std::env::join_paths(entries).unwrap_or_else(|_| classpath.to_os_string())
+    let named = |prefix: &str| {
+        entries.iter().any(|e| {
+            e.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+    };
+    // Debian's zookeeper.jar names Jetty in its manifest; other class paths name its jars.
+    let jetty = named("jetty")
+        || entries
+            .iter()
+            .any(|e| e == Path::new(crate::testing::discover::DEBIAN_JAR));
+    let mut extra: Vec<&str> = if jetty {
+        Vec::new()
+    } else {
+        DEBIAN_JETTY.to_vec()
+    };
+    extra.push(DEBIAN_SERVLET_API);
+    let extra = extra
+        .into_iter()
+        .map(PathBuf::from)
+        .filter(|j| !entries.contains(j) && j.is_file());
+    let all: Vec<PathBuf> = entries.iter().cloned().chain(extra).collect();
+    std::env::join_paths(all).unwrap_or_else(|_| classpath.to_os_string())
 }

@@ -7,6 +7,7 @@
 //! asks it for a ZooKeeper server and then finds it.
 
 pub(crate) mod needs;
+pub(crate) mod versions;
 
 use std::ffi::OsString;
 use std::io;
@@ -21,7 +22,8 @@ pub(crate) const ENV_HOME: &str = "ZOOKEEPER_HOME";
 /// Environment variable holding a complete Java class path for Curator's recipes.
 pub(crate) const ENV_CURATOR_CLASSPATH: &str = "ZKGUARD_CURATOR_CLASSPATH";
 
-const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// Debian's ZooKeeper server jar (its manifest names Jetty and the rest).
+pub(crate) const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
 const DEBIAN_SLF4J_SIMPLE: &str = "/usr/share/java/slf4j-simple.jar";
 const DEBIAN_CURATOR: &str = "/usr/share/java/curator-recipes.jar";
 const DEBIAN_SLF4J_NOP: &str = "/usr/share/java/slf4j-nop.jar";
@@ -191,10 +193,21 @@ fn release_candidates(probe: &dyn Probe) -> Vec<PathBuf> {
 
 /// Finds the ZooKeeper server class path.
 ///
-/// Order: `ZKGUARD_ZOOKEEPER_CLASSPATH`, `ZOOKEEPER_HOME`, the Debian/Ubuntu jar, then
-/// unpacked releases in the usual places. `Ok(None)` means nothing was found; an `Err`
-/// means an explicit setting is wrong (it is never silently skipped).
+/// Order: `ZKGUARD_ZOOKEEPER_CLASSPATH` or `ZKGUARD_ZOOKEEPER_VERSION` (a version
+/// `scripts/zk-version.sh` cached; setting both is an error), `ZOOKEEPER_HOME`, the
+/// Debian/Ubuntu jar, then unpacked releases in the usual places. `Ok(None)` means nothing
+/// was found; an `Err` means an explicit setting is wrong (it is never silently skipped).
 pub(crate) fn find_classpath(probe: &dyn Probe) -> Result<Option<FoundClasspath>, String> {
+    let version = versions::cached(probe, versions::Product::ZooKeeper)?;
+    if version.is_some() && non_empty_var(probe, ENV_CLASSPATH).is_some() {
+        return Err(format!(
+            "both {ENV_CLASSPATH} and {} are set: set one",
+            versions::ENV_VERSION
+        ));
+    }
+    if version.is_some() {
+        return Ok(version);
+    }
     if let Some(cp) = non_empty_var(probe, ENV_CLASSPATH) {
         return Ok(Some(FoundClasspath {
             entries: vec![cp],
@@ -277,22 +290,38 @@ pub(crate) fn find_kerberos_tool(probe: &dyn Probe, tool: &str) -> Option<PathBu
         .find(|path| probe.is_file(path))
 }
 
-/// Curator's class path: `ZKGUARD_CURATOR_CLASSPATH` as given, else Debian's recipes jar
-/// (its manifest names its dependencies) and `slf4j-nop.jar` when present, to keep Curator
-/// quiet. `None` when neither is there.
-pub(crate) fn find_curator(probe: &dyn Probe) -> Option<OsString> {
-    if let Some(cp) = non_empty_var(probe, ENV_CURATOR_CLASSPATH) {
-        return Some(cp);
+/// Curator's class path: `ZKGUARD_CURATOR_CLASSPATH` as given, or the version
+/// `ZKGUARD_CURATOR_VERSION` names (cached by `scripts/zk-version.sh --curator`; setting both
+/// is an error), else Debian's recipes jar (its manifest names its dependencies) and
+/// `slf4j-nop.jar` when present, to keep Curator quiet. `Ok(None)` when none is there; an
+/// `Err` when an explicit setting is wrong.
+pub(crate) fn find_curator(probe: &dyn Probe) -> Result<Option<OsString>, String> {
+    let version = versions::cached(probe, versions::Product::Curator)?;
+    let explicit = non_empty_var(probe, ENV_CURATOR_CLASSPATH);
+    match (version, explicit) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "both {ENV_CURATOR_CLASSPATH} and {} are set: set one",
+                versions::ENV_CURATOR_VERSION
+            ))
+        }
+        (Some(found), None) => {
+            return std::env::join_paths(&found.entries)
+                .map(Some)
+                .map_err(|e| format!("cannot build a Java class path from {}: {e}", found.source))
+        }
+        (None, Some(cp)) => return Ok(Some(cp)),
+        (None, None) => {}
     }
     if !probe.is_file(Path::new(DEBIAN_CURATOR)) {
-        return None;
+        return Ok(None);
     }
     let mut cp = OsString::from(DEBIAN_CURATOR);
     if probe.is_file(Path::new(DEBIAN_SLF4J_NOP)) {
         cp.push(":");
         cp.push(DEBIAN_SLF4J_NOP);
     }
-    Some(cp)
+    Ok(Some(cp))
 }
 
 /// Debian's Netty jars that ZooKeeper's `NettyServerCnxnFactory` needs for a

@@ -114,8 +114,9 @@ impl Need {
             Need::Java => tool("java"),
             Need::Javac => tool("javac"),
             Need::Curator => match find_curator(probe) {
-                Some(_) => Check::Found,
-                None => Check::Missing(format!(
+                Ok(Some(_)) => Check::Found,
+                Err(msg) => Check::Broken(msg),
+                Ok(None) => Check::Missing(format!(
                     "found no Apache Curator (looked at {ENV_CURATOR_CLASSPATH} and \
                      {})",
                     super::DEBIAN_CURATOR

@@ -215,18 +215,102 @@ fn distribution_uses_what_it_finds_or_says_what_is_missing() {
 
 #[test]
 fn curator_from_the_environment_or_debian_with_slf4j_nop_when_present() {
+    let found = |p: &FakeProbe| find_curator(p).expect("no error");
     let p = FakeProbe::default().file(DEBIAN_CURATOR);
-    assert_eq!(find_curator(&p), Some(OsString::from(DEBIAN_CURATOR)));
+    assert_eq!(found(&p), Some(OsString::from(DEBIAN_CURATOR)));
     let p = p.file(DEBIAN_SLF4J_NOP);
     assert_eq!(
-        find_curator(&p),
+        found(&p),
         Some(OsString::from(format!(
             "{DEBIAN_CURATOR}:{DEBIAN_SLF4J_NOP}"
         )))
     );
     let p = p.var(ENV_CURATOR_CLASSPATH, "/c/*");
-    assert_eq!(find_curator(&p), Some(OsString::from("/c/*")));
-    assert_eq!(find_curator(&FakeProbe::default()), None);
+    assert_eq!(found(&p), Some(OsString::from("/c/*")));
+    assert_eq!(found(&FakeProbe::default()), None);
+}
+
+#[test]
+fn a_named_version_is_its_cached_jars_with_conf_first_and_wins_over_debian() {
+    let p = with_java(debian())
+        .var(versions::ENV_VERSIONS_DIR, "/cache")
+        .var(versions::ENV_VERSION, "3.6.3")
+        .file("/cache/zookeeper-3.6.3/conf/log4j2.properties")
+        .file("/cache/zookeeper-3.6.3/lib/zookeeper-3.6.3.jar")
+        .file("/cache/zookeeper-3.6.3/lib/netty-codec-4.1.96.Final.jar");
+    assert_eq!(
+        entries(&p),
+        [
+            "/cache/zookeeper-3.6.3/conf",
+            "/cache/zookeeper-3.6.3/lib/netty-codec-4.1.96.Final.jar",
+            "/cache/zookeeper-3.6.3/lib/zookeeper-3.6.3.jar",
+        ]
+    );
+    let d = distribution(&p).expect("found");
+    assert!(
+        d.source.contains("ZKGUARD_ZOOKEEPER_VERSION=3.6.3"),
+        "{}",
+        d.source
+    );
+
+    let p = p
+        .var(ENV_CURATOR_CLASSPATH, "")
+        .var(versions::ENV_CURATOR_VERSION, "5.7.1")
+        .file("/cache/curator-5.7.1/lib/curator-recipes-5.7.1.jar");
+    assert_eq!(
+        find_curator(&p).expect("no error"),
+        Some(OsString::from(
+            "/cache/curator-5.7.1/conf:/cache/curator-5.7.1/lib/curator-recipes-5.7.1.jar"
+        ))
+    );
+}
+
+#[test]
+fn a_named_version_not_cached_fails_naming_the_command_never_falls_back() {
+    // Debian's server is there: a missing 3.9.3 must not quietly become 3.8.0.
+    let p = with_java(debian())
+        .var(versions::ENV_VERSIONS_DIR, "/cache")
+        .var(versions::ENV_VERSION, "3.9.3")
+        // Another version cached does not count.
+        .file("/cache/zookeeper-3.6.3/lib/zookeeper-3.6.3.jar");
+    let err = find_classpath(&p).expect_err("must fail");
+    assert!(err.contains("scripts/zk-version.sh 3.9.3"), "{err}");
+    assert!(err.contains("/cache/zookeeper-3.9.3/lib"), "{err}");
+    assert!(matches!(
+        super::needs::Need::ZooKeeper.check(&p),
+        super::needs::Check::Broken(_)
+    ));
+
+    let p = FakeProbe::default()
+        .file(DEBIAN_CURATOR)
+        .var(versions::ENV_VERSIONS_DIR, "/cache")
+        .var(versions::ENV_CURATOR_VERSION, "5.7.1");
+    let err = find_curator(&p).expect_err("must fail");
+    assert!(
+        err.contains("scripts/zk-version.sh --curator 5.7.1"),
+        "{err}"
+    );
+    assert!(matches!(
+        super::needs::Need::Curator.check(&p),
+        super::needs::Check::Broken(_)
+    ));
+}
+
+#[test]
+fn a_named_version_refuses_both_variables_and_what_is_not_a_version() {
+    let p = FakeProbe::default()
+        .var(versions::ENV_VERSIONS_DIR, "/cache")
+        .var(versions::ENV_VERSION, "3.9.3")
+        .var(ENV_CLASSPATH, "/x.jar")
+        .file("/cache/zookeeper-3.9.3/lib/zookeeper-3.9.3.jar");
+    let err = find_classpath(&p).expect_err("must fail");
+    assert!(err.contains("set one"), "{err}");
+    for bad in ["../../etc", "3.9.3/../x", "latest", "3.9.3\u{1b}[2J"] {
+        let p = FakeProbe::default().var(versions::ENV_VERSION, bad);
+        let err = find_classpath(&p).expect_err(bad);
+        assert!(err.contains("is not a version"), "{err}");
+        assert!(!err.contains('\u{1b}'), "{err:?}");
+    }
 }
 
 fn dist(classpath: &str) -> Distribution {
