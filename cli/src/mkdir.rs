@@ -17,7 +17,7 @@ use clap::Args;
 
 use crate::run::node_acl;
 use crate::show::acl_text;
-use crate::{check_path, Connection, Fail, Say, EXIT_NOPERM, EXIT_USAGE};
+use crate::{check_path, Connection, Fail, Say, EXIT_NOPERM, EXIT_UNAVAILABLE, EXIT_USAGE};
 
 /// `mkdir`'s exit status table.
 pub const EXIT_CODES: &str = "\
@@ -151,10 +151,7 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
             acl_text(&entries)
         )),
         Err(Error::Multi { source, .. }) if matches!(*source, Error::NodeExists { .. }) => {
-            say.say(format!(
-                "{path} exists with ACL {} and its marker: nothing to do",
-                acl_text(&entries)
-            ))
+            return keep_marker(client, path, &marker, &entries, create(&marker), say)
         }
         Err(e) => {
             return Err(refused(
@@ -165,6 +162,54 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
             ))
         }
     }
+    Ok(0)
+}
+
+/// The marker exists: kept if it is persistent. One that is not (an ephemeral node, left
+/// by whoever could create there before the ACL was closed: it goes with its session, and
+/// the directory, empty, could then be deleted and made again open; or a container or TTL
+/// node, which the server deletes) is replaced by a persistent one, in one transaction
+/// that deletes it only at the version read.
+fn keep_marker(
+    client: &Client,
+    path: &str,
+    marker: &str,
+    entries: &[zkguard::Acl],
+    create: Op,
+    say: Say,
+) -> Result<i32, Fail> {
+    let stat = match client.exists(marker) {
+        Ok(Some(stat)) => stat,
+        // Deleted since (by an identity the ACL lets in): made again by the next run.
+        Ok(None) => {
+            return Err(Fail::new(
+                EXIT_UNAVAILABLE,
+                format!("{marker} was deleted while mkdir looked at it: run mkdir again"),
+            ))
+        }
+        Err(e) => return Err(Fail::zk(format_args!("cannot read {marker}"), e)),
+    };
+    if stat.ephemeral_owner == 0 {
+        say.say(format!(
+            "{path} exists with ACL {} and its marker: nothing to do",
+            acl_text(entries)
+        ));
+        return Ok(0);
+    }
+    let delete = Op::Delete {
+        path: marker.to_string(),
+        version: Some(stat.version),
+    };
+    client
+        .multi(&[delete, create])
+        .map_err(|e| refused(client, format_args!("cannot replace {marker}"), path, e))?;
+    say.say(format!(
+        "{path} exists with ACL {}: kept; replaced its marker {DIRECTORY_MARKER}, which was \
+         not persistent (owner 0x{:x}: it would have gone, and left the directory empty), \
+         with a persistent one",
+        acl_text(entries),
+        stat.ephemeral_owner
+    ));
     Ok(0)
 }
 
