@@ -11,7 +11,7 @@
 //! but this identity (and `--trust`'s) create, delete or administer there is kept (its
 //! marker added if missing); one whose ACL is open is refused (77), as the locks would.
 
-use zkguard::{Client, CreateMode, Error, NodeAcl, Op, DIRECTORY_MARKER};
+use zkguard::{Acl, Client, CreateMode, Error, NodeAcl, Op, DIRECTORY_MARKER};
 
 use clap::Args;
 
@@ -73,12 +73,7 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
             .ensure_path_with_acl(parent, acl)
             .map_err(|e| refused(client, format_args!("cannot make {parent}"), parent, e))?;
     }
-    let create = |p: &str| Op::CreateWithAcl {
-        path: p.to_string(),
-        data: Vec::new(),
-        mode: CreateMode::Persistent,
-        acl: acl.entries().to_vec(),
-    };
+    let create = |p: &str| persistent(p, acl);
     match client.multi(&[create(path), create(&marker)]) {
         Ok(_) => {
             let (entries, _) = client
@@ -151,7 +146,7 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
             acl_text(&entries)
         )),
         Err(Error::Multi { source, .. }) if matches!(*source, Error::NodeExists { .. }) => {
-            return keep_marker(client, path, &marker, &entries, create(&marker), say)
+            return keep_marker(client, path, &entries, acl, &ours, say)
         }
         Err(e) => {
             return Err(refused(
@@ -165,52 +160,89 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
     Ok(0)
 }
 
-/// The marker exists: kept if it is persistent. One that is not (an ephemeral node, left
-/// by whoever could create there before the ACL was closed: it goes with its session, and
-/// the directory, empty, could then be deleted and made again open; or a container or TTL
-/// node, which the server deletes) is replaced by a persistent one, in one transaction
-/// that deletes it only at the version read.
+/// Whether a directory's marker, as `get_acl` read it (`acl`, `stat`), keeps the directory
+/// from ever being empty, whoever else uses the ensemble: not ephemeral (it would go with
+/// its session); no child ever made in it (a container, which ZooKeeper deletes once a
+/// child has come and gone, shows `ephemeralOwner` 0 to a client like a persistent node:
+/// its stat cannot tell them apart, but one nobody has made a child in is kept either
+/// way); and its ACL lets nobody `open_to` names (the identities the directory's rule does
+/// not trust) make a child in it or change its ACL. `zkguard mkdir` keeps a marker only if
+/// this holds, and `doctor` ends its walk up at a closed directory only if its marker does.
+pub fn lasting(stat: &zkguard::Stat, acl: &[Acl], open_to: impl Fn(&[Acl]) -> Vec<Acl>) -> bool {
+    stat.ephemeral_owner == 0
+        && stat.cversion == 0
+        && stat.num_children == 0
+        && open_to(acl).is_empty()
+}
+
+/// The marker exists: kept if it is [`lasting`]; else (an ephemeral node, left by whoever
+/// could create there before the ACL was closed, which goes with its session; a node
+/// with a child or that had one, perhaps a container, which the server deletes once empty;
+/// one whose ACL lets others in) replaced by a persistent one with the ACL, in one
+/// transaction that deletes it only at the version read.
 fn keep_marker(
     client: &Client,
     path: &str,
-    marker: &str,
-    entries: &[zkguard::Acl],
-    create: Op,
+    entries: &[Acl],
+    acl: &NodeAcl,
+    ours: &[Acl],
     say: Say,
 ) -> Result<i32, Fail> {
-    let stat = match client.exists(marker) {
-        Ok(Some(stat)) => stat,
+    let marker = format!("{path}/{DIRECTORY_MARKER}");
+    let gone = || {
+        Fail::new(
+            EXIT_UNAVAILABLE,
+            format!("{marker} was deleted while mkdir looked at it: run mkdir again"),
+        )
+    };
+    // Its ACL, if this identity may read it (one it may not read is no marker it made).
+    let (marker_acl, stat) = match client.get_acl(&marker) {
+        Ok((a, stat)) => (Some(a), stat),
+        Err(Error::NoAuth { .. }) => match client.exists(&marker) {
+            Ok(Some(stat)) => (None, stat),
+            Ok(None) => return Err(gone()),
+            Err(e) => return Err(Fail::zk(format_args!("cannot read {marker}"), e)),
+        },
         // Deleted since (by an identity the ACL lets in): made again by the next run.
-        Ok(None) => {
-            return Err(Fail::new(
-                EXIT_UNAVAILABLE,
-                format!("{marker} was deleted while mkdir looked at it: run mkdir again"),
-            ))
-        }
+        Err(Error::NoNode { .. }) => return Err(gone()),
         Err(e) => return Err(Fail::zk(format_args!("cannot read {marker}"), e)),
     };
-    if stat.ephemeral_owner == 0 {
-        say.say(format!(
-            "{path} exists with ACL {} and its marker: nothing to do",
-            acl_text(entries)
-        ));
-        return Ok(0);
+    if let Some(a) = &marker_acl {
+        if lasting(&stat, a, |a| acl.untrusted(a, ours)) {
+            say.say(format!(
+                "{path} exists with ACL {} and its marker: nothing to do",
+                acl_text(entries)
+            ));
+            return Ok(0);
+        }
     }
     let delete = Op::Delete {
-        path: marker.to_string(),
+        path: marker.clone(),
         version: Some(stat.version),
     };
     client
-        .multi(&[delete, create])
+        .multi(&[delete, persistent(&marker, acl)])
         .map_err(|e| refused(client, format_args!("cannot replace {marker}"), path, e))?;
     say.say(format!(
-        "{path} exists with ACL {}: kept; replaced its marker {DIRECTORY_MARKER}, which was \
-         not persistent (owner 0x{:x}: it would have gone, and left the directory empty), \
-         with a persistent one",
+        "{path} exists with ACL {}: kept; replaced its marker {DIRECTORY_MARKER} (owner \
+         0x{:x}, {} children made in it, ACL {}), which could have gone and left the \
+         directory empty, with a persistent one",
         acl_text(entries),
-        stat.ephemeral_owner
+        stat.ephemeral_owner,
+        stat.cversion,
+        marker_acl.as_deref().map_or("unreadable".into(), acl_text)
     ));
     Ok(0)
+}
+
+/// A persistent node at `p` with `acl`, as a `multi`'s op.
+fn persistent(p: &str, acl: &NodeAcl) -> Op {
+    Op::CreateWithAcl {
+        path: p.to_string(),
+        data: Vec::new(),
+        mode: CreateMode::Persistent,
+        acl: acl.entries().to_vec(),
+    }
 }
 
 /// A failed create: 77 with the ACL that refused (a create is checked against the parent's

@@ -656,3 +656,55 @@ fn doctor_passes_under_a_made_directory_and_hides_hashes() {
     let (_, out, err) = output(zkguard(&cs).arg("doctor").args(args));
     assert!(!out.contains(&hash) && !err.contains(&hash), "{out}{err}");
 }
+
+/// A closed team directory made by hand (no marker) whose only child is a lock's directory:
+/// a container, which ZooKeeper deletes once its last lock node is gone, and which a
+/// client's stat shows as persistent (`ephemeralOwner` 0). Nothing keeps the team directory
+/// from becoming empty, then deleted by anyone (the open root) and made again open, so the
+/// open root above it is a warning, not a note: the container is no anchor, though a lock
+/// is held in it while doctor looks. (Before, any child that looked persistent ended the
+/// walk with a pass.)
+#[test]
+fn a_lock_s_container_does_not_make_its_closed_parent_undeletable() {
+    let cs = cluster().connect_string();
+    let dir = unique("doctor-container");
+    let alice = zkguard::Client::builder(&cs)
+        .auth("digest", b"alice:alice-pw")
+        .build()
+        .unwrap();
+    let closed = Acl::creator_all();
+    alice
+        .create_with_acl(&dir, b"", CreateMode::Persistent, &closed)
+        .unwrap();
+    let path = format!("{dir}/nightly");
+    alice
+        .create_with_acl(&path, b"", CreateMode::Container, &closed)
+        .unwrap();
+    // A lock held there while doctor looks (the harness's servers delete an empty
+    // container within 100 ms: it stands only while it has a child).
+    let node = format!("{path}/_c_a-lock-0000000000");
+    alice
+        .create_with_acl(&node, b"", CreateMode::Ephemeral, &closed)
+        .unwrap();
+    let st = alice.exists(&path).unwrap().expect("the container");
+    assert_eq!(st.ephemeral_owner, 0, "a container looks persistent");
+
+    let args = [
+        "--auth",
+        "alice:alice-pw",
+        "--path",
+        &path,
+        "--probe-rounds",
+        "1",
+    ];
+    let (_, v, err) = doctor(&cs, &args);
+    let acl = findings(&v, "acl");
+    let status_of = |node: &str| -> Vec<&str> {
+        acl.iter()
+            .filter(|f| f["about"] == node)
+            .map(|f| f["status"].as_str().unwrap())
+            .collect()
+    };
+    assert!(!status_of(&dir).contains(&"pass"), "{err}\n{v:#}");
+    assert_eq!(status_of("/"), ["warn"], "{v:#}");
+}

@@ -227,4 +227,36 @@ fn mkdir_does_not_keep_a_marker_that_goes_with_a_session() {
     let other = as_user(&cs, "mallory");
     let e = other.delete(&dir, None).unwrap_err();
     assert!(matches!(e, Error::NotEmpty { .. }), "{e:?}");
+
+    // The same with a container as the marker, kept up by an ephemeral child of mallory's
+    // in it (a container looks persistent to a client; the server deletes it once its
+    // last child is gone): mkdir cannot replace it (the child is not alice's to delete),
+    // and says so rather than keep it.
+    let second = format!("{dir}-container");
+    let mallory = as_user(&cs, "mallory");
+    mallory
+        .create(&second, b"", CreateMode::Persistent)
+        .unwrap();
+    let marker = format!("{second}/{DIRECTORY_MARKER}");
+    let mallory_id = mallory.own_identities(&second).unwrap();
+    mallory
+        .create_with_acl(&marker, b"", CreateMode::Container, &mallory_id)
+        .unwrap();
+    let child = format!("{marker}/keep");
+    mallory
+        .create_with_acl(&child, b"", CreateMode::Ephemeral, &mallory_id)
+        .unwrap();
+    mallory.set_acl(&second, &alice_id, None).unwrap();
+    let st = alice.exists(&marker).unwrap().expect("the marker");
+    assert_eq!(st.ephemeral_owner, 0, "a container looks persistent");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &second, "--acl", "creator"]),
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("cannot replace") && err.contains(DIRECTORY_MARKER),
+        "{err}"
+    );
 }
