@@ -97,7 +97,9 @@ fn open_finding(node: &str, is_path: bool, named: &[String]) -> Finding {
 /// [`lasting`](crate::mkdir::lasting) (judged by `rule` with `ours`): then it is never
 /// empty, and only those its ACL lets delete can make it so. No other child counts: a
 /// lock's directory is a container, which the server deletes once its last lock node is
-/// gone, and a client's stat shows a container as persistent.
+/// gone, and a client's stat shows a container as persistent. Nor does a marker whose ACL
+/// this identity may not read (a `--trust`ed identity's doctor, where another made the
+/// marker): its ACL cannot be judged, so the walk goes on (warnings, the safe side).
 fn holds_marker(client: &Client, node: &str, rule: &NodeAcl, ours: &[Acl]) -> bool {
     let marker = match node {
         "/" => format!("/{}", zkguard::DIRECTORY_MARKER),
