@@ -26,7 +26,8 @@ Exit status:
   2   bad input: a path, --acl open, a --trust entry
   69  ZooKeeper could not be reached or failed a request
   77  refused: the ACL (named) does not let this identity create there, or the directory
-      exists and its ACL lets others create, delete or change the ACL there";
+      exists and its ACL lets others create, delete or change the ACL there, or its
+      marker has children (it could go and leave the directory empty)";
 
 #[derive(Args)]
 pub struct MkdirArgs {
@@ -220,9 +221,31 @@ fn keep_marker(
         path: marker.clone(),
         version: Some(stat.version),
     };
-    client
-        .multi(&[delete, persistent(&marker, acl)])
-        .map_err(|e| refused(client, format_args!("cannot replace {marker}"), path, e))?;
+    match client.multi(&[delete, persistent(&marker, acl)]) {
+        Ok(_) => {}
+        Err(Error::Multi { source, .. }) if matches!(*source, Error::NotEmpty { .. }) => {
+            return Err(Fail::new(
+                EXIT_NOPERM,
+                format!(
+                    "{marker} is no marker mkdir keeps (owner 0x{:x}, {} children made in \
+                     it, ACL {}) and cannot be replaced: it has children (a container, \
+                     perhaps, which the server deletes once they are gone, leaving {path} \
+                     empty). Delete them, or choose another path",
+                    stat.ephemeral_owner,
+                    stat.cversion,
+                    marker_acl.as_deref().map_or("unreadable".into(), acl_text)
+                ),
+            ))
+        }
+        Err(e) => {
+            return Err(refused(
+                client,
+                format_args!("cannot replace {marker}"),
+                path,
+                e,
+            ))
+        }
+    }
     say.say(format!(
         "{path} exists with ACL {}: kept; replaced its marker {DIRECTORY_MARKER} (owner \
          0x{:x}, {} children made in it, ACL {}), which could have gone and left the \

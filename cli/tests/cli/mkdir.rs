@@ -254,9 +254,9 @@ fn mkdir_does_not_keep_a_marker_that_goes_with_a_session() {
             .args(ALICE)
             .args(["mkdir", &second, "--acl", "creator"]),
     );
-    assert_ne!(code, 0, "{err}");
+    assert_eq!(code, 77, "{err}");
     assert!(
-        err.contains("cannot replace") && err.contains(DIRECTORY_MARKER),
+        err.contains("cannot be replaced: it has children") && err.contains(&marker),
         "{err}"
     );
 }
