@@ -29,6 +29,15 @@ fn said(args: &[&str], code: i32, v: &Value) {
     }
 }
 
+/// The statuses of the `acl` findings about `node`.
+fn acl_status<'a>(v: &'a Value, node: &str) -> Vec<&'a str> {
+    findings(v, "acl")
+        .into_iter()
+        .filter(|f| f["about"] == node)
+        .map(|f| f["status"].as_str().unwrap())
+        .collect()
+}
+
 /// The findings of one check.
 fn findings<'a>(v: &'a Value, check: &str) -> Vec<&'a Value> {
     v["findings"]
@@ -623,13 +632,7 @@ fn doctor_passes_under_a_made_directory_and_hides_hashes() {
     ];
     let (code, v, err) = doctor(&cs, &args);
     assert_eq!((code, &v["status"]), (0, &"pass".into()), "{err}\n{v:#}");
-    let acl = findings(&v, "acl");
-    let status_of = |node: &str| -> Vec<&str> {
-        acl.iter()
-            .filter(|f| f["about"] == node)
-            .map(|f| f["status"].as_str().unwrap())
-            .collect()
-    };
+    let status_of = |node: &str| acl_status(&v, node);
     assert_eq!(status_of(&dir), ["pass"], "{v:#}");
     assert_eq!(status_of("/cli"), ["note"], "{v:#}");
     assert_eq!(status_of("/"), ["note"], "{v:#}");
@@ -698,13 +701,7 @@ fn a_lock_s_container_does_not_make_its_closed_parent_undeletable() {
         "1",
     ];
     let (_, v, err) = doctor(&cs, &args);
-    let acl = findings(&v, "acl");
-    let status_of = |node: &str| -> Vec<&str> {
-        acl.iter()
-            .filter(|f| f["about"] == node)
-            .map(|f| f["status"].as_str().unwrap())
-            .collect()
-    };
+    let status_of = |node: &str| acl_status(&v, node);
     assert!(!status_of(&dir).contains(&"pass"), "{err}\n{v:#}");
     assert_eq!(status_of("/"), ["warn"], "{v:#}");
 }
