@@ -307,3 +307,43 @@ fn a_fenced_write_whose_node_was_replaced_before_it_applied_is_lock_lost() {
     assert!(!held.is_valid());
     mallory.delete(&node, None).unwrap();
 }
+
+/// Another identity's nodes named like the directory marker, in an open lock directory:
+/// the exact name (`zkguard-directory`) is left out (neither a contender nor foreign), but
+/// a node with the server's sequence number after that name is a contender like any other,
+/// not hidden: a lock behind it waits, and it is listed as the holder. (Were it skipped as
+/// the marker, the lock would be granted beside it: two holders.)
+#[test]
+fn a_sequential_node_named_like_the_marker_is_a_contender_not_skipped() {
+    let dir = unique("marker-like");
+    let mallory = as_user("mallory");
+    mallory.create(&dir, b"", CreateMode::Persistent).unwrap();
+    let marker = format!("{dir}/{}", zkguard::DIRECTORY_MARKER);
+    mallory
+        .create(&marker, b"", CreateMode::Persistent)
+        .unwrap();
+    let theirs = mallory
+        .create(&marker, b"mallory", CreateMode::EphemeralSequential)
+        .unwrap()
+        .path;
+    assert!(theirs.starts_with(&marker) && theirs != marker, "{theirs}");
+
+    let alice = as_user("alice");
+    let lock = Mutex::new(&alice, &dir).unwrap();
+    assert!(
+        lock.try_acquire().unwrap().is_none(),
+        "granted beside {theirs}"
+    );
+    let holders: Vec<_> = lock
+        .participants()
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.holds)
+        .map(|p| p.node)
+        .collect();
+    assert_eq!(holders, [theirs.rsplit('/').next().unwrap()]);
+
+    mallory.delete(&theirs, None).unwrap();
+    let guard = lock.acquire().unwrap();
+    assert!(guard.is_valid());
+}

@@ -56,11 +56,16 @@ pub fn init(verbose: u8, quiet: bool) {
 struct Logger(env_logger::Logger);
 
 impl Logger {
-    /// The library's record of a login without TLS (a `zkguard` warning that says so).
+    /// The library's record of a login without TLS: a warning of the module that logs in,
+    /// whose text starts as that warning's does and says so. Not any record with the words
+    /// in it: a path or a node's name in another warning (a lost lock's, a failed
+    /// delete's) may contain them, and that warning must be shown.
     fn said_by_the_cli(record: &log::Record) -> bool {
+        let text = record.args().to_string();
         record.level() == log::Level::Warn
-            && record.target().starts_with("zkguard")
-            && record.args().to_string().contains("without TLS")
+            && record.target() == "zkguard::client::conn::connect"
+            && text.starts_with("zkguard: logging in to ")
+            && text.contains(" without TLS: ")
     }
 }
 
@@ -84,4 +89,49 @@ impl log::Log for Logger {
 pub fn line(msg: impl fmt::Display) {
     let text = format!("zkguard: {msg}\n");
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Logger;
+
+    fn left_out(target: &str, msg: &str) -> bool {
+        Logger::said_by_the_cli(
+            &log::Record::builder()
+                .level(log::Level::Warn)
+                .target(target)
+                .args(format_args!("{msg}"))
+                .build(),
+        )
+    }
+
+    /// Only the library's own warning of a login without TLS is left out (the CLI says it
+    /// itself); another warning that happens to contain the words, because a path or a
+    /// node's name (the user's, or another identity's) does, is shown.
+    #[test]
+    fn only_the_library_s_cleartext_warning_is_left_out() {
+        assert!(left_out(
+            "zkguard::client::conn::connect",
+            "zkguard: logging in to 127.0.0.1:2181 without TLS: anyone on the network path \
+             can read the digest password (auth sends it in clear)"
+        ));
+        for (target, msg) in [
+            (
+                "zkguard::client::janitor",
+                "zkguard: background delete of /jobs/without TLS/_c_a-lock-0000000001 failed: \
+                 connection lost",
+            ),
+            (
+                "zkguard::queue::enqueue",
+                "zkguard: cannot delete abandoned node /x without TLS/_c_a-lock-0000000001: \
+                 connection lost",
+            ),
+            (
+                "zkguard::election::candidate",
+                "zkguard: candidate \"without TLS\" in /e: connection lost; trying again in 1s",
+            ),
+        ] {
+            assert!(!left_out(target, msg), "{msg}");
+        }
+    }
 }

@@ -11,13 +11,13 @@
 //! but this identity (and `--trust`'s) create, delete or administer there is kept (its
 //! marker added if missing); one whose ACL is open is refused (77), as the locks would.
 
-use zkguard::{Client, CreateMode, Error, NodeAcl, Op, DIRECTORY_MARKER};
+use zkguard::{Acl, Client, CreateMode, Error, NodeAcl, Op, DIRECTORY_MARKER};
 
 use clap::Args;
 
 use crate::run::node_acl;
 use crate::show::acl_text;
-use crate::{check_path, Connection, Fail, Say, EXIT_NOPERM, EXIT_USAGE};
+use crate::{check_path, Connection, Fail, Say, EXIT_NOPERM, EXIT_UNAVAILABLE, EXIT_USAGE};
 
 /// `mkdir`'s exit status table.
 pub const EXIT_CODES: &str = "\
@@ -26,7 +26,8 @@ Exit status:
   2   bad input: a path, --acl open, a --trust entry
   69  ZooKeeper could not be reached or failed a request
   77  refused: the ACL (named) does not let this identity create there, or the directory
-      exists and its ACL lets others create, delete or change the ACL there";
+      exists and its ACL lets others create, delete or change the ACL there, or its
+      marker has children (it could go and leave the directory empty)";
 
 #[derive(Args)]
 pub struct MkdirArgs {
@@ -73,12 +74,7 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
             .ensure_path_with_acl(parent, acl)
             .map_err(|e| refused(client, format_args!("cannot make {parent}"), parent, e))?;
     }
-    let create = |p: &str| Op::CreateWithAcl {
-        path: p.to_string(),
-        data: Vec::new(),
-        mode: CreateMode::Persistent,
-        acl: acl.entries().to_vec(),
-    };
+    let create = |p: &str| persistent(p, acl);
     match client.multi(&[create(path), create(&marker)]) {
         Ok(_) => {
             let (entries, _) = client
@@ -151,10 +147,7 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
             acl_text(&entries)
         )),
         Err(Error::Multi { source, .. }) if matches!(*source, Error::NodeExists { .. }) => {
-            say.say(format!(
-                "{path} exists with ACL {} and its marker: nothing to do",
-                acl_text(&entries)
-            ))
+            return keep_marker(client, path, &entries, acl, &ours, say)
         }
         Err(e) => {
             return Err(refused(
@@ -166,6 +159,113 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
         }
     }
     Ok(0)
+}
+
+/// Whether a directory's marker, as `get_acl` read it (`acl`, `stat`), keeps the directory
+/// from ever being empty, whoever else uses the ensemble: not ephemeral (it would go with
+/// its session); no child ever made in it (a container, which ZooKeeper deletes once a
+/// child has come and gone, shows `ephemeralOwner` 0 to a client like a persistent node:
+/// its stat cannot tell them apart, but one nobody has made a child in is kept either
+/// way); and its ACL lets nobody `open_to` names (the identities the directory's rule does
+/// not trust) make a child in it or change its ACL. `zkguard mkdir` keeps a marker only if
+/// this holds, and `doctor` ends its walk up at a closed directory only if its marker does.
+pub fn lasting(stat: &zkguard::Stat, acl: &[Acl], open_to: impl Fn(&[Acl]) -> Vec<Acl>) -> bool {
+    stat.ephemeral_owner == 0
+        && stat.cversion == 0
+        && stat.num_children == 0
+        && open_to(acl).is_empty()
+}
+
+/// The marker exists: kept if it is [`lasting`]; else (an ephemeral node, left by whoever
+/// could create there before the ACL was closed, which goes with its session; a node
+/// with a child or that had one, perhaps a container, which the server deletes once empty;
+/// one whose ACL lets others in) replaced by a persistent one with the ACL, in one
+/// transaction that deletes it only at the version read.
+fn keep_marker(
+    client: &Client,
+    path: &str,
+    entries: &[Acl],
+    acl: &NodeAcl,
+    ours: &[Acl],
+    say: Say,
+) -> Result<i32, Fail> {
+    let marker = format!("{path}/{DIRECTORY_MARKER}");
+    let gone = || {
+        Fail::new(
+            EXIT_UNAVAILABLE,
+            format!("{marker} was deleted while mkdir looked at it: run mkdir again"),
+        )
+    };
+    // Its ACL, if this identity may read it (one it may not read is no marker it made).
+    let (marker_acl, stat) = match client.get_acl(&marker) {
+        Ok((a, stat)) => (Some(a), stat),
+        Err(Error::NoAuth { .. }) => match client.exists(&marker) {
+            Ok(Some(stat)) => (None, stat),
+            Ok(None) => return Err(gone()),
+            Err(e) => return Err(Fail::zk(format_args!("cannot read {marker}"), e)),
+        },
+        // Deleted since (by an identity the ACL lets in): made again by the next run.
+        Err(Error::NoNode { .. }) => return Err(gone()),
+        Err(e) => return Err(Fail::zk(format_args!("cannot read {marker}"), e)),
+    };
+    if let Some(a) = &marker_acl {
+        if lasting(&stat, a, |a| acl.untrusted(a, ours)) {
+            say.say(format!(
+                "{path} exists with ACL {} and its marker: nothing to do",
+                acl_text(entries)
+            ));
+            return Ok(0);
+        }
+    }
+    let delete = Op::Delete {
+        path: marker.clone(),
+        version: Some(stat.version),
+    };
+    match client.multi(&[delete, persistent(&marker, acl)]) {
+        Ok(_) => {}
+        Err(Error::Multi { source, .. }) if matches!(*source, Error::NotEmpty { .. }) => {
+            return Err(Fail::new(
+                EXIT_NOPERM,
+                format!(
+                    "{marker} is no marker mkdir keeps (owner 0x{:x}, {} children made in \
+                     it, ACL {}) and cannot be replaced: it has children (a container, \
+                     perhaps, which the server deletes once they are gone, leaving {path} \
+                     empty). Delete them, or choose another path",
+                    stat.ephemeral_owner,
+                    stat.cversion,
+                    marker_acl.as_deref().map_or("unreadable".into(), acl_text)
+                ),
+            ))
+        }
+        Err(e) => {
+            return Err(refused(
+                client,
+                format_args!("cannot replace {marker}"),
+                path,
+                e,
+            ))
+        }
+    }
+    say.say(format!(
+        "{path} exists with ACL {}: kept; replaced its marker {DIRECTORY_MARKER} (owner \
+         0x{:x}, {} children made in it, ACL {}), which could have gone and left the \
+         directory empty, with a persistent one",
+        acl_text(entries),
+        stat.ephemeral_owner,
+        stat.cversion,
+        marker_acl.as_deref().map_or("unreadable".into(), acl_text)
+    ));
+    Ok(0)
+}
+
+/// A persistent node at `p` with `acl`, as a `multi`'s op.
+fn persistent(p: &str, acl: &NodeAcl) -> Op {
+    Op::CreateWithAcl {
+        path: p.to_string(),
+        data: Vec::new(),
+        mode: CreateMode::Persistent,
+        acl: acl.entries().to_vec(),
+    }
 }
 
 /// A failed create: 77 with the ACL that refused (a create is checked against the parent's

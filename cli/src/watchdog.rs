@@ -155,7 +155,10 @@ impl Drop for Watchdog {
 pub fn main(args: &[String]) -> i32 {
     let parsed = match args {
         [group, bound, action, kill_after, say] => (|| {
-            let group = Pid::from_raw(group.parse().ok()?);
+            // A command's group is its leader's pid: never 0 (to `killpg` the caller's own
+            // group) nor 1 (`killpg(1, …)` is `kill(-1, …)`: every process the user may
+            // signal), whoever runs `zkguard __watchdog` and with what.
+            let group = Pid::from_raw(group.parse().ok().filter(|g: &i32| *g > 1)?);
             let bound = Duration::from_millis(bound.parse().ok()?);
             let kill = match action.as_str() {
                 "kill" => true,

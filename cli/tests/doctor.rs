@@ -29,6 +29,15 @@ fn said(args: &[&str], code: i32, v: &Value) {
     }
 }
 
+/// The statuses of the `acl` findings about `node`.
+fn acl_status<'a>(v: &'a Value, node: &str) -> Vec<&'a str> {
+    findings(v, "acl")
+        .into_iter()
+        .filter(|f| f["about"] == node)
+        .map(|f| f["status"].as_str().unwrap())
+        .collect()
+}
+
 /// The findings of one check.
 fn findings<'a>(v: &'a Value, check: &str) -> Vec<&'a Value> {
     v["findings"]
@@ -623,13 +632,7 @@ fn doctor_passes_under_a_made_directory_and_hides_hashes() {
     ];
     let (code, v, err) = doctor(&cs, &args);
     assert_eq!((code, &v["status"]), (0, &"pass".into()), "{err}\n{v:#}");
-    let acl = findings(&v, "acl");
-    let status_of = |node: &str| -> Vec<&str> {
-        acl.iter()
-            .filter(|f| f["about"] == node)
-            .map(|f| f["status"].as_str().unwrap())
-            .collect()
-    };
+    let status_of = |node: &str| acl_status(&v, node);
     assert_eq!(status_of(&dir), ["pass"], "{v:#}");
     assert_eq!(status_of("/cli"), ["note"], "{v:#}");
     assert_eq!(status_of("/"), ["note"], "{v:#}");
@@ -655,4 +658,50 @@ fn doctor_passes_under_a_made_directory_and_hides_hashes() {
     assert!(text.contains("digest:alice:…"), "{text}");
     let (_, out, err) = output(zkguard(&cs).arg("doctor").args(args));
     assert!(!out.contains(&hash) && !err.contains(&hash), "{out}{err}");
+}
+
+/// A closed team directory made by hand (no marker) whose only child is a lock's directory:
+/// a container, which ZooKeeper deletes once its last lock node is gone, and which a
+/// client's stat shows as persistent (`ephemeralOwner` 0). Nothing keeps the team directory
+/// from becoming empty, then deleted by anyone (the open root) and made again open, so the
+/// open root above it is a warning, not a note: the container is no anchor, though a lock
+/// is held in it while doctor looks. (Before, any child that looked persistent ended the
+/// walk with a pass.)
+#[test]
+fn a_lock_s_container_does_not_make_its_closed_parent_undeletable() {
+    let cs = cluster().connect_string();
+    let dir = unique("doctor-container");
+    let alice = zkguard::Client::builder(&cs)
+        .auth("digest", b"alice:alice-pw")
+        .build()
+        .unwrap();
+    let closed = Acl::creator_all();
+    alice
+        .create_with_acl(&dir, b"", CreateMode::Persistent, &closed)
+        .unwrap();
+    let path = format!("{dir}/nightly");
+    alice
+        .create_with_acl(&path, b"", CreateMode::Container, &closed)
+        .unwrap();
+    // A lock held there while doctor looks (the harness's servers delete an empty
+    // container within 100 ms: it stands only while it has a child).
+    let node = format!("{path}/_c_a-lock-0000000000");
+    alice
+        .create_with_acl(&node, b"", CreateMode::Ephemeral, &closed)
+        .unwrap();
+    let st = alice.exists(&path).unwrap().expect("the container");
+    assert_eq!(st.ephemeral_owner, 0, "a container looks persistent");
+
+    let args = [
+        "--auth",
+        "alice:alice-pw",
+        "--path",
+        &path,
+        "--probe-rounds",
+        "1",
+    ];
+    let (_, v, err) = doctor(&cs, &args);
+    let status_of = |node: &str| acl_status(&v, node);
+    assert!(!status_of(&dir).contains(&"pass"), "{err}\n{v:#}");
+    assert_eq!(status_of("/"), ["warn"], "{v:#}");
 }

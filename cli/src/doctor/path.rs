@@ -14,9 +14,10 @@ use crate::{Connection, Say};
 /// The path and each parent, the root first, each with its ACL (or why it is unread),
 /// judged from the path up as the recipes' tenancy rule judges a directory: a node that
 /// lets another identity create, delete or change the ACL there is a warning, until a
-/// closed node that nobody else can delete (it holds a persistent node, such as the marker
-/// of `zkguard mkdir`, that only its ACL's identities may delete): then the check ends
-/// there (a pass), and an open node above it (the root of a shared ensemble) is a note.
+/// closed node that nobody else can delete (it holds the marker of `zkguard mkdir`, a
+/// persistent node that only its ACL's identities may delete: see [`holds_marker`]): then
+/// the check ends there (a pass), and an open node above it (the root of a shared
+/// ensemble) is a note.
 pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -> Value {
     let rule = NodeAcl::open();
     let mut prefixes = vec!["/".to_string()];
@@ -43,9 +44,9 @@ pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -
                     }
                 } else if !open.is_empty() {
                     out.push(open_finding(node, node == path, &named));
-                } else if persistent_child(client, node) {
+                } else if holds_marker(client, node, &rule, ours) {
                     out.push(Finding::new("acl", Status::Pass, format!(
-                        "{node} is closed to other identities and holds a persistent node only its ACL's identities may delete: nobody else can delete or replace it, so the ACLs above it do not matter"
+                        "{node} is closed to other identities and holds its zkguard mkdir marker, a persistent node only its ACL's identities may delete: nobody else can delete or replace it, so the ACLs above it do not matter"
                     )).about(node));
                     anchor = Some(node.to_string());
                 }
@@ -92,22 +93,20 @@ fn open_finding(node: &str, is_path: bool, named: &[String]) -> Finding {
     .about(node)
 }
 
-/// Whether `node` holds a persistent node (not ephemeral, not a container, which the
-/// server deletes when empty): then it is never empty, and only those its ACL lets delete
-/// can make it so. The marker of `zkguard mkdir` first; else the first children listed.
-fn persistent_child(client: &Client, node: &str) -> bool {
-    let child = |name: &str| match node {
-        "/" => format!("/{name}"),
-        _ => format!("{node}/{name}"),
+/// Whether `node` holds the marker of `zkguard mkdir` and it is
+/// [`lasting`](crate::mkdir::lasting) (judged by `rule` with `ours`): then it is never
+/// empty, and only those its ACL lets delete can make it so. No other child counts: a
+/// lock's directory is a container, which the server deletes once its last lock node is
+/// gone, and a client's stat shows a container as persistent. Nor does a marker whose ACL
+/// this identity may not read (a `--trust`ed identity's doctor, where another made the
+/// marker): its ACL cannot be judged, so the walk goes on (warnings, the safe side).
+fn holds_marker(client: &Client, node: &str, rule: &NodeAcl, ours: &[Acl]) -> bool {
+    let marker = match node {
+        "/" => format!("/{}", zkguard::DIRECTORY_MARKER),
+        _ => format!("{node}/{}", zkguard::DIRECTORY_MARKER),
     };
-    let persistent = |p: &str| matches!(client.exists(p), Ok(Some(st)) if st.ephemeral_owner == 0);
-    if persistent(&child(zkguard::DIRECTORY_MARKER)) {
-        return true;
-    }
-    match client.get_children(node) {
-        Ok((names, _)) => names.iter().take(16).any(|n| persistent(&child(n))),
-        Err(_) => false,
-    }
+    matches!(client.get_acl(&marker), Ok((acl, stat))
+        if crate::mkdir::lasting(&stat, &acl, |a| rule.untrusted(a, ours)))
 }
 
 /// This session's identities as ACL entries name them, learned by the library's own code

@@ -221,3 +221,24 @@ fn a_killed_zkguard_leaves_no_watchdog_behind() {
     wait_until(|| "the watchdog outlived zkguard".into(), || is_dead(dog));
     wait_until(|| "the command outlived zkguard".into(), || is_dead(pid));
 }
+
+/// `zkguard __watchdog` run by hand with a group that is no command's: 0 (the caller's own
+/// group, for `killpg`) or 1 (`killpg(1, …)` is `kill(-1, …)`: every process the user may
+/// signal) is refused as bad input before anything is signalled, not taken as a group to
+/// SIGKILL once its stdin ends. Run in a group of its own with stdin closed, so that
+/// without the check it kills only itself (group 0); group 1 is left out here for that
+/// reason: the same check refuses it.
+#[test]
+fn the_watchdog_refuses_a_group_that_is_not_a_command_s() {
+    use std::os::unix::process::CommandExt;
+    for group in ["0", "-7"] {
+        let (code, _, err) = output(
+            std::process::Command::new(env!("CARGO_BIN_EXE_zkguard"))
+                .args(["__watchdog", group, "100", "kill", "10", "say"])
+                .stdin(std::process::Stdio::null())
+                .process_group(0),
+        );
+        assert_eq!(code, 2, "group {group}: {err}");
+        assert!(err.contains("__watchdog is for zkguard's own use"), "{err}");
+    }
+}

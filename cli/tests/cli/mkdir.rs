@@ -191,3 +191,72 @@ fn mkdir_keeps_a_prepared_directory_only_with_trust() {
         .expect("the marker");
     assert_eq!(st.ephemeral_owner, 0, "persistent");
 }
+
+/// Mallory prepares the directory alice will `mkdir`: made open, with an *ephemeral*
+/// `zkguard-directory` of her own session inside, then its ACL set to alice's identity
+/// alone (the open ACL let her administer it). mkdir must not take that marker for one:
+/// once mallory's session ends it would be gone, the directory empty, and mallory (the
+/// root lets anyone delete) could delete it and make it again open. Kept, the marker is
+/// persistent: after mallory's session is gone the directory is still not hers to delete.
+#[test]
+fn mkdir_does_not_keep_a_marker_that_goes_with_a_session() {
+    let (cs, _s, dir) = setup("team-squat");
+    let alice = as_user(&cs, "alice");
+    let alice_id: Vec<Acl> = alice
+        .own_identities("/")
+        .unwrap()
+        .into_iter()
+        .map(|a| Acl::new(zkguard::Perms::ALL, &a.scheme, &a.id))
+        .collect();
+    let mallory = as_user(&cs, "mallory");
+    mallory.create(&dir, b"", CreateMode::Persistent).unwrap();
+    let marker = format!("{dir}/{DIRECTORY_MARKER}");
+    mallory.create(&marker, b"", CreateMode::Ephemeral).unwrap();
+    mallory.set_acl(&dir, &alice_id, None).unwrap();
+
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &dir, "--acl", "creator"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    let st = alice.exists(&marker).unwrap().expect("the marker");
+    assert_eq!(st.ephemeral_owner, 0, "a persistent marker: {err}");
+
+    mallory.close();
+    let other = as_user(&cs, "mallory");
+    let e = other.delete(&dir, None).unwrap_err();
+    assert!(matches!(e, Error::NotEmpty { .. }), "{e:?}");
+
+    // The same with a container as the marker, kept up by an ephemeral child of mallory's
+    // in it (a container looks persistent to a client; the server deletes it once its
+    // last child is gone): mkdir cannot replace it (the child is not alice's to delete),
+    // and says so rather than keep it.
+    let second = format!("{dir}-container");
+    let mallory = as_user(&cs, "mallory");
+    mallory
+        .create(&second, b"", CreateMode::Persistent)
+        .unwrap();
+    let marker = format!("{second}/{DIRECTORY_MARKER}");
+    let mallory_id = mallory.own_identities(&second).unwrap();
+    mallory
+        .create_with_acl(&marker, b"", CreateMode::Container, &mallory_id)
+        .unwrap();
+    let child = format!("{marker}/keep");
+    mallory
+        .create_with_acl(&child, b"", CreateMode::Ephemeral, &mallory_id)
+        .unwrap();
+    mallory.set_acl(&second, &alice_id, None).unwrap();
+    let st = alice.exists(&marker).unwrap().expect("the marker");
+    assert_eq!(st.ephemeral_owner, 0, "a container looks persistent");
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(ALICE)
+            .args(["mkdir", &second, "--acl", "creator"]),
+    );
+    assert_eq!(code, 77, "{err}");
+    assert!(
+        err.contains("cannot be replaced: it has children") && err.contains(&marker),
+        "{err}"
+    );
+}
