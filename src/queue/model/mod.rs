@@ -85,7 +85,7 @@ use check::Model;
 pub(crate) use state::{Config, Dir, Faults, ProcSpec, Recipe, Seeded};
 use state::{Phase, State, WStep};
 
-use crate::queue::waiter::{BLOCKER, NEXT, OWN};
+use crate::queue::waiter::decide::{BLOCKER, NEXT, OWN};
 
 /// The model of a configuration.
 pub(crate) struct Queue {
@@ -168,7 +168,7 @@ impl Queue {
                     }
                 }
                 WStep::Wait(v) => {
-                    let fired = |seq: u8| proc.recv.contains(&(seq, true));
+                    let fired = |seq: u8| proc.recv.get(&seq).is_some_and(|f| f.0);
                     if fired(v.blocker) {
                         out.push(Action::Heard(p, BLOCKER));
                     }
