@@ -266,3 +266,29 @@ impl Watching {
             .map_or_else(crossbeam_channel::never, Receiver::clone)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(event_type: EventType) -> WatchedEvent {
+        WatchedEvent {
+            event_type,
+            path: "/d/n0".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_watch_receiver_says_whether_an_event_came_and_whether_it_was_a_deletion() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        assert!(!rx.heard());
+        assert_eq!(rx.take(), None);
+        tx.send(event(EventType::NodeDeleted)).unwrap();
+        assert!(rx.heard());
+        assert_eq!(rx.take(), Some(true));
+        assert!(!rx.heard());
+        tx.send(event(EventType::NodeDataChanged)).unwrap();
+        assert!(rx.heard());
+        assert_eq!(rx.take(), Some(false));
+    }
+}

@@ -368,4 +368,106 @@ mod tests {
         assert_eq!(view(Rule::Read, "wrrwrr", 5), some("/d/n3", Some("/d/n0")));
         assert_eq!(view(Rule::Read, "wwr", 2), some("/d/n1", Some("/d/n0")));
     }
+
+    /// A watch in these tests: whether a deletion came on it.
+    #[derive(Debug, Clone, Copy)]
+    struct Came(bool);
+
+    impl Slot for Came {
+        fn heard(&self) -> bool {
+            self.0
+        }
+        fn take(&self) -> Option<bool> {
+            self.0.then_some(true)
+        }
+    }
+
+    fn watches(w: &[(u8, bool)]) -> Watches<u8, Came> {
+        Watches(w.iter().map(|&(k, came)| (k, Came(came))).collect())
+    }
+
+    fn fast(blocker: u8) -> View<u8> {
+        View {
+            blocker,
+            grant_when_gone: true,
+            next: None,
+        }
+    }
+
+    #[test]
+    fn keeping_watches_forgets_the_unwanted_spends_the_fired_and_asks_for_the_rest() {
+        // 1 fired (gone), 2 armed and kept, 5 no longer wanted; 3 not watched yet.
+        let mut w = watches(&[(1, true), (2, false), (5, false)]);
+        let (gone, missing) = w.keep(vec![1, 2, 3]);
+        assert_eq!((gone, missing), (vec![1], vec![3]));
+        assert!(w.get(&2).is_some());
+        assert!(w.get(&1).is_none() && w.get(&5).is_none());
+    }
+
+    #[test]
+    fn a_blockers_deletion_grants_on_the_fast_path_unless_our_own_node_went_first() {
+        let v = fast(1);
+        let mut w = watches(&[(1, true), (9, false)]);
+        assert!(matches!(
+            w.on_watch(Heard::Deleted, BLOCKER, &v, &9),
+            Then::Grant
+        ));
+        // The blocker's watch is spent.
+        assert!(w.get(&1).is_none());
+        let mut w = watches(&[(1, true), (9, true)]);
+        assert!(matches!(
+            w.on_watch(Heard::Deleted, BLOCKER, &v, &9),
+            Then::List
+        ));
+        let mut w = watches(&[(9, true)]);
+        assert!(matches!(
+            w.on_watch(Heard::Deleted, OWN, &v, &9),
+            Then::Vanished
+        ));
+    }
+
+    #[test]
+    fn armed_watches_say_gone_blockers_grant_and_a_gone_own_node_vanishes() {
+        let v = fast(1);
+        assert!(matches!(
+            watches(&[(9, false)]).after_arm(&v, &[1], &9),
+            Then::Grant
+        ));
+        assert!(matches!(
+            watches(&[(9, true)]).after_arm(&v, &[1], &9),
+            Then::List
+        ));
+        assert!(matches!(
+            watches(&[(1, false)]).after_arm(&v, &[9], &9),
+            Then::Vanished
+        ));
+        assert!(matches!(
+            watches(&[(1, false), (9, false)]).after_arm(&v, &[], &9),
+            Then::Wait
+        ));
+    }
+
+    #[test]
+    fn a_listing_without_our_node_says_it_vanished() -> Result<()> {
+        let names = ["lock-0000000001", "lock-0000000003"];
+        assert!(matches!(
+            listed("/d", Rule::Exclusive, names, "lock-0000000002")?,
+            Listed::Vanished
+        ));
+        assert!(matches!(
+            listed("/d", Rule::Exclusive, names, "lock-0000000001")?,
+            Listed::Holds(0)
+        ));
+        assert!(matches!(
+            listed("/d", Rule::Exclusive, names, "lock-0000000003")?,
+            Listed::Waits(
+                1,
+                View {
+                    grant_when_gone: true,
+                    ..
+                }
+            )
+        ));
+        Ok(())
+    }
 }
