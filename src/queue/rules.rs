@@ -28,6 +28,14 @@ impl Rule {
             Rule::ReadWrite => Rule::Exclusive.blocker(queue, me),
         }
     }
+
+    /// Which nodes of an ordered `queue` hold by this rule (what `participants` says of
+    /// each).
+    pub(crate) fn holding<N>(self, queue: &[Contender<N>]) -> Vec<bool> {
+        (0..queue.len())
+            .map(|i| self.blocker(queue, i).is_none())
+            .collect()
+    }
 }
 
 /// What a listing of the leases says to the lease named `me`.

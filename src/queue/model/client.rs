@@ -221,6 +221,12 @@ impl Queue {
             Listed::Holds(_) => self.grant(s, p, seq, owner),
             Listed::Waits(_, v) => {
                 let mut v = v.map(|path| seq_of(&path));
+                // The fast path's spec, counted here: one node ahead blocks us by kind.
+                let blocking = listing
+                    .iter()
+                    .filter(|n| n.seq < seq && (self.rule(p) == Rule::Exclusive || !n.read))
+                    .count();
+                s.fast_missed |= v.grant_when_gone != (blocking == 1);
                 if self.config.seeded.no_two_ahead {
                     v.grant_when_gone = true;
                 }
@@ -254,7 +260,10 @@ impl Queue {
 
     /// The watches are armed, these nodes were found `gone`: `Watches::after_arm` decides.
     fn armed(&self, s: &mut State, p: usize, seq: u8, v: MView, gone: &[u8]) {
+        let quiet = !s.procs[p].recv.get(&seq).is_some_and(|f| f.0);
         let then = self.hiding_own(s, p, seq, |w| w.after_arm(&v, gone, &seq));
+        let fast = v.grant_when_gone && gone.contains(&v.blocker) && !gone.contains(&seq);
+        s.fast_missed |= fast && quiet && !matches!(then, Then::Grant);
         self.then(s, p, then, v);
     }
 
@@ -305,10 +314,16 @@ impl Queue {
             event_type: EventType::NodeDeleted,
             path: String::new(),
         };
+        let quiet = !s.procs[p].recv.get(&seq).is_some_and(|f| f.0);
         let mut then = self.hiding_own(s, p, seq, |w| w.on_watch(heard(Ok(ev)), which, &v, &seq));
         if self.config.seeded.no_relist && which == BLOCKER && matches!(then, Then::List) {
             then = Then::Grant;
         }
+        if self.config.seeded.no_fast_path && matches!(then, Then::Grant) {
+            then = Then::List;
+        }
+        let fast = which == BLOCKER && v.grant_when_gone;
+        s.fast_missed |= fast && quiet && !matches!(then, Then::Grant);
         self.then(s, p, then, v);
     }
 

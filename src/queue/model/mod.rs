@@ -85,6 +85,7 @@ use check::Model;
 pub(crate) use state::{Config, Dir, Faults, ProcSpec, Recipe, Seeded};
 use state::{Phase, State, WStep};
 
+use crate::queue::rules::Rule;
 use crate::queue::waiter::decide::{BLOCKER, NEXT, OWN};
 
 /// The model of a configuration.
@@ -250,19 +251,27 @@ impl Queue {
         }
     }
 
-    /// Whether node `seq` holds by the server's queue (`Rule::blocker` finds nothing ahead
-    /// of it).
-    fn heads(&self, s: &State, seq: u8) -> bool {
-        let listing = s.list(Dir::Queue);
-        let Some(n) = listing.iter().find(|n| n.seq == seq) else {
+    /// Whether node `seq` holds by the server's queue: what `participants` says of it
+    /// (`names::order` and `Rule::holding`, by the rule the recipe's `participants` uses).
+    pub(super) fn heads(&self, s: &State, seq: u8) -> bool {
+        let Some(dir) = s.node(seq).map(|n| n.dir) else {
             return false;
         };
+        let listing = s.list(dir);
         let names: Vec<String> = listing.iter().map(|n| n.name(self.config.recipe)).collect();
-        let q = crate::queue::names::order(Dir::Queue.path(), names)
+        let q = crate::queue::names::order(dir.path(), names)
             .expect("the model names its nodes as the recipes do");
-        let me = n.name(self.config.recipe);
-        let i = q.iter().position(|c| c.name == me).expect("listed");
-        self.rule(n.proc as usize).blocker(&q, i).is_none()
+        let rule = match (self.config.recipe, dir) {
+            (Recipe::Semaphore(n), Dir::Leases) => Rule::Semaphore(n),
+            (Recipe::RwLock, _) => Rule::ReadWrite,
+            _ => Rule::Exclusive,
+        };
+        let me = s.node(seq).map(|n| n.name(self.config.recipe));
+        let i = q
+            .iter()
+            .position(|c| Some(&c.name) == me.as_ref())
+            .expect("listed");
+        rule.holding(&q)[i]
     }
 
     fn lease_owner(&self, proc: &state::Proc) -> u8 {

@@ -58,6 +58,9 @@ pub(crate) struct Seeded {
     /// The grant ignores an event waiting on the waiter's own node (the own-node watch
     /// unused).
     pub ignore_own_watch: bool,
+    /// A waiter whose blocker's deletion lets it in lists again instead (the fast path
+    /// never taken: slower, never wrong).
+    pub no_fast_path: bool,
     /// The semaphore counts one permit too many.
     pub count_off_by_one: bool,
 }
@@ -305,6 +308,8 @@ pub(crate) struct State {
     /// was accepted after it.
     pub fence: u8,
     pub fence_broken: bool,
+    /// A waiter did not take the fast path where it should have (`props::FAST_PATH`).
+    pub fast_missed: bool,
     /// Held nodes deleted by another party (their holders are exempt until they learn).
     pub tampered: Vec<u8>,
 }
@@ -346,6 +351,7 @@ impl State {
             faults: c.faults,
             fence: 0,
             fence_broken: false,
+            fast_missed: false,
             tampered: Vec::new(),
         }
     }

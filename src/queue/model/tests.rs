@@ -3,7 +3,10 @@
 //! states explored and the traces.
 
 use super::check::{check, Report, LIVENESS};
-use super::props::{EXCLUSION, FENCE, GONE_READS_INVALID, NOTHING_LEFT, PERMITS, READ_WRITE};
+use super::props::{
+    EXCLUSION, FAST_PATH, FENCE, GONE_READS_INVALID, NOTHING_LEFT, PARTICIPANTS, PERMITS,
+    READ_WRITE,
+};
 use super::{Config, Faults, ProcSpec, Queue, Recipe, Seeded};
 
 fn procs(kinds: &str, acquisitions: u8) -> Vec<ProcSpec> {
@@ -73,6 +76,14 @@ fn mutex_three_processes_two_acquisitions_each() {
     let mut c = config(Recipe::Mutex, procs("www", 2), Faults::default());
     c.fenced_writes = true;
     holds("mutex 3x2", c);
+}
+
+#[test]
+fn mutex_four_processes() {
+    holds(
+        "mutex 4x1",
+        config(Recipe::Mutex, procs("wwww", 1), Faults::default()),
+    );
 }
 
 #[test]
@@ -223,5 +234,17 @@ fn seeded_faults_break_the_rwlock_and_the_semaphore_too() {
     caught("seeded: rwlock, no two-ahead check", c, READ_WRITE);
     let mut c = config(Recipe::Semaphore(1), procs("ww", 1), Faults::default());
     c.seeded.count_off_by_one = true;
-    caught("seeded: semaphore, a count off by one", c, PERMITS);
+    caught("seeded: semaphore, a count off by one", c.clone(), PERMITS);
+    caught(
+        "seeded: semaphore, a count off by one (participants)",
+        c,
+        PARTICIPANTS,
+    );
+}
+
+#[test]
+fn seeded_fast_path_never_taken_is_caught() {
+    let mut c = config(Recipe::Mutex, procs("ww", 1), Faults::default());
+    c.seeded.no_fast_path = true;
+    caught("seeded: no fast path", c, FAST_PATH);
 }
