@@ -5,6 +5,8 @@
 //! [`LeaderEvent`]; the transition table is that module's doc.
 
 mod leader_term;
+#[cfg(test)]
+mod model;
 mod term;
 
 use std::sync::Arc;

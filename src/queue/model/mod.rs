@@ -70,7 +70,7 @@
 //! grant on (the library arms that watch at the first wait). Bounds are per test (see
 //! `tests.rs`): two or three processes, one or two acquisitions each, one of each fault.
 
-mod check;
+pub(crate) mod check;
 mod client;
 mod lease;
 mod props;
