@@ -75,6 +75,8 @@ mod client;
 mod lease;
 mod props;
 mod server;
+#[cfg(test)]
+mod single;
 mod state;
 #[cfg(test)]
 mod tests;
