@@ -434,7 +434,7 @@ enum Elected<H> {
     /// says so and queues again).
     Again,
     /// The candidate ends: its client closed, by its owner or because the ensemble refused
-    /// its credentials (then every request says AuthFailed).
+    /// its credentials (then every request says `AuthFailed`).
     End,
     /// Any other error: said, then a pause, then queue again.
     Fail(Error),

@@ -4,13 +4,16 @@
 //!
 //! # What is the library's own code
 //!
-//! Every decision a waiter takes is made by the library's functions, called by the model:
-//! the node names (`Node::name` uses `names::node_prefix`, and the listing is parsed and
-//! ordered by `names::order_upto` / `names::order`), the blocker rules (`Rule::blocker`,
-//! through `View::of`: the blocker, the node two ahead, the fast path's `grant_when_gone`),
-//! what the waiter does once its watches are armed (`waiter::after_arm`) and when one
-//! fires (`waiter::heard`, `waiter::on_watch`), what a session event means to it
-//! (`News::of`), and the semaphore's count (`lease_count`).
+//! Every decision a waiter takes is made by the library's functions, called by the model,
+//! and so are their inputs: the node names (`Node::name` uses `names::node_prefix`), the
+//! listing parsed, ordered and judged by `waiter::listed` (`names::order_upto`, our place
+//! in it or gone, `View::of`: the blocker by `Rule::blocker`, the node two ahead, the fast
+//! path's `grant_when_gone`), the watches a waiter keeps (the library's `Watches` over the
+//! model's `Slot`: `keep` says which are gone and which to arm, `after_arm` and `on_watch`
+//! decide with what was heard on our own node), what an event means (`waiter::heard`),
+//! what a session event means to a waiter (`News::of`), the semaphore's count
+//! (`lease_count`), and which nodes hold as `participants()` says (`Rule::holding`, by the
+//! recipe's rule: `Exclusive`, `ReadWrite`, `Semaphore(n)`).
 //!
 //! # What is re-described, and why
 //!
@@ -53,7 +56,8 @@
 //! writer holds alone; no more valid permits than the semaphore has; a holder whose node
 //! is gone already reads invalid; the fencing tokens the server accepts never go down; a
 //! process neither acquiring nor holding, with no background delete pending, has no node
-//! in its live session. A holder whose node another party deleted while it held (by the
+//! in its live session; the fast path is taken exactly where one node blocks a waiter;
+//! `participants()` says every valid holder whose node is there holds. A holder whose node another party deleted while it held (by the
 //! server's queue) is exempt until it learns: nothing can tell it sooner. And liveness:
 //! from every reachable state, progress steps alone reach the state where every process
 //! made all its acquisitions.
@@ -61,14 +65,15 @@
 //! # What it leaves out
 //!
 //! Several clients per process, the re-entrant count, a multi-lock's order, revocation
-//! (data changes), `Wait::Try`, a closing client, the unfair recipes (`queue::single`),
-//! the `Candidate`'s background re-queueing, container directories, a connection that
+//! (data changes), `Wait::Try`, a closing client, container directories, a connection that
 //! stays up while its server stops answering (modelled as a broken link), a pause's taking
 //! of a session event during step 1, another party deleting a semaphore's lease, and the
 //! semaphore's `try` path; a process takes its steps one at a time (no two requests of one
 //! process in flight at once), and the semaphore's internal lock watches its node from its
 //! grant on (the library arms that watch at the first wait). Bounds are per test (see
-//! `tests.rs`): two or three processes, one or two acquisitions each, one of each fault.
+//! `tests.rs`): two to four processes, one or two acquisitions each, one of each fault.
+//! The single node (the unfair recipes) has its own model beside this one (`single.rs`),
+//! and the background `Candidate` its own in `election/candidate/model.rs`.
 
 pub(crate) mod check;
 mod client;
