@@ -38,7 +38,7 @@ use super::term::{Machine, Phase, TermNode};
 use super::{elected, heard, proven, Elected, Heard, LeaderEvent, Proof};
 use crate::client::{LossReason, SessionEvent};
 use crate::error::Error;
-use crate::queue::check::{check, Model, Property, Report};
+use crate::queue::check::{caught, holds, Model, Property};
 use crate::queue::Wake;
 
 /// A term's node in the model: its sequence number (the token) and its session.
@@ -668,36 +668,6 @@ impl Model for Candidates {
     }
 }
 
-fn run(name: &str, m: &Candidates, stop_at: Option<&str>) -> Report {
-    let r = check(m, stop_at);
-    eprintln!(
-        "model {name}: {} states, {} transitions, depth {}, {:.1?}",
-        r.states, r.edges, r.depth, r.elapsed
-    );
-    r
-}
-
-fn holds(name: &str, m: Candidates) {
-    let r = run(name, &m, None);
-    if let Some(c) = r.violations.first() {
-        panic!("{name}: {} fails:\n{}", c.property, c.trace);
-    }
-    assert!(
-        r.unreached.is_empty(),
-        "{name}: never reached: {:?}",
-        r.unreached
-    );
-}
-
-fn caught(name: &str, m: Candidates, property: &str) {
-    let r = run(name, &m, (property != LEADER_LIVENESS).then_some(property));
-    let Some(c) = r.found(property) else {
-        let others: Vec<&str> = r.violations.iter().map(|c| c.property).collect();
-        panic!("{name}: the seeded fault was not caught by {property:?} (found: {others:?})");
-    };
-    eprintln!("{name}: counterexample to {property:?}:\n{}", c.trace);
-}
-
 fn candidates(n: usize, faults: Faults) -> Candidates {
     Candidates {
         n,
@@ -710,7 +680,7 @@ fn candidates(n: usize, faults: Faults) -> Candidates {
 fn three_candidates_resigning_and_stopping() {
     holds(
         "candidate 3, two resigns and a stop",
-        candidates(
+        &candidates(
             3,
             Faults {
                 resigns: 2,
@@ -725,7 +695,7 @@ fn three_candidates_resigning_and_stopping() {
 fn two_candidates_with_every_fault() {
     holds(
         "candidate 2, a resign, a stop, a dropped link, a session loss, a deleted node",
-        candidates(
+        &candidates(
             2,
             Faults {
                 resigns: 1,
@@ -749,12 +719,12 @@ fn seeded_candidate_faults_are_caught() {
     m.seeded.lead_without_head = true;
     caught(
         "seeded: candidate leads without heading the queue",
-        m,
+        &m,
         ONE_LEADER,
     );
     let mut m = candidates(2, few);
     m.seeded.resign_keeps_node = true;
-    caught("seeded: a resign keeps its node", m, LEADER_LIVENESS);
+    caught("seeded: a resign keeps its node", &m, LEADER_LIVENESS);
     let mut m = candidates(
         1,
         Faults {
@@ -763,7 +733,7 @@ fn seeded_candidate_faults_are_caught() {
         },
     );
     m.seeded.no_requeue_after_loss = true;
-    caught("seeded: no re-queue after a loss", m, LEADER_LIVENESS);
+    caught("seeded: no re-queue after a loss", &m, LEADER_LIVENESS);
     let mut m = candidates(
         2,
         Faults {
@@ -775,7 +745,7 @@ fn seeded_candidate_faults_are_caught() {
     m.seeded.stop_leaves_phase = true;
     caught(
         "seeded: a stop that leaves the phase",
-        m,
+        &m,
         NO_EVENT_AFTER_STOP,
     );
 }

@@ -246,3 +246,36 @@ fn trace<M: Model>(
     }
     out
 }
+
+/// Runs the checker on `m`, printing the states explored and the time taken.
+pub(crate) fn run<M: Model>(name: &str, m: &M, stop_at: Option<&str>) -> Report {
+    let r = check(m, stop_at);
+    eprintln!(
+        "model {name}: {} states, {} transitions, depth {}, {:.1?}",
+        r.states, r.edges, r.depth, r.elapsed
+    );
+    r
+}
+
+/// Every property of `m` holds, and every situation is reached.
+pub(crate) fn holds<M: Model>(name: &str, m: &M) {
+    let r = run(name, m, None);
+    if let Some(c) = r.violations.first() {
+        panic!("{name}: {} fails:\n{}", c.property, c.trace);
+    }
+    assert!(
+        r.unreached.is_empty(),
+        "{name}: never reached: {:?}",
+        r.unreached
+    );
+}
+
+/// The seeded fault in `m` is caught by `property`; its trace is printed.
+pub(crate) fn caught<M: Model>(name: &str, m: &M, property: &str) {
+    let r = run(name, m, (property != m.liveness()).then_some(property));
+    let Some(c) = r.found(property) else {
+        let others: Vec<&str> = r.violations.iter().map(|c| c.property).collect();
+        panic!("{name}: the seeded fault was not caught by {property:?} (found: {others:?})");
+    };
+    eprintln!("{name}: counterexample to {property:?}:\n{}", c.trace);
+}

@@ -13,7 +13,7 @@
 
 use std::fmt::Write as _;
 
-use super::check::{check, Model, Property, Report, LIVENESS};
+use super::check::{caught, holds, Model, Property, LIVENESS};
 use crate::client::{EventType, WatchedEvent};
 use crate::error::Error;
 use crate::queue::single::{trouble, waited, whose, Whose};
@@ -434,15 +434,6 @@ impl Model for Single {
     }
 }
 
-fn run(name: &str, m: &Single, stop_at: Option<&str>) -> Report {
-    let r = check(m, stop_at);
-    eprintln!(
-        "model {name}: {} states, {} transitions, depth {}, {:.1?}",
-        r.states, r.edges, r.depth, r.elapsed
-    );
-    r
-}
-
 fn single(procs: usize, acquisitions: u8, faults: Faults) -> Single {
     Single {
         procs,
@@ -452,37 +443,16 @@ fn single(procs: usize, acquisitions: u8, faults: Faults) -> Single {
     }
 }
 
-fn holds(name: &str, m: Single) {
-    let r = run(name, &m, None);
-    if let Some(c) = r.violations.first() {
-        panic!("{name}: {} fails:\n{}", c.property, c.trace);
-    }
-    assert!(
-        r.unreached.is_empty(),
-        "{name}: never reached: {:?}",
-        r.unreached
-    );
-}
-
-fn caught(name: &str, m: Single, property: &str) {
-    let r = run(name, &m, (property != LIVENESS).then_some(property));
-    let Some(c) = r.found(property) else {
-        let others: Vec<&str> = r.violations.iter().map(|c| c.property).collect();
-        panic!("{name}: the seeded fault was not caught by {property:?} (found: {others:?})");
-    };
-    eprintln!("{name}: counterexample to {property:?}:\n{}", c.trace);
-}
-
 #[test]
 fn single_node_three_processes_two_acquisitions_each() {
-    holds("single 3x2", single(3, 2, Faults::default()));
+    holds("single 3x2", &single(3, 2, Faults::default()));
 }
 
 #[test]
 fn single_node_with_every_fault() {
     holds(
         "single 3x1, a lost reply, a session loss, a deleted node, a give-up",
-        single(
+        &single(
             3,
             1,
             Faults {
@@ -503,7 +473,7 @@ fn seeded_single_node_faults_are_caught() {
     };
     let mut m = single(1, 1, lost);
     m.seeded.no_read_back = true;
-    caught("seeded: single, no read back", m, LIVENESS);
+    caught("seeded: single, no read back", &m, LIVENESS);
     let mut m = single(
         1,
         1,
@@ -516,10 +486,10 @@ fn seeded_single_node_faults_are_caught() {
     m.seeded.give_up_forgets = true;
     caught(
         "seeded: single, a give-up forgets its unsure create",
-        m,
+        &m,
         NOTHING_LEFT,
     );
     let mut m = single(2, 1, Faults::default());
     m.seeded.exists_is_won = true;
-    caught("seeded: single, NodeExists taken as won", m, EXCLUSION);
+    caught("seeded: single, NodeExists taken as won", &m, EXCLUSION);
 }

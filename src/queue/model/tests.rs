@@ -2,7 +2,7 @@
 //! seeded fault (its counterexample must be found). Run with `--nocapture` to see the
 //! states explored and the traces.
 
-use super::check::{check, Report, LIVENESS};
+use super::check::{self, LIVENESS};
 use super::props::{
     EXCLUSION, FAST_PATH, FENCE, GONE_READS_INVALID, NOTHING_LEFT, PARTICIPANTS, PERMITS,
     READ_WRITE,
@@ -30,36 +30,14 @@ fn config(recipe: Recipe, procs: Vec<ProcSpec>, faults: Faults) -> Config {
     }
 }
 
-fn run(name: &str, config: Config, stop_at: Option<&str>) -> Report {
-    let r = check(&Queue { config }, stop_at);
-    eprintln!(
-        "model {name}: {} states, {} transitions, depth {}, {:.1?}",
-        r.states, r.edges, r.depth, r.elapsed
-    );
-    r
-}
-
 /// Every property holds.
 fn holds(name: &str, config: Config) {
-    let r = run(name, config, None);
-    if let Some(c) = r.violations.first() {
-        panic!("{name}: {} fails:\n{}", c.property, c.trace);
-    }
-    assert!(
-        r.unreached.is_empty(),
-        "{name}: never reached: {:?}",
-        r.unreached
-    );
+    check::holds(name, &Queue { config });
 }
 
 /// The seeded fault is caught by `property`; its trace is printed.
 fn caught(name: &str, config: Config, property: &str) {
-    let r = run(name, config, (property != LIVENESS).then_some(property));
-    let Some(c) = r.found(property) else {
-        let others: Vec<&str> = r.violations.iter().map(|c| c.property).collect();
-        panic!("{name}: the seeded fault was not caught by {property:?} (found: {others:?})");
-    };
-    eprintln!("{name}: counterexample to {property:?}:\n{}", c.trace);
+    check::caught(name, &Queue { config }, property);
 }
 
 fn faults(disconnects: u8, expiries: u8, tampers: u8, give_ups: u8) -> Faults {
