@@ -64,10 +64,10 @@ impl<'a, 's> Waiter<'a, 's> {
             cx,
             spec,
             me: names::base(&node.path).to_string(),
+            watching: Watching::new(node.path.clone()),
             node,
             at: queued.at,
             listing: queued.listing,
-            watching: Watching::default(),
             tick,
         })
     }
@@ -151,7 +151,7 @@ impl<'a, 's> Waiter<'a, 's> {
             Err(Error::SessionExpired) => return Step::End(Next::Restart),
             Err(e) => return Step::End(Next::Done(Err(e))),
         };
-        match self.watching.after_arm(&v, &gone, &self.node.path) {
+        match self.watching.after_arm(&v, &gone) {
             Then::Vanished => self.vanished(),
             Then::Wait => Step::Wait(v),
             Then::Grant => self.grant(),
@@ -185,7 +185,7 @@ impl<'a, 's> Waiter<'a, 's> {
             let heard = heard(ev);
             self.cx
                 .heard_release(i == BLOCKER && matches!(heard, Heard::Deleted));
-            return match self.watching.on_watch(heard, i, &v, &self.node.path) {
+            return match self.watching.on_watch(heard, i, &v) {
                 Then::Grant => self.grant(),
                 Then::Vanished => self.vanished(),
                 Then::List => Step::List,
@@ -231,7 +231,7 @@ impl Watching {
     /// watched yet, in one round trip, and forgets other watches. Returns the nodes that
     /// are gone already (no watch is left on a missing node).
     fn arm(&mut self, c: &Client, v: &View, own: &str) -> Result<Vec<String>> {
-        let (mut gone, missing) = self.keep(v.wants(own.to_string()));
+        let (mut gone, missing) = self.keep(v);
         if missing.is_empty() {
             return Ok(gone);
         }

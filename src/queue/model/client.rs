@@ -94,12 +94,15 @@ impl Queue {
         let owner = proc.sid;
         proc.attempt_node = Some((seq, owner));
         proc.phase = match dir {
-            Dir::Queue => Phase::Waiter {
-                seq,
-                owner,
-                step: WStep::List,
-                listing,
-            },
+            Dir::Queue => {
+                proc.recv = Recv::new(seq);
+                Phase::Waiter {
+                    seq,
+                    owner,
+                    step: WStep::List,
+                    listing,
+                }
+            }
             Dir::Leases => Phase::Lease {
                 seq,
                 owner,
@@ -239,7 +242,7 @@ impl Queue {
     /// then those not armed, in one round trip (a missing node is gone, no watch left).
     fn arm(&self, s: &mut State, p: usize, seq: u8, v: MView) {
         let proc = &mut s.procs[p];
-        let (mut gone, missing) = proc.recv.keep(v.wants(seq));
+        let (mut gone, missing) = proc.recv.keep(&v);
         if missing.is_empty() {
             return self.armed(s, p, seq, v, &gone);
         }
@@ -261,7 +264,7 @@ impl Queue {
     /// The watches are armed, these nodes were found `gone`: `Watches::after_arm` decides.
     fn armed(&self, s: &mut State, p: usize, seq: u8, v: MView, gone: &[u8]) {
         let quiet = !s.procs[p].recv.get(&seq).is_some_and(|f| f.0);
-        let then = self.hiding_own(s, p, seq, |w| w.after_arm(&v, gone, &seq));
+        let then = self.hiding_own(s, p, seq, |w| w.after_arm(&v, gone));
         let fast = v.grant_when_gone && gone.contains(&v.blocker) && !gone.contains(&seq);
         s.fast_missed |= fast && quiet && !matches!(then, Then::Grant);
         self.then(s, p, then, v);
@@ -315,7 +318,7 @@ impl Queue {
             path: String::new(),
         };
         let quiet = !s.procs[p].recv.get(&seq).is_some_and(|f| f.0);
-        let mut then = self.hiding_own(s, p, seq, |w| w.on_watch(heard(Ok(ev)), which, &v, &seq));
+        let mut then = self.hiding_own(s, p, seq, |w| w.on_watch(heard(Ok(ev)), which, &v));
         if self.config.seeded.no_relist && which == BLOCKER && matches!(then, Then::List) {
             then = Then::Grant;
         }

@@ -227,25 +227,42 @@ pub(in crate::queue) trait Slot {
 /// with a guard that is lost one round trip later, beside a waiter behind it that took
 /// the same turn.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(in crate::queue) struct Watches<K, W>(Vec<(K, W)>);
+pub(in crate::queue) struct Watches<K, W> {
+    /// Our own node: fixed for the waiter's life, so no caller names it wrong.
+    own: K,
+    list: Vec<(K, W)>,
+}
 
-impl<K, W> Default for Watches<K, W> {
+/// No node yet (the model checker's idle process).
+#[cfg(test)]
+impl<K: Default, W> Default for Watches<K, W> {
     fn default() -> Self {
-        Watches(Vec::new())
+        Watches::new(K::default())
     }
 }
 
-impl<K: PartialEq, W: Slot> Watches<K, W> {
-    /// Step 3's bookkeeping before its round trip, for the nodes `want` (a view's
-    /// [`wants`](View::wants)): forgets the watches of other nodes; a kept watch whose
+impl<K, W> Watches<K, W> {
+    /// The watches of the waiter of our node `own`: none armed yet.
+    pub(in crate::queue) fn new(own: K) -> Watches<K, W> {
+        Watches {
+            own,
+            list: Vec::new(),
+        }
+    }
+}
+
+impl<K: PartialEq + Clone, W: Slot> Watches<K, W> {
+    /// Step 3's bookkeeping before its round trip, for the nodes view `v` wants
+    /// ([`View::wants`], with our own node): forgets the watches of other nodes; a kept watch whose
     /// event has come (but was not taken) is spent, and if the event says the node was
     /// deleted, the node is gone: no need to ask (the common case of a listing answered
     /// just before our blocker's deletion, whose notification then came while we read the
     /// listing); any other event, it is armed again. Returns the nodes gone and the nodes
     /// to arm.
-    pub(in crate::queue) fn keep(&mut self, want: Vec<K>) -> (Vec<K>, Vec<K>) {
+    pub(in crate::queue) fn keep(&mut self, v: &View<K>) -> (Vec<K>, Vec<K>) {
+        let want = v.wants(self.own.clone());
         let mut gone_at = Vec::new();
-        self.0.retain(|(node, w)| {
+        self.list.retain(|(node, w)| {
             let Some(i) = want.iter().position(|x| x == node) else {
                 return false;
             };
@@ -263,7 +280,7 @@ impl<K: PartialEq, W: Slot> Watches<K, W> {
         for (i, node) in want.into_iter().enumerate() {
             if gone_at.contains(&i) {
                 gone.push(node);
-            } else if !self.0.iter().any(|(k, _)| *k == node) {
+            } else if !self.list.iter().any(|(k, _)| *k == node) {
                 missing.push(node);
             }
         }
@@ -272,7 +289,7 @@ impl<K: PartialEq, W: Slot> Watches<K, W> {
 
     /// A watch on `node` was armed.
     pub(in crate::queue) fn armed(&mut self, node: K, w: W) {
-        self.0.push((node, w));
+        self.list.push((node, w));
     }
 
     /// The watch on `node`, if one is kept.
@@ -280,45 +297,47 @@ impl<K: PartialEq, W: Slot> Watches<K, W> {
     where
         K: PartialEq<Q>,
     {
-        self.0.iter().find(|(k, _)| k == node).map(|(_, w)| w)
+        self.list.iter().find(|(k, _)| k == node).map(|(_, w)| w)
     }
 
     /// The watch on `node` fired, or is not wanted: forgotten (and returned).
     pub(in crate::queue) fn spent(&mut self, node: &K) -> Option<W> {
-        let i = self.0.iter().position(|(k, _)| k == node)?;
-        Some(self.0.remove(i).1)
+        let i = self.list.iter().position(|(k, _)| k == node)?;
+        Some(self.list.remove(i).1)
     }
 
     /// The watch on `node`, to deliver its event (the model checker's connection).
     #[cfg(test)]
     pub(in crate::queue) fn get_mut(&mut self, node: &K) -> Option<&mut W> {
-        self.0.iter_mut().find(|(k, _)| k == node).map(|(_, w)| w)
+        self.list
+            .iter_mut()
+            .find(|(k, _)| k == node)
+            .map(|(_, w)| w)
     }
 
-    /// Whether an event waits on the watch of our own node `own`.
-    fn own_heard(&self, own: &K) -> bool {
-        self.get(own).is_some_and(Slot::heard)
+    /// Whether an event waits on the watch of our own node.
+    fn own_heard(&self) -> bool {
+        self.get(&self.own).is_some_and(Slot::heard)
     }
 
     /// Step 3's verdict ([`after_arm`]) once the watches of `v` are armed, these nodes
-    /// found `gone`, our own node being `own`.
-    pub(in crate::queue) fn after_arm(&self, v: &View<K>, gone: &[K], own: &K) -> Then {
-        after_arm(v, gone.contains(own), !gone.is_empty(), self.own_heard(own))
+    /// found `gone`.
+    pub(in crate::queue) fn after_arm(&self, v: &View<K>, gone: &[K]) -> Then {
+        after_arm(
+            v,
+            gone.contains(&self.own),
+            !gone.is_empty(),
+            self.own_heard(),
+        )
     }
 
     /// Step 5's verdict ([`on_watch`]) on the event `heard` on the watch at index `which`
-    /// of view `v`, our own node being `own`: that watch is spent (forgotten) first.
-    pub(in crate::queue) fn on_watch(
-        &mut self,
-        heard: Heard,
-        which: usize,
-        v: &View<K>,
-        own: &K,
-    ) -> Then {
-        if let Some(node) = v.watched(which, own) {
-            self.spent(node);
+    /// of view `v`: that watch is spent (forgotten) first.
+    pub(in crate::queue) fn on_watch(&mut self, heard: Heard, which: usize, v: &View<K>) -> Then {
+        if let Some(node) = v.watched(which, &self.own).cloned() {
+            self.spent(&node);
         }
-        on_watch(heard, which, v, self.own_heard(own))
+        on_watch(heard, which, v, self.own_heard())
     }
 }
 
@@ -382,8 +401,13 @@ mod tests {
         }
     }
 
+    /// The watches of our node 9.
     fn watches(w: &[(u8, bool)]) -> Watches<u8, Came> {
-        Watches(w.iter().map(|&(k, came)| (k, Came(came))).collect())
+        let mut out = Watches::new(9);
+        for &(k, came) in w {
+            out.armed(k, Came(came));
+        }
+        out
     }
 
     fn fast(blocker: u8) -> View<u8> {
@@ -396,10 +420,15 @@ mod tests {
 
     #[test]
     fn keeping_watches_forgets_the_unwanted_spends_the_fired_and_asks_for_the_rest() {
-        // 1 fired (gone), 2 armed and kept, 5 no longer wanted; 3 not watched yet.
+        // 1 fired (gone), 2 armed and kept, 5 no longer wanted; our own 9 not watched yet.
         let mut w = watches(&[(1, true), (2, false), (5, false)]);
-        let (gone, missing) = w.keep(vec![1, 2, 3]);
-        assert_eq!((gone, missing), (vec![1], vec![3]));
+        let v = View {
+            blocker: 1,
+            grant_when_gone: false,
+            next: Some(2),
+        };
+        let (gone, missing) = w.keep(&v);
+        assert_eq!((gone, missing), (vec![1], vec![9]));
         assert!(w.get(&2).is_some());
         assert!(w.get(&1).is_none() && w.get(&5).is_none());
     }
@@ -409,19 +438,19 @@ mod tests {
         let v = fast(1);
         let mut w = watches(&[(1, true), (9, false)]);
         assert!(matches!(
-            w.on_watch(Heard::Deleted, BLOCKER, &v, &9),
+            w.on_watch(Heard::Deleted, BLOCKER, &v),
             Then::Grant
         ));
         // The blocker's watch is spent.
         assert!(w.get(&1).is_none());
         let mut w = watches(&[(1, true), (9, true)]);
         assert!(matches!(
-            w.on_watch(Heard::Deleted, BLOCKER, &v, &9),
+            w.on_watch(Heard::Deleted, BLOCKER, &v),
             Then::List
         ));
         let mut w = watches(&[(9, true)]);
         assert!(matches!(
-            w.on_watch(Heard::Deleted, OWN, &v, &9),
+            w.on_watch(Heard::Deleted, OWN, &v),
             Then::Vanished
         ));
     }
@@ -430,19 +459,19 @@ mod tests {
     fn armed_watches_say_gone_blockers_grant_and_a_gone_own_node_vanishes() {
         let v = fast(1);
         assert!(matches!(
-            watches(&[(9, false)]).after_arm(&v, &[1], &9),
+            watches(&[(9, false)]).after_arm(&v, &[1]),
             Then::Grant
         ));
         assert!(matches!(
-            watches(&[(9, true)]).after_arm(&v, &[1], &9),
+            watches(&[(9, true)]).after_arm(&v, &[1]),
             Then::List
         ));
         assert!(matches!(
-            watches(&[(1, false)]).after_arm(&v, &[9], &9),
+            watches(&[(1, false)]).after_arm(&v, &[9]),
             Then::Vanished
         ));
         assert!(matches!(
-            watches(&[(1, false), (9, false)]).after_arm(&v, &[], &9),
+            watches(&[(1, false), (9, false)]).after_arm(&v, &[]),
             Then::Wait
         ));
     }
