@@ -1,12 +1,14 @@
 //! The candidate's state: its [`Phase`] (queued, the term's phases, stopping, ended) and
 //! the two things the connection thread tells it (the link, a session lost).
 //!
-//! This file alone moves the phase: every change is one method below, which takes
-//! `Shared::inner`, moves the phase, emits the [`LeaderEvent`] that says so (under the same
-//! lock, so [`Candidate::events`](super::Candidate::events) misses nothing) and wakes the
-//! waiters (the condition variable `changed`). The rest of the candidate reads the phase
-//! through [`Inner`]'s accessors. A method given a term's node (`h`) moves only that term:
-//! once a resign or a drop has ended it, the thread's late calls change nothing.
+//! This file alone moves the phase: every change is one method of [`Machine`] (no lock, no
+//! channel: it says its [`LeaderEvent`]s in order, and the model checker runs the same
+//! code over its own [`TermNode`]), called by one method of `Shared` below, which takes
+//! `Shared::inner`, emits those events (under the same lock, so
+//! [`Candidate::events`](super::Candidate::events) misses nothing) and wakes the waiters
+//! (the condition variable `changed`). The rest of the candidate reads the phase through
+//! [`Inner`]'s accessors. A method given a term's node (`h`) moves only that term: once a
+//! resign or a drop has ended it, the thread's late calls change nothing.
 //!
 //! | from | cause (method) | to | event |
 //! |---|---|---|---|
