@@ -278,11 +278,14 @@ impl Candidates {
         match c.thread {
             Thread::Top => out.push(Action::Top(p)),
             Thread::Electing(node) => {
-                if c.cancel || c.shut {
+                // A cancel is seen at the top of every round (`Attempt::checked`), before
+                // a create.
+                let cancelled = c.cancel || c.shut;
+                if cancelled {
                     out.push(Action::Cancelled(p));
                 }
                 match node {
-                    None if c.up && !c.clock_out => out.push(Action::Create(p)),
+                    None if c.up && !c.clock_out && !cancelled => out.push(Action::Create(p)),
                     None => {}
                     Some(seq) => match s.node(seq) {
                         Some((_, owner)) if owner == c.sid => {
