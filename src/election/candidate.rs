@@ -5,6 +5,8 @@
 //! [`LeaderEvent`]; the transition table is that module's doc.
 
 mod leader_term;
+#[cfg(test)]
+mod model;
 mod term;
 
 use std::sync::Arc;
@@ -345,21 +347,17 @@ impl Shared {
             self.election.client().session_timeout(),
         );
         while !self.inner.lock().stopping() {
-            match self
+            let r = self
                 .election
-                .elect(Wait::Forever, &self.election.canceller())
-            {
-                Ok(Some(h)) => {
+                .elect(Wait::Forever, &self.election.canceller());
+            match elected(r) {
+                Elected::Lead(h) => {
                     backoff.reset();
                     self.lead(h, wake);
                 }
-                // A cancel: the candidate is going away, or a session was lost (the loop
-                // says so and queues again).
-                Ok(None) | Err(Error::Cancelled { .. }) => {}
-                // A client closed, by its owner or because the ensemble refused its
-                // credentials (then every request says AuthFailed): the candidate ends.
-                Err(Error::Closed) | Err(Error::AuthFailed) => break,
-                Err(e) => {
+                Elected::Again => {}
+                Elected::End => break,
+                Elected::Fail(e) => {
                     let pause = backoff.next_pause();
                     log::warn!(
                         "zkguard: candidate {:?} in {}: {e}; trying again in {pause:?}",
@@ -396,23 +394,22 @@ impl Shared {
         loop {
             // `wake` (a resign, a drop) in the cancel's place; `retry` as the tick.
             let woke = queue::wake(&[], Some(&lost), &events.rx, wake, None, retry);
-            match self.heard(&h, woke) {
+            match heard(woke, || self.inner.lock().is_term(&h)) {
                 Heard::Wait => continue,
                 Heard::Prove => {}
                 Heard::Lost => break,
                 Heard::Over => return,
             }
             retry = None;
-            match h.confirm() {
-                Ok(()) => {
+            match proven(h.confirm()) {
+                Proof::Restore => {
                     backoff.reset();
                     if !self.restore(&h) {
                         return;
                     }
                 }
-                Err(Error::LockLost { .. }) => break,
-                // Cut off again (the next session event decides), or a slow server.
-                Err(_) => {
+                Proof::Lost => break,
+                Proof::Retry => {
                     if self.inner.lock().connected() {
                         retry = Some(Instant::now() + backoff.next_pause());
                     }
@@ -427,24 +424,67 @@ impl Shared {
         // watch report cannot be trusted, this makes sure.
         h.release_quietly();
     }
+}
 
-    /// What a term's wake-up means.
-    fn heard(&self, h: &Arc<Holding>, woke: Wake) -> Heard {
-        match woke {
-            Wake::Lost => Heard::Lost,
-            Wake::Session(ev) => match ev {
-                // Suspensions are reported by `on_session` as they happen.
-                Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => {
-                    Heard::Wait
-                }
-                Ok(SessionEvent::Reconnected { .. }) => Heard::Prove,
-                Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => Heard::Lost,
-            },
-            Wake::Tick | Wake::Deadline => Heard::Prove,
-            // Not ours any more: resigned or dropped meanwhile.
-            Wake::Cancel if !self.inner.lock().is_term(h) => Heard::Over,
-            Wake::Cancel | Wake::Watch(..) => Heard::Wait, // no watch given
-        }
+/// What the candidate's thread does with what an election returned.
+enum Elected<H> {
+    /// Lead with this node.
+    Lead(H),
+    /// Queue again: a cancel (the candidate is going away, or a session was lost: the loop
+    /// says so and queues again).
+    Again,
+    /// The candidate ends: its client closed, by its owner or because the ensemble refused
+    /// its credentials (then every request says `AuthFailed`).
+    End,
+    /// Any other error: said, then a pause, then queue again.
+    Fail(Error),
+}
+
+/// The decision on an election's outcome `r` (shared with the model checker).
+fn elected<H>(r: Result<Option<H>>) -> Elected<H> {
+    match r {
+        Ok(Some(h)) => Elected::Lead(h),
+        Ok(None) | Err(Error::Cancelled { .. }) => Elected::Again,
+        Err(Error::Closed) | Err(Error::AuthFailed) => Elected::End,
+        Err(e) => Elected::Fail(e),
+    }
+}
+
+/// What a term's wake-up `woke` means; `is_term` says whether the term is still the
+/// current one (asked only on a cancel). Shared with the model checker.
+fn heard(woke: Wake, is_term: impl FnOnce() -> bool) -> Heard {
+    match woke {
+        Wake::Lost => Heard::Lost,
+        Wake::Session(ev) => match ev {
+            // Suspensions are reported by `on_session` as they happen.
+            Ok(SessionEvent::Suspended { .. }) | Ok(SessionEvent::Connected { .. }) => Heard::Wait,
+            Ok(SessionEvent::Reconnected { .. }) => Heard::Prove,
+            Ok(SessionEvent::Lost { .. }) | Ok(SessionEvent::Closed) | Err(_) => Heard::Lost,
+        },
+        Wake::Tick | Wake::Deadline => Heard::Prove,
+        // Not ours any more: resigned or dropped meanwhile.
+        Wake::Cancel if !is_term() => Heard::Over,
+        Wake::Cancel | Wake::Watch(..) => Heard::Wait, // no watch given
+    }
+}
+
+/// What a leader's proof (`confirm`) says.
+enum Proof {
+    /// Proven: restore the term.
+    Restore,
+    /// The node is gone: the term is lost.
+    Lost,
+    /// Cut off again (the next session event decides), or a slow server: try again later
+    /// if the link is up.
+    Retry,
+}
+
+/// The decision on a proof's outcome `r` (shared with the model checker).
+fn proven(r: Result<()>) -> Proof {
+    match r {
+        Ok(()) => Proof::Restore,
+        Err(Error::LockLost { .. }) => Proof::Lost,
+        Err(_) => Proof::Retry,
     }
 }
 

@@ -86,9 +86,7 @@ pub(crate) fn participants(client: &Client, dir: &str, rule: Rule) -> Result<Vec
         Err(e) => return Err(e),
     };
     let q = names::order(dir, names)?;
-    let holds: Vec<bool> = (0..q.len())
-        .map(|i| rule.blocker(&q, i).is_none())
-        .collect();
+    let holds = rule.holding(&q);
     let pending = client.pipeline(|p| {
         q.iter()
             .map(|x| p.get_data(&names::child(dir, &x.name)))

@@ -318,6 +318,7 @@ impl SessionEvents {
 }
 
 /// What a waiter whose node belongs to session `owner` makes of a session event.
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum News {
     /// Nothing to do: wait on.
     Wait,
@@ -343,5 +344,65 @@ impl News {
             Ok(SessionEvent::Lost { session_id, .. }) if session_id != owner => News::Wait,
             Ok(_) => News::Restart,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::News;
+    use crate::client::{LossReason, SessionEvent};
+
+    const OURS: i64 = 7;
+    const OTHER: i64 = 9;
+
+    fn news(ev: SessionEvent) -> News {
+        News::of(Ok(ev), OURS)
+    }
+
+    #[test]
+    fn a_waiter_waits_on_a_suspension_and_lists_again_on_a_reconnect() {
+        assert_eq!(
+            news(SessionEvent::Suspended { session_id: OURS }),
+            News::Wait
+        );
+        assert_eq!(
+            news(SessionEvent::Reconnected { session_id: OURS }),
+            News::Relist
+        );
+    }
+
+    #[test]
+    fn the_end_of_our_session_or_the_start_of_another_starts_over() {
+        for reason in [LossReason::Expired, LossReason::Timeout] {
+            let lost = SessionEvent::Lost {
+                session_id: OURS,
+                reason,
+            };
+            assert_eq!(news(lost), News::Restart);
+        }
+        let other = SessionEvent::Connected { session_id: OTHER };
+        assert_eq!(news(other), News::Restart);
+    }
+
+    #[test]
+    fn news_from_before_our_node_was_made_is_ignored() {
+        // The start of the session our node belongs to, read late.
+        let ours = SessionEvent::Connected { session_id: OURS };
+        assert_eq!(news(ours), News::Wait);
+        // The end of an earlier session, read late.
+        let earlier = SessionEvent::Lost {
+            session_id: OTHER,
+            reason: LossReason::Timeout,
+        };
+        assert_eq!(news(earlier), News::Wait);
+    }
+
+    #[test]
+    fn a_closed_client_or_a_dropped_channel_ends_the_wait() {
+        assert_eq!(news(SessionEvent::Closed), News::Closed);
+        assert_eq!(
+            News::of(Err(crossbeam_channel::RecvError), OURS),
+            News::Closed
+        );
     }
 }

@@ -38,3 +38,5 @@ pub(crate) fn check_lock_path(path: &str) -> Result<()> {
     }
     Ok(())
 }
+#[cfg(test)]
+pub(crate) use model::check;

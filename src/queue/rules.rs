@@ -28,6 +28,14 @@ impl Rule {
             Rule::ReadWrite => Rule::Exclusive.blocker(queue, me),
         }
     }
+
+    /// Which nodes of an ordered `queue` hold by this rule (what `participants` says of
+    /// each).
+    pub(crate) fn holding<N>(self, queue: &[Contender<N>]) -> Vec<bool> {
+        (0..queue.len())
+            .map(|i| self.blocker(queue, i).is_none())
+            .collect()
+    }
 }
 
 /// What a listing of the leases says to the lease named `me`.
@@ -93,5 +101,49 @@ mod tests {
         assert_eq!(rule.blocker(&queue, 2), None);
         assert_eq!(rule.blocker(&queue, 3), Some(0));
         assert_eq!(rule.blocker(&queue, 4), Some(1));
+    }
+
+    fn leases(n: usize) -> Vec<Contender> {
+        (0..n)
+            .map(|i| Contender {
+                name: format!("lease-{i:010}"),
+                seq: i as i64,
+                read: false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_lease_is_a_permit_while_every_lease_fits_within_the_permits() {
+        let three = leases(3);
+        // Every lease counts, ours wherever it is in the order.
+        for me in ["lease-0000000000", "lease-0000000002"] {
+            assert_eq!(lease_count(&three, me, 3), Count::Permit);
+            assert_eq!(lease_count(&three, me, 4), Count::Permit);
+            assert_eq!(lease_count(&three, me, 2), Count::Wait);
+        }
+        assert_eq!(
+            lease_count(&leases(1), "lease-0000000000", 1),
+            Count::Permit
+        );
+    }
+
+    #[test]
+    fn a_lease_not_listed_is_gone_whatever_the_count() {
+        for permits in [0, 1, 5] {
+            assert_eq!(
+                lease_count(&leases(2), "lease-0000000009", permits),
+                Count::Gone
+            );
+            assert_eq!(
+                lease_count(&leases(0), "lease-0000000000", permits),
+                Count::Gone
+            );
+        }
+    }
+
+    #[test]
+    fn zero_permits_make_every_lease_wait() {
+        assert_eq!(lease_count(&leases(1), "lease-0000000000", 0), Count::Wait);
     }
 }

@@ -69,12 +69,12 @@ fn race(
         };
         session = client.session_id();
         let tried = try_once(&c.pinned(session), path, data, acl);
-        unsure = matches!(&tried, Err(e) if e.is_connection_error() || *e == Error::SessionExpired);
+        unsure = matches!(&tried, Err(e) if trouble(e));
         match tried {
             Ok(Some(a)) => return Ok(Some(a)),
             Ok(None) if matches!(wait, Wait::Try) => return Ok(None),
             Ok(None) => cx.reset_backoff(),
-            Err(e) if e.is_connection_error() || e == Error::SessionExpired => {
+            Err(e) if trouble(&e) => {
                 cx.pause();
                 continue;
             }
@@ -88,6 +88,44 @@ fn race(
     }
 }
 
+/// Whether a request's error leaves its outcome unknown (connection trouble, or a session
+/// that expired under it): the race goes on after a pause, and a create may have happened.
+pub(super) fn trouble(e: &Error) -> bool {
+    e.is_connection_error() || *e == Error::SessionExpired
+}
+
+/// Whose the node at the path is, by a read of it: its data `read`, its ephemeral owner
+/// `owner`; ours carry our `data` in our `session`.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Whose {
+    Ours,
+    /// A persistent node: nobody's, in the way.
+    InTheWay,
+    Someone,
+}
+
+pub(super) fn whose(read: &[u8], owner: i64, data: &[u8], session: i64) -> Whose {
+    if read == data && owner == session {
+        Whose::Ours
+    } else if owner == 0 {
+        Whose::InTheWay
+    } else {
+        Whose::Someone
+    }
+}
+
+/// What a wait for the holder's node to go ends in: race again (`Ok(true)` if the node's
+/// deletion was heard: the handoff gap starts), or the acquire ends.
+pub(super) fn waited(woke: Wake, path: &str) -> Result<bool> {
+    match woke {
+        Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::Closed => Err(Error::Closed),
+        Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::NodeDeleted => Ok(true),
+        Wake::Session(Ok(SessionEvent::Closed) | Err(_)) => Err(Error::Closed),
+        Wake::Cancel => Err(Error::cancelled(path)),
+        _ => Ok(false),
+    }
+}
+
 /// Waits until the node at `path`, held by someone else, changes or goes (no watch is left
 /// if it already has), or the tick, or a session event; then the caller races again (a
 /// deadline passed is noticed at the top of its round). `Err`: the acquire ends so.
@@ -96,7 +134,7 @@ fn await_release(cx: &mut Attempt<'_>, c: &Client, path: &str) -> Result<()> {
         Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
         Ok((_, _, w)) => w,
         Err(Error::NoNode { .. }) => return Ok(()),
-        Err(e) if e.is_connection_error() || e == Error::SessionExpired => return Ok(()),
+        Err(e) if trouble(&e) => return Ok(()),
         Err(e) => return Err(e),
     };
     // Without a deadline, a slow re-check every session timeout.
@@ -104,16 +142,10 @@ fn await_release(cx: &mut Attempt<'_>, c: &Client, path: &str) -> Result<()> {
         .deadline
         .is_none()
         .then(|| Instant::now() + cx.client.session_timeout());
-    match cx.wake(&[&watch], None, tick) {
-        Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::Closed => Err(Error::Closed),
-        Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::NodeDeleted => {
-            cx.heard_release(true);
-            Ok(())
-        }
-        Wake::Session(Ok(SessionEvent::Closed) | Err(_)) => Err(Error::Closed),
-        Wake::Cancel => Err(Error::cancelled(path)),
-        _ => Ok(()),
+    if waited(cx.wake(&[&watch], None, tick), path)? {
+        cx.heard_release(true);
     }
+    Ok(())
 }
 
 /// The data of the node at `path` when someone holds it, `None` when nobody does; a
@@ -199,11 +231,12 @@ fn release(c: &Client, node: &Acquired) {
 /// The node at the path, if it is ours (our data, our session).
 fn ours(c: &Client, path: &str, data: &[u8], acl: &NodeAcl) -> Result<Option<Acquired>> {
     match c.get_data(path) {
-        Ok((d, stat)) if d == data && stat.ephemeral_owner == c.session_id() => {
-            Ok(Some(Acquired::of(path.to_string(), &stat, acl)))
-        }
-        Ok((_, stat)) if stat.ephemeral_owner == 0 => Err(in_the_way(path)),
-        Ok(_) | Err(Error::NoNode { .. }) => Ok(None),
+        Ok((d, stat)) => match whose(&d, stat.ephemeral_owner, data, c.session_id()) {
+            Whose::Ours => Ok(Some(Acquired::of(path.to_string(), &stat, acl))),
+            Whose::InTheWay => Err(in_the_way(path)),
+            Whose::Someone => Ok(None),
+        },
+        Err(Error::NoNode { .. }) => Ok(None),
         Err(e) => Err(e),
     }
 }

@@ -16,10 +16,10 @@ use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
 /// A named safety property of a model.
-pub(super) type Property<M, S> = (&'static str, fn(&M, &S) -> bool);
+pub(crate) type Property<M, S> = (&'static str, fn(&M, &S) -> bool);
 
 /// What the checker explores.
-pub(super) trait Model {
+pub(crate) trait Model {
     type State: Clone + Hash + Debug;
     type Action: Clone + Debug;
 
@@ -40,16 +40,20 @@ pub(super) trait Model {
     fn goal(&self, s: &Self::State) -> bool;
     /// One line per process and the server, for traces.
     fn show(&self, s: &Self::State) -> String;
+    /// The liveness property's name (what the goal means).
+    fn liveness(&self) -> &'static str {
+        LIVENESS
+    }
 }
 
 /// A property that failed, with the shortest trace that shows it.
-pub(super) struct Counterexample {
+pub(crate) struct Counterexample {
     pub property: &'static str,
     pub trace: String,
 }
 
 /// What a run of the checker found.
-pub(super) struct Report {
+pub(crate) struct Report {
     pub states: usize,
     pub edges: usize,
     pub depth: usize,
@@ -60,7 +64,7 @@ pub(super) struct Report {
 }
 
 impl Report {
-    pub(super) fn found(&self, property: &str) -> Option<&Counterexample> {
+    pub(crate) fn found(&self, property: &str) -> Option<&Counterexample> {
         self.violations.iter().find(|c| c.property == property)
     }
 }
@@ -78,7 +82,7 @@ fn fingerprint<S: Hash>(s: &S) -> u64 {
 /// Only the states of the level being explored are kept whole; every state seen is kept as
 /// its fingerprint, its parent and the action from it (a trace is replayed from an initial
 /// state), and the progress edges for the liveness check.
-pub(super) fn check<M: Model>(m: &M, stop_at: Option<&str>) -> Report {
+pub(crate) fn check<M: Model>(m: &M, stop_at: Option<&str>) -> Report {
     let start = Instant::now();
     let props = m.properties();
     let situations = m.situations();
@@ -151,7 +155,7 @@ pub(super) fn check<M: Model>(m: &M, stop_at: Option<&str>) -> Report {
     if !stopped {
         if let Some(stuck) = unreachable_goal(&goal, &back) {
             violations.push(Counterexample {
-                property: LIVENESS,
+                property: m.liveness(),
                 trace: trace(m, &inits, &parent, stuck, Some(())),
             });
         }
@@ -172,7 +176,7 @@ pub(super) fn check<M: Model>(m: &M, stop_at: Option<&str>) -> Report {
 }
 
 /// The liveness property's name.
-pub(super) const LIVENESS: &str =
+pub(crate) const LIVENESS: &str =
     "liveness: every waiter is granted once faults stop and holders release";
 
 /// The first state (in exploration order, so one of the closest to an initial state) from
@@ -241,4 +245,37 @@ fn trace<M: Model>(
         );
     }
     out
+}
+
+/// Runs the checker on `m`, printing the states explored and the time taken.
+pub(crate) fn run<M: Model>(name: &str, m: &M, stop_at: Option<&str>) -> Report {
+    let r = check(m, stop_at);
+    eprintln!(
+        "model {name}: {} states, {} transitions, depth {}, {:.1?}",
+        r.states, r.edges, r.depth, r.elapsed
+    );
+    r
+}
+
+/// Every property of `m` holds, and every situation is reached.
+pub(crate) fn holds<M: Model>(name: &str, m: &M) {
+    let r = run(name, m, None);
+    if let Some(c) = r.violations.first() {
+        panic!("{name}: {} fails:\n{}", c.property, c.trace);
+    }
+    assert!(
+        r.unreached.is_empty(),
+        "{name}: never reached: {:?}",
+        r.unreached
+    );
+}
+
+/// The seeded fault in `m` is caught by `property`; its trace is printed.
+pub(crate) fn caught<M: Model>(name: &str, m: &M, property: &str) {
+    let r = run(name, m, (property != m.liveness()).then_some(property));
+    let Some(c) = r.found(property) else {
+        let others: Vec<&str> = r.violations.iter().map(|c| c.property).collect();
+        panic!("{name}: the seeded fault was not caught by {property:?} (found: {others:?})");
+    };
+    eprintln!("{name}: counterexample to {property:?}:\n{}", c.trace);
 }

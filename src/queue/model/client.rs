@@ -4,36 +4,19 @@
 //! `names::order_upto`, `View::of` (so `Rule::blocker`), `after_arm`, `on_watch`, `heard`,
 //! `News::of`; this file only moves the model's state between them.
 
-use super::state::{Dir, Ev, Guard, In, MView, Node, Phase, Recipe, Reply, State, WStep};
+use super::state::{
+    Dir, Ev, Fired, Guard, In, MView, Node, Phase, Recipe, Recv, Reply, State, WStep,
+};
 use super::Queue;
 use crate::client::{EventType, SessionEvent, WatchedEvent};
 use crate::queue::attempt::{News, Next};
 use crate::queue::names;
 use crate::queue::rules::Rule;
-use crate::queue::waiter::{after_arm, heard, on_watch, Then, View, BLOCKER, NEXT};
-
-/// The path of a node in a listing.
-fn path(dir: Dir, n: &Node, recipe: Recipe) -> String {
-    names::child(dir.path(), &n.name(recipe))
-}
+use crate::queue::waiter::decide::{heard, listed, Listed, Then, BLOCKER};
 
 /// The sequence number at the end of a path.
 fn seq_of(path: &str) -> u8 {
     names::sequence(names::base(path)).expect("a node the model named") as u8
-}
-
-/// The library's `View` of a model view (paths from sequence numbers).
-fn view(s: &State, v: &MView, recipe: Recipe) -> View {
-    let named = |seq: u8| match s.server.nodes.iter().find(|n| n.seq == seq) {
-        Some(n) => path(Dir::Queue, n, recipe),
-        // Gone: only its sequence number matters to the decisions.
-        None => format!("/q/gone{seq:010}"),
-    };
-    View {
-        blocker: named(v.blocker),
-        grant_when_gone: v.grant_when_gone,
-        next: v.next.map(named),
-    }
 }
 
 impl Queue {
@@ -111,12 +94,15 @@ impl Queue {
         let owner = proc.sid;
         proc.attempt_node = Some((seq, owner));
         proc.phase = match dir {
-            Dir::Queue => Phase::Waiter {
-                seq,
-                owner,
-                step: WStep::List,
-                listing,
-            },
+            Dir::Queue => {
+                proc.recv = Recv::new(seq);
+                Phase::Waiter {
+                    seq,
+                    owner,
+                    step: WStep::List,
+                    listing,
+                }
+            }
             Dir::Leases => Phase::Lease {
                 seq,
                 owner,
@@ -138,7 +124,9 @@ impl Queue {
             } => match (step, reply) {
                 (WStep::Listing, Reply::Listed(l)) => self.decide(s, p, seq, owner, l),
                 (WStep::Arming(v), Reply::Armed(armed, gone)) => {
-                    s.procs[p].recv.extend(armed.iter().map(|a| (*a, false)));
+                    for a in armed {
+                        s.procs[p].recv.armed(a, Fired(false));
+                    }
                     self.armed(s, p, seq, v, &gone);
                 }
                 _ => self.set_step(s, p, WStep::Pause),
@@ -165,8 +153,8 @@ impl Queue {
         match m {
             In::Reply => self.answered(s, p),
             In::Deleted(seq) => {
-                for r in proc.recv.iter_mut().filter(|r| r.0 == seq) {
-                    r.1 = true;
+                if let Some(f) = proc.recv.get_mut(&seq) {
+                    f.0 = true;
                 }
                 for g in [&mut proc.guard, &mut proc.internal].into_iter().flatten() {
                     if g.seq == seq && !g.released {
@@ -218,24 +206,30 @@ impl Queue {
         })
     }
 
-    /// The rule's verdict on a listing: `order_upto` and `View::of`.
+    /// The rule's verdict on a listing: `waiter::listed` (`order_upto`, our place,
+    /// `View::of`).
     fn decide(&self, s: &mut State, p: usize, seq: u8, owner: u8, listing: Vec<Node>) {
         let recipe = self.config.recipe;
         let names: Vec<String> = listing.iter().map(|n| n.name(recipe)).collect();
         let me = s.node_name(seq, &listing, recipe);
-        let q = names::order_upto(Dir::Queue.path(), names.iter().map(String::as_str), &me)
-            .expect("the model names its nodes as the recipes do");
-        let Some(pos) = q.iter().rposition(|x| x.name == me) else {
-            return self.vanished(s, p);
-        };
-        match View::of(Dir::Queue.path(), self.rule(p), q, pos) {
-            None => self.grant(s, p, seq, owner),
-            Some(v) => {
-                let mut v = MView {
-                    blocker: seq_of(&v.blocker),
-                    next: v.next.as_deref().map(seq_of),
-                    grant_when_gone: v.grant_when_gone,
-                };
+        let verdict = listed(
+            Dir::Queue.path(),
+            self.rule(p),
+            names.iter().map(String::as_str),
+            &me,
+        )
+        .expect("the model names its nodes as the recipes do");
+        match verdict {
+            Listed::Vanished => self.vanished(s, p),
+            Listed::Holds(_) => self.grant(s, p, seq, owner),
+            Listed::Waits(_, v) => {
+                let mut v = v.map(|path| seq_of(&path));
+                // The fast path's spec, counted here: one node ahead blocks us by kind.
+                let blocking = listing
+                    .iter()
+                    .filter(|n| n.seq < seq && (self.rule(p) == Rule::Exclusive || !n.read))
+                    .count();
+                s.fast_missed |= v.grant_when_gone != (blocking == 1);
                 if self.config.seeded.no_two_ahead {
                     v.grant_when_gone = true;
                 }
@@ -244,22 +238,11 @@ impl Queue {
         }
     }
 
-    /// Steps 3 and 4 (`Watching::arm`): the watches the view wants that are not armed, in
-    /// one round trip; a kept watch that heard a deletion counts as gone.
+    /// Steps 3 and 4 (`Watching::arm`): `Watches::keep` on the watches the view wants,
+    /// then those not armed, in one round trip (a missing node is gone, no watch left).
     fn arm(&self, s: &mut State, p: usize, seq: u8, v: MView) {
-        let want: Vec<u8> = std::iter::once(v.blocker)
-            .chain(v.next)
-            .chain(std::iter::once(seq))
-            .collect();
         let proc = &mut s.procs[p];
-        proc.recv.retain(|(w, _)| want.contains(w));
-        let mut gone: Vec<u8> = proc.recv.iter().filter(|r| r.1).map(|r| r.0).collect();
-        proc.recv.retain(|r| !r.1);
-        let missing: Vec<u8> = want
-            .iter()
-            .copied()
-            .filter(|w| !gone.contains(w) && !proc.recv.iter().any(|r| r.0 == *w))
-            .collect();
+        let (mut gone, missing) = proc.recv.keep(&v);
         if missing.is_empty() {
             return self.armed(s, p, seq, v, &gone);
         }
@@ -278,17 +261,35 @@ impl Queue {
         });
     }
 
-    /// The watches are armed, these nodes were found `gone`: `after_arm` decides.
+    /// The watches are armed, these nodes were found `gone`: `Watches::after_arm` decides.
     fn armed(&self, s: &mut State, p: usize, seq: u8, v: MView, gone: &[u8]) {
-        let own_heard =
-            !self.config.seeded.ignore_own_watch && s.procs[p].recv.contains(&(seq, true));
-        let then = after_arm(
-            &view(s, &v, self.config.recipe),
-            gone.contains(&seq),
-            !gone.is_empty(),
-            own_heard,
-        );
+        let quiet = !s.procs[p].recv.get(&seq).is_some_and(|f| f.0);
+        let then = self.hiding_own(s, p, seq, |w| w.after_arm(&v, gone));
+        let fast = v.grant_when_gone && gone.contains(&v.blocker) && !gone.contains(&seq);
+        s.fast_missed |= fast && quiet && !matches!(then, Then::Grant);
         self.then(s, p, then, v);
+    }
+
+    /// `decide` on the waiter's watches; the seeded fault `ignore_own_watch` hides the
+    /// watch on our own node `seq` from it.
+    fn hiding_own<T>(
+        &self,
+        s: &mut State,
+        p: usize,
+        seq: u8,
+        decide: impl FnOnce(&mut Recv) -> T,
+    ) -> T {
+        let recv = &mut s.procs[p].recv;
+        let hidden = if self.config.seeded.ignore_own_watch {
+            recv.spent(&seq)
+        } else {
+            None
+        };
+        let out = decide(recv);
+        if let Some(w) = hidden {
+            recv.armed(seq, w);
+        }
+        out
     }
 
     /// Where a decision of the library's leads.
@@ -306,32 +307,26 @@ impl Queue {
         }
     }
 
-    /// Step 5: the watch at `which` (`BLOCKER`, `NEXT`, `OWN`) heard its node's deletion.
+    /// Step 5: the watch at `which` (`BLOCKER`, `NEXT`, `OWN`) heard its node's deletion:
+    /// `heard` and `Watches::on_watch` decide.
     pub(super) fn heard(&self, s: &mut State, p: usize, which: usize, v: MView) {
         let Phase::Waiter { seq, .. } = s.procs[p].phase else {
             unreachable!()
         };
-        let node = match which {
-            BLOCKER => v.blocker,
-            NEXT => v.next.expect("a next node watched"),
-            _ => seq,
-        };
-        let proc = &mut s.procs[p];
-        proc.recv.retain(|r| r.0 != node);
-        let own_heard = !self.config.seeded.ignore_own_watch && proc.recv.contains(&(seq, true));
         let ev = WatchedEvent {
             event_type: EventType::NodeDeleted,
             path: String::new(),
         };
-        let mut then = on_watch(
-            heard(Ok(ev)),
-            which,
-            &view(s, &v, self.config.recipe),
-            own_heard,
-        );
+        let quiet = !s.procs[p].recv.get(&seq).is_some_and(|f| f.0);
+        let mut then = self.hiding_own(s, p, seq, |w| w.on_watch(heard(Ok(ev)), which, &v));
         if self.config.seeded.no_relist && which == BLOCKER && matches!(then, Then::List) {
             then = Then::Grant;
         }
+        if self.config.seeded.no_fast_path && matches!(then, Then::Grant) {
+            then = Then::List;
+        }
+        let fast = which == BLOCKER && v.grant_when_gone;
+        s.fast_missed |= fast && quiet && !matches!(then, Then::Grant);
         self.then(s, p, then, v);
     }
 
@@ -356,7 +351,7 @@ impl Queue {
             return self.restart(s, p);
         }
         let proc = &mut s.procs[p];
-        proc.recv.clear();
+        proc.recv = Recv::default();
         proc.attempt_node = None;
         if self.config.recipe.is_semaphore() && proc.internal.is_none() {
             // The internal lock (`Holding::new` when it first waits): now the lease.
@@ -394,7 +389,7 @@ impl Queue {
             s.delete_owned(p, internal.seq, internal.owner, false);
         }
         let proc = &mut s.procs[p];
-        proc.recv.clear();
+        proc.recv = Recv::default();
         proc.lease_watch = None;
         if again {
             proc.new_attempt(Dir::Queue);

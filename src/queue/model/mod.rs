@@ -4,13 +4,16 @@
 //!
 //! # What is the library's own code
 //!
-//! Every decision a waiter takes is made by the library's functions, called by the model:
-//! the node names (`Node::name` uses `names::node_prefix`, and the listing is parsed and
-//! ordered by `names::order_upto` / `names::order`), the blocker rules (`Rule::blocker`,
-//! through `View::of`: the blocker, the node two ahead, the fast path's `grant_when_gone`),
-//! what the waiter does once its watches are armed (`waiter::after_arm`) and when one
-//! fires (`waiter::heard`, `waiter::on_watch`), what a session event means to it
-//! (`News::of`), and the semaphore's count (`lease_count`).
+//! Every decision a waiter takes is made by the library's functions, called by the model,
+//! and so are their inputs: the node names (`Node::name` uses `names::node_prefix`), the
+//! listing parsed, ordered and judged by `waiter::listed` (`names::order_upto`, our place
+//! in it or gone, `View::of`: the blocker by `Rule::blocker`, the node two ahead, the fast
+//! path's `grant_when_gone`), the watches a waiter keeps (the library's `Watches` over the
+//! model's `Slot`: `keep` says which are gone and which to arm, `after_arm` and `on_watch`
+//! decide with what was heard on our own node), what an event means (`waiter::heard`),
+//! what a session event means to a waiter (`News::of`), the semaphore's count
+//! (`lease_count`), and which nodes hold as `participants()` says (`Rule::holding`, by the
+//! recipe's rule: `Exclusive`, `ReadWrite`, `Semaphore(n)`).
 //!
 //! # What is re-described, and why
 //!
@@ -53,7 +56,8 @@
 //! writer holds alone; no more valid permits than the semaphore has; a holder whose node
 //! is gone already reads invalid; the fencing tokens the server accepts never go down; a
 //! process neither acquiring nor holding, with no background delete pending, has no node
-//! in its live session. A holder whose node another party deleted while it held (by the
+//! in its live session; the fast path is taken exactly where one node blocks a waiter;
+//! `participants()` says every valid holder whose node is there holds. A holder whose node another party deleted while it held (by the
 //! server's queue) is exempt until it learns: nothing can tell it sooner. And liveness:
 //! from every reachable state, progress steps alone reach the state where every process
 //! made all its acquisitions.
@@ -61,20 +65,23 @@
 //! # What it leaves out
 //!
 //! Several clients per process, the re-entrant count, a multi-lock's order, revocation
-//! (data changes), `Wait::Try`, a closing client, the unfair recipes (`queue::single`),
-//! the `Candidate`'s background re-queueing, container directories, a connection that
+//! (data changes), `Wait::Try`, a closing client, container directories, a connection that
 //! stays up while its server stops answering (modelled as a broken link), a pause's taking
 //! of a session event during step 1, another party deleting a semaphore's lease, and the
 //! semaphore's `try` path; a process takes its steps one at a time (no two requests of one
 //! process in flight at once), and the semaphore's internal lock watches its node from its
 //! grant on (the library arms that watch at the first wait). Bounds are per test (see
-//! `tests.rs`): two or three processes, one or two acquisitions each, one of each fault.
+//! `tests.rs`): two to four processes, one or two acquisitions each, one of each fault.
+//! The single node (the unfair recipes) has its own model beside this one (`single.rs`),
+//! and the background `Candidate` its own in `election/candidate/model.rs`.
 
-mod check;
+pub(crate) mod check;
 mod client;
 mod lease;
 mod props;
 mod server;
+#[cfg(test)]
+mod single;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -85,7 +92,8 @@ use check::Model;
 pub(crate) use state::{Config, Dir, Faults, ProcSpec, Recipe, Seeded};
 use state::{Phase, State, WStep};
 
-use crate::queue::waiter::{BLOCKER, NEXT, OWN};
+use crate::queue::rules::Rule;
+use crate::queue::waiter::decide::{BLOCKER, NEXT, OWN};
 
 /// The model of a configuration.
 pub(crate) struct Queue {
@@ -168,7 +176,7 @@ impl Queue {
                     }
                 }
                 WStep::Wait(v) => {
-                    let fired = |seq: u8| proc.recv.contains(&(seq, true));
+                    let fired = |seq: u8| proc.recv.get(&seq).is_some_and(|f| f.0);
                     if fired(v.blocker) {
                         out.push(Action::Heard(p, BLOCKER));
                     }
@@ -250,19 +258,27 @@ impl Queue {
         }
     }
 
-    /// Whether node `seq` holds by the server's queue (`Rule::blocker` finds nothing ahead
-    /// of it).
-    fn heads(&self, s: &State, seq: u8) -> bool {
-        let listing = s.list(Dir::Queue);
-        let Some(n) = listing.iter().find(|n| n.seq == seq) else {
+    /// Whether node `seq` holds by the server's queue: what `participants` says of it
+    /// (`names::order` and `Rule::holding`, by the rule the recipe's `participants` uses).
+    pub(super) fn heads(&self, s: &State, seq: u8) -> bool {
+        let Some(dir) = s.node(seq).map(|n| n.dir) else {
             return false;
         };
+        let listing = s.list(dir);
         let names: Vec<String> = listing.iter().map(|n| n.name(self.config.recipe)).collect();
-        let q = crate::queue::names::order(Dir::Queue.path(), names)
+        let q = crate::queue::names::order(dir.path(), names)
             .expect("the model names its nodes as the recipes do");
-        let me = n.name(self.config.recipe);
-        let i = q.iter().position(|c| c.name == me).expect("listed");
-        self.rule(n.proc as usize).blocker(&q, i).is_none()
+        let rule = match (self.config.recipe, dir) {
+            (Recipe::Semaphore(n), Dir::Leases) => Rule::Semaphore(n),
+            (Recipe::RwLock, _) => Rule::ReadWrite,
+            _ => Rule::Exclusive,
+        };
+        let me = s.node(seq).map(|n| n.name(self.config.recipe));
+        let i = q
+            .iter()
+            .position(|c| Some(&c.name) == me.as_ref())
+            .expect("listed");
+        rule.holding(&q)[i]
     }
 
     fn lease_owner(&self, proc: &state::Proc) -> u8 {

@@ -11,6 +11,12 @@ pub(super) const PERMITS: &str = "no more valid permits than the semaphore has";
 pub(super) const GONE_READS_INVALID: &str =
     "a holder whose node is gone already reads invalid (unless another party deleted it)";
 pub(super) const FENCE: &str = "fencing tokens the server accepts never go down";
+pub(super) const FAST_PATH: &str =
+    "the fast path is taken where it should be: a view lets its blocker's deletion grant \
+     exactly when one node blocks us, and a waiter that then hears (or finds) that deletion, \
+     its own node's watch quiet, holds without listing again";
+pub(super) const PARTICIPANTS: &str =
+    "participants() says every valid holder whose node is there holds";
 pub(super) const NOTHING_LEFT: &str =
     "nothing left behind: a process not acquiring or holding, with no background delete \
      pending, has no node in its live session";
@@ -22,6 +28,8 @@ pub(super) fn all() -> Vec<Property> {
         (PERMITS, permits),
         (GONE_READS_INVALID, gone_reads_invalid),
         (FENCE, |_, s| !s.fence_broken),
+        (FAST_PATH, |_, s| !s.fast_missed),
+        (PARTICIPANTS, participants),
         (NOTHING_LEFT, nothing_left),
     ]
 }
@@ -80,6 +88,22 @@ pub(super) fn situations(c: &Config) -> Vec<Property> {
             })
         },
     )];
+    out.push((
+        "a waiter on the fast path hearing its blocker's deletion, its own watch quiet",
+        |_, s| {
+            s.procs.iter().any(|p| match &p.phase {
+                Phase::Waiter {
+                    seq,
+                    step: WStep::Wait(v),
+                    ..
+                } => {
+                    let fired = |k: u8| p.recv.get(&k).is_some_and(|f| f.0);
+                    v.grant_when_gone && fired(v.blocker) && !fired(*seq)
+                }
+                _ => false,
+            })
+        },
+    ));
     if c.procs.len() >= 3 {
         out.push((
             "a waiter watching its blocker and the node two ahead",
@@ -140,5 +164,12 @@ fn nothing_left(_: &Queue, s: &State) -> bool {
             || !p.janitor.is_empty()
             || s.session_ended(p.sid)
             || s.server.nodes.iter().all(|n| n.owner != p.sid)
+    })
+}
+
+fn participants(m: &Queue, s: &State) -> bool {
+    holders(m, s).iter().all(|&(p, _)| {
+        let g = s.procs[p].guard.expect("a holder's guard");
+        s.node(g.seq).is_none() || m.heads(s, g.seq)
     })
 }

@@ -2,6 +2,7 @@
 //! the client sees it, what it is doing, its channels), and what is left of the faults.
 
 use crate::queue::names;
+use crate::queue::waiter::decide::{Slot, View, Watches};
 
 /// Which recipe the processes run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,9 @@ pub(crate) struct Seeded {
     /// The grant ignores an event waiting on the waiter's own node (the own-node watch
     /// unused).
     pub ignore_own_watch: bool,
+    /// A waiter whose blocker's deletion lets it in lists again instead (the fast path
+    /// never taken: slower, never wrong).
+    pub no_fast_path: bool,
     /// The semaphore counts one permit too many.
     pub count_off_by_one: bool,
 }
@@ -190,12 +194,26 @@ pub(crate) struct Guard {
     pub released: bool,
 }
 
-/// A waiter's view (the library's `View`, by sequence numbers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct MView {
-    pub blocker: u8,
-    pub next: Option<u8>,
-    pub grant_when_gone: bool,
+/// A waiter's view: the library's `View`, by sequence numbers.
+pub(crate) type MView = View<u8>;
+
+/// A waiter's data watches (the library's `Watches`), by sequence number: whether the
+/// connection delivered its event (a deletion) yet.
+pub(crate) type Recv = Watches<u8, Fired>;
+
+/// One of a waiter's watches in the model: fired (a deletion delivered) or not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Fired(pub bool);
+
+impl Slot for Fired {
+    fn heard(&self) -> bool {
+        self.0
+    }
+
+    fn take(&self) -> Option<bool> {
+        // The model's only event on a data watch is a deletion.
+        self.0.then_some(true)
+    }
 }
 
 /// Where a waiter is in `Waiter::run`.
@@ -265,7 +283,7 @@ pub(crate) struct Proc {
     /// The acquire call's session events (subscribed while it runs).
     pub events: Vec<Ev>,
     /// The waiter's data watches by sequence number: fired (a deletion heard) or not.
-    pub recv: Vec<(u8, bool)>,
+    pub recv: Recv,
     /// The lease loop's child watch: fired or not.
     pub lease_watch: Option<bool>,
     /// The recipe's guard (while held).
@@ -290,6 +308,8 @@ pub(crate) struct State {
     /// was accepted after it.
     pub fence: u8,
     pub fence_broken: bool,
+    /// A waiter did not take the fast path where it should have (`props::FAST_PATH`).
+    pub fast_missed: bool,
     /// Held nodes deleted by another party (their holders are exempt until they learn).
     pub tampered: Vec<u8>,
 }
@@ -310,7 +330,7 @@ impl State {
                 inbox: Vec::new(),
                 reply: None,
                 events: Vec::new(),
-                recv: Vec::new(),
+                recv: Recv::default(),
                 lease_watch: None,
                 guard: None,
                 internal: None,
@@ -331,6 +351,7 @@ impl State {
             faults: c.faults,
             fence: 0,
             fence_broken: false,
+            fast_missed: false,
             tampered: Vec::new(),
         }
     }

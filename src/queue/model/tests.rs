@@ -2,8 +2,11 @@
 //! seeded fault (its counterexample must be found). Run with `--nocapture` to see the
 //! states explored and the traces.
 
-use super::check::{check, Report, LIVENESS};
-use super::props::{EXCLUSION, FENCE, GONE_READS_INVALID, NOTHING_LEFT, PERMITS, READ_WRITE};
+use super::check::{self, LIVENESS};
+use super::props::{
+    EXCLUSION, FAST_PATH, FENCE, GONE_READS_INVALID, NOTHING_LEFT, PARTICIPANTS, PERMITS,
+    READ_WRITE,
+};
 use super::{Config, Faults, ProcSpec, Queue, Recipe, Seeded};
 
 fn procs(kinds: &str, acquisitions: u8) -> Vec<ProcSpec> {
@@ -27,36 +30,14 @@ fn config(recipe: Recipe, procs: Vec<ProcSpec>, faults: Faults) -> Config {
     }
 }
 
-fn run(name: &str, config: Config, stop_at: Option<&str>) -> Report {
-    let r = check(&Queue { config }, stop_at);
-    eprintln!(
-        "model {name}: {} states, {} transitions, depth {}, {:.1?}",
-        r.states, r.edges, r.depth, r.elapsed
-    );
-    r
-}
-
 /// Every property holds.
 fn holds(name: &str, config: Config) {
-    let r = run(name, config, None);
-    if let Some(c) = r.violations.first() {
-        panic!("{name}: {} fails:\n{}", c.property, c.trace);
-    }
-    assert!(
-        r.unreached.is_empty(),
-        "{name}: never reached: {:?}",
-        r.unreached
-    );
+    check::holds(name, &Queue { config });
 }
 
 /// The seeded fault is caught by `property`; its trace is printed.
 fn caught(name: &str, config: Config, property: &str) {
-    let r = run(name, config, (property != LIVENESS).then_some(property));
-    let Some(c) = r.found(property) else {
-        let others: Vec<&str> = r.violations.iter().map(|c| c.property).collect();
-        panic!("{name}: the seeded fault was not caught by {property:?} (found: {others:?})");
-    };
-    eprintln!("{name}: counterexample to {property:?}:\n{}", c.trace);
+    check::caught(name, &Queue { config }, property);
 }
 
 fn faults(disconnects: u8, expiries: u8, tampers: u8, give_ups: u8) -> Faults {
@@ -73,6 +54,14 @@ fn mutex_three_processes_two_acquisitions_each() {
     let mut c = config(Recipe::Mutex, procs("www", 2), Faults::default());
     c.fenced_writes = true;
     holds("mutex 3x2", c);
+}
+
+#[test]
+fn mutex_four_processes() {
+    holds(
+        "mutex 4x1",
+        config(Recipe::Mutex, procs("wwww", 1), Faults::default()),
+    );
 }
 
 #[test]
@@ -223,5 +212,17 @@ fn seeded_faults_break_the_rwlock_and_the_semaphore_too() {
     caught("seeded: rwlock, no two-ahead check", c, READ_WRITE);
     let mut c = config(Recipe::Semaphore(1), procs("ww", 1), Faults::default());
     c.seeded.count_off_by_one = true;
-    caught("seeded: semaphore, a count off by one", c, PERMITS);
+    caught("seeded: semaphore, a count off by one", c.clone(), PERMITS);
+    caught(
+        "seeded: semaphore, a count off by one (participants)",
+        c,
+        PARTICIPANTS,
+    );
+}
+
+#[test]
+fn seeded_fast_path_never_taken_is_caught() {
+    let mut c = config(Recipe::Mutex, procs("ww", 1), Faults::default());
+    c.seeded.no_fast_path = true;
+    caught("seeded: no fast path", c, FAST_PATH);
 }
