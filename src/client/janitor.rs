@@ -10,6 +10,7 @@
 //! the job is dropped. Sent on another session, a check-then-delete could remove a node
 //! that someone else created at the same path in between.
 
+use crate::error::escape;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -217,7 +218,10 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
                         session,
                     },
                     Err(e) => {
-                        log::warn!("zkguard: background delete of {path} failed: {e}");
+                        log::warn!(
+                            "zkguard: background delete of {} failed: {e}",
+                            escape(&path)
+                        );
                         continue;
                     }
                 },

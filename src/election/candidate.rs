@@ -9,6 +9,7 @@ mod leader_term;
 mod model;
 mod term;
 
+use crate::error::escape;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -362,7 +363,7 @@ impl Shared {
                     log::warn!(
                         "zkguard: candidate {:?} in {}: {e}; trying again in {pause:?}",
                         self.election.id(),
-                        self.election.path()
+                        escape(self.election.path())
                     );
                     self.fail(e);
                     let _ = wake.recv_timeout(pause);

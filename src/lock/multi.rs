@@ -1,5 +1,6 @@
 //! All-or-nothing over several exclusive locks.
 
+use crate::error::escape;
 use std::marker::PhantomData;
 use std::time::Instant;
 
@@ -165,8 +166,8 @@ impl Lock for MultiLock {
                     log::info!(
                         "zkguard: multi-lock {}: {} was lost while taking the others; \
                          starting over",
-                        self.joined,
-                        lost.path()
+                        escape(&self.joined),
+                        escape(lost.path())
                     );
                     release_all::<()>(parts, None);
                     continue 'attempt;

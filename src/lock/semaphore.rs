@@ -1,6 +1,7 @@
 //! The counting semaphore and its permit, on Apache Curator's `InterProcessSemaphoreV2`
 //! protocol.
 
+use crate::error::escape;
 use crossbeam_channel::Receiver;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -273,7 +274,7 @@ impl Semaphore {
                 Next::Restart => {
                     log::info!(
                         "zkguard: {}: session changed, lease or internal lock gone; queueing again",
-                        self.base.path
+                        escape(&self.base.path)
                     );
                 }
                 Next::Done(r) => {
@@ -443,7 +444,7 @@ impl Semaphore {
                 Wake::Lost => {
                     log::info!(
                         "zkguard: {}: internal lock lost while waiting for a permit",
-                        self.base.path
+                        escape(&self.base.path)
                     );
                     Some(Next::Restart)
                 }

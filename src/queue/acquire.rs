@@ -39,6 +39,7 @@ use super::names;
 use super::rules::Rule;
 use super::waiter::Waiter;
 use crate::client::Client;
+use crate::error::escape;
 use crate::error::{Error, Result};
 
 /// Acquires a place at the head of the queue per `spec.rule`. `Ok(None)`: not acquired
@@ -57,7 +58,7 @@ pub(crate) fn acquire(
             Next::Restart => {
                 log::info!(
                     "zkguard: {}: session changed or node vanished; queueing again",
-                    spec.dir
+                    escape(spec.dir)
                 );
                 continue;
             }

@@ -2,6 +2,7 @@
 //! made once even when a create's reply is lost, and deleted on every way out that is not
 //! success.
 
+use crate::error::escape;
 use std::time::Duration;
 
 use super::attempt::{Attempt, Next, Spec};
@@ -64,7 +65,10 @@ impl Drop for OwnNode<'_> {
                 .delete_owned(&node.path, Check::None, node.owner, timeout)
             {
                 Err(e) if !e.is_connection_error() && e != Error::SessionExpired => {
-                    log::warn!("zkguard: cannot delete abandoned node {}: {e}", node.path);
+                    log::warn!(
+                        "zkguard: cannot delete abandoned node {}: {e}",
+                        escape(&node.path)
+                    );
                 }
                 _ => {}
             }

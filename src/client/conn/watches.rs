@@ -1,6 +1,7 @@
 //! The watch registry: which watches are armed (per server table), firing them, the queue
 //! of kept watches to arm again, and the list SetWatches re-arms after a reconnect.
 
+use crate::error::escape;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -282,7 +283,7 @@ impl Shared {
             log::debug!(
                 "zkguard: ignoring watch event type {} for {}",
                 ev.kind,
-                ev.path
+                escape(&ev.path)
             );
             return;
         };

@@ -8,6 +8,7 @@
 //! `ops.rs` holds the request bodies of the node operations and the multi codec.
 
 use super::types::{Acl, Identity, Perms, Stat};
+use crate::error::escape;
 use crate::error::Error;
 
 mod names;
@@ -449,7 +450,11 @@ impl RawReply {
 
 /// The error for a reply to `op` on `path` that could not be decoded.
 pub(crate) fn malformed(op: &'static str, path: &str, why: &str) -> Error {
-    log::error!("zkguard: malformed {op} reply for {path}: {why}");
+    log::error!(
+        "zkguard: malformed {op} reply for {}: {}",
+        escape(path),
+        escape(why)
+    );
     Error::Malformed {
         op,
         path: path.to_string(),
