@@ -101,10 +101,16 @@ fn a_frozen_zkguard_has_its_command_stopped_before_another_runs() {
 /// up to a third of the session timeout: `break`'s confirmation says so.)
 #[test]
 fn break_on_a_frozen_holder_runs_the_next_command_alone() {
-    frozen_holder("frozen-break", |path, s, _| {
+    frozen_holder("frozen-break", |path, s, a| {
         let pid: i32 = s.lines("a.pid")[0].parse().unwrap();
         wait_until(
-            || "the frozen holder's command was never stopped".into(),
+            || {
+                format!(
+                    "the frozen holder's command was never stopped (state {:?}); its stderr:\n{}",
+                    proc_state(pid),
+                    a.stderr()
+                )
+            },
             || proc_state(pid) == Some('T'),
         );
         let cs = cluster().connect_string();
