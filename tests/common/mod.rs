@@ -187,7 +187,12 @@ pub fn assert_quiet<T: std::fmt::Debug>(rx: &Receiver<T>, what: &str) {
 
 /// `wchp` from the shared server: watched path -> session ids (as `0x...`) watching it.
 pub fn watches_by_path() -> HashMap<String, Vec<String>> {
-    let out = shared_cluster().four_letter(0, "wchp").expect("wchp");
+    watches_on(shared_cluster())
+}
+
+/// [`watches_by_path`] of `cluster`'s first server.
+pub fn watches_on(cluster: &TestCluster) -> HashMap<String, Vec<String>> {
+    let out = cluster.four_letter(0, "wchp").expect("wchp");
     let mut map: HashMap<String, Vec<String>> = HashMap::new();
     let mut current = None;
     for line in out.lines() {
