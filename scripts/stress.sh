@@ -129,8 +129,22 @@ stop_hogs() {
         hogs=()
     fi
 }
+# ---------------------------------------------------------------- the table
+report() {
+    echo
+    echo "stress: $done_runs run(s) of $(wc -l <"$jobs_file") job(s)$($hog && echo ", CPU hog on $(nproc) core(s)"), $(($(date +%s) - started))s"
+    if [ ! -s "$failures" ]; then
+        echo "stress: no failures"
+        return 0
+    fi
+    echo "stress: failures (run, job, test, first line of its panic, output kept):"
+    column -t -s $'\t' "$failures"
+    return 1
+}
+started=$(date +%s)
+done_runs=0
 trap stop_hogs EXIT
-trap 'echo "stress: interrupted" >&2; exit 130' INT TERM
+trap 'stop_hogs; echo "stress: interrupted during run $((done_runs + 1))" >&2; report || true; exit 130' INT TERM
 if $hog; then
     for _ in $(seq "$(nproc)"); do
         bash -c 'while :; do :; done' &
@@ -156,8 +170,6 @@ reason() {
 
 echo "stress: $(wc -l <"$jobs_file") job(s) a run, $runs run(s)$([ "$minutes" -gt 0 ] && echo ", none started after $minutes min"); output of failed jobs in $out"
 echo "stress: tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)')"
-started=$(date +%s)
-done_runs=0
 for run in $(seq "$runs"); do
     if [ "$minutes" -gt 0 ] && [ $(($(date +%s) - started)) -ge $((minutes * 60)) ]; then
         echo "stress: $minutes min passed, no more runs"
@@ -190,7 +202,9 @@ for run in $(seq "$runs"); do
         fi
         run_failed=$((run_failed + 1))
         named=$(failed_tests "$log")
-        [ $status -eq 124 ] || [ $status -eq 137 ] && named=$(printf '%s\n(timed out after %ss)' "$named" "$suite_timeout")
+        if [ $status -eq 124 ] || [ $status -eq 137 ]; then
+            named=$(printf '%s\n%s' "$named" "(timed out after ${suite_timeout}s)" | sed '/^$/d')
+        fi
         [ -n "$named" ] || named="-"
         while IFS= read -r t; do
             printf '%d\t%s\t%s\t%s\t%s\n' "$run" "$job" "$t" "$(reason "$log" "$t")" "$log" >>"$failures"
@@ -203,13 +217,4 @@ for run in $(seq "$runs"); do
 done
 stop_hogs
 
-# ---------------------------------------------------------------- the table
-echo
-echo "stress: $done_runs run(s) of $(wc -l <"$jobs_file") job(s)$($hog && echo ", CPU hog on $(nproc) core(s)"), $(($(date +%s) - started))s"
-if [ ! -s "$failures" ]; then
-    echo "stress: no failures"
-    exit 0
-fi
-echo "stress: failures (run, job, test, first line of its panic, output kept):"
-column -t -s $'\t' "$failures"
-exit 1
+report
