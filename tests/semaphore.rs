@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -156,35 +155,8 @@ fn one_release_notifies_two_contenders_and_nobody_else() {
     // unnoticed by the count below: on the internal lock, each one watches its own node and
     // the two before it (the holder its own); the holder also watches the lease list, a
     // child watch, which `wchp` does not show but `mntr`'s count does.
-    let queue: Vec<String> = Mutex::new(&c, &format!("{path}/locks"))
-        .unwrap()
-        .participants()
-        .unwrap()
-        .into_iter()
-        .map(|p| format!("{path}/locks/{}", p.node))
-        .collect();
-    let mut want: HashMap<String, Vec<String>> = HashMap::new();
-    for (k, node) in queue.iter().enumerate() {
-        let owner = c
-            .exists(node)
-            .unwrap()
-            .expect("queued node")
-            .ephemeral_owner;
-        for watched in &queue[k.saturating_sub(2)..=k] {
-            want.entry(watched.clone())
-                .or_default()
-                .push(format!("0x{:x}", owner as u64));
-        }
-    }
-    let sorted = |m: HashMap<String, Vec<String>>| -> HashMap<String, Vec<String>> {
-        m.into_iter()
-            .map(|(p, mut s)| {
-                s.sort();
-                (p, s)
-            })
-            .collect()
-    };
-    let want = sorted(want);
+    let (queue, owners) = common::queue_and_owners(&c, &format!("{path}/locks"));
+    let want = common::queue_watches(&queue, &owners);
     wait_until(WITHIN, "every contender watching", || {
         // Watches are only added until the release: the same count before and after the
         // listing is the count of the listing.
@@ -198,7 +170,7 @@ fn one_release_notifies_two_contenders_and_nobody_else() {
             .into_iter()
             .filter(|(p, _)| p.starts_with(&format!("{path}/locks/")))
             .collect();
-        sorted(on_locks) == want && count == data + 1
+        common::sorted_watchers(on_locks) == want && count == data + 1
     });
     let before: Vec<u64> = clients.iter().map(|w| w.stats().watch_events).collect();
     h1.release().unwrap();
