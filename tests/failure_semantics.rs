@@ -738,6 +738,7 @@ fn a_lost_unfair_holders_background_delete_never_goes_out_on_its_next_session() 
     let cs = shared_cluster().connect_string();
     let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
     let a = connect(&proxy.connect_string(), Duration::from_secs(2));
+    let (a_events, a_session) = (a.events(), a.session_id());
     let b = connect(&cs, Duration::from_secs(10));
     let path = unique("unfair-bg-delete");
     // Another ephemeral node of A's session: the server deletes all of a session's
@@ -777,6 +778,12 @@ fn a_lost_unfair_holders_background_delete_never_goes_out_on_its_next_session() 
         "A's node was deleted while A's old session was still alive: the background delete \
          went out on A's next session"
     );
+    // A opens its next session by itself (after closing the old one on the server, which
+    // may be what let the contender in: so it is awaited, not read at once).
+    common::wait_event(&a_events, WITHIN, "A's next session", |e| {
+        matches!(e, zkguard::SessionEvent::Connected { .. })
+    });
     assert_ne!(a.session_id(), 0);
+    assert_ne!(a.session_id(), a_session);
     drop(b_guard);
 }
