@@ -64,6 +64,16 @@ impl Journal {
     }
 }
 
+/// Waits until the participant `name` is in line (listed by `participants()`).
+fn wait_queued(election: &LeaderElection, name: &str) -> zkguard::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !election.participants()?.iter().any(|p| p.id() == name) {
+        assert!(Instant::now() < deadline, "{name} never queued");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
 /// The daemon: a candidate in the background, leader work on a timer, and only while it
 /// leads. It stops the work the moment it is suspended, loses, or resigns.
 fn daemon(
@@ -139,8 +149,13 @@ fn main() -> BoxResult<()> {
     let journal = Arc::new(Journal::default());
     let session_timeout = Duration::from_secs(4);
 
+    // An observer: it lists the participants, never joins.
+    let observer = Client::connect(&connect)?;
+    let election = LeaderElection::new(&observer, &path, "observer")?;
+
     // Three daemons, each with its own session through its own fault proxy, joining in
-    // order: a, then b, then c.
+    // order: a, then b, then c. Each is queued (listed) before the next one starts, so the
+    // order in line is the order they joined; started back to back, b and c would race.
     let mut daemons: Vec<(&str, FaultProxy, Sender<Command>, JoinHandle<_>)> = Vec::new();
     for name in ["a", "b", "c"] {
         let proxy = FaultProxy::start(&addrs)?;
@@ -149,22 +164,21 @@ fn main() -> BoxResult<()> {
             .build()?;
         let (tx, rx) = zkguard::channel::unbounded();
         let handle = daemon(name, client, path.clone(), rx, journal.clone());
-        if name == "a" {
-            journal.wait_for("a", |e| matches!(e, LeaderEvent::Elected { .. }));
-        }
+        wait_queued(&election, name)?;
         daemons.push((name, proxy, tx, handle));
     }
-    let observer = Client::connect(&connect)?;
-    let election = LeaderElection::new(&observer, &path, "observer")?;
-    while election.participants()?.len() < 3 {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    journal.wait_for("a", |e| matches!(e, LeaderEvent::Elected { .. }));
     let ids: Vec<String> = election
         .participants()?
         .iter()
         .map(|p| format!("{}{}", p.id(), if p.holds { " (leads)" } else { "" }))
         .collect();
     println!("election {path}: participants in order: {}", ids.join(", "));
+    assert_eq!(
+        ids,
+        ["a (leads)", "b", "c"],
+        "the line is the order they joined"
+    );
 
     // 1. The leader resigns: the next in line takes over; a queues again at the back.
     println!("a resigns:");
@@ -205,11 +219,7 @@ fn main() -> BoxResult<()> {
     daemons[2].1.heal();
     // Said once c has its new session.
     journal.wait_for("c", |e| *e == LeaderEvent::Rejoined);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !election.participants()?.iter().any(|p| p.id() == "c") {
-        assert!(Instant::now() < deadline, "c never queued again");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_queued(&election, "c")?;
     println!("  healed: c has a new session and is queued again, behind a");
 
     for (_, _, tx, _) in &daemons {

@@ -52,9 +52,13 @@ fn keytab_login(kdc: &TestKdc, name: &str) -> Kerberos {
     Kerberos::new().keytab(kdc.add_principal(name).expect("a principal"))
 }
 
+/// A client logged in with `login`. Its session outlasts what a loaded machine does to an
+/// ensemble (its JVMs stalled past `syncLimit`, elections one after the other, a Kerberos
+/// login at each reconnect): the tests here keep their session through failovers and
+/// never wait for one to expire (seen with 4 s: lost between two failovers).
 fn client_as(cluster: &TestCluster, login: Kerberos) -> Client {
     Client::builder(&cluster.connect_string())
-        .session_timeout(Duration::from_secs(4))
+        .session_timeout(Duration::from_secs(20))
         .connect_timeout(CONNECT_TIMEOUT)
         .sasl_kerberos(login)
         .build()

@@ -480,23 +480,7 @@ fn a_release_wakes_two_of_twenty_waiters_the_next_and_the_one_after_it() {
     });
     // Every waiter must have armed its watch (the server says so), or the release could be
     // noticed without a notification.
-    let queue: Vec<String> = lock
-        .participants()
-        .unwrap()
-        .into_iter()
-        .map(|p| format!("{path}/{}", p.node))
-        .collect();
-    let owners: Vec<String> = queue
-        .iter()
-        .map(|n| {
-            let owner = client
-                .exists(n)
-                .unwrap()
-                .expect("queued node")
-                .ephemeral_owner;
-            format!("0x{:x}", owner as u64)
-        })
-        .collect();
+    let (queue, owners) = common::queue_and_owners(&client, &path);
     let ours = |w: &HashMap<String, Vec<String>>| -> HashMap<String, Vec<String>> {
         w.iter()
             .filter(|(p, _)| **p == path || p.starts_with(&format!("{path}/")))
@@ -505,24 +489,10 @@ fn a_release_wakes_two_of_twenty_waiters_the_next_and_the_one_after_it() {
     };
     // Each waiter watches the node right before it, the one before that, and its own, and
     // nothing else; the holder watches its own node.
-    let mut want: HashMap<String, Vec<String>> = HashMap::new();
-    for (k, owner) in owners.iter().enumerate() {
-        for watched in &queue[k.saturating_sub(2)..=k] {
-            want.entry(watched.clone()).or_default().push(owner.clone());
-        }
-    }
-    let sorted = |m: HashMap<String, Vec<String>>| -> HashMap<String, Vec<String>> {
-        m.into_iter()
-            .map(|(p, mut s)| {
-                s.sort();
-                (p, s)
-            })
-            .collect()
-    };
-    let want = sorted(want);
+    let want = common::queue_watches(&queue, &owners);
     let mut watches = HashMap::new();
     wait_until(WITHIN, "every waiter watching", || {
-        watches = sorted(ours(&watches_by_path()));
+        watches = common::sorted_watchers(ours(&watches_by_path()));
         watches == want
     });
     let before: Vec<u64> = waiters.iter().map(|w| w.stats().watch_events).collect();

@@ -29,6 +29,14 @@ fn locks(c: &Client, path: &str) -> Vec<String> {
     children(c, &format!("{path}/locks"))
 }
 
+/// The server's watch count (`mntr`'s `zk_watch_count`): data and child watches.
+fn watch_count(cluster: &TestCluster) -> usize {
+    let mntr = cluster.four_letter(0, "mntr").expect("mntr");
+    mntr.lines()
+        .find_map(|l| l.strip_prefix("zk_watch_count")?.trim().parse().ok())
+        .expect("zk_watch_count in mntr")
+}
+
 /// Waits until nothing of any contender is left under the semaphore.
 fn wait_empty(c: &Client, path: &str) {
     wait_until(WITHIN, "no lease and no internal-lock node left", || {
@@ -112,7 +120,9 @@ fn a_permit_freed_out_of_arrival_order_is_taken_without_waiting_for_a_recheck() 
 /// queue. Nobody else hears of it.
 #[test]
 fn one_release_notifies_two_contenders_and_nobody_else() {
-    let cs = shared_cluster().connect_string();
+    // A server of its own: its watch count (`mntr`) is this test's alone.
+    let cluster = TestCluster::start(1).unwrap();
+    let cs = cluster.connect_string();
     let path = unique("sem-herd");
     let c = connect(&cs, SESSION);
     let sem = Semaphore::new(&c, &path, 2).unwrap();
@@ -141,16 +151,26 @@ fn one_release_notifies_two_contenders_and_nobody_else() {
         "8 contenders queued, one waiting with a lease",
         || leases(&c, &path).len() == 3 && locks(&c, &path).len() == 8,
     );
-    // Each contender queued on the internal lock has armed its watch (the server says so;
-    // `wchp` shows data watches only, so not the waiter's watch on the lease list), or a
-    // release could pass unnoticed by the count below.
-    wait_until(WITHIN, "7 lock nodes watched", || {
-        let by_path = common::watches_by_path();
-        let lock_watches = by_path
-            .iter()
+    // Every contender has armed its watches (the server says so), or a release could pass
+    // unnoticed by the count below: on the internal lock, each one watches its own node and
+    // the two before it (the holder its own); the holder also watches the lease list, a
+    // child watch, which `wchp` does not show but `mntr`'s count does.
+    let (queue, owners) = common::queue_and_owners(&c, &format!("{path}/locks"));
+    let want = common::queue_watches(&queue, &owners);
+    wait_until(WITHIN, "every contender watching", || {
+        // Watches are only added until the release: the same count before and after the
+        // listing is the count of the listing.
+        let count = watch_count(&cluster);
+        let by_path = common::watches_on(&cluster);
+        if watch_count(&cluster) != count {
+            return false;
+        }
+        let data: usize = by_path.values().map(Vec::len).sum();
+        let on_locks = by_path
+            .into_iter()
             .filter(|(p, _)| p.starts_with(&format!("{path}/locks/")))
-            .count();
-        lock_watches >= 7
+            .collect();
+        common::sorted_watchers(on_locks) == want && count == data + 1
     });
     let before: Vec<u64> = clients.iter().map(|w| w.stats().watch_events).collect();
     h1.release().unwrap();

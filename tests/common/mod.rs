@@ -189,7 +189,57 @@ pub fn assert_quiet<T: std::fmt::Debug>(rx: &Receiver<T>, what: &str) {
 
 /// `wchp` from the shared server: watched path -> session ids (as `0x...`) watching it.
 pub fn watches_by_path() -> HashMap<String, Vec<String>> {
-    let out = shared_cluster().four_letter(0, "wchp").expect("wchp");
+    watches_on(shared_cluster())
+}
+
+/// A mutex queue at `dir` in line order: each node's path and its owner's session (`0x…`),
+/// as [`queue_watches`] takes them.
+pub fn queue_and_owners(client: &Client, dir: &str) -> (Vec<String>, Vec<String>) {
+    let queue: Vec<String> = zkguard::Mutex::new(client, dir)
+        .unwrap()
+        .participants()
+        .unwrap()
+        .into_iter()
+        .map(|p| format!("{dir}/{}", p.node))
+        .collect();
+    let owners = queue
+        .iter()
+        .map(|n| {
+            let stat = client.exists(n).unwrap().expect("queued node");
+            format!("0x{:x}", stat.ephemeral_owner as u64)
+        })
+        .collect();
+    (queue, owners)
+}
+
+/// The watches a queue's contenders leave (as [`watches_by_path`] shows them, each path's
+/// watchers sorted): the one at `queue[k]`, whose session is `owners[k]` (`0x…`), watches
+/// its own node and the two before it (a waiter the node right before it, and the one
+/// before that to learn it is next; the holder only its own).
+pub fn queue_watches(queue: &[String], owners: &[String]) -> HashMap<String, Vec<String>> {
+    let mut want: HashMap<String, Vec<String>> = HashMap::new();
+    for (k, owner) in owners.iter().enumerate() {
+        for watched in &queue[k.saturating_sub(2)..=k] {
+            want.entry(watched.clone()).or_default().push(owner.clone());
+        }
+    }
+    sorted_watchers(want)
+}
+
+/// `watches` with each path's watchers sorted, to compare with [`queue_watches`].
+pub fn sorted_watchers(watches: HashMap<String, Vec<String>>) -> HashMap<String, Vec<String>> {
+    watches
+        .into_iter()
+        .map(|(p, mut s)| {
+            s.sort();
+            (p, s)
+        })
+        .collect()
+}
+
+/// [`watches_by_path`] of `cluster`'s first server.
+pub fn watches_on(cluster: &TestCluster) -> HashMap<String, Vec<String>> {
+    let out = cluster.four_letter(0, "wchp").expect("wchp");
     let mut map: HashMap<String, Vec<String>> = HashMap::new();
     let mut current = None;
     for line in out.lines() {

@@ -303,7 +303,44 @@ pub fn is_log_record(line: &str) -> bool {
         })
 }
 
+/// Whether a line of zkguard's stderr is its notice that a connect is taking long (`no
+/// ZooKeeper answers at … yet`, said after a second without a session): on a loaded machine
+/// a TLS and SASL handshake may take that long before it fails or succeeds, so a test that
+/// counts the lines a failure prints leaves it out.
+pub fn is_connect_notice(line: &str) -> bool {
+    line.starts_with("zkguard: no ZooKeeper answers at ") && line.contains(" yet; still trying")
+}
+
 /// zkguard's own lines of its stderr: all but the library's log records.
 pub fn own_lines(err: &str) -> Vec<&str> {
     err.lines().filter(|l| !is_log_record(l)).collect()
+}
+
+/// The checks of `zkguard doctor` that measure how loaded the server is right now (request
+/// latency, fsync times), not how a test set it up: on a loaded test machine they warn.
+const LOAD_CHECKS: [&str; 2] = ["latency", "fsync"];
+
+/// Whether `doctor` passed, but for warnings of the load it measured: exit 0, or exit 1
+/// (warnings) where `not_passed` (the checks of every finding that did not pass) are all
+/// load measurements.
+pub fn doctor_passed_but_for_load<'a>(
+    code: i32,
+    not_passed: impl IntoIterator<Item = &'a str>,
+) -> bool {
+    code == 0
+        || (code == 1
+            && not_passed
+                .into_iter()
+                .all(|check| LOAD_CHECKS.contains(&check)))
+}
+
+/// The checks of a `doctor --json` report's findings that did not pass.
+pub fn doctor_not_passed(report: &serde_json::Value) -> Vec<&str> {
+    report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["status"] != "pass")
+        .map(|f| f["check"].as_str().unwrap_or("?"))
+        .collect()
 }
