@@ -563,7 +563,12 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// A server before 3.7 does not know the request (an error, or a dropped connection).
+    /// [`Error::ServerTooOld`] from a server before 3.7, which does not know the request.
+    /// Such a server (seen on 3.6.3) then also closes the connection: the session survives
+    /// and is resumed on a new connection, but every guard of this client sees a suspension
+    /// ([`SessionEvent::Suspended`](crate::SessionEvent::Suspended), then `Reconnected`)
+    /// and a request sent meanwhile may fail with a connection loss. Do not call it on a
+    /// client that holds locks against a server that may be older than 3.7.
     pub fn who_am_i(&self) -> Result<Vec<Identity>> {
         self.one(|p| p.who_am_i())
     }

@@ -16,7 +16,8 @@ mod version;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use zkguard::{Acl, Client, NodeAcl, Perms};
+use zkguard::channel::Receiver;
+use zkguard::{Acl, Client, NodeAcl, Perms, SessionEvent};
 
 use crate::{check_path, Connection, DoctorArgs, Fail, Say};
 use server::Server;
@@ -347,6 +348,34 @@ struct Session {
 
 /// The session's timeouts against the servers' bounds and `syncLimit × tickTime`, and
 /// whoami.
+/// A server older than 3.7 answers `whoAmI` with "unimplemented" and then closes the
+/// connection (seen on 3.6.3: the session survives, the client resumes it on a new
+/// connection). The checks after it need the session, so wait for that: for the close (up to
+/// a second; a server that keeps the connection open is not waited for again) and then for
+/// the resumed session (up to the session timeout). Without this the next request of the
+/// doctor failed with a connection loss (5 runs of 8 of `doctor_versions` on 3.6.3).
+fn await_reconnect_after_unimplemented(client: &Client, events: &Receiver<SessionEvent>) {
+    let suspended = |e: &SessionEvent| matches!(e, SessionEvent::Suspended { .. });
+    let back = |e: &SessionEvent| {
+        matches!(
+            e,
+            SessionEvent::Reconnected { .. } | SessionEvent::Connected { .. }
+        )
+    };
+    let wait_for = |pred: &dyn Fn(&SessionEvent) -> bool, within: Duration| {
+        let deadline = Instant::now() + within;
+        while let Ok(e) = events.recv_deadline(deadline) {
+            if pred(&e) {
+                return true;
+            }
+        }
+        false
+    };
+    if wait_for(&suspended, Duration::from_secs(1)) {
+        wait_for(&back, client.session_timeout());
+    }
+}
+
 fn session_findings(
     conn: &Connection,
     client: &Client,
@@ -404,10 +433,15 @@ fn session_findings(
     })));
     out.push(Finding::new("dead_holder", Status::Note, format!("with this {granted} ms session timeout, a holder that dies (zkguard killed, its host gone) keeps the lock for up to {granted} ms, until its session expires; a frozen zkguard's watchdog stops (--on-suspend kill: terminates) its command within {} ms; `zkguard break` frees the lock at once", granted / 3))
         .numbers(json!({ "session_timeout_ms": granted, "watchdog_ms": granted / 3 })));
+    let events = client.events();
     let identities = match client.who_am_i() {
         Ok(ids) => ids,
         Err(e) => {
-            out.push(version::too_old_for_whoami(&e).unwrap_or_else(|| {
+            let too_old = version::too_old_for_whoami(&e);
+            if too_old.is_some() {
+                await_reconnect_after_unimplemented(client, &events);
+            }
+            out.push(too_old.unwrap_or_else(|| {
                 Finding::new("whoami", Status::Warn, format!("whoami failed ({e})"))
             }));
             Vec::new()
