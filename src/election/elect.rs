@@ -17,11 +17,9 @@ const MAX_ID: usize = 512 * 1024;
 /// Two kinds:
 ///
 /// - **Fair** ([`new`](LeaderElection::new)): candidates queue in arrival order. Each
-///   creates an ephemeral sequential node under `path` and watches the node right before
-///   its own and the one before that, so a change of leader wakes two candidates: the
-///   successor, which takes over without another round trip, and the one after it, which
-///   lists the queue again during the new term so that its own turn needs none either
-///   (nothing is ever written to a candidate's node). Node names
+///   creates an ephemeral sequential node under `path` and waits as a [`Mutex`](crate::Mutex)'s
+///   contenders do, so a change of leader wakes two candidates (nothing is ever written to
+///   a candidate's node). Node names
 ///   and data follow Apache Curator's `LeaderLatch` (`_c_<uuid>-latch-<seq>`, the
 ///   participant id as data): Curator `LeaderLatch` participants and zkguard candidates
 ///   on the same path elect one leader among themselves.
