@@ -1,4 +1,6 @@
-//! What zkguard measures: the metric names, their labels and meaning, written once here.
+//! What zkguard measures: the metric names, their labels and meaning, written once here
+//! (docs/operations.md links here; a unit test checks this table against what the code
+//! records: names, types, label keys and values, and the list of kinds below it).
 //!
 //! Two ways to read the same measurements:
 //!
@@ -20,17 +22,17 @@
 //! | name | type | labels | meaning |
 //! |---|---|---|---|
 //! | `zkguard_acquire_wait_seconds` | histogram | `kind`, `outcome`, (`path`) | how long an acquire call waited, from the call to its end; `outcome`: `acquired`, `busy` (a try found it taken), `timed_out`, `cancelled`, `failed` |
-//! | `zkguard_acquires_total` | counter | `kind`, `outcome`, (`path`) | acquire calls ended, by outcome |
+//! | `zkguard_acquires_total` | counter | `kind`, `outcome`, (`path`) | acquire calls ended, by `outcome` (`acquired`, `busy`, `timed_out`, `cancelled`, `failed`) |
 //! | `zkguard_hold_seconds` | histogram | `kind`, (`path`) | how long a guard held: from the grant until released, dropped or lost |
 //! | `zkguard_handoff_gap_seconds` | histogram | `kind`, (`path`) | from the moment a waiter heard the node ahead of it go to its grant (only when it waited on that node's deletion) |
 //! | `zkguard_guards_held` | gauge | `kind`, (`path`) | guards granted and not yet released or lost |
 //! | `zkguard_waiters_queued` | gauge | `kind`, (`path`) | acquires whose node is in a queue and not yet granted |
 //! | `zkguard_losses_total` | counter | `kind`, `reason`, (`path`) | guards lost; `reason`: `session_lost` (expired, or a new session), `node_deleted` (deleted or replaced by someone else), `closed` (the client was closed while holding) |
 //! | `zkguard_leadership_gained_total` | counter | `kind` | terms begun (elections: `election`, `election_unfair`) |
-//! | `zkguard_leadership_lost_total` | counter | `kind`, `reason` | terms ended: a loss `reason` as above, or `released` (resigned, dropped) |
+//! | `zkguard_leadership_lost_total` | counter | `kind`, `reason` | terms ended, by `reason`: a loss (`session_lost`, `node_deleted`, `closed`) or `released` (resigned, dropped) |
 //! | `zkguard_leading` | gauge | `election` (the path) | how many of this process's participants lead that election now (0 or 1 unless several clients in one process take part) |
 //! | `zkguard_session_state` | gauge | `state` | clients in each session state: `connecting`, `connected`, `suspended`, `lost` (closed clients leave the gauge) |
-//! | `zkguard_session_transitions_total` | counter | `to` | session state changes, by the state entered (`closed` included) |
+//! | `zkguard_session_transitions_total` | counter | `to` | session state changes, by the state entered: `connected`, `suspended`, `lost`, `closed` |
 //! | `zkguard_reconnects_total` | counter | `session` | connections after a client's first: `resumed` (same session) or `new` (after a loss) |
 //! | `zkguard_request_seconds` | histogram | `op` | from writing a request to its reply, by operation (`create`, `delete`, `exists`, `get_data`, `set_data`, `get_acl`, `set_acl`, `sync`, `get_children`, `check`, `multi`, `other`) |
 //! | `zkguard_watch_rearms_total` | counter | none | watches re-armed on a resumed session after a reconnect (each SetWatches path) |
@@ -423,5 +425,240 @@ mod tests {
         assert_eq!(s.losses, [0, 1, 0]);
         assert_eq!((s.guards_held, s.waiters_queued), (0, 0));
         assert_eq!((s.gained, s.lost_leadership), (1, 1));
+    }
+}
+
+/// The table of the module doc checked against what a [`Meter`] records (feature `metrics`):
+/// every metric's name, type, label keys and label values, and the list of recipe kinds
+/// below the table. docs/ links to that table rather than copying it, so it is the one.
+#[cfg(all(test, feature = "metrics"))]
+mod table {
+    use super::*;
+    use metrics_util::debugging::DebuggingRecorder;
+    use metrics_util::MetricKind;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// Every metric recorded: its type and, by label key, the values it took.
+    type Recorded = BTreeMap<String, (MetricKind, BTreeMap<String, BTreeSet<String>>)>;
+
+    const OUTCOMES: [Outcome; 5] = [
+        Outcome::Acquired,
+        Outcome::Busy,
+        Outcome::TimedOut,
+        Outcome::Cancelled,
+        Outcome::Failed,
+    ];
+    const LOSSES: [Loss; 3] = [Loss::SessionLost, Loss::NodeDeleted, Loss::Closed];
+    const KINDS: [&str; 9] = [
+        kind::MUTEX,
+        kind::REENTRANT,
+        kind::READ,
+        kind::WRITE,
+        kind::SEMAPHORE,
+        kind::SEMAPHORE_LOCK,
+        kind::UNFAIR,
+        kind::ELECTION,
+        kind::ELECTION_UNFAIR,
+    ];
+    /// The session's way through its states, as `client::conn::session` reports it.
+    const SESSION: [&str; 5] = ["connecting", "connected", "suspended", "lost", "closed"];
+
+    /// A new variant of either enum fails to compile here until the lists above have it.
+    #[allow(dead_code)]
+    fn lists_are_whole(o: Outcome, l: Loss) {
+        match o {
+            Outcome::Acquired
+            | Outcome::Busy
+            | Outcome::TimedOut
+            | Outcome::Cancelled
+            | Outcome::Failed => {}
+        }
+        match l {
+            Loss::SessionLost | Loss::NodeDeleted | Loss::Closed => {}
+        }
+    }
+
+    /// Everything a client's [`Meter`] can record, each way, into a recorder of its own.
+    fn recorded() -> Recorded {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        ::metrics::with_local_recorder(&recorder, || {
+            let m = Meter::new(true);
+            for k in KINDS {
+                let l = Labels::new(&m, k, "/p");
+                m.queued(&l, true);
+                m.queued(&l, false);
+                for o in OUTCOMES {
+                    m.acquire_ended(&l, o, Duration::ZERO);
+                }
+                m.handoff(&l, Duration::ZERO);
+                for loss in LOSSES.map(Some).into_iter().chain([None]) {
+                    m.hold_began(&l);
+                    m.hold_ended(&l, Duration::ZERO, loss);
+                }
+            }
+            m.session(None, SESSION[0]);
+            for w in SESSION.windows(2) {
+                m.session(Some(w[0]), w[1]);
+            }
+            m.reconnected(true);
+            m.reconnected(false);
+            m.rearmed(1);
+            // Every op code, and some that are none. `ping`: pings are no request with a
+            // reply waiter (`conn::serve` writes and reads them itself), never recorded.
+            for code in -10..=200 {
+                let op = op_name(code);
+                if op != "ping" {
+                    m.request(op, Duration::ZERO);
+                }
+            }
+        });
+        let mut seen = Recorded::new();
+        for (key, _, _, _) in snapshotter.snapshot().into_vec() {
+            let (kind, key) = key.into_parts();
+            let entry = seen
+                .entry(key.name().to_string())
+                .or_insert((kind, BTreeMap::new()));
+            for label in key.labels() {
+                entry
+                    .1
+                    .entry(label.key().to_string())
+                    .or_default()
+                    .insert(label.value().to_string());
+            }
+        }
+        seen
+    }
+
+    /// The words in backticks of `text`.
+    fn quoted(text: &str) -> BTreeSet<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// How `doc` (a module doc, as in this file) disagrees with `recorded`: one line each.
+    fn disagreements(doc: &str, recorded: &Recorded) -> Vec<String> {
+        let mut wrong = Vec::new();
+        let prose: String = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut rows = BTreeMap::new();
+        for line in prose.lines().filter(|l| l.starts_with(" | `zkguard_")) {
+            let cells: Vec<&str> = line.trim().trim_matches('|').split(" | ").collect();
+            let [name, kind, labels, meaning] = cells[..] else {
+                wrong.push(format!("a row that is not four cells: {line}"));
+                continue;
+            };
+            let name = quoted(name).into_iter().next().unwrap_or_default();
+            rows.insert(name, (kind.trim(), quoted(labels), quoted(meaning)));
+        }
+        let all_kinds: BTreeSet<String> = prose
+            .split("The `kind` label is the recipe:")
+            .nth(1)
+            .and_then(|rest| rest.split(". ").next())
+            .map(quoted)
+            .unwrap_or_default();
+        let mut kinds_seen = BTreeSet::new();
+        for name in recorded.keys().filter(|n| !rows.contains_key(*n)) {
+            wrong.push(format!("{name}: recorded, not in the table"));
+        }
+        for (name, (kind, labels, words)) in &rows {
+            let Some((recorded_kind, values)) = recorded.get(name) else {
+                wrong.push(format!("{name}: in the table, never recorded"));
+                continue;
+            };
+            let kind_name = format!("{recorded_kind:?}").to_lowercase();
+            if *kind != kind_name {
+                wrong.push(format!(
+                    "{name}: a {kind} in the table, a {kind_name} recorded"
+                ));
+            }
+            let keys: BTreeSet<String> = values.keys().cloned().collect();
+            if *labels != keys {
+                wrong.push(format!(
+                    "{name}: labels {labels:?} in the table, {keys:?} recorded"
+                ));
+            }
+            // The meaning names each value of the labels it lists (a `kind`, a path excepted),
+            // and nothing else in backticks but label keys.
+            for (key, vals) in values {
+                if key == "kind" {
+                    kinds_seen.extend(vals.iter().cloned());
+                }
+                if matches!(key.as_str(), "kind" | "path" | "election") {
+                    continue;
+                }
+                for v in vals.iter().filter(|v| !words.contains(*v)) {
+                    wrong.push(format!("{name}: {key}={v} recorded, not in its meaning"));
+                }
+            }
+            let known =
+                |w: &String| values.contains_key(w) || values.values().any(|vals| vals.contains(w));
+            for w in words.iter().filter(|w| !known(w)) {
+                wrong.push(format!(
+                    "{name}: `{w}` in its meaning, no label or value of it"
+                ));
+            }
+        }
+        if all_kinds != kinds_seen {
+            wrong.push(format!(
+                "the kinds listed: {all_kinds:?}, the kinds recorded: {kinds_seen:?}"
+            ));
+        }
+        wrong
+    }
+
+    #[test]
+    fn the_table_of_the_module_doc_is_what_a_meter_records() {
+        let recorded = recorded();
+        assert!(recorded.len() >= 15, "recorded only {recorded:?}");
+        let wrong = disagreements(include_str!("metrics.rs"), &recorded);
+        assert!(
+            wrong.is_empty(),
+            "the table disagrees:\n{}",
+            wrong.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_table_that_disagrees_is_told_how() {
+        let recorded = recorded();
+        let doc = include_str!("metrics.rs");
+        let change = |from: &str, to: &str| {
+            assert!(doc.contains(from), "{from}");
+            disagreements(&doc.replacen(from, to, 1), &recorded)
+        };
+        let hold = "//! | `zkguard_hold_seconds` | histogram | `kind`, (`path`) |";
+        let cases = [
+            (hold, ""),
+            (
+                hold,
+                "//! | `zkguard_hold_seconds` | gauge | `kind`, (`path`) |",
+            ),
+            (hold, "//! | `zkguard_hold_seconds` | histogram | `kind` |"),
+            ("`timed_out`, ", ""),
+            ("`released` (resigned", "`resigned` (resigned"),
+            ("`read_lock`, ", ""),
+        ];
+        let expected = [
+            "zkguard_hold_seconds: recorded, not in the table",
+            "zkguard_hold_seconds: a gauge in the table, a histogram recorded",
+            "zkguard_hold_seconds: labels {\"kind\"} in the table",
+            "zkguard_acquire_wait_seconds: outcome=timed_out recorded, not in its meaning",
+            "zkguard_leadership_lost_total: `resigned` in its meaning, no label or value of it",
+            "the kinds listed:",
+        ];
+        for ((from, to), expected) in cases.into_iter().zip(expected) {
+            let wrong = change(from, to);
+            assert!(
+                wrong.iter().any(|w| w.starts_with(expected)),
+                "{from:?} -> {to:?}: {wrong:?}"
+            );
+        }
     }
 }
