@@ -14,11 +14,19 @@ fn version(v: &str) -> Vec<u64> {
     parts
 }
 
-/// The dependencies (name, version, rust-version) that need a newer Rust than `ours`.
-fn too_new<'a>(ours: &str, deps: &'a [(String, String, String)]) -> Vec<&'a str> {
+/// A package of the resolved graph: its name and version, and the `rust-version` it
+/// declares (empty if none).
+#[derive(Debug)]
+struct Package {
+    name: String,
+    rust: String,
+}
+
+/// The names of the `deps` that need a newer Rust than `ours`.
+fn too_new<'a>(ours: &str, deps: &'a [Package]) -> Vec<&'a str> {
     deps.iter()
-        .filter(|(_, _, rust)| version(rust) > version(ours))
-        .map(|(name, _, _)| name.as_str())
+        .filter(|p| version(&p.rust) > version(ours))
+        .map(|p| p.name.as_str())
         .collect()
 }
 
@@ -36,9 +44,8 @@ fn host() -> String {
         .to_string()
 }
 
-/// The workspace members' declared rust-versions, and every package they depend on
-/// (normal and build edges) with its declared rust-version, if any.
-fn workspace() -> (Vec<(String, String)>, Vec<(String, String, String)>) {
+/// The workspace's members, and every package they depend on (normal and build edges).
+fn workspace() -> (Vec<Package>, Vec<Package>) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -58,15 +65,19 @@ fn workspace() -> (Vec<(String, String)>, Vec<(String, String, String)>) {
         String::from_utf8_lossy(&out.stderr)
     );
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let package = |id: &str| {
-        meta["packages"]
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let package = |id: &String| {
+        let p = meta["packages"]
             .as_array()
             .expect("packages")
             .iter()
-            .find(|p| p["id"] == id)
-            .expect("every resolved id is a package")
+            .find(|p| p["id"] == **id)
+            .expect("every resolved id is a package");
+        Package {
+            name: format!("{} {}", text(&p["name"]), text(&p["version"])),
+            rust: text(&p["rust_version"]),
+        }
     };
-    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
     let members: Vec<String> = meta["workspace_members"]
         .as_array()
         .expect("members")
@@ -91,32 +102,20 @@ fn workspace() -> (Vec<(String, String)>, Vec<(String, String, String)>) {
             }
         }
     }
-    let ours = members
-        .iter()
-        .map(|id| {
-            let p = package(id);
-            (text(&p["name"]), text(&p["rust_version"]))
-        })
-        .collect();
-    let deps = seen
-        .iter()
-        .map(|id| {
-            let p = package(id);
-            let rust = text(&p["rust_version"]);
-            (text(&p["name"]), text(&p["version"]), rust)
-        })
-        .collect();
-    (ours, deps)
+    (
+        members.iter().map(package).collect(),
+        seen.iter().map(package).collect(),
+    )
 }
 
 #[test]
 fn no_dependency_needs_a_newer_rust_than_the_manifests_declare() {
     let (ours, deps) = workspace();
     assert_eq!(ours.len(), 2, "the library and the command line: {ours:?}");
-    let declared = &ours[0].1;
+    let declared = &ours[0].rust;
     assert!(!declared.is_empty(), "no rust-version declared: {ours:?}");
     assert!(
-        ours.iter().all(|(_, v)| v == declared),
+        ours.iter().all(|p| p.rust == *declared),
         "the manifests declare different rust-versions: {ours:?}"
     );
     assert!(deps.len() > 20, "only {} dependencies found", deps.len());
@@ -129,7 +128,10 @@ fn no_dependency_needs_a_newer_rust_than_the_manifests_declare() {
 
 #[test]
 fn a_dependency_newer_than_ours_is_named() {
-    let dep = |name: &str, rust: &str| (name.to_string(), "1.0.0".to_string(), rust.to_string());
+    let dep = |name: &str, rust: &str| Package {
+        name: name.to_string(),
+        rust: rust.to_string(),
+    };
     let deps = [
         dep("old", "1.60"),
         dep("same", "1.89.0"),
