@@ -103,13 +103,13 @@ impl fmt::Display for AdminError {
             ),
             AdminError::TooLarge { addr } => write!(
                 f,
-                "{addr} sent a reply over {MAX_REPLY} bytes, more than any four-letter word or \
-                 AdminServer command answers: not read further"
+                "{addr} sent a reply over 1 MiB ({MAX_REPLY} bytes), more than any four-letter \
+                 word or AdminServer command answers: not read further"
             ),
             AdminError::Io { addr, source } => write!(f, "{addr}: {source}"),
             AdminError::NotAllowed { word, .. } => write!(
                 f,
-                "`{}` is not in the server's 4lw.commands.whitelist",
+                "`{}` is not in 4lw.commands.whitelist (the server refused it)",
                 escape(word)
             ),
             AdminError::Http { command, status } if status.is_empty() => {

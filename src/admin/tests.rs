@@ -104,7 +104,7 @@ fn a_refused_or_empty_answer_is_not_allowed() {
     );
     assert_eq!(
         e.to_string(),
-        "`conf` is not in the server's 4lw.commands.whitelist"
+        "`conf` is not in 4lw.commands.whitelist (the server refused it)"
     );
     let addr = hostile(answer(b" \n"));
     let e = four_letter(addr, "envi", LONG).unwrap_err();
