@@ -50,7 +50,10 @@ fn bad_paths_are_refused_before_connecting_named_and_escaped() {
                 err.contains("invalid path") && err.contains(says),
                 "{args:?}: {err}"
             );
-            assert!(!err.contains(['\u{1b}', '\u{85}', '\u{7f}']), "{args:?}: {err:?}");
+            assert!(
+                !err.contains(['\u{1b}', '\u{85}', '\u{7f}']),
+                "{args:?}: {err:?}"
+            );
             assert!(out.is_empty(), "{args:?}: {out}");
         }
     }
@@ -72,10 +75,7 @@ fn doctor_refuses_a_bad_connect_string_as_the_client_would() {
         (format!("{good}/app//x"), "bad chroot".to_string()),
         (format!("{good}/app/"), "bad chroot".to_string()),
         (format!("zk://{good}"), "URL scheme".to_string()),
-        (
-            format!("{good}/app/\u{1b}[2J"),
-            "bad chroot".to_string(),
-        ),
+        (format!("{good}/app/\u{1b}[2J"), "bad chroot".to_string()),
     ] {
         let (code, out, err) = output(zkguard(&cs).args(["doctor", "--json"]));
         assert_eq!(code, 2, "{cs:?}: {out} {err}");
