@@ -1,5 +1,5 @@
 //! Asking a ZooKeeper server about itself, outside any session: the four-letter words
-//! (`srvr`, `conf`, `mntr`, `ruok` …) on its client port and the AdminServer's
+//! (`srvr`, `conf`, `mntr`, `ruok` …) on its client port and the admin server's
 //! `/commands/...` over HTTP, with their replies read into figures.
 //!
 //! Whatever listens on the address chooses what it sends, so every exchange is bounded: it
@@ -77,7 +77,7 @@ pub enum AdminError {
         /// What the server said, unescaped (empty when it said nothing).
         reply: String,
     },
-    /// The AdminServer's answer was not a 200 (`status` its status line, escaped), or not
+    /// The admin server's answer was not a 200 (`status` its status line, escaped), or not
     /// HTTP at all (`status` empty).
     Http {
         /// The command asked.
@@ -157,7 +157,7 @@ pub fn four_letter(addr: SocketAddr, word: &str, timeout: Duration) -> Result<St
     Ok(reply)
 }
 
-/// `GET /commands/COMMAND` of the AdminServer at `addr` (HTTP/1.0, port 8080 unless
+/// `GET /commands/COMMAND` of the admin server at `addr` (HTTP/1.0, port 8080 unless
 /// `admin.serverPort` says otherwise): the body of a 200 answer, JSON, read to the end
 /// within `timeout`, at most [`MAX_REPLY`] bytes in all.
 ///
@@ -281,7 +281,7 @@ impl Srvr {
         }
     }
 
-    /// A `Srvr` of the given version text and mode (the AdminServer's `server_stats` says
+    /// A `Srvr` of the given version text and mode (the admin server's `server_stats` says
     /// both, in JSON).
     pub fn new(version: Option<String>, mode: Option<String>) -> Srvr {
         Srvr { version, mode }
@@ -315,7 +315,7 @@ impl Srvr {
 }
 
 /// `mntr`'s figures, `zk_avg_latency\t0.1` as `avg_latency` → `0.1` (the `zk_` prefix
-/// dropped, as the AdminServer's `monitor` names them). Lines without a tab are skipped.
+/// dropped, as the admin server's `monitor` names them). Lines without a tab are skipped.
 ///
 /// ```
 /// let m = zkguard::admin::parse_mntr("zk_version\t3.8.4\nzk_avg_latency\t0.25\n");

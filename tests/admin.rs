@@ -1,4 +1,4 @@
-//! `zkguard::admin` (the four-letter words, the AdminServer) and the public input checks
+//! `zkguard::admin` (the four-letter words, the admin server) and the public input checks
 //! (`ConnectString`, `validate_path`) against real servers: what a server answers is read
 //! into its figures, a word off its whitelist is refused, and a server whose answer never
 //! comes (a black hole, a stalled path) ends the exchange at its timeout. Hostile
@@ -67,7 +67,7 @@ fn a_word_off_the_whitelist_is_not_allowed() {
     }
 }
 
-/// The AdminServer says in JSON what `mntr` says in lines.
+/// The admin server says in JSON what `mntr` says in lines.
 #[test]
 fn the_admin_server_answers_its_commands() {
     let cluster = TestCluster::builder()

@@ -592,8 +592,8 @@ fn a_server_that_sends_100_mib_is_unreadable_and_memory_stays_bounded() {
     );
 }
 
-/// A port of the connect string (and its AdminServer port) trickles a byte every 20 ms
-/// and never ends its answer: each word and each AdminServer command ends at the exchange's
+/// A port of the connect string (and its admin server port) trickles a byte every 20 ms
+/// and never ends its answer: each word and each admin server command ends at the exchange's
 /// timeout (a word's silence is not waited for again), the port is reported with why, and
 /// the real server is still checked.
 #[test]

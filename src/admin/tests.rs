@@ -112,7 +112,7 @@ fn a_refused_or_empty_answer_is_not_allowed() {
 }
 
 /// Nothing is sent for what is not a word or a command (a newline would end a request
-/// early; a path would ask the AdminServer for something else).
+/// early; a path would ask the admin server for something else).
 #[test]
 fn bad_words_are_refused_before_connecting() {
     // Nothing listens on port 1: a connect would fail with `Connect`, not `InvalidWord`.
@@ -144,7 +144,7 @@ fn nothing_listening_is_a_connect_error() {
     assert!(matches!(e, AdminError::Connect { .. }), "{e:?}");
 }
 
-/// The AdminServer's status line is the server's text: escaped in the error.
+/// The admin server's status line is the server's text: escaped in the error.
 #[test]
 fn admin_server_answers_are_checked_and_escaped() {
     let addr = hostile(answer(

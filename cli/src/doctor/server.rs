@@ -236,7 +236,7 @@ fn resolve(address: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{address} resolves to no address"))
 }
 
-/// The AdminServer's answer to `command` as JSON; `Err` says why not, and whether it sent
+/// The admin server's answer to `command` as JSON; `Err` says why not, and whether it sent
 /// too much (then the server is unreadable).
 fn admin_json(addr: SocketAddr, command: &str) -> Result<Value, (bool, String)> {
     let body = admin::admin_command(addr, command, EXCHANGE)
