@@ -6,7 +6,7 @@
 //! ends within its timeout (a server that trickles bytes or never answers is a
 //! [`AdminError::NoAnswer`]) and reads at most [`MAX_REPLY`] bytes (more is
 //! [`AdminError::TooLarge`], nothing of it kept). A reply is text the server chose: show it
-//! through [`escape`](crate::escape).
+//! through [`escape`].
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -82,7 +82,7 @@ pub enum AdminError {
     Http {
         /// The command asked.
         command: String,
-        /// The status line, through [`escape`](crate::escape).
+        /// The status line, through [`escape`].
         status: String,
     },
 }
