@@ -318,3 +318,90 @@ pub enum Probe {
         cleaned_up: bool,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The name the report for people shows is the one the JSON says.
+    #[test]
+    fn check_and_status_names_are_their_json() {
+        use Check::*;
+        for c in [
+            Reachable,
+            Readable,
+            ConfigReadable,
+            Latency,
+            Fsync,
+            Session,
+            SessionTimeout,
+            SyncWindow,
+            DeadHolder,
+            Whoami,
+            ServerVersion,
+            Ensemble,
+            Acl,
+            Holders,
+            Probe,
+        ] {
+            assert_eq!(serde_json::to_value(c).unwrap(), json!(c.name()));
+        }
+        for s in [Status::Note, Status::Pass, Status::Warn, Status::Fail] {
+            assert_eq!(serde_json::to_value(s).unwrap(), json!(s.name()));
+        }
+    }
+
+    /// The JSON keeps the shape `doctor --json` had when it was built by hand.
+    #[test]
+    fn findings_and_parts_serialize_as_before() {
+        let f = Finding::new(Check::Whoami, Status::Pass, "seen").about("x");
+        assert_eq!(
+            serde_json::to_value(&f).unwrap(),
+            json!({"check": "whoami", "status": "pass", "message": "seen", "fix": null,
+                   "about": "x", "numbers": null})
+        );
+        let f = Finding::new(Check::DeadHolder, Status::Note, "m").numbers(Numbers::DeadHolder {
+            session_timeout_ms: 900,
+            watchdog_ms: 300,
+        });
+        assert_eq!(
+            serde_json::to_value(&f).unwrap()["numbers"],
+            json!({"session_timeout_ms": 900, "watchdog_ms": 300})
+        );
+        let broken = Probe::Broken {
+            dir: "/d".into(),
+            exclusion: None,
+            error: "e".into(),
+            cleaned_up: true,
+        };
+        assert_eq!(
+            serde_json::to_value(&broken).unwrap(),
+            json!({"dir": "/d", "exclusion": null, "error": "e", "cleaned_up": true})
+        );
+        let rows = [
+            AclRow::Missing {
+                path: "/a".into(),
+                missing: true,
+            },
+            AclRow::Unread {
+                path: "/".into(),
+                error: "no".into(),
+            },
+        ];
+        assert_eq!(
+            serde_json::to_value(&rows).unwrap(),
+            json!([{"path": "/a", "missing": true}, {"path": "/", "error": "no"}])
+        );
+        let rtt = RoundTrips {
+            spread: Spread::of(&[1.0, 3.0]).unwrap(),
+            count: 2,
+        };
+        assert_eq!(
+            serde_json::to_value(&rtt).unwrap(),
+            json!({"min": 1.0, "avg": 2.0, "max": 3.0, "count": 2})
+        );
+        assert!(Spread::of(&[]).is_none());
+    }
+}
