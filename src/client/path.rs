@@ -157,8 +157,12 @@ fn check_port(port: &str) -> std::result::Result<(), String> {
     }
 }
 
-/// The longest path accepted: a request holding a longer one cannot fit in what a server
-/// reads at most (`jute.maxbuffer`, 1 MiB less one byte by default).
+/// The longest path [`validate_path`] accepts, in bytes (1 MiB): a request holding a longer
+/// one cannot fit in what a server reads at most by default (`jute.maxbuffer`, 1 MiB less
+/// one byte). It holds whatever [`ClientBuilder::max_request_size`] says: a path this long
+/// is a mistake, not a name.
+///
+/// [`ClientBuilder::max_request_size`]: crate::ClientBuilder::max_request_size
 pub const MAX_PATH_LEN: usize = 1 << 20;
 
 /// Checks a node path the way the server would (`PathUtils.validatePath`), before anything
