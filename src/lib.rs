@@ -161,10 +161,12 @@
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod admin;
 mod backoff;
 mod client;
 mod election;
 mod error;
+mod host;
 mod lock;
 pub mod metrics;
 mod queue;
@@ -176,9 +178,10 @@ pub use client::Kerberos;
 #[cfg(feature = "tls")]
 pub use client::TlsConfig;
 pub use client::{
-    Acl, Client, ClientBuilder, ClientStats, CloseOutcome, CreateMode, Created, EnsembleConfig,
-    EnsembleServer, EventType, Identity, LossReason, NodeAcl, Op, OpResult, Pending, Perms,
-    Pipeline, SessionEvent, SessionState, Stat, WatchedEvent, CONFIG_NODE,
+    validate_path, Acl, Client, ClientBuilder, ClientStats, CloseOutcome, ConnectString,
+    CreateMode, Created, EnsembleConfig, EnsembleServer, EventType, Identity, LossReason, NodeAcl,
+    Op, OpResult, Pending, Perms, Pipeline, SessionEvent, SessionState, Stat, WatchedEvent,
+    CONFIG_NODE, MAX_PATH_LEN,
 };
 /// The [crossbeam-channel](https://docs.rs/crossbeam-channel/0.5) crate (0.5), re-exported:
 /// every receiver zkguard hands out (session events, watches, `lost()`, `revocation()`,
@@ -190,6 +193,7 @@ pub use error::{
     escape, escape_bytes, ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause,
     Result,
 };
+pub use host::host_id;
 pub use lock::{
     revoke, BoxedGuard, DynLock, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex,
     MutexGuard, Permit, ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock,

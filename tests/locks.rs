@@ -261,13 +261,8 @@ fn participants_show_default_and_custom_data_in_queue_order() {
     let lock_a = Mutex::new(&a, &path).unwrap();
     assert_eq!(lock_a.participants().unwrap(), vec![], "before anyone came");
     let g = lock_a.acquire().unwrap();
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".into());
-    let default = format!("{host} pid {}", std::process::id()).into_bytes();
+    // The default data is `zkguard::host_id()`, as its documentation promises.
+    let default = zkguard::host_id().into_bytes();
     let p = lock_a.participants().unwrap();
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].node, base(g.path()));

@@ -464,12 +464,16 @@ pub fn json_line(v: &serde_json::Value) -> String {
     out
 }
 
-/// A path the library will look at again; caught here so a bad one fails before connecting.
+/// A lock or election path given on the command line: a valid node path
+/// ([`zkguard::validate_path`], the client's own check) and not the root. Checked here so
+/// a bad one fails before connecting.
 pub fn check_path(path: &str) -> Result<(), Fail> {
-    if !path.starts_with('/') || path == "/" || path.ends_with('/') || path.contains("//") {
+    zkguard::validate_path(path).map_err(|e| Fail::new(EXIT_USAGE, e.to_string()))?;
+    if path == "/" {
         return Err(Fail::new(
             EXIT_USAGE,
-            format!("invalid path {path:?}: a lock or election path is absolute, like /locks/nightly, not the root, without empty segments or a trailing slash"),
+            "invalid path \"/\": the root cannot be a lock or an election; give one like \
+             /locks/nightly",
         ));
     }
     Ok(())

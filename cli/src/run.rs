@@ -76,7 +76,7 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
     let client = conn.connect(say)?;
     conn.warn_cleartext(Some(&acl), say);
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
-    let id = args.id.clone().unwrap_or_else(default_id);
+    let id = args.id.clone().unwrap_or_else(zkguard::host_id);
     let election = LeaderElection::new(&client, &args.path, id)
         .and_then(|e| e.with_acl(acl))
         .map_err(|e| Fail::zk(format_args!("election {}", args.path), e))?;
@@ -118,15 +118,6 @@ fn warn_open_acl(conn: &Connection, acl: Option<&NodeAcl>, path: &str, say: Say)
              open keeps them open without this warning"
         ));
     }
-}
-
-fn default_id() -> String {
-    let host = nix::unistd::gethostname()
-        .ok()
-        .map(|h| h.to_string_lossy().into_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".into());
-    format!("{host} pid {}", std::process::id())
 }
 
 /// What `lock` and `elect` share.

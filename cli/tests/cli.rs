@@ -9,6 +9,8 @@ mod escape;
 mod foreign;
 #[path = "cli/frozen.rs"]
 mod frozen;
+#[path = "cli/input.rs"]
+mod input;
 #[cfg(feature = "kerberos")]
 #[path = "cli/kerberos.rs"]
 mod kerberos;

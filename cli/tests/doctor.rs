@@ -592,6 +592,37 @@ fn a_server_that_sends_100_mib_is_unreadable_and_memory_stays_bounded() {
     );
 }
 
+/// A port of the connect string (and its admin server port) trickles a byte every 20 ms
+/// and never ends its answer: each word and each admin server command ends at the exchange's
+/// timeout (a word's silence is not waited for again), the port is reported with why, and
+/// the real server is still checked.
+#[test]
+fn a_port_that_trickles_is_no_answer_and_the_doctor_finishes() {
+    let trickle = fake_server(|mut conn| {
+        use std::io::Write;
+        while conn.write_all(b"x").is_ok() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    let cs = format!("{},127.0.0.1:{trickle}", cluster().connect_string());
+    let (code, v, _) = doctor(&cs, &["--admin-port", &trickle.to_string()]);
+    assert_eq!(code, 3, "{v:#}");
+    let servers = v["servers"].as_array().unwrap();
+    assert_eq!(servers[0]["read_from"]["srvr"], "4lw", "{v:#}");
+    let slow = &servers[1];
+    assert_eq!(slow["reachable"], true, "{slow:#}");
+    assert_eq!(slow["unreadable"], Value::Null, "{slow:#}");
+    let unread = slow["unread"].as_array().unwrap();
+    assert_eq!(unread.len(), 4, "{slow:#}");
+    for u in unread {
+        let why = u["why"].as_str().unwrap();
+        assert!(
+            why.matches("no whole answer").count() == 2 && why.contains("AdminServer"),
+            "{u}"
+        );
+    }
+}
+
 /// A port of the connect string answers the four-letter words with escape sequences and
 /// forged lines in its version, mode and figures: the report for people shows them
 /// escaped (no ESC byte, no line of the server's making) and the JSON report carries them

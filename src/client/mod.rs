@@ -59,6 +59,7 @@ pub(crate) enum TlsSetup {}
 use conn::{Ranked, Shared};
 pub(crate) use conn::{SessionSink, WatchSink};
 pub(crate) use janitor::{Check, Job};
+pub use path::{validate_path, ConnectString, MAX_PATH_LEN};
 pub use pipeline::{Pending, Pipeline};
 pub(crate) use proto::Names;
 pub use stats::ClientStats;

@@ -3,13 +3,60 @@
 
 use crate::error::{Error, Result};
 
-/// A parsed connect string: `host1:2181,host2:2181/optional/chroot`.
+/// A connect string as the client reads it: `host1:2181,host2:2181/optional/chroot`, split
+/// into its servers (`host:port` each, 2181 where no port is given) and its chroot.
+///
+/// [`Client::builder`](crate::Client::builder) checks its connect string with this same
+/// parse; use it to check one before building a client, or to reach each server of an
+/// ensemble alone (as `zkguard doctor` does).
+///
+/// ```
+/// use zkguard::ConnectString;
+///
+/// let cs = ConnectString::parse("zk1:2181,zk2,[::1]:2182/app/locks")?;
+/// assert_eq!(cs.hosts(), ["zk1:2181", "zk2:2181", "[::1]:2182"]);
+/// assert_eq!(cs.chroot(), "/app/locks");
+///
+/// let err = ConnectString::parse("zk1:2181,zk2:0").unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     r#"invalid connect string: bad port "0" in host "zk2:0" of "zk1:2181,zk2:0""#
+/// );
+/// # Ok::<(), zkguard::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ConnectString {
+pub struct ConnectString {
     /// `host:port` entries (port defaulted to 2181), in the given order.
-    pub hosts: Vec<String>,
+    pub(crate) hosts: Vec<String>,
     /// Chroot prefix without trailing slash, or empty.
-    pub chroot: String,
+    pub(crate) chroot: String,
+}
+
+impl ConnectString {
+    /// Parses and checks `s`: `host:port[,host:port...][/chroot]`, a host an IPv6 address
+    /// only in brackets (`[::1]:2181`), a port 1 to 65535 (2181 when left out), the chroot
+    /// a valid node path ([`validate_path`]; `/` alone is no chroot).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] named `"connect string"`, saying what is wrong and
+    /// quoting the host entry and the string: an empty string or host entry, a missing
+    /// host, a bad port, an unclosed `[`, an unbracketed IPv6 address, a URL scheme
+    /// (`zk://`), a bad chroot.
+    pub fn parse(s: &str) -> Result<ConnectString> {
+        parse_connect_string(s)
+    }
+
+    /// The servers, `host:port` each (2181 where the string gave no port), in the order
+    /// given. Never empty.
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+
+    /// The chroot without a trailing slash (`/app`), or `""` when there is none.
+    pub fn chroot(&self) -> &str {
+        &self.chroot
+    }
 }
 
 pub(crate) fn parse_connect_string(s: &str) -> Result<ConnectString> {
@@ -110,8 +157,40 @@ fn check_port(port: &str) -> std::result::Result<(), String> {
     }
 }
 
-/// Checks a node path the way the server would (`PathUtils.validatePath`).
-pub(crate) fn validate_path(path: &str) -> Result<()> {
+/// The longest path [`validate_path`] accepts, in bytes (1 MiB): a request holding a longer
+/// one cannot fit in what a server reads at most by default (`jute.maxbuffer`, 1 MiB less
+/// one byte). It holds whatever [`ClientBuilder::max_request_size`] says: a path this long
+/// is a mistake, not a name.
+///
+/// [`ClientBuilder::max_request_size`]: crate::ClientBuilder::max_request_size
+pub const MAX_PATH_LEN: usize = 1 << 20;
+
+/// Checks a node path the way the server would (`PathUtils.validatePath`), before anything
+/// is sent: absolute, no empty segment (`//`, a trailing `/`), no `.` or `..` segment, no
+/// character ZooKeeper refuses (NUL, the C0 and C1 controls, DEL, U+E000–U+F8FF,
+/// U+FFF0–U+FFFF), and at most [`MAX_PATH_LEN`] bytes. The root `/` is a valid path.
+///
+/// Every request of the client checks its path this way; use it to check a path given
+/// by a user before connecting.
+///
+/// ```
+/// use zkguard::{validate_path, Error};
+///
+/// validate_path("/locks/nightly")?;
+/// let err = validate_path("/locks//nightly").unwrap_err();
+/// assert!(matches!(err, Error::InvalidPath { .. }));
+/// assert_eq!(
+///     err.to_string(),
+///     r#"invalid path "/locks//nightly": empty segment ('//')"#
+/// );
+/// # Ok::<(), zkguard::Error>(())
+/// ```
+///
+/// # Errors
+///
+/// [`Error::InvalidPath`] with the path and what is wrong with it (its `Display` shows
+/// the path through [`escape`](crate::escape)).
+pub fn validate_path(path: &str) -> Result<()> {
     validate(path, false)
 }
 
@@ -130,6 +209,16 @@ fn validate(path: &str, sequential: bool) -> Result<()> {
     };
     if path.is_empty() {
         return err("empty path");
+    }
+    if path.len() > MAX_PATH_LEN {
+        return Err(Error::InvalidPath {
+            // Not the whole path in the error: a megabyte in a message helps nobody.
+            path: format!("{}…", path.chars().take(64).collect::<String>()),
+            reason: format!(
+                "{} bytes long, more than the {MAX_PATH_LEN} a request can carry",
+                path.len()
+            ),
+        });
     }
     if !path.starts_with('/') {
         return err("must start with '/' (paths are absolute)");
@@ -214,7 +303,8 @@ mod tests {
         assert_eq!(c.hosts, vec!["[::1]:5", "[::1]:2181"]);
         assert_eq!(c.chroot, "");
         for bad in [
-            "", "a:,b", "a:0", "a:99999", ":1", "a,,b", "::1:5", "[::1", "h/app/", "h/a//b",
+            "", "a:,b", "a:0", "a:99999", ":1", "a,,b", "::1:5", "[::1", "h/app/", "h/a//b", ",a",
+            "a,", "a:-1", "a:x", "a:2181:2", "[::1]x", "h/a/../b", "h/a\0", "/app",
         ] {
             let e = parse_connect_string(bad).expect_err("must be rejected");
             assert!(
@@ -275,6 +365,37 @@ mod tests {
             let e = validate_path(bad).expect_err("must be rejected");
             assert!(matches!(e, Error::InvalidPath { .. }), "{bad:?}");
         }
+        // What a user may type by mistake or an attacker on purpose: each named.
+        for (bad, says) in [
+            ("", "empty path"),
+            ("locks/x", "must start with '/'"),
+            ("/locks/x/", "must not end with '/'"),
+            ("/locks//x", "empty segment ('//')"),
+            ("/locks/./x", "relative segment"),
+            ("/locks/..", "relative segment"),
+            ("/locks/x\0", "a character ZooKeeper does not allow"),
+            ("/locks/\u{1b}[2Jx", "a character ZooKeeper does not allow"),
+            ("/locks/\u{85}", "a character ZooKeeper does not allow"),
+            ("/locks/\u{fffe}", "a character ZooKeeper does not allow"),
+        ] {
+            let text = validate_path(bad).expect_err(bad).to_string();
+            assert!(text.contains(says), "{bad:?}: {text}");
+            // The path is shown, and escaped: no control character reaches a terminal.
+            assert!(text.starts_with("invalid path \""), "{text}");
+            assert!(!text.contains(['\0', '\u{1b}', '\u{85}']), "{text:?}");
+        }
+        let long = format!("/{}", "a".repeat(MAX_PATH_LEN));
+        let text = validate_path(&long).expect_err("too long").to_string();
+        assert!(
+            text.contains("more than the 1048576 a request can carry"),
+            "{text}"
+        );
+        assert!(
+            text.len() < 300,
+            "the error quotes a megabyte: {} bytes",
+            text.len()
+        );
+        validate_path(&format!("/{}", "a".repeat(MAX_PATH_LEN - 1)))?;
         validate_sequential_path("/a/")?;
         validate_sequential_path("/a/b-")?;
         assert!(validate_sequential_path("/a//").is_err());

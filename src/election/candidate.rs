@@ -500,3 +500,27 @@ enum Heard {
     /// The term was ended meanwhile (a resign, a drop): leave.
     Over,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A proof that finds the node gone (or the session over, which `confirm` reports as
+    /// lost too) ends the term; anything else is tried again. Reading "gone" as a retry
+    /// (M16 of the mutation table) would keep proving a term that can never come back.
+    #[test]
+    fn a_proof_that_finds_the_node_gone_ends_the_term() {
+        assert!(matches!(proven(Ok(())), Proof::Restore));
+        let lost = Error::LockLost {
+            path: "/e/n".into(),
+        };
+        assert!(matches!(proven(Err(lost)), Proof::Lost));
+        assert!(matches!(proven(Err(Error::ConnectionLoss)), Proof::Retry));
+        let slow = Error::Timeout {
+            op: "confirm",
+            path: "/e/n".into(),
+            after: Duration::from_secs(1),
+        };
+        assert!(matches!(proven(Err(slow)), Proof::Retry));
+    }
+}

@@ -7,12 +7,11 @@
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, ToSocketAddrs};
 
-use serde_json::json;
 use zkguard::{escape, Client, EnsembleConfig, Error};
 
-use super::{Finding, Status};
+use super::{Check, Finding, Numbers, Status};
 
-const CHECK: &str = "ensemble";
+const CHECK: Check = Check::Ensemble;
 
 /// Reads the configuration through `client` and compares it with `listed` (the connect
 /// string's `host:port` entries; `chroot` its chroot, for the fix).
@@ -83,13 +82,13 @@ fn judge(
         .filter(|l| !members.iter().any(|m| same(m, l)))
         .collect();
     let version = config.version();
-    let numbers = json!({
-        "version": format!("{version:x}"),
-        "configured": members,
-        "listed": listed,
-        "lacking": lacking,
-        "not_members": extra,
-    });
+    let numbers = Numbers::Ensemble {
+        version: format!("{version:x}"),
+        configured: members.clone(),
+        listed: listed.to_vec(),
+        lacking: lacking.iter().map(|s| s.to_string()).collect(),
+        not_members: extra.iter().map(|s| s.to_string()).collect(),
+    };
     let shown = |v: &[&String]| {
         escape(&v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")).into_owned()
     };

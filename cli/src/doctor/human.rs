@@ -3,44 +3,30 @@
 //! figure, an ACL id, a node's data, an error's words): all of it is shown through
 //! [`zkguard::escape`], never raw.
 
-use serde_json::Value;
-
-use super::server::Server;
-use super::Finding;
+use super::report::{AclRow, Report, SessionReport};
 
 /// The report for people: servers, configuration, session, findings.
-pub fn print(report: &Value, servers: &[Server], findings: &[Finding]) {
-    let text = |v: &Value| match v {
-        Value::Null => "?".to_string(),
-        Value::String(s) => esc(s),
-        other => other.to_string(),
-    };
-    println!("zkguard doctor: {}", text(&report["connect"]));
+pub fn print(report: &Report) {
+    println!("zkguard doctor: {}", esc(report.connect));
     println!("\nServers");
-    for s in servers {
-        let rtt = match s.rtt_ms.is_empty() {
-            true => "rtt -".to_string(),
-            false => {
-                let avg = s.rtt_ms.iter().sum::<f64>() / s.rtt_ms.len() as f64;
-                let max = s.rtt_ms.iter().cloned().fold(0.0, f64::max);
-                format!("rtt avg {avg:.2} ms, max {max:.2} ms")
-            }
+    for s in &report.servers {
+        let rtt = match &s.rtt_ms {
+            None => "rtt -".to_string(),
+            Some(r) => format!("rtt avg {:.2} ms, max {:.2} ms", r.spread.avg, r.spread.max),
         };
-        let from: Vec<String> = s
-            .sources
-            .iter()
-            .map(|(w, r)| format!("{w} {}", r.as_ref().map_or("-", |f| *f)))
+        let from: Vec<String> = (s.read_from.iter())
+            .map(|(w, from)| format!("{w} {}", from.unwrap_or("-")))
             .collect();
         println!(
             "  {:<22} {:<11} {:<7} {:<10} {}  [{}]",
-            esc(&s.address),
-            match (s.reachable, &s.unreadable) {
+            esc(s.address),
+            match (s.reachable, s.unreadable) {
                 (false, _) => "UNREACHABLE",
                 (true, Some(_)) => "UNREADABLE",
                 (true, None) => "reachable",
             },
-            esc(s.version.as_deref().unwrap_or("?")),
-            esc(s.mode.as_deref().unwrap_or("?")),
+            esc(s.version.unwrap_or("?")),
+            esc(s.mode.unwrap_or("?")),
             rtt,
             from.join(", ")
         );
@@ -59,67 +45,57 @@ pub fn print(report: &Value, servers: &[Server], findings: &[Finding]) {
             println!("  {:<22} mntr: {}", "", figures.join(", "));
         }
     }
-    let sess = &report["session"];
+    let sess = report.session.as_ref();
+    let n = |f: fn(&SessionReport) -> Option<u64>| {
+        sess.and_then(f).map_or("?".to_string(), |v| v.to_string())
+    };
     println!("\nConfiguration");
     println!(
         "  tickTime {} ms, syncLimit {}, initLimit {}, session timeouts {} ms to {} ms",
-        text(&sess["tick_time_ms"]),
-        text(&sess["sync_limit"]),
-        text(&sess["init_limit"]),
-        text(&sess["min_session_timeout_ms"]),
-        text(&sess["max_session_timeout_ms"])
+        n(|s| s.tick_time_ms),
+        n(|s| s.sync_limit),
+        n(|s| s.init_limit),
+        n(|s| s.min_session_timeout_ms),
+        n(|s| s.max_session_timeout_ms)
     );
     println!("\nSession");
-    println!(
-        "  {}: asked {} ms, granted {} ms; whoami: {}",
-        text(&sess["session_id"]),
-        text(&sess["requested_timeout_ms"]),
-        text(&sess["negotiated_timeout_ms"]),
-        sess["identities"]
-            .as_array()
-            .map(|a| a.iter().map(text).collect::<Vec<_>>().join(", "))
-            .unwrap_or_default()
-    );
-    if let Some(p) = report["path"].as_object() {
-        println!("\nPath {}", text(&p["path"]));
-        for row in p["acl"].as_array().into_iter().flatten() {
-            let acl = match (&row["acl"], row["missing"].as_bool()) {
-                (_, Some(true)) => "(does not exist yet)".to_string(),
-                (Value::Array(a), _) => a.iter().map(text).collect::<Vec<_>>().join(", "),
-                _ => text(&row["error"]),
+    match sess {
+        Some(s) => println!(
+            "  {}: asked {} ms, granted {} ms; whoami: {}",
+            s.session_id,
+            s.requested_timeout_ms,
+            s.negotiated_timeout_ms,
+            esc(&s.identities.join(", "))
+        ),
+        None => println!("  ?: asked ? ms, granted ? ms; whoami: "),
+    }
+    if let Some(p) = &report.path {
+        println!("\nPath {}", esc(&p.path));
+        for row in &p.acl {
+            let (path, acl) = match row {
+                AclRow::Read { path, acl, .. } => (path, esc(&acl.join(", "))),
+                AclRow::Missing { path, .. } => (path, "(does not exist yet)".to_string()),
+                AclRow::Unread { path, error } => (path, esc(error)),
             };
-            println!("  {:<30} {acl}", text(&row["path"]));
+            println!("  {:<30} {acl}", esc(path));
         }
-        for part in p["holders"]["participants"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            println!(
-                "  {:<8} {}  {}",
-                text(&part["role"]),
-                text(&part["node"]),
-                text(&part["data"])
-            );
+        for (role, node, data) in &p.holders.rows {
+            println!("  {role:<8} {}  {}", esc(node), esc(data));
         }
     }
     println!("\nFindings");
-    for f in findings {
+    for f in &report.findings {
         println!(
             "  {:<4}  {:<16} {}",
             f.status.name().to_uppercase(),
-            f.check,
+            f.check.name(),
             esc(&f.message)
         );
         if let Some(fix) = &f.fix {
             println!("  {:<4}  {:<16} fix: {}", "", "", esc(fix));
         }
     }
-    println!(
-        "\nResult: {} (exit {})",
-        text(&report["status"]),
-        text(&report["exit"])
-    );
+    println!("\nResult: {} (exit {})", report.status.name(), report.exit);
 }
 
 fn esc(text: &str) -> String {

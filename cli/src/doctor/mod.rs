@@ -1,31 +1,30 @@
-//! `zkguard doctor`: checks what the README's safety argument assumes of an ensemble, with
-//! the numbers, as a lock user connects (the same connection, TLS and SASL options).
+//! `zkguard doctor`: checks what the safety argument (docs/semantics.md) assumes of an
+//! ensemble, with the numbers, as a lock user connects (the same connection, TLS and SASL
+//! options).
 //!
 //! Per server (`server.rs`): reachable, version, mode, round trips, configuration and
 //! figures from the four-letter words or the admin server. For the session: the granted
 //! timeout against the asked one and against `syncLimit × tickTime`, and `whoami`. With
 //! `--path` (`path.rs`): the ACLs from the root down to the lock, holders and waiters, a
 //! contention probe. Each finding is pass, warn or fail; the exit status is the worst.
+//! The report is typed (`report.rs`); `--json` is it serialized.
 
 mod ensemble;
 mod human;
 mod path;
+mod report;
 mod server;
 mod version;
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use zkguard::channel::Receiver;
-use zkguard::{Acl, Client, NodeAcl, Perms, SessionEvent};
+use zkguard::{Acl, Client, ConnectString, NodeAcl, Perms, SessionEvent};
 
-use crate::{check_path, Connection, DoctorArgs, Fail, Say};
+use crate::{check_path, Connection, DoctorArgs, Fail, Say, EXIT_USAGE};
+use report::{Check, Finding, Numbers, Status};
+use report::{PathReport, Report, SessionReport};
 use server::Server;
-
-/// Exit status of `doctor` (0 when every check passed).
-pub const EXIT_WARN: i32 = 1;
-/// Exit status of `doctor` when a check failed.
-pub const EXIT_FAIL: i32 = 3;
 
 /// `doctor`'s exit status table, shown by `zkguard doctor --help`.
 pub const EXIT_CODES: &str = "\
@@ -39,11 +38,6 @@ Exit status:
   69  no session could be made with ZooKeeper (the servers' findings are still shown)
   77  ZooKeeper refused the credentials";
 
-/// The condition the command line's promise rests on, quoted in the finding.
-const CONDITION: &str = "the condition for `zkguard lock` to stop or terminate its command \
-    (as --on-suspend says) before anyone else can hold the lock: a --session-timeout \
-    comfortably above the ensemble's syncLimit × tickTime";
-
 /// mntr's average latency (ms) above which it is flagged.
 const AVG_LATENCY_MS: f64 = 50.0;
 /// mntr's largest latency (ms) above which it is flagged.
@@ -55,102 +49,6 @@ const AVG_FSYNC_MS: f64 = 20.0;
 /// threshold, `fsync.warningthresholdms`, 1 s by default).
 const MAX_FSYNC_MS: f64 = 1000.0;
 
-/// How a check came out; ordered, so the worst is the largest.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub enum Status {
-    /// Worth knowing, nothing to fix (exit 0; a report of passes and notes passes).
-    Note,
-    Pass,
-    Warn,
-    Fail,
-}
-
-impl Status {
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Pass => "pass",
-            Status::Note => "note",
-            Status::Warn => "warn",
-            Status::Fail => "fail",
-        }
-    }
-
-    fn code(self) -> i32 {
-        match self {
-            Status::Pass | Status::Note => 0,
-            Status::Warn => EXIT_WARN,
-            Status::Fail => EXIT_FAIL,
-        }
-    }
-}
-
-/// One finding: which check, how it came out, what was seen, how to fix it.
-pub struct Finding {
-    check: &'static str,
-    status: Status,
-    message: String,
-    fix: Option<String>,
-    /// The server or node it is about.
-    about: Option<String>,
-    numbers: Value,
-}
-
-impl Finding {
-    pub fn new(check: &'static str, status: Status, message: impl Into<String>) -> Finding {
-        Finding {
-            check,
-            status,
-            message: message.into(),
-            fix: None,
-            about: None,
-            numbers: Value::Null,
-        }
-    }
-
-    pub fn fix(mut self, fix: impl Into<String>) -> Finding {
-        self.fix = Some(fix.into());
-        self
-    }
-
-    pub fn about(mut self, what: &str) -> Finding {
-        self.about = Some(what.to_string());
-        self
-    }
-
-    fn numbers(mut self, v: Value) -> Finding {
-        self.numbers = v;
-        self
-    }
-
-    fn json(&self) -> Value {
-        json!({
-            "check": self.check,
-            "status": self.status.name(),
-            "message": self.message,
-            "fix": self.fix,
-            "about": self.about,
-            "numbers": self.numbers,
-        })
-    }
-}
-
-/// The servers of a connect string, `host:port` each (without the chroot; 2181 where no
-/// port is given).
-fn servers_of(connect: &str) -> Vec<String> {
-    let hosts = connect.split('/').next().unwrap_or_default();
-    hosts
-        .split(',')
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
-        .map(|h| match h.rsplit_once(':') {
-            Some((_, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
-                h.to_string()
-            }
-            _ => format!("{h}:2181"),
-        })
-        .collect()
-}
-
 fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
@@ -160,10 +58,12 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
     if let Some(p) = &args.path {
         check_path(p)?;
     }
+    // The client's own parse: a bad connect string is bad input before anything is asked.
+    let cs = ConnectString::parse(&conn.connect)
+        .map_err(|e| Fail::new(EXIT_USAGE, format!("--connect: {e}")))?;
     let quiet = Say { quiet: true };
     let mut findings = Vec::new();
-    let mut servers: Vec<Server> = servers_of(&conn.connect)
-        .iter()
+    let mut servers: Vec<Server> = (cs.hosts().iter())
         .map(|a| Server::probe(a, args.admin_port))
         .collect();
     for s in &mut servers {
@@ -173,11 +73,11 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
     }
     // The session a lock user gets: through the whole connect string, with every option.
     // Without one the servers' findings are still reported, with the session's failure.
-    let (session, path_report, code) = match conn.connect(say) {
+    let (session, path, code) = match conn.connect(say) {
         Ok(client) => {
-            let (session, path_report) = with_session(conn, args, &client, &servers, &mut findings);
+            let (session, path) = with_session(conn, args, &cs, &client, &servers, &mut findings);
             client.close();
-            (session, path_report, None)
+            (Some(session), path, None)
         }
         Err(f) => {
             let fix = match f.code {
@@ -186,8 +86,8 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
                 }
                 _ => "check the connect string, and that a quorum of the ensemble is up",
             };
-            findings.push(Finding::new("session", Status::Fail, f.msg).fix(fix));
-            (Value::Null, None, Some(f.code))
+            findings.push(Finding::new(Check::Session, Status::Fail, f.msg).fix(fix));
+            (None, None, Some(f.code))
         }
     };
     let worst = findings
@@ -195,51 +95,53 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
         .map(|f| f.status)
         .max()
         .unwrap_or(Status::Pass);
-    let report = json!({
-        "connect": conn.connect,
-        "status": worst.name(),
-        "exit": code.unwrap_or(worst.code()),
-        "servers": servers.iter().map(Server::json).collect::<Vec<_>>(),
-        "session": session,
-        "path": path_report,
-        "findings": findings.iter().map(Finding::json).collect::<Vec<_>>(),
-    });
+    let report = Report {
+        connect: &conn.connect,
+        status: worst,
+        exit: code.unwrap_or(worst.code()),
+        servers: servers.iter().map(Server::report).collect(),
+        session,
+        path,
+        findings,
+    };
     if args.json {
-        println!("{}", crate::json_line(&report));
+        let v = serde_json::to_value(&report)
+            .map_err(|e| Fail::new(crate::EXIT_SOFTWARE, format!("doctor's report: {e}")))?;
+        println!("{}", crate::json_line(&v));
     } else {
-        human::print(&report, &servers, &findings);
+        human::print(&report);
     }
-    Ok(code.unwrap_or(worst.code()))
+    Ok(report.exit)
 }
 
-/// What needs the session: its checks, and with `--path` the path's; the session's JSON
-/// and the path's.
+/// What needs the session: its checks, and with `--path` the path's.
 fn with_session(
     conn: &Connection,
     args: &DoctorArgs,
+    cs: &ConnectString,
     client: &Client,
     servers: &[Server],
     findings: &mut Vec<Finding>,
-) -> (Value, Option<Value>) {
-    let session = session_findings(conn, client, servers, findings);
-    let chroot = conn.connect.find('/').map_or("", |i| &conn.connect[i..]);
-    ensemble::findings(client, &servers_of(&conn.connect), chroot, findings);
-    let path_report = args.path.as_deref().map(|p| {
+) -> (SessionReport, Option<PathReport>) {
+    let (session, identities) = session_findings(conn, client, servers, findings);
+    ensemble::findings(client, cs.hosts(), cs.chroot(), findings);
+    let path = args.path.as_deref().map(|p| {
         let ours = path::learn_ours(client, p, findings).unwrap_or_else(|| {
-            let named = session.identities.iter();
-            named
+            (identities.iter())
                 .map(|i| Acl::new(Perms::ALL, i.scheme.clone(), i.id.clone()))
                 .collect()
         });
-        let acl = path::acls(client, p, &ours, findings);
-        let holders = path::holders(client, p, findings);
-        let probe = match args.probe_rounds {
-            0 => Value::Null,
-            n => path::probe(conn, p, n, findings),
-        };
-        json!({ "path": p, "acl": acl, "holders": holders, "probe": probe })
+        PathReport {
+            path: p.to_string(),
+            acl: path::acls(client, p, &ours, findings),
+            holders: path::holders(client, p, findings),
+            probe: match args.probe_rounds {
+                0 => None,
+                n => Some(path::probe(conn, p, n, findings)),
+            },
+        }
     });
-    (session.json, path_report)
+    (session, path)
 }
 
 /// A few round trips of a session to `s` alone (requests a server answers itself).
@@ -268,7 +170,7 @@ fn server_findings(s: &Server, out: &mut Vec<Finding>) {
     if !s.reachable {
         out.push(
             Finding::new(
-                "reachable",
+                Check::Reachable,
                 Status::Fail,
                 format!("{a}: {}", s.error.as_deref().unwrap_or("unreachable")),
             )
@@ -278,11 +180,11 @@ fn server_findings(s: &Server, out: &mut Vec<Finding>) {
         return;
     }
     if let Some(e) = &s.error {
-        out.push(Finding::new("reachable", Status::Fail, format!("{a}: {e}")).about(a));
+        out.push(Finding::new(Check::Reachable, Status::Fail, format!("{a}: {e}")).about(a));
     }
     if let Some(e) = &s.unreadable {
         out.push(
-            Finding::new("readable", Status::Fail, format!("{a}: unreadable: {e}"))
+            Finding::new(Check::Readable, Status::Fail, format!("{a}: unreadable: {e}"))
                 .fix("check that every address of the connect string is a ZooKeeper server's client port (or its AdminServer's port is --admin-port)")
                 .about(a),
         );
@@ -294,7 +196,7 @@ fn server_findings(s: &Server, out: &mut Vec<Finding>) {
         let why: Vec<String> = unread.iter().map(|(w, e)| format!("{w}: {e}")).collect();
         out.push(
             Finding::new(
-                "config_readable",
+                Check::ConfigReadable,
                 Status::Warn,
                 format!("{a}: could not read {} ({})", words.join(", "), why.join("; ")),
             )
@@ -306,14 +208,14 @@ fn server_findings(s: &Server, out: &mut Vec<Finding>) {
     }
     if let Some(avg) = s.mntr_f64("avg_latency").filter(|v| *v > AVG_LATENCY_MS) {
         out.push(
-            Finding::new("latency", Status::Warn, format!("{a}: average request latency {avg} ms (over {AVG_LATENCY_MS} ms): every acquire and handoff waits on it"))
+            Finding::new(Check::Latency, Status::Warn, format!("{a}: average request latency {avg} ms (over {AVG_LATENCY_MS} ms): every acquire and handoff waits on it"))
                 .fix("look at the server's load (mntr outstanding_requests), its disk and its GC")
                 .about(a),
         );
     }
     if let Some(max) = s.mntr_f64("max_latency").filter(|v| *v > MAX_LATENCY_MS) {
         out.push(
-            Finding::new("latency", Status::Warn, format!("{a}: largest request latency {max} ms (over {MAX_LATENCY_MS} ms)"))
+            Finding::new(Check::Latency, Status::Warn, format!("{a}: largest request latency {max} ms (over {MAX_LATENCY_MS} ms)"))
                 .fix("a stall of this length counts against every session's timeout: look at GC pauses and fsync")
                 .about(a),
         );
@@ -322,7 +224,7 @@ fn server_findings(s: &Server, out: &mut Vec<Finding>) {
     if let (Some(avg), Some(max)) = fsync {
         if avg > AVG_FSYNC_MS || max > MAX_FSYNC_MS {
             out.push(
-                Finding::new("fsync", Status::Warn, format!("{a}: fsync of the transaction log takes {avg} ms on average, {max} ms at most (flagged over {AVG_FSYNC_MS} ms on average or {MAX_FSYNC_MS} ms at most): every write waits for it, every lock's handoff too"))
+                Finding::new(Check::Fsync, Status::Warn, format!("{a}: fsync of the transaction log takes {avg} ms on average, {max} ms at most (flagged over {AVG_FSYNC_MS} ms on average or {MAX_FSYNC_MS} ms at most): every write waits for it, every lock's handoff too"))
                     .fix("give the transaction log a dedicated, fast disk (dataLogDir)")
                     .about(a),
             );
@@ -333,17 +235,11 @@ fn server_findings(s: &Server, out: &mut Vec<Finding>) {
         .filter(|n| *n > 0.0)
     {
         out.push(
-            Finding::new("fsync", Status::Warn, format!("{a}: {n} fsyncs of the transaction log took longer than fsync.warningthresholdms (1 s by default): a slow disk stretches every write, every lock's handoff"))
+            Finding::new(Check::Fsync, Status::Warn, format!("{a}: {n} fsyncs of the transaction log took longer than fsync.warningthresholdms (1 s by default): a slow disk stretches every write, every lock's handoff"))
                 .fix("give the transaction log a dedicated, fast disk (dataLogDir)")
                 .about(a),
         );
     }
-}
-
-/// What `session_findings` learned.
-struct Session {
-    identities: Vec<zkguard::Identity>,
-    json: Value,
 }
 
 /// The session's timeouts against the servers' bounds and `syncLimit × tickTime`, and
@@ -376,12 +272,13 @@ fn await_reconnect_after_unimplemented(client: &Client, events: &Receiver<Sessio
     }
 }
 
+/// The session's findings; its report and the identities `whoami` named.
 fn session_findings(
     conn: &Connection,
     client: &Client,
     servers: &[Server],
     out: &mut Vec<Finding>,
-) -> Session {
+) -> (SessionReport, Vec<zkguard::Identity>) {
     let (asked, granted) = (ms(conn.session_timeout), ms(client.session_timeout()));
     let conf = |key: &'static str| servers.iter().filter_map(move |s| s.conf_u64(key));
     // The server that keeps serving longest when cut off (the largest syncLimit × tickTime)
@@ -417,22 +314,21 @@ fn session_findings(
             _ => String::new(),
         };
         out.push(
-            Finding::new("session_timeout", Status::Warn, format!("asked for a {asked} ms session, the server granted {granted} ms{bounds}"))
+            Finding::new(Check::SessionTimeout, Status::Warn, format!("asked for a {asked} ms session, the server granted {granted} ms{bounds}"))
                 .fix("ask within minSessionTimeout..maxSessionTimeout (--session-timeout), or change those bounds in zoo.cfg")
-                .numbers(json!({ "asked_ms": asked, "granted_ms": granted, "min_ms": min, "max_ms": max })),
+                .numbers(Numbers::SessionTimeout { asked_ms: asked, granted_ms: granted, min_ms: min, max_ms: max }),
         );
     }
-    let window = tick.zip(sync).map(|(t, s)| t * s);
     let condition = sync_window(granted, tick, sync, max, ensemble);
-    out.push(condition.numbers(json!({
-        "session_timeout_ms": granted,
-        "tick_time_ms": tick,
-        "sync_limit": sync,
-        "sync_window_ms": window,
-        "ensemble": ensemble,
-    })));
-    out.push(Finding::new("dead_holder", Status::Note, format!("with this {granted} ms session timeout, a holder that dies (zkguard killed, its host gone) keeps the lock for up to {granted} ms, until its session expires; a frozen zkguard's watchdog stops (--on-suspend kill: terminates) its command within {} ms; `zkguard break` frees the lock at once", granted / 3))
-        .numbers(json!({ "session_timeout_ms": granted, "watchdog_ms": granted / 3 })));
+    out.push(condition.numbers(Numbers::SyncWindow {
+        session_timeout_ms: granted,
+        tick_time_ms: tick,
+        sync_limit: sync,
+        sync_window_ms: tick.zip(sync).map(|(t, s)| t * s),
+        ensemble,
+    }));
+    out.push(Finding::new(Check::DeadHolder, Status::Note, format!("with this {granted} ms session timeout, a holder that dies (zkguard killed, its host gone) keeps the lock for up to {granted} ms, until its session expires; a frozen zkguard's watchdog stops (--on-suspend kill: terminates) its command within {} ms; `zkguard break` frees the lock at once", granted / 3))
+        .numbers(Numbers::DeadHolder { session_timeout_ms: granted, watchdog_ms: granted / 3 }));
     let events = client.events();
     let identities = match client.who_am_i() {
         Ok(ids) => ids,
@@ -442,7 +338,7 @@ fn session_findings(
                 await_reconnect_after_unimplemented(client, &events);
             }
             out.push(too_old.unwrap_or_else(|| {
-                Finding::new("whoami", Status::Warn, format!("whoami failed ({e})"))
+                Finding::new(Check::Whoami, Status::Warn, format!("whoami failed ({e})"))
             }));
             Vec::new()
         }
@@ -458,32 +354,36 @@ fn session_findings(
         logins.is_empty() && !identities.is_empty(),
     ) {
         out.push(
-            Finding::new("whoami", Status::Fail, format!("credentials given ({given}), but the server sees only {}", names.join(", ")))
+            Finding::new(Check::Whoami, Status::Fail, format!("credentials given ({given}), but the server sees only {}", names.join(", ")))
                 .fix("check the server's authProvider settings and the login (its logs say why it was not accepted)"),
         );
     } else if !identities.is_empty() {
         out.push(Finding::new(
-            "whoami",
+            Check::Whoami,
             Status::Pass,
             format!("the server sees this session as {}", names.join(", ")),
         ));
     }
-    let json = json!({
-        "session_id": format!("0x{:x}", client.session_id()),
-        "requested_timeout_ms": asked,
-        "negotiated_timeout_ms": granted,
-        "identities": names,
-        "tick_time_ms": tick,
-        "sync_limit": sync,
-        "init_limit": init,
-        "min_session_timeout_ms": min,
-        "max_session_timeout_ms": max,
-    });
-    Session { identities, json }
+    let report = SessionReport {
+        session_id: format!("0x{:x}", client.session_id()),
+        requested_timeout_ms: asked,
+        negotiated_timeout_ms: granted,
+        identities: names,
+        tick_time_ms: tick,
+        sync_limit: sync,
+        init_limit: init,
+        min_session_timeout_ms: min,
+        max_session_timeout_ms: max,
+    };
+    (report, identities)
 }
 
-/// The README's condition judged: the granted session timeout `granted` against
-/// `syncLimit × tickTime` (ms), with `max` the servers' `maxSessionTimeout`.
+/// The session timeout `granted` judged against `syncLimit × tickTime` (ms), with `max`
+/// the servers' `maxSessionTimeout`. A follower cut off from the quorum goes on answering
+/// its sessions for up to `syncLimit × tickTime`, while the ensemble may expire one once its
+/// timeout has passed and give its lock to another: only a timeout well above that window
+/// lets `zkguard lock` stop its command (as `--on-suspend` says) before another holds
+/// (docs/semantics.md, "When local detection is enough").
 fn sync_window(
     granted: u64,
     tick: Option<u64>,
@@ -491,28 +391,31 @@ fn sync_window(
     max: Option<u64>,
     ensemble: Option<bool>,
 ) -> Finding {
+    const CANNOT: &str = "cannot judge the session timeout against syncLimit × tickTime (how \
+        long a follower cut off from the quorum goes on answering)";
     let window = tick.zip(sync).map(|(t, s)| t * s);
     match (ensemble, window) {
         (None, _) => Finding::new(
-            "sync_window",
+            Check::SyncWindow,
             Status::Warn,
-            format!("cannot check {CONDITION}: the server's mode (standalone or in an ensemble) could not be read"),
+            format!("{CANNOT}: the server's mode (standalone or in an ensemble) could not be read"),
         )
         .fix("let the doctor read srvr and conf (4lw.commands.whitelist, or the AdminServer)"),
         (Some(false), _) => Finding::new(
-            "sync_window",
+            Check::SyncWindow,
             Status::Pass,
-            format!("standalone server: no follower can be cut off from a quorum, so {CONDITION} does not apply (it will for an ensemble)"),
+            "standalone server: no follower can be cut off from a quorum and go on answering, so \
+             the session timeout need not exceed syncLimit × tickTime (an ensemble's must)",
         ),
         (Some(true), None) => Finding::new(
-            "sync_window",
+            Check::SyncWindow,
             Status::Warn,
-            format!("cannot check {CONDITION}: tickTime and syncLimit could not be read"),
+            format!("{CANNOT}: tickTime and syncLimit could not be read"),
         )
         .fix("whitelist conf (4lw.commands.whitelist) or enable the AdminServer so the doctor can read them"),
         (Some(true), Some(w)) => {
             let ratio = granted as f64 / w.max(1) as f64;
-            let said = format!("session timeout {granted} ms against syncLimit × tickTime = {} × {} ms = {w} ms ({ratio:.1}×); {CONDITION}", sync.unwrap_or(0), tick.unwrap_or(0));
+            let said = format!("session timeout {granted} ms against syncLimit × tickTime = {} × {} ms = {w} ms ({ratio:.1}×)", sync.unwrap_or(0), tick.unwrap_or(0));
             let status = if granted <= w {
                 Status::Fail
             } else if granted < 2 * w {
@@ -520,10 +423,10 @@ fn sync_window(
             } else {
                 Status::Pass
             };
-            let mut f = Finding::new("sync_window", status, match status {
-                Status::Fail => format!("{said}. A follower cut off from the quorum may go on answering this session after the ensemble expired it and gave the lock to another: zkguard lock can go on running its command while another holds"),
-                Status::Warn => format!("{said}. Above it, but not comfortably (less than twice): commands that write shared state should fence their writes with ZKGUARD_TOKEN"),
-                Status::Pass | Status::Note => format!("{said}. Comfortably above (at least twice)"),
+            let mut f = Finding::new(Check::SyncWindow, status, match status {
+                Status::Fail => format!("{said}: not above it. A follower cut off from the quorum may go on answering this session after the ensemble expired it and gave the lock to another: zkguard lock can go on running its command while another holds"),
+                Status::Warn => format!("{said}: above it, but less than twice. A follower cut off from the quorum stops answering only shortly before the ensemble may expire the session: commands that write shared state should fence their writes with ZKGUARD_TOKEN"),
+                Status::Pass | Status::Note => format!("{said}: at least twice. A follower cut off from the quorum stops answering well before the ensemble may expire the session, so zkguard lock stops its command (as --on-suspend says) before another can hold the lock"),
             });
             if status != Status::Pass {
                 let need = 2 * w;
@@ -589,7 +492,9 @@ mod tests {
             }
             let mut out = Vec::new();
             server_findings(&s, &mut out);
-            out.iter().map(|f| (f.check, f.status)).collect::<Vec<_>>()
+            out.iter()
+                .map(|f| (f.check.name(), f.status))
+                .collect::<Vec<_>>()
         };
         let quiet = [
             ("avg_latency", "50"),
@@ -619,11 +524,5 @@ mod tests {
             checks(&[("fsync_threshold_exceed_count", "2")]),
             [("fsync", Status::Warn)]
         );
-    }
-
-    #[test]
-    fn connect_strings_name_their_servers() {
-        assert_eq!(servers_of("a:1,b:2/chroot/x"), ["a:1", "b:2"]);
-        assert_eq!(servers_of("zk1, zk2:2182"), ["zk1:2181", "zk2:2182"]);
     }
 }

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
 use zkguard::{Acl, Client, Error, Mutex, NodeAcl, Op};
 
-use super::{Finding, Status};
+use super::report::{AclRow, Holders, Probe, Spread};
+use super::{Check, Finding, Status};
 use crate::show::Listing;
 use crate::{Connection, Say};
 
@@ -18,7 +18,7 @@ use crate::{Connection, Say};
 /// persistent node that only its ACL's identities may delete: see [`holds_marker`]): then
 /// the check ends there (a pass), and an open node above it (the root of a shared
 /// ensemble) is a note.
-pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -> Value {
+pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -> Vec<AclRow> {
     let rule = NodeAcl::open();
     let mut prefixes = vec!["/".to_string()];
     let mut at = String::new();
@@ -38,40 +38,50 @@ pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -
                 let named: Vec<String> = open.iter().map(crate::show::acl_entry).collect();
                 if let Some(anchor) = &anchor {
                     if !open.is_empty() {
-                        out.push(Finding::new("acl", Status::Note, format!(
+                        out.push(Finding::new(Check::Acl, Status::Note, format!(
                             "{node} lets other identities create or delete children ({}), above {anchor}, which they cannot delete: no effect on the lock", named.join(", ")
                         )).about(node));
                     }
                 } else if !open.is_empty() {
                     out.push(open_finding(node, node == path, &named));
                 } else if holds_marker(client, node, &rule, ours) {
-                    out.push(Finding::new("acl", Status::Pass, format!(
+                    out.push(Finding::new(Check::Acl, Status::Pass, format!(
                         "{node} is closed to other identities and holds its zkguard mkdir marker, a persistent node only its ACL's identities may delete: nobody else can delete or replace it, so the ACLs above it do not matter"
                     )).about(node));
                     anchor = Some(node.to_string());
                 }
-                rows.push(json!({ "path": node, "acl": entries, "open_to_others": named }));
+                rows.push(AclRow::Read {
+                    path: node.to_string(),
+                    acl: entries,
+                    open_to_others: named,
+                });
             }
             Err(Error::NoNode { .. }) => {
-                rows.push(json!({ "path": node, "missing": true }));
+                rows.push(AclRow::Missing {
+                    path: node.to_string(),
+                    missing: true,
+                });
             }
             Err(e) => {
                 if anchor.is_none() {
                     out.push(
                         Finding::new(
-                            "acl",
+                            Check::Acl,
                             Status::Warn,
                             format!("cannot read the ACL of {node}: {e}"),
                         )
                         .about(node),
                     );
                 }
-                rows.push(json!({ "path": node, "error": e.to_string() }));
+                rows.push(AclRow::Unread {
+                    path: node.to_string(),
+                    error: e.to_string(),
+                });
             }
         }
     }
     rows.reverse();
-    Value::Array(rows)
+    rows
 }
 
 /// The warning for `node` (the lock's directory, or a parent not below a closed node that
@@ -82,7 +92,7 @@ fn open_finding(node: &str, is_path: bool, named: &[String]) -> Finding {
         false => "a parent of the lock: they may add nodes there, or delete and recreate an empty lock directory with an ACL of their own",
     };
     Finding::new(
-        "acl",
+        Check::Acl,
         Status::Warn,
         format!("{node} lets other identities create or delete children ({}): {what}", named.join(", ")),
     )
@@ -125,7 +135,7 @@ pub fn learn_ours(client: &Client, path: &str, out: &mut Vec<Finding>) -> Option
             Ok(ours) => return Some(ours),
             Err(Error::NoNode { .. }) if !at.is_empty() => continue,
             Err(e @ Error::NotOurNode { .. }) => {
-                out.push(Finding::new("acl", Status::Warn, e.to_string()).about(dir));
+                out.push(Finding::new(Check::Acl, Status::Warn, e.to_string()).about(dir));
                 return None;
             }
             Err(_) => return None,
@@ -142,12 +152,20 @@ fn nanos() -> u32 {
 }
 
 /// Who holds the lock at `path` and who waits (as `zkguard holders --json` shows them).
-pub fn holders(client: &Client, path: &str, out: &mut Vec<Finding>) -> Value {
+pub fn holders(client: &Client, path: &str, out: &mut Vec<Finding>) -> Holders {
     match Listing::read(client, path, false) {
-        Ok(l) => l.json(path, true),
+        Ok(l) => Holders {
+            json: l.json(path, true),
+            rows: (l.rows.iter())
+                .map(|(role, c)| (*role, c.p.node.clone(), c.p.id()))
+                .collect(),
+        },
         Err(f) => {
-            out.push(Finding::new("holders", Status::Warn, f.msg.clone()).about(path));
-            json!({ "error": f.msg })
+            out.push(Finding::new(Check::Holders, Status::Warn, f.msg.clone()).about(path));
+            Holders {
+                json: serde_json::json!({ "error": f.msg }),
+                rows: Vec::new(),
+            }
         }
     }
 }
@@ -157,7 +175,7 @@ pub fn holders(client: &Client, path: &str, out: &mut Vec<Finding>) -> Value {
 /// two sessions in turn, `rounds` handoffs. Each holder writes through its fence; after
 /// each handoff the old holder's node must be gone, the new one the only holder, with a
 /// larger token. The scratch directory is deleted at the end.
-pub fn probe(conn: &Connection, path: &str, rounds: u32, out: &mut Vec<Finding>) -> Value {
+pub fn probe(conn: &Connection, path: &str, rounds: u32, out: &mut Vec<Finding>) -> Probe {
     let parent = match path.rfind('/') {
         Some(0) | None => "",
         Some(i) => &path[..i],
@@ -171,10 +189,14 @@ pub fn probe(conn: &Connection, path: &str, rounds: u32, out: &mut Vec<Finding>)
         Ok(ab) => ab,
         Err(f) => {
             out.push(
-                Finding::new("probe", Status::Fail, format!("probe sessions: {}", f.msg))
-                    .about(&dir),
+                Finding::new(
+                    Check::Probe,
+                    Status::Fail,
+                    format!("probe sessions: {}", f.msg),
+                )
+                .about(&dir),
             );
-            return json!({ "dir": dir, "error": f.msg });
+            return Probe::NoSessions { dir, error: f.msg };
         }
     };
     let result = handoffs(&a, &b, &dir, rounds);
@@ -185,17 +207,21 @@ pub fn probe(conn: &Connection, path: &str, rounds: u32, out: &mut Vec<Finding>)
     b.close();
     match result {
         Ok(ms) => {
-            let (min, max) = (
-                ms.iter().cloned().fold(f64::INFINITY, f64::min),
-                ms.iter().cloned().fold(0.0, f64::max),
-            );
-            let avg = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
+            // At least one handoff: `probe` runs with a round or more.
+            let spread = Spread::of(&ms).unwrap_or_default();
+            let Spread { min, avg, max } = spread;
             out.push(Finding::new(
-                "probe",
+                Check::Probe,
                 Status::Pass,
                 format!("{} fenced handoffs between two sessions at {dir}: exclusion held (one holder each time, the old node gone, tokens rising); handoff {min:.1}/{avg:.1}/{max:.1} ms min/avg/max", ms.len()),
             ).about(&dir));
-            json!({ "dir": dir, "handoffs": ms.len(), "exclusion": true, "handoff_ms": { "min": min, "avg": avg, "max": max }, "cleaned_up": cleaned })
+            Probe::Held {
+                dir,
+                handoffs: ms.len(),
+                exclusion: true,
+                handoff_ms: spread,
+                cleaned_up: cleaned,
+            }
         }
         Err(e) => {
             let fix = match &e {
@@ -203,7 +229,7 @@ pub fn probe(conn: &Connection, path: &str, rounds: u32, out: &mut Vec<Finding>)
                 _ => None,
             };
             let mut f = Finding::new(
-                "probe",
+                Check::Probe,
                 Status::Fail,
                 format!("contention probe at {dir}: {e}"),
             )
@@ -212,7 +238,12 @@ pub fn probe(conn: &Connection, path: &str, rounds: u32, out: &mut Vec<Finding>)
                 f = f.fix(fix);
             }
             out.push(f);
-            json!({ "dir": dir, "exclusion": Value::Null, "error": e.to_string(), "cleaned_up": cleaned })
+            Probe::Broken {
+                dir,
+                exclusion: None,
+                error: e.to_string(),
+                cleaned_up: cleaned,
+            }
         }
     }
 }

@@ -3,23 +3,13 @@
 //! `/commands/...` (JSON over HTTP). Reading only: nothing here writes to ZooKeeper.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
+use zkguard::admin::{self, AdminError, Srvr};
 
-/// What a port that keeps silent is said to give (a TLS port answers no plain text).
-const NO_ANSWER: &str = "no answer (a TLS-only port answers no plain four-letter words)";
-
-/// What a reply over [`MAX_REPLY`] is said to be (the server is then unreadable).
-const OVERSIZED: &str = "a reply over 1 MiB, more than any four-letter word or AdminServer \
-    command answers: not read further, nothing more asked of this server";
-
-/// The most read of one reply (a word's, an admin server command's): `mntr`, `conf` and
-/// `envi` answer a few KiB. Whatever listens on a port of the connect string chooses what
-/// it sends: the doctor's memory does not grow with it.
-const MAX_REPLY: usize = 1 << 20;
+use super::report::{RoundTrips, ServerReport, Spread, Unread};
 
 /// How long one exchange with a server (a word, an HTTP request) may take.
 const EXCHANGE: Duration = Duration::from_secs(3);
@@ -54,7 +44,7 @@ pub struct Server {
     pub java: Option<String>,
     /// Where each of srvr/conf/mntr/envi was read from (`4lw`, `admin`), or why not.
     pub sources: BTreeMap<&'static str, Result<&'static str, String>>,
-    /// Why nothing it says is read (it sent more than [`MAX_REPLY`]): then nothing more is
+    /// Why nothing it says is read (it sent more than [`admin::MAX_REPLY`]): then nothing more is
     /// asked of it.
     pub unreadable: Option<String>,
 }
@@ -82,7 +72,7 @@ impl Server {
         let admin = SocketAddr::new(addr.ip(), admin_port);
         // A port that does not answer one word in time answers none (a TLS port): the
         // others are not waited for again.
-        let mut silent: Option<String> = None;
+        let mut silent: Option<AdminError> = None;
         for (word, command) in WORDS {
             if s.unreadable.is_some() {
                 let why = format!("`{word}`: not asked (the server is unreadable)");
@@ -90,37 +80,40 @@ impl Server {
                 continue;
             }
             let answer = match &silent {
-                Some(why) => Err(format!("`{word}`: {why}")),
-                None => four_letter(addr, word),
+                Some(e) => Err(e.clone()),
+                None => admin::four_letter(addr, word, EXCHANGE),
             };
-            if let Err(e) = &answer {
-                if e.contains(OVERSIZED) {
-                    s.unreadable = Some(e.clone());
-                    s.sources.insert(word, Err(e.clone()));
-                    continue;
-                }
-                if silent.is_none() && e.contains(NO_ANSWER) {
-                    silent = Some(NO_ANSWER.to_string());
-                }
-            }
-            let read = match answer {
+            let refused = match answer {
                 Ok(text) => {
                     s.take_word(word, &text);
-                    Ok("4lw")
+                    s.sources.insert(word, Ok("4lw"));
+                    continue;
                 }
-                Err(refused) => match http_json(admin, command) {
-                    Ok(v) => {
-                        s.take_admin(word, &v);
-                        Ok("admin")
+                Err(e @ AdminError::TooLarge { .. }) => {
+                    let why = format!("`{word}`: {e}");
+                    s.unreadable = Some(why.clone());
+                    s.sources.insert(word, Err(why));
+                    continue;
+                }
+                Err(e) => {
+                    if matches!(e, AdminError::NoAnswer { .. }) {
+                        silent = Some(e.clone());
                     }
-                    Err(e) => {
-                        let why = format!("{refused}; AdminServer at {admin}: {e}");
-                        if e.contains(OVERSIZED) {
-                            s.unreadable = Some(why.clone());
-                        }
-                        Err(why)
+                    e
+                }
+            };
+            let read = match admin_json(admin, command) {
+                Ok(v) => {
+                    s.take_admin(word, &v);
+                    Ok("admin")
+                }
+                Err((oversized, e)) => {
+                    let why = format!("`{word}`: {refused}; AdminServer at {admin}: {e}");
+                    if oversized {
+                        s.unreadable = Some(why.clone());
                     }
-                },
+                    Err(why)
+                }
             };
             s.sources.insert(word, read);
         }
@@ -130,32 +123,13 @@ impl Server {
     fn take_word(&mut self, word: &str, text: &str) {
         match word {
             "srvr" => {
-                for line in text.lines() {
-                    if let Some(v) = line.strip_prefix("Zookeeper version:") {
-                        self.version = Some(short_version(v.trim()));
-                    } else if let Some(v) = line.strip_prefix("Mode:") {
-                        self.mode = Some(v.trim().to_string());
-                    }
-                }
+                let srvr = Srvr::parse(text);
+                self.version = srvr.short_version();
+                self.mode = srvr.mode;
             }
-            "conf" => {
-                for (k, v) in text.lines().filter_map(|l| l.split_once('=')) {
-                    self.conf.insert(k.trim().into(), v.trim().into());
-                }
-            }
-            "mntr" => {
-                for (k, v) in text.lines().filter_map(|l| l.split_once('\t')) {
-                    let k = k.trim();
-                    self.mntr
-                        .insert(k.strip_prefix("zk_").unwrap_or(k).into(), v.trim().into());
-                }
-            }
-            _ => {
-                self.java = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("java.version="))
-                    .map(|v| v.trim().to_string());
-            }
+            "conf" => self.conf = admin::parse_conf(text),
+            "mntr" => self.mntr = admin::parse_mntr(text),
+            _ => self.java = admin::parse_conf(text).remove("java.version"),
         }
     }
 
@@ -169,10 +143,10 @@ impl Server {
         match word {
             "srvr" => {
                 let stats = map.get("server_stats").and_then(Value::as_object);
-                self.version = map
+                let version = map
                     .get("version")
-                    .or_else(|| stats.and_then(|s| s.get("version")))
-                    .map(|v| short_version(&text(v)));
+                    .or_else(|| stats.and_then(|s| s.get("version")));
+                self.version = Srvr::new(version.map(text), None).short_version();
                 self.mode = stats.and_then(|s| s.get("server_state")).map(text);
             }
             "conf" => {
@@ -210,44 +184,30 @@ impl Server {
             .collect()
     }
 
-    pub fn json(&self) -> Value {
-        let rtt = match self.rtt_ms.is_empty() {
-            true => Value::Null,
-            false => {
-                let min = self.rtt_ms.iter().cloned().fold(f64::INFINITY, f64::min);
-                let max = self.rtt_ms.iter().cloned().fold(0.0, f64::max);
-                let avg = self.rtt_ms.iter().sum::<f64>() / self.rtt_ms.len() as f64;
-                json!({ "min": min, "avg": avg, "max": max, "count": self.rtt_ms.len() })
-            }
-        };
-        let sources: BTreeMap<&str, Value> = self
-            .sources
-            .iter()
-            .map(|(w, r)| match r {
-                Ok(from) => (*w, json!(from)),
-                Err(_) => (*w, Value::Null),
-            })
-            .collect();
-        json!({
-            "address": self.address,
-            "reachable": self.reachable,
-            "error": self.error,
-            "version": self.version,
-            "mode": self.mode,
-            "rtt_ms": rtt,
-            "read_from": sources,
-            "unread": self.unread().iter().map(|(w, e)| json!({"word": w, "why": e})).collect::<Vec<_>>(),
-            "unreadable": self.unreadable,
-            "conf": self.conf,
-            "mntr": self.mntr,
-            "java_version": self.java,
-        })
+    /// The server as the JSON report shows it.
+    pub fn report(&self) -> ServerReport<'_> {
+        ServerReport {
+            address: &self.address,
+            reachable: self.reachable,
+            error: self.error.as_deref(),
+            version: self.version.as_deref(),
+            mode: self.mode.as_deref(),
+            rtt_ms: Spread::of(&self.rtt_ms).map(|spread| RoundTrips {
+                spread,
+                count: self.rtt_ms.len(),
+            }),
+            read_from: (self.sources.iter())
+                .map(|(w, r)| (*w, r.as_ref().ok().copied()))
+                .collect(),
+            unread: (self.unread().into_iter())
+                .map(|(word, why)| Unread { word, why })
+                .collect(),
+            unreadable: self.unreadable.as_deref(),
+            conf: &self.conf,
+            mntr: &self.mntr,
+            java_version: self.java.as_deref(),
+        }
     }
-}
-
-/// `3.8.0-5a02a05eddb59aee6ac762f7ea82e92a68eb9c0f, built on …` → `3.8.0`.
-fn short_version(v: &str) -> String {
-    v.split(['-', ',', ' ']).next().unwrap_or(v).to_string()
 }
 
 /// The admin server's `tick_time` → `conf`'s `tickTime`.
@@ -276,70 +236,18 @@ fn resolve(address: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{address} resolves to no address"))
 }
 
-/// A four-letter word's reply; `Err` says why there is none (not whitelisted, a TLS-only
-/// port, no answer).
-fn four_letter(addr: SocketAddr, word: &str) -> Result<String, String> {
-    let reply = exchange(addr, word.as_bytes()).map_err(|e| format!("`{word}`: {e}"))?;
-    if reply.contains("is not executed because it is not in the whitelist") {
-        return Err(format!("`{word}` is not in 4lw.commands.whitelist"));
-    }
-    if reply.trim().is_empty() {
-        return Err(format!("`{word}`: an empty answer (the words refused)"));
-    }
-    Ok(reply)
-}
-
-/// `GET /commands/COMMAND` of the admin server at `addr`, as JSON.
-fn http_json(addr: SocketAddr, command: &str) -> Result<Value, String> {
-    let req = format!("GET /commands/{command} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    let reply = exchange(addr, req.as_bytes())?;
-    let (head, body) = reply.split_once("\r\n\r\n").ok_or("not an HTTP answer")?;
-    let status = head.lines().next().unwrap_or_default();
-    if !status.contains(" 200") {
-        return Err(format!("/commands/{command}: {status}"));
-    }
-    serde_json::from_str(body).map_err(|e| format!("/commands/{command}: not JSON: {e}"))
-}
-
-/// Writes `msg`, reads to EOF, within [`EXCHANGE`] and at most [`MAX_REPLY`] bytes (more
-/// is an error saying [`OVERSIZED`]).
-fn exchange(addr: SocketAddr, msg: &[u8]) -> Result<String, String> {
-    let started = Instant::now();
-    let mut s = TcpStream::connect_timeout(&addr, EXCHANGE).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(EXCHANGE))
-        .map_err(|e| e.to_string())?;
-    s.write_all(msg).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        let left = EXCHANGE.saturating_sub(started.elapsed());
-        if left.is_zero() {
-            return Err(format!("{NO_ANSWER} within {} s", EXCHANGE.as_secs()));
-        }
-        s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) if out.len() + n > MAX_REPLY => return Err(OVERSIZED.to_string()),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            // A server that closes with a reset after its answer: keep what came.
-            Err(_) if !out.is_empty() => break,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(format!("{NO_ANSWER} within {} s", EXCHANGE.as_secs()))
-            }
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    Ok(String::from_utf8_lossy(&out).into_owned())
+/// The admin server's answer to `command` as JSON; `Err` says why not, and whether it sent
+/// too much (then the server is unreadable).
+fn admin_json(addr: SocketAddr, command: &str) -> Result<Value, (bool, String)> {
+    let body = admin::admin_command(addr, command, EXCHANGE)
+        .map_err(|e| (matches!(e, AdminError::TooLarge { .. }), e.to_string()))?;
+    serde_json::from_str(&body).map_err(|e| (false, format!("/commands/{command}: not JSON: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

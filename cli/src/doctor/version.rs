@@ -4,10 +4,11 @@
 //! The releases CI tests are named in the README ("Supported servers"); what an older
 //! release lacks is written once, in [`LATER`].
 
+use zkguard::admin::Srvr;
 use zkguard::Error;
 
 use super::server::Server;
-use super::{Finding, Status};
+use super::{Check, Finding, Status};
 
 /// The oldest release zkguard supports (containers, `create2`, `multi` with a check).
 const OLDEST: (u32, u32, u32) = (3, 5, 0);
@@ -20,25 +21,16 @@ const LATER: &[(&str, (u32, u32, u32), &str)] = &[(
     "the doctor cannot check that the server sees the login (locks and elections do not use it)",
 )];
 
-/// `3.6.3` (a `short_version`) as `(3, 6, 3)`.
-fn parse(v: &str) -> Option<(u32, u32, u32)> {
-    let mut parts = v.split('.').map(|n| {
-        let digits: String = n.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse::<u32>().ok()
-    });
-    Some((parts.next()??, parts.next()??, parts.next()??))
-}
-
 /// The finding for one server's release: a failure below [`OLDEST`], else a pass that
 /// names what the release lacks of [`LATER`]. `None` when its version was not read (the
 /// server's own findings say why).
 pub fn finding(s: &Server) -> Option<Finding> {
     let shown = zkguard::escape(s.version.as_deref()?).into_owned();
     let a = s.address.as_str();
-    let Some(release) = parse(&shown) else {
+    let Some(release) = Srvr::new(s.version.clone(), None).release() else {
         return Some(
             Finding::new(
-                "server_version",
+                Check::ServerVersion,
                 Status::Warn,
                 format!("{a}: cannot read the release in version {shown:?}"),
             )
@@ -48,7 +40,7 @@ pub fn finding(s: &Server) -> Option<Finding> {
     if release < OLDEST {
         return Some(
             Finding::new(
-                "server_version",
+                Check::ServerVersion,
                 Status::Fail,
                 format!("{a}: ZooKeeper {shown} is older than 3.5.0, the oldest zkguard supports"),
             )
@@ -66,7 +58,7 @@ pub fn finding(s: &Server) -> Option<Finding> {
     } else {
         format!("{a}: ZooKeeper {shown} lacks {}", lacks.join("; "))
     };
-    Some(Finding::new("server_version", Status::Pass, message).about(a))
+    Some(Finding::new(Check::ServerVersion, Status::Pass, message).about(a))
 }
 
 /// The `whoami` finding when the session's server is too old to answer it: not a warning
@@ -74,7 +66,7 @@ pub fn finding(s: &Server) -> Option<Finding> {
 pub fn too_old_for_whoami(e: &Error) -> Option<Finding> {
     match e {
         Error::ServerTooOld { needs, .. } => Some(Finding::new(
-            "whoami",
+            Check::Whoami,
             Status::Pass,
             format!(
                 "not checked: whoAmI needs ZooKeeper {needs} or later, so the doctor cannot \

@@ -346,6 +346,40 @@ mod tests {
     use super::*;
     use crate::queue::names::tests::queue as q;
 
+    /// What `heard` makes of each event a waiter's watch can bring: only a deletion is a
+    /// deletion, a lost session starts over and a close ends the call; the rest (a data
+    /// change, a dropped watch) re-arms. Reading a lost session as a data change (M6 of
+    /// the mutation table) would re-arm a watch that never fires and wait for nothing.
+    #[test]
+    fn heard_tells_each_event_apart() {
+        let ev = |t| {
+            Ok(WatchedEvent {
+                event_type: t,
+                path: "/d/n".into(),
+            })
+        };
+        assert!(matches!(heard(ev(EventType::NodeDeleted)), Heard::Deleted));
+        assert!(matches!(
+            heard(ev(EventType::SessionLost)),
+            Heard::End(Next::Restart)
+        ));
+        assert!(matches!(
+            heard(ev(EventType::Closed)),
+            Heard::End(Next::Done(Err(Error::Closed)))
+        ));
+        for t in [
+            EventType::NodeDataChanged,
+            EventType::NodeCreated,
+            EventType::NodeChildrenChanged,
+        ] {
+            assert!(matches!(heard(ev(t)), Heard::Changed), "{t:?}");
+        }
+        assert!(matches!(
+            heard(Err(crossbeam_channel::RecvError)),
+            Heard::Changed
+        ));
+    }
+
     /// The blocker, whether its deletion lets `me` in, and the next node watched.
     fn view(rule: Rule, kinds: &str, me: usize) -> Option<(String, bool, Option<String>)> {
         View::of("/d", rule, q(kinds), me).map(|v| (v.blocker, v.grant_when_gone, v.next))

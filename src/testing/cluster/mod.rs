@@ -12,9 +12,10 @@ mod process;
 mod reconfig;
 mod security;
 
+use crate::admin::Srvr;
 use builder::Settings;
 pub use builder::TestClusterBuilder;
-use four_letter::{four_letter_at, is_serving_mode, parse_mode, parse_version};
+use four_letter::four_letter_at;
 pub(crate) use ports::free_port;
 pub use security::ClientAuth;
 
@@ -413,7 +414,7 @@ impl TestCluster {
     /// The server cannot be reached, or its reply has no version (the error quotes it).
     pub fn version(&self, i: usize) -> io::Result<(u32, u32, u32)> {
         let reply = self.four_letter(i, "srvr")?;
-        parse_version(&reply).ok_or_else(|| {
+        Srvr::parse(&reply).release().ok_or_else(|| {
             io::Error::other(format!(
                 "ZooKeeper server {i}: no version in its srvr reply {reply:?}"
             ))
@@ -428,8 +429,9 @@ impl TestCluster {
     /// The server cannot be reached, or it is not serving (the error quotes its reply).
     pub fn mode(&self, i: usize) -> io::Result<String> {
         let reply = self.four_letter_with_timeout(i, "srvr", POLL_ATTEMPT_TIMEOUT)?;
-        match parse_mode(&reply) {
-            Some(mode) if is_serving_mode(mode) => Ok(mode.to_string()),
+        let srvr = Srvr::parse(&reply);
+        match (srvr.serving(), srvr.mode) {
+            (true, Some(mode)) => Ok(mode),
             _ => Err(other(format!(
                 "ZooKeeper server {i} is not serving; srvr said: {}",
                 reply.trim()
@@ -496,33 +498,6 @@ mod tests {
     use super::ports::{ephemeral_low, free_port};
     use super::process::log_tail;
     use super::*;
-
-    #[test]
-    fn mode_parsing() {
-        let srvr = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: follower\nNode count: 5\n";
-        assert_eq!(parse_mode(srvr), Some("follower"));
-        assert_eq!(
-            parse_mode("This ZooKeeper instance is not currently serving requests\n"),
-            None
-        );
-        assert!(is_serving_mode("standalone"));
-        assert!(!is_serving_mode("looking"));
-    }
-
-    #[test]
-    fn version_parsing_of_each_release_line_tested() {
-        let at = |v: &str| parse_version(&format!("Zookeeper version: {v}\nMode: standalone\n"));
-        // 3.6.3's, 3.8.0's (Debian) and 3.9.3's lines, as their servers answer.
-        assert_eq!(
-            at("3.6.3--6401e4ad2087061bc6b9f80dec2d69f2e3c8660a, built on 04/08/2021 16:35 GMT"),
-            Some((3, 6, 3))
-        );
-        assert_eq!(at("3.8.0-5a02a05, built on 2022"), Some((3, 8, 0)));
-        assert_eq!(at("3.9.3-c26634f, built on 2024"), Some((3, 9, 3)));
-        assert_eq!(at("3.10.0, built on 2026"), Some((3, 10, 0)));
-        assert_eq!(at("unknown"), None);
-        assert_eq!(parse_version("Mode: standalone\n"), None);
-    }
 
     #[test]
     fn free_ports_are_unique_and_below_the_ephemeral_range() {

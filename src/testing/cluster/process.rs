@@ -13,13 +13,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use super::builder::{Settings, StartError};
-use super::four_letter::{four_letter_at, is_serving_mode, parse_mode};
+use super::four_letter::four_letter_at;
 use super::ports::{fixed_ports, free_port};
 use super::{
     ms, other, Proc, Server, TestCluster, LOG_TAIL_LINES, POLL_ATTEMPT_TIMEOUT, POLL_INTERVAL,
     QUORUM_MAIN, STANDALONE_MAIN, START_DEADLINE, WATCHDOG_SCRIPT,
 };
 use super::{reconfig, security};
+use crate::admin::Srvr;
 use crate::testing::discover::Distribution;
 use crate::testing::pki::TestPki;
 use crate::testing::proxy::FaultProxy;
@@ -527,8 +528,8 @@ impl TestCluster {
                 .max(Duration::from_millis(10));
             if need_mode {
                 match four_letter_at(s.addr(), "srvr", attempt) {
-                    Ok(reply) => match parse_mode(&reply) {
-                        Some(mode) if is_serving_mode(mode) => match s.secure_addr() {
+                    Ok(reply) => match Srvr::parse(&reply) {
+                        srvr if srvr.serving() => match s.secure_addr() {
                             None => return Ok(()),
                             Some(secure) => match TcpStream::connect_timeout(&secure, attempt) {
                                 Ok(_) => return Ok(()),
@@ -538,8 +539,10 @@ impl TestCluster {
                                 }
                             },
                         },
-                        Some(mode) => last = format!("srvr said Mode: {mode}"),
-                        None => last = format!("srvr said: {}", reply.trim()),
+                        Srvr {
+                            mode: Some(mode), ..
+                        } => last = format!("srvr said Mode: {mode}"),
+                        _ => last = format!("srvr said: {}", reply.trim()),
                     },
                     Err(e) => last = e.to_string(),
                 }
