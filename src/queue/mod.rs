@@ -5,6 +5,8 @@ mod acquire;
 mod attempt;
 mod enqueue;
 mod held;
+mod kind;
+mod lease;
 #[cfg(test)]
 mod model;
 pub(crate) mod names;
@@ -14,13 +16,14 @@ mod tenancy;
 mod waiter;
 mod wake;
 
-pub(crate) use acquire::{acquire, participants};
-pub(crate) use attempt::{Attempt, News, Next, SessionEvents, Spec, Wait};
-pub(crate) use enqueue::{create_dir, enqueue, Queued};
+pub(crate) use acquire::{acquire, acquire_after, participants};
+pub(crate) use attempt::{Attempt, Next, SessionEvents, Spec, Wait};
+pub(crate) use enqueue::create_dir;
 pub(crate) use held::{token_of, Acquired};
 pub use held::{Canceller, Participant, QueueEvent};
+pub(crate) use kind::Kind;
 pub use names::DIRECTORY_MARKER;
-pub(crate) use rules::{lease_count, Count, Rule};
+pub(crate) use rules::Rule;
 pub(crate) use single::{acquire as single, holder as single_holder};
 pub(crate) use wake::{wake, Wake};
 
