@@ -523,6 +523,64 @@ fn an_internal_lock_release_lost_on_the_wire_is_sent_again_after_the_reconnect()
     drop(permit);
 }
 
+/// A try that finds the internal lock taken while a permit is free waits for its holder
+/// (who is then taking that permit and lets go within a round trip or two) and gets the
+/// other permit once it is let go; with every permit taken, a try behind the internal lock
+/// says no and leaves nothing behind. The internal lock is held here by another session's
+/// node, put there by hand and deleted when the test says so.
+#[test]
+fn a_try_behind_the_internal_lock_waits_only_while_a_permit_is_free() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-try-gate");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 2).unwrap();
+    let first = sem.acquire().unwrap();
+    let other = connect(&cs, SESSION);
+    let hold_gate = || {
+        other
+            .create(
+                &format!("{path}/locks/_c_00000000-0000-0000-0000-000000000000-lock-"),
+                b"",
+                CreateMode::EphemeralSequential,
+            )
+            .unwrap()
+            .path
+    };
+
+    // One permit free: the try waits behind the internal lock (its request timeout is
+    // long, so only the holder's going ends its wait) and takes the permit.
+    let gate = hold_gate();
+    let t = Client::builder(&cs)
+        .session_timeout(SESSION)
+        .request_timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let sem_t = Semaphore::new(&t, &path, 2).unwrap();
+    let tried = spawn(move || sem_t.try_acquire().unwrap().map(|p| (t, p)));
+    wait_until(WITHIN, "the try queued behind the internal lock", || {
+        locks(&c, &path).len() == 2
+    });
+    assert_quiet(&tried, "a try past an internal lock that is held");
+    other.delete(&gate, None).unwrap();
+    let (_t, second) = recv(&tried, WITHIN, "the try").expect("the free permit");
+    assert!(second.is_valid());
+    wait_until(WITHIN, "the try's internal-lock node let go", || {
+        locks(&c, &path).is_empty()
+    });
+
+    // No permit free: the try says no, and leaves neither a lease nor a lock node.
+    let gate = hold_gate();
+    let sem_n = Semaphore::new(&c, &path, 2).unwrap();
+    assert!(sem_n.try_acquire().unwrap().is_none());
+    wait_until(WITHIN, "nothing of the refused try left", || {
+        locks(&c, &path) == [gate.rsplit('/').next().unwrap().to_string()]
+            && leases(&c, &path).len() == 2
+    });
+    other.delete(&gate, None).unwrap();
+    drop((first, second));
+    wait_empty(&c, &path);
+}
+
 /// A try that cannot reach ZooKeeper times out naming the semaphore's own path (not the
 /// internal directory it queues in), built with it where the timeout happens.
 #[test]

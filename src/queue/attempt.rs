@@ -1,6 +1,6 @@
 //! The context of one acquire call, shared by every acquire loop: the queue's two phases
 //! ([`enqueue`](super::enqueue) and the [`Waiter`](super::waiter::Waiter)), the single node
-//! (`single.rs`) and the semaphore's lease loop (`lock/semaphore.rs`). An [`Attempt`]
+//! (`single.rs`) and the lease phase behind a gate (`lease.rs`). An [`Attempt`]
 //! carries the client, the path errors name, the caller's [`Wait`] and deadline, the cancel
 //! and session-event receivers and the back-off of requests that met connection trouble;
 //! its methods are the checks every loop makes at the top of a round ([`Attempt::checked`]),

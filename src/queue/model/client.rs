@@ -354,7 +354,8 @@ impl Queue {
         proc.recv = Recv::default();
         proc.attempt_node = None;
         if self.config.recipe.is_semaphore() && proc.internal.is_none() {
-            // The internal lock (`Holding::new` when it first waits): now the lease.
+            // The gate, the semaphore's internal lock (`lease::Gate`, its node watched from
+            // the first listing that waits): now the lease.
             s.procs[p].internal = Some(holding(s, p, seq, owner));
             return s.procs[p].new_attempt(Dir::Leases);
         }

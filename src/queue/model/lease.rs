@@ -1,5 +1,5 @@
-//! The semaphore's lease loop (`Semaphore::lease` in lock/semaphore.rs), run while the
-//! process holds the internal lock: list the leases (with a child watch only when about to
+//! The semaphore's lease phase (`Lease::run` in queue/lease.rs), run while the process
+//! holds the gate (the semaphore's internal lock): list the leases (with a child watch only when about to
 //! wait), count them by the library's `lease_count`, and wait for a lease to come or go, the
 //! internal lock to be lost, or a session event (`News::of`).
 

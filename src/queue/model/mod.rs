@@ -22,7 +22,7 @@
 //! resolved by `find_by_uuid`), the `Waiter`'s loop (`Attempt::checked`, `list`,
 //! `Watching::arm`'s bookkeeping of kept, spent and missing watches, `grant`),
 //! `OwnNode::drop`, `Holding::new`, `is_valid`, `release` and the fenced write,
-//! `Client::delete_owned` and the janitor, the semaphore's `lease` and `await_leases`, and
+//! `Client::delete_owned` and the janitor, the lease phase's `Lease::run` and `await_leases` (`queue/lease.rs`), and
 //! the session's transitions (`conn/session.rs`). They are written against threads, channels and sockets, which a
 //! model cannot run; what they decide is small and is kept in the library's functions.
 //!
@@ -92,6 +92,7 @@ use check::Model;
 pub(crate) use state::{Config, Dir, Faults, ProcSpec, Recipe, Seeded};
 use state::{Phase, State, WStep};
 
+use crate::queue::kind::Kind;
 use crate::queue::rules::Rule;
 use crate::queue::waiter::decide::{BLOCKER, NEXT, OWN};
 
@@ -103,6 +104,18 @@ pub(crate) struct Queue {
 impl Recipe {
     pub(crate) fn is_semaphore(self) -> bool {
         matches!(self, Recipe::Semaphore(_))
+    }
+
+    /// The library's `Kind` of a process of this recipe (a reader's or a writer's side of
+    /// an `RwLock`): its markers and rules come from there.
+    pub(crate) fn kind(self, read: bool) -> Kind {
+        match self {
+            Recipe::Mutex => Kind::Mutex,
+            Recipe::Election => Kind::Election,
+            Recipe::RwLock if read => Kind::Read,
+            Recipe::RwLock => Kind::Write,
+            Recipe::Semaphore(n) => Kind::Semaphore(n),
+        }
     }
 }
 
@@ -268,10 +281,12 @@ impl Queue {
         let names: Vec<String> = listing.iter().map(|n| n.name(self.config.recipe)).collect();
         let q = crate::queue::names::order(dir.path(), names)
             .expect("the model names its nodes as the recipes do");
+        // The rule of the recipe's `participants`: its kind's on the leases, the gate's
+        // (exclusive) on a semaphore's internal lock, the whole queue's for an `RwLock`.
         let rule = match (self.config.recipe, dir) {
-            (Recipe::Semaphore(n), Dir::Leases) => Rule::Semaphore(n),
             (Recipe::RwLock, _) => Rule::ReadWrite,
-            _ => Rule::Exclusive,
+            (Recipe::Semaphore(_), Dir::Queue) => Rule::Exclusive,
+            (recipe, _) => recipe.kind(false).rule(),
         };
         let me = s.node(seq).map(|n| n.name(self.config.recipe));
         let i = q

@@ -112,12 +112,11 @@ pub(crate) struct Node {
 impl Node {
     /// The node's name, as the recipe names it.
     pub(crate) fn name(&self, recipe: Recipe) -> String {
+        // The kind's marker; a semaphore's internal lock is the gate's queue
+        // (`Spec::gate_queue`: Curator's lock nodes).
         let marker = match (self.dir, recipe) {
-            (Dir::Leases, _) => names::LEASE,
-            (Dir::Queue, Recipe::Election) => names::LATCH,
-            (Dir::Queue, Recipe::RwLock) if self.read => names::READ,
-            (Dir::Queue, Recipe::RwLock) => names::WRITE,
-            (Dir::Queue, _) => names::LOCK,
+            (Dir::Queue, Recipe::Semaphore(_)) => names::LOCK,
+            _ => recipe.kind(self.read).marker(),
         };
         let prefix = names::node_prefix(
             self.dir.path(),
