@@ -23,14 +23,18 @@
 //! 6. On every way out that is not success, our node is deleted (in the background if the
 //!    connection is in trouble).
 //!
+//! A gated recipe (the semaphore: `lease.rs`) runs these steps in its gate's queue first,
+//! then, holding the gate, step 1 for its own node, whose turn is counted by the
+//! [`Lease`] instead of steps 2 to 5.
+//!
 //! Here: the caller's side ([`acquire`], restarting attempts) and the listing of
 //! [`participants`]. Step 1 (and 6) is [`enqueue`] in `enqueue.rs`; steps 2 to 5 are the
-//! [`Waiter`] in `waiter.rs`, whose steps (list, arm, wait) each return the next. Both
-//! run in one [`Attempt`] (`attempt.rs`: the call's client, wait, deadline, cancel, session
-//! events and back-off, with the checks at the top of every round), as do the single node
-//! (`single.rs`) and the semaphore's lease loop. Every wait, step 5's and a pause after
+//! [`Waiter`] in `waiter.rs`, whose steps (list, arm, wait) each return the next. All of
+//! them run in the call's one [`Attempt`] (`attempt.rs`: the call's client, wait, deadline,
+//! cancel, session events and back-off, with the checks at the top of every round, and the
+//! one rule for a request's error), as does the single node (`single.rs`). Every wait, step 5's and a pause after
 //! connection trouble alike (and the other loops' that wait on ZooKeeper: the single
-//! node's, the semaphore's, a leader's), goes through one [`wake`](super::wake::wake).
+//! node's, the lease phase's, a leader's), goes through one [`wake`](super::wake::wake).
 
 use super::attempt::{Attempt, Next, SessionEvents, Spec, Wait};
 use super::enqueue::enqueue;

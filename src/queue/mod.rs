@@ -1,5 +1,6 @@
 //! The ordered queue of contenders: one algorithm under every sequential recipe. A recipe
-//! picks node names (a marker) and a blocker rule; the rest is here.
+//! gives its [`Kind`] (from which its node names and blocker rule come), its directory,
+//! and for the semaphore a gate; the rest is here.
 
 mod acquire;
 mod attempt;
