@@ -354,20 +354,14 @@ impl<'a> Attempt<'a> {
     /// deadline, or the back-off's next pause.
     pub(crate) fn pause(&mut self) {
         let until = Instant::now() + self.backoff.next_pause();
-        let _ = self.wake(&[], None, Some(until));
+        let _ = self.wake(&[], Some(until));
     }
 
-    /// [`wake`] on `watches` (and `lost`), the session's events, a cancel, the deadline and
-    /// `tick`.
-    pub(crate) fn wake(
-        &self,
-        watches: &[&Receiver<WatchedEvent>],
-        lost: Option<&Receiver<()>>,
-        tick: Option<Instant>,
-    ) -> Wake {
+    /// [`wake`] on `watches`, the session's events, a cancel, the deadline and `tick`.
+    pub(crate) fn wake(&self, watches: &[&Receiver<WatchedEvent>], tick: Option<Instant>) -> Wake {
         wake(
             watches,
-            lost,
+            None,
             self.events,
             &self.cancel.rx,
             self.deadline,

@@ -224,7 +224,7 @@ impl<'a, 's> Lease<'a, 's> {
     ) -> Option<Next> {
         let gate_rx = gate.clone().unwrap_or_else(crossbeam_channel::never);
         loop {
-            return match self.cx.wake(&[leases, &gate_rx], None, None) {
+            return match self.cx.wake(&[leases, &gate_rx], None) {
                 Wake::Watch(i, ev) => match ev.map(|e| e.event_type) {
                     Ok(EventType::Closed) => Some(Next::Done(Err(Error::Closed))),
                     Ok(EventType::SessionLost) => Some(Next::Restart),
@@ -245,6 +245,7 @@ impl<'a, 's> Lease<'a, 's> {
                     News::Closed => Some(Next::Done(Err(Error::Closed))),
                 },
                 Wake::Cancel => Some(self.cx.cancelled()),
+                // No tick or `lost` is given: only the deadline.
                 Wake::Deadline | Wake::Tick | Wake::Lost => Some(Next::Done(Ok(None))),
             };
         }

@@ -157,7 +157,7 @@ fn await_release(cx: &mut Attempt<'_>, c: &Client, path: &str) -> Result<()> {
         .deadline
         .is_none()
         .then(|| Instant::now() + cx.client.session_timeout());
-    if waited(cx.wake(&[&watch], None, tick), path)? {
+    if waited(cx.wake(&[&watch], tick), path)? {
         cx.heard_release(true);
     }
     Ok(())

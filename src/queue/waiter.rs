@@ -171,7 +171,7 @@ impl<'a, 's> Waiter<'a, 's> {
         let own = self.watching.receiver(&self.node.path);
         let tick = Some(Instant::now() + self.tick);
         loop {
-            let woken = self.cx.wake(&[&blocker, &next, &own], None, tick);
+            let woken = self.cx.wake(&[&blocker, &next, &own], tick);
             let (i, ev) = match woken {
                 Wake::Watch(i, ev) => (i, ev),
                 Wake::Session(ev) => match News::of(ev, self.node.owner) {
@@ -182,7 +182,7 @@ impl<'a, 's> Waiter<'a, 's> {
                 },
                 Wake::Cancel => return Step::End(self.cx.cancelled()),
                 Wake::Deadline => return Step::End(Next::Done(Ok(None))),
-                Wake::Tick | Wake::Lost => return Step::List, // the slow re-check
+                Wake::Tick | Wake::Lost => return Step::List, // the slow re-check (no `lost` given)
             };
             let heard = heard(ev);
             self.cx
