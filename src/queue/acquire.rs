@@ -37,8 +37,9 @@
 //! node's, the lease phase's, a leader's), goes through one [`wake`](super::wake::wake).
 
 use super::attempt::{Attempt, Next, SessionEvents, Spec, Wait};
+use super::cancel::Canceller;
 use super::enqueue::enqueue;
-use super::held::{Acquired, Canceller, Participant};
+use super::held::{Acquired, Participant};
 use super::lease::{Gate, Lease};
 use super::names;
 use super::rules::Rule;

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::held::{Acquired, CancelWait, QueueEvent};
+use super::cancel::{CancelWait, QueueEvent};
+use super::held::Acquired;
 use super::kind::Kind;
 use super::names;
 use super::rules::Rule;

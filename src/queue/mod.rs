@@ -4,6 +4,7 @@
 
 mod acquire;
 mod attempt;
+mod cancel;
 mod enqueue;
 mod held;
 mod kind;
@@ -19,9 +20,10 @@ mod wake;
 
 pub(crate) use acquire::{acquire, acquire_after, participants};
 pub(crate) use attempt::{Attempt, Next, SessionEvents, Spec, Wait};
+pub use cancel::{Canceller, QueueEvent};
 pub(crate) use enqueue::create_dir;
+pub use held::Participant;
 pub(crate) use held::{token_of, Acquired};
-pub use held::{Canceller, Participant, QueueEvent};
 pub(crate) use kind::Kind;
 pub use names::DIRECTORY_MARKER;
 pub(crate) use rules::Rule;

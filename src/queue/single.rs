@@ -9,8 +9,9 @@
 use std::time::Instant;
 
 use super::attempt::{Attempt, Next, SessionEvents, Verdict, Wait};
+use super::cancel::Canceller;
 use super::enqueue::create_dir;
-use super::held::{Acquired, Canceller};
+use super::held::Acquired;
 use super::kind::Kind;
 use super::wake::Wake;
 use super::{names, tenancy};
