@@ -1,5 +1,7 @@
 //! The counting semaphore and its permit, on Apache Curator's `InterProcessSemaphoreV2`
-//! protocol.
+//! protocol. Here only what is the semaphore's own: its count node, Curator's layout
+//! (`locks`, `leases`), `participants` and the guard; the queue takes the permit (a gated
+//! acquire: the internal lock is the gate, the lease waits by count, `queue/lease.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
