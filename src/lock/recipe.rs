@@ -54,17 +54,6 @@ impl Recipe {
         Spec::new(kind, &self.path, dir, &self.data, &self.acl)
     }
 
-    /// Holds the node `spec` queues for when its turn comes (a guard's core).
-    pub(crate) fn queue_for(
-        &self,
-        spec: &Spec<'_>,
-        wait: Wait,
-        cancel: &Canceller,
-    ) -> Result<Option<Holding>> {
-        Ok(queue::acquire(&self.client, spec, wait, cancel)?
-            .map(|a| Holding::new(&self.client, a, spec.kind)))
-    }
-
     /// Queues in the recipe's own directory and holds the node when its turn comes.
     pub(crate) fn queue(
         &self,
@@ -72,7 +61,9 @@ impl Recipe {
         wait: Wait,
         cancel: &Canceller,
     ) -> Result<Option<Holding>> {
-        self.queue_for(&self.spec(kind, &self.path), wait, cancel)
+        let spec = self.spec(kind, &self.path);
+        Ok(queue::acquire(&self.client, &spec, wait, cancel)?
+            .map(|a| Holding::new(&self.client, a, kind)))
     }
 
     /// Races for the single node at the recipe's path, whose data is `data` (unique to the
