@@ -265,6 +265,55 @@ fn a_waiter_that_loses_the_internal_lock_requeues_instead_of_blocking_the_next()
     wait_empty(&c, &path);
 }
 
+/// A waiter with the internal lock watches its node there: another client writing data on
+/// that node is no loss (the waiter keeps its place and watches the node again), and the
+/// node's deletion after that is still seen: the waiter deletes its lease and queues again.
+#[test]
+fn a_waiter_keeps_watching_its_internal_lock_node_after_a_write_on_it() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-gate-write");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 1).unwrap();
+    let holder = sem.acquire().unwrap();
+    let w = acquire_on(&cs, &path, 1, SESSION);
+    wait_until(WITHIN, "the waiter's lease", || {
+        leases(&c, &path).len() == 2
+    });
+    let lock_nodes = locks(&c, &path);
+    assert_eq!(lock_nodes.len(), 1, "the waiter holds the internal lock");
+    let gate = format!("{path}/locks/{}", lock_nodes[0]);
+    let lease_before = leases(&c, &path);
+    // A write on the waiter's internal-lock node: its watch fires, and nothing is lost.
+    c.set_data(&gate, b"written", None).unwrap();
+    // The waiter lists the leases again after the write (arming its watches anew); wait
+    // until the server holds a data watch on the node again, by its session.
+    wait_until(WITHIN, "the internal-lock node watched again", || {
+        common::watches_by_path().contains_key(&gate)
+    });
+    assert_eq!(leases(&c, &path), lease_before, "the waiter kept its lease");
+    assert_eq!(
+        locks(&c, &path),
+        lock_nodes,
+        "the waiter kept the internal lock"
+    );
+    assert_quiet(&w, "a permit while the holder holds the only one");
+    // Now someone deletes it: the waiter notices and queues again.
+    c.delete(&gate, None).unwrap();
+    wait_until(
+        WITHIN,
+        "the waiter queued again with a new internal-lock node",
+        || {
+            let k = locks(&c, &path);
+            k.len() == 1 && k[0] != lock_nodes[0] && leases(&c, &path) != lease_before
+        },
+    );
+    drop(holder);
+    let (_wc, p) = recv(&w, WITHIN, "the waiter's permit");
+    assert!(p.is_valid());
+    drop(p);
+    wait_empty(&c, &path);
+}
+
 /// A waiter that gives up (timeout, cancel) while waiting with the internal lock deletes
 /// its lease and lets the internal lock go, so the contender behind it moves up.
 #[test]
