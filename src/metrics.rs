@@ -77,24 +77,6 @@ pub const REQUEST: &str = "zkguard_request_seconds";
 /// `zkguard_watch_rearms_total`.
 pub const WATCH_REARMS: &str = "zkguard_watch_rearms_total";
 
-/// The recipe kinds (the `kind` label).
-pub(crate) mod kind {
-    pub const MUTEX: &str = "mutex";
-    pub const REENTRANT: &str = "reentrant_mutex";
-    pub const READ: &str = "read_lock";
-    pub const WRITE: &str = "write_lock";
-    pub const SEMAPHORE: &str = "semaphore";
-    pub const SEMAPHORE_LOCK: &str = "semaphore_lock";
-    pub const UNFAIR: &str = "unfair_mutex";
-    pub const ELECTION: &str = "election";
-    pub const ELECTION_UNFAIR: &str = "election_unfair";
-
-    /// Whether a guard of `kind` is a term of leadership.
-    pub fn is_election(kind: &str) -> bool {
-        kind == ELECTION || kind == ELECTION_UNFAIR
-    }
-}
-
 /// How an acquire call ended (the `outcome` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -142,10 +124,10 @@ impl Loss {
 /// the feature) the lock's path, shown only if the client opted in.
 #[derive(Debug, Clone)]
 pub(crate) struct Labels {
+    /// The recipe (the `kind` label: `queue::Kind::label`).
     pub kind: &'static str,
-    /// A step of a call that measures itself (the semaphore's internal lock): its waiters
-    /// count as queued, but its outcomes and its guard are not counted (the permit's are).
-    internal: bool,
+    /// Whether a guard of the recipe is a term of leadership (an election).
+    leads: bool,
     #[cfg(feature = "metrics")]
     path: std::sync::Arc<str>,
     #[cfg(feature = "metrics")]
@@ -153,13 +135,13 @@ pub(crate) struct Labels {
 }
 
 impl Labels {
-    /// The labels of recipe `kind` at `path`, for `meter`'s client.
+    /// The labels of recipe `kind` (its label, and whether it leads) at `path`, for
+    /// `meter`'s client.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn new(meter: &Meter, kind: &'static str, path: &str) -> Labels {
-        let internal = kind == kind::SEMAPHORE_LOCK;
+    pub(crate) fn new(meter: &Meter, (kind, leads): (&'static str, bool), path: &str) -> Labels {
         Labels {
-            kind: if internal { kind::SEMAPHORE } else { kind },
-            internal,
+            kind,
+            leads,
             #[cfg(feature = "metrics")]
             path: path.into(),
             #[cfg(feature = "metrics")]
@@ -273,9 +255,6 @@ impl Meter {
     /// An acquire call ended so, after waiting `waited`.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn acquire_ended(&self, l: &Labels, outcome: Outcome, waited: Duration) {
-        if l.internal {
-            return; // the call it is a step of says how it ended
-        }
         bump(&self.acquires[outcome as usize]);
         #[cfg(feature = "metrics")]
         {
@@ -289,18 +268,13 @@ impl Meter {
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn handoff(&self, l: &Labels, gap: Duration) {
         #[cfg(feature = "metrics")]
-        if !l.internal {
-            ::metrics::histogram!(HANDOFF_GAP, l.with(&[])).record(gap.as_secs_f64());
-        }
+        ::metrics::histogram!(HANDOFF_GAP, l.with(&[])).record(gap.as_secs_f64());
     }
 
     /// A guard began to hold (a term to lead, for an election).
     pub(crate) fn hold_began(&self, l: &Labels) {
-        if l.internal {
-            return;
-        }
         step(&self.guards_held, true);
-        let election = kind::is_election(l.kind);
+        let election = l.leads;
         if election {
             bump(&self.gained);
         }
@@ -317,14 +291,11 @@ impl Meter {
     /// A guard stopped holding after `held`: released (`None`) or lost.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn hold_ended(&self, l: &Labels, held: Duration, loss: Option<Loss>) {
-        if l.internal {
-            return;
-        }
         step(&self.guards_held, false);
         if let Some(why) = loss {
             bump(&self.losses[why as usize]);
         }
-        let election = kind::is_election(l.kind);
+        let election = l.leads;
         if election {
             bump(&self.lost_leadership);
         }
@@ -413,7 +384,7 @@ mod tests {
     #[test]
     fn the_snapshot_counts_each_outcome_and_loss_and_gauges_never_go_below_zero() {
         let m = Meter::new(false);
-        let l = Labels::new(&m, kind::ELECTION, "/e");
+        let l = Labels::new(&m, ("election", true), "/e");
         m.acquire_ended(&l, Outcome::Cancelled, Duration::ZERO);
         m.acquire_ended(&l, Outcome::Acquired, Duration::ZERO);
         m.hold_began(&l);
@@ -434,6 +405,7 @@ mod tests {
 #[cfg(all(test, feature = "metrics"))]
 mod table {
     use super::*;
+    use crate::queue::Kind;
     use metrics_util::debugging::DebuggingRecorder;
     use metrics_util::MetricKind;
     use std::collections::{BTreeMap, BTreeSet};
@@ -449,23 +421,34 @@ mod table {
         Outcome::Failed,
     ];
     const LOSSES: [Loss; 3] = [Loss::SessionLost, Loss::NodeDeleted, Loss::Closed];
-    const KINDS: [&str; 9] = [
-        kind::MUTEX,
-        kind::REENTRANT,
-        kind::READ,
-        kind::WRITE,
-        kind::SEMAPHORE,
-        kind::SEMAPHORE_LOCK,
-        kind::UNFAIR,
-        kind::ELECTION,
-        kind::ELECTION_UNFAIR,
+    /// Every recipe, as the queue names it; a new `Kind` fails to compile in `whole` below
+    /// until it is listed here.
+    const KINDS: [Kind; 8] = [
+        Kind::Mutex,
+        Kind::Reentrant,
+        Kind::Read,
+        Kind::Write,
+        Kind::Semaphore(1),
+        Kind::Unfair,
+        Kind::Election,
+        Kind::UnfairElection,
     ];
     /// The session's way through its states, as `client::conn::session` reports it.
     const SESSION: [&str; 5] = ["connecting", "connected", "suspended", "lost", "closed"];
 
     /// A new variant of either enum fails to compile here until the lists above have it.
     #[allow(dead_code)]
-    fn lists_are_whole(o: Outcome, l: Loss) {
+    fn lists_are_whole(o: Outcome, l: Loss, k: Kind) {
+        match k {
+            Kind::Mutex
+            | Kind::Reentrant
+            | Kind::Read
+            | Kind::Write
+            | Kind::Semaphore(_)
+            | Kind::Unfair
+            | Kind::Election
+            | Kind::UnfairElection => {}
+        }
         match o {
             Outcome::Acquired
             | Outcome::Busy
@@ -485,7 +468,7 @@ mod table {
         ::metrics::with_local_recorder(&recorder, || {
             let m = Meter::new(true);
             for k in KINDS {
-                let l = Labels::new(&m, k, "/p");
+                let l = Labels::new(&m, (k.label(), k.leads()), "/p");
                 m.queued(&l, true);
                 m.queued(&l, false);
                 for o in OUTCOMES {

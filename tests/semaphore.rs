@@ -265,6 +265,55 @@ fn a_waiter_that_loses_the_internal_lock_requeues_instead_of_blocking_the_next()
     wait_empty(&c, &path);
 }
 
+/// A waiter with the internal lock watches its node there: another client writing data on
+/// that node is no loss (the waiter keeps its place and watches the node again), and the
+/// node's deletion after that is still seen: the waiter deletes its lease and queues again.
+#[test]
+fn a_waiter_keeps_watching_its_internal_lock_node_after_a_write_on_it() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-gate-write");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 1).unwrap();
+    let holder = sem.acquire().unwrap();
+    let w = acquire_on(&cs, &path, 1, SESSION);
+    wait_until(WITHIN, "the waiter's lease", || {
+        leases(&c, &path).len() == 2
+    });
+    let lock_nodes = locks(&c, &path);
+    assert_eq!(lock_nodes.len(), 1, "the waiter holds the internal lock");
+    let gate = format!("{path}/locks/{}", lock_nodes[0]);
+    let lease_before = leases(&c, &path);
+    // A write on the waiter's internal-lock node: its watch fires, and nothing is lost.
+    c.set_data(&gate, b"written", None).unwrap();
+    // The waiter lists the leases again after the write (arming its watches anew); wait
+    // until the server holds a data watch on the node again, by its session.
+    wait_until(WITHIN, "the internal-lock node watched again", || {
+        common::watches_by_path().contains_key(&gate)
+    });
+    assert_eq!(leases(&c, &path), lease_before, "the waiter kept its lease");
+    assert_eq!(
+        locks(&c, &path),
+        lock_nodes,
+        "the waiter kept the internal lock"
+    );
+    assert_quiet(&w, "a permit while the holder holds the only one");
+    // Now someone deletes it: the waiter notices and queues again.
+    c.delete(&gate, None).unwrap();
+    wait_until(
+        WITHIN,
+        "the waiter queued again with a new internal-lock node",
+        || {
+            let k = locks(&c, &path);
+            k.len() == 1 && k[0] != lock_nodes[0] && leases(&c, &path) != lease_before
+        },
+    );
+    drop(holder);
+    let (_wc, p) = recv(&w, WITHIN, "the waiter's permit");
+    assert!(p.is_valid());
+    drop(p);
+    wait_empty(&c, &path);
+}
+
 /// A waiter that gives up (timeout, cancel) while waiting with the internal lock deletes
 /// its lease and lets the internal lock go, so the contender behind it moves up.
 #[test]
@@ -521,6 +570,64 @@ fn an_internal_lock_release_lost_on_the_wire_is_sent_again_after_the_reconnect()
     let other = Semaphore::new(&observer, &path, 2).unwrap();
     assert!(other.try_acquire().unwrap().is_some());
     drop(permit);
+}
+
+/// A try that finds the internal lock taken while a permit is free waits for its holder
+/// (who is then taking that permit and lets go within a round trip or two) and gets the
+/// other permit once it is let go; with every permit taken, a try behind the internal lock
+/// says no and leaves nothing behind. The internal lock is held here by another session's
+/// node, put there by hand and deleted when the test says so.
+#[test]
+fn a_try_behind_the_internal_lock_waits_only_while_a_permit_is_free() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-try-gate");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 2).unwrap();
+    let first = sem.acquire().unwrap();
+    let other = connect(&cs, SESSION);
+    let hold_gate = || {
+        other
+            .create(
+                &format!("{path}/locks/_c_00000000-0000-0000-0000-000000000000-lock-"),
+                b"",
+                CreateMode::EphemeralSequential,
+            )
+            .unwrap()
+            .path
+    };
+
+    // One permit free: the try waits behind the internal lock (its request timeout is
+    // long, so only the holder's going ends its wait) and takes the permit.
+    let gate = hold_gate();
+    let t = Client::builder(&cs)
+        .session_timeout(SESSION)
+        .request_timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let sem_t = Semaphore::new(&t, &path, 2).unwrap();
+    let tried = spawn(move || sem_t.try_acquire().unwrap().map(|p| (t, p)));
+    wait_until(WITHIN, "the try queued behind the internal lock", || {
+        locks(&c, &path).len() == 2
+    });
+    assert_quiet(&tried, "a try past an internal lock that is held");
+    other.delete(&gate, None).unwrap();
+    let (_t, second) = recv(&tried, WITHIN, "the try").expect("the free permit");
+    assert!(second.is_valid());
+    wait_until(WITHIN, "the try's internal-lock node let go", || {
+        locks(&c, &path).is_empty()
+    });
+
+    // No permit free: the try says no, and leaves neither a lease nor a lock node.
+    let gate = hold_gate();
+    let sem_n = Semaphore::new(&c, &path, 2).unwrap();
+    assert!(sem_n.try_acquire().unwrap().is_none());
+    wait_until(WITHIN, "nothing of the refused try left", || {
+        locks(&c, &path) == [gate.rsplit('/').next().unwrap().to_string()]
+            && leases(&c, &path).len() == 2
+    });
+    other.delete(&gate, None).unwrap();
+    drop((first, second));
+    wait_empty(&c, &path);
 }
 
 /// A try that cannot reach ZooKeeper times out naming the semaphore's own path (not the

@@ -521,11 +521,6 @@ impl Client {
         self.one(|p| p.list(path))
     }
 
-    /// [`Client::list`] with the watch [`Client::get_children_w`] leaves.
-    pub(crate) fn list_w(&self, path: &str) -> Result<(Names, Receiver<WatchedEvent>)> {
-        self.one(|p| p.list_w(path))
-    }
-
     /// Like [`Client::get_children`], and leaves a watch that fires once when a child is
     /// added or removed, or the node is deleted.
     ///

@@ -5,9 +5,9 @@
 //! [`LeaderEvent`]; the transition table is that module's doc.
 
 mod leader_term;
+mod machine;
 #[cfg(test)]
 mod model;
-mod term;
 
 use crate::error::escape;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use crate::lock::Holding;
 use crate::queue::{self, SessionEvents, Wait, Wake};
 
 pub use self::leader_term::LeaderTerm;
-use self::term::Inner;
+use self::machine::Inner;
 
 use super::elect::LeaderElection;
 

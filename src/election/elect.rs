@@ -2,9 +2,8 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::{lock_api, recipe_options, Holding, Lock, Recipe, Role, Sealed};
-use crate::metrics::kind;
-use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
+use crate::lock::{lock_api, recipe_options, Holding, Lock, Recipe, Sealed};
+use crate::queue::{self, names, Canceller, Kind, Participant, Rule, Wait};
 
 use super::candidate::Candidate;
 use super::leadership::Leadership;
@@ -196,24 +195,13 @@ impl LeaderElection {
     /// This participant's node, once it leads (for both styles).
     pub(crate) fn elect(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Holding>> {
         if self.fair {
-            self.base.queue(
-                kind::ELECTION,
-                names::LATCH,
-                Rule::Exclusive,
-                wait,
-                canceller,
-            )
+            self.base.queue(Kind::Election, wait, canceller)
         } else {
             // The node's data is the id and a value unique to this call, which tells our
             // node from another's after a lost create reply.
             let data = format!("{}\n{}", self.id(), uuid::Uuid::new_v4());
-            self.base.single(
-                kind::ELECTION_UNFAIR,
-                Role::Election,
-                data.as_bytes(),
-                wait,
-                canceller,
-            )
+            self.base
+                .single(Kind::UnfairElection, data.as_bytes(), wait, canceller)
         }
     }
 }

@@ -50,7 +50,7 @@ use crate::lock::{guard_api, Guard, OneNode};
 /// ```
 #[must_use = "leadership is resigned as soon as it is dropped"]
 pub struct Leadership {
-    term: Term,
+    term: LeaderNode,
 }
 
 guard_api!(Leadership, term);
@@ -58,7 +58,7 @@ guard_api!(Leadership, term);
 impl Leadership {
     pub(crate) fn new(holding: Holding, election: &str) -> Leadership {
         Leadership {
-            term: Term {
+            term: LeaderNode {
                 holding,
                 election: election.to_string(),
             },
@@ -79,7 +79,7 @@ impl Leadership {
 }
 
 /// A leader's node, and the election it leads (what its errors name).
-struct Term {
+struct LeaderNode {
     holding: Holding,
     election: String,
 }
@@ -87,7 +87,7 @@ struct Term {
 /// As a lock's node, but a "lock lost" is, for an election, [`Error::NotLeader`]: `confirm`
 /// proves leadership with a quorum write (a `multi` that only checks the node exists; it
 /// changes nothing and wakes nobody), `release` resigns.
-impl OneNode for Term {
+impl OneNode for LeaderNode {
     fn node(&self) -> &Holding {
         &self.holding
     }

@@ -10,11 +10,11 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use super::{Core, REVOKE_MESSAGE};
-use crate::client::{Check, Client, Hex, Job, SessionSink, WatchSink};
+use crate::client::{Check, Client, Hex, SessionSink, WatchSink};
 use crate::client::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::metrics::{Labels, Loss, Meter};
-use crate::queue::{token_of, Acquired};
+use crate::queue::{token_of, Acquired, Kind};
 
 /// A one-shot signal: fires once, and every receiver handed out before or after gets `()`.
 #[derive(Default)]
@@ -58,32 +58,11 @@ impl Signal {
     }
 }
 
-/// What a held node is, as the log records name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// A lock's node (a mutex, either side of a read-write lock, a semaphore's internal
-    /// lock, the unfair lock).
-    Lock,
-    /// A semaphore's lease.
-    Lease,
-    /// An election candidate's node (fair or unfair).
-    Election,
-}
-
-impl Role {
-    fn noun(self) -> &'static str {
-        match self {
-            Role::Lock => "lock node",
-            Role::Lease => "semaphore lease",
-            Role::Election => "election node",
-        }
-    }
-}
-
 /// The live part of a guard; the connection thread reaches it through the sink traits.
 pub(crate) struct State {
     path: String,
-    role: Role,
+    /// The recipe (what the log records call the node).
+    kind: Kind,
     owner: i64,
     /// The node's creation zxid: tells our node from a later one at the same path.
     token: u64,
@@ -115,7 +94,7 @@ impl State {
             log::log!(
                 level,
                 "zkguard: {} {} of session {} lost",
-                self.role.noun(),
+                self.kind.noun(),
                 self.path,
                 Hex(self.owner)
             );
@@ -190,21 +169,16 @@ pub struct Holding {
     client: Client,
     acquired: Acquired,
     state: Arc<State>,
-    /// Delete only if the node is still the one we created (the unfair lock's single node).
-    check_owner: bool,
+    /// The recipe: a single node is deleted only if it is still the one we created.
+    kind: Kind,
 }
 
 impl Holding {
     /// Starts watching the session on behalf of a freshly acquired node.
-    pub(crate) fn new(
-        client: &Client,
-        acquired: Acquired,
-        role: Role,
-        check_owner: bool,
-    ) -> Holding {
+    pub(crate) fn new(client: &Client, acquired: Acquired, kind: Kind) -> Holding {
         let state = Arc::new(State {
             path: acquired.path.clone(),
-            role,
+            kind,
             owner: acquired.owner,
             token: acquired.token,
             lost: Signal::default(),
@@ -236,7 +210,7 @@ impl Holding {
             client: client.clone(),
             acquired,
             state,
-            check_owner,
+            kind,
         }
     }
 
@@ -361,7 +335,7 @@ impl Holding {
         // a loss meanwhile is not one: the node is released).
         let released_at = Instant::now();
         let was_lost = self.state.lost.is_fired();
-        let check = if self.check_owner {
+        let check = if self.kind.single() {
             Check::Czxid(self.acquired.token)
         } else {
             Check::None
@@ -385,26 +359,6 @@ impl Holding {
 }
 
 impl Holding {
-    /// Gives the node up without waiting: the delete is sent at once (pinned to the node's
-    /// session) and the background sees it answered; the caller goes on at once.
-    pub(crate) fn release_in_background(&self) {
-        if self.state.released.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let released_at = Instant::now();
-        if self.check_owner {
-            self.client.delete_in_background(Job::Path {
-                path: self.acquired.path.clone(),
-                check: Check::Czxid(self.acquired.token),
-                session: self.acquired.owner,
-            });
-        } else {
-            self.client
-                .delete_unwaited(&self.acquired.path, self.acquired.owner);
-        }
-        self.state.ended(None, released_at);
-    }
-
     /// Deletes the node without reporting, waiting one short request at most (then the
     /// background takes over): what drop does.
     pub(crate) fn release_quietly(&self) {
@@ -429,7 +383,7 @@ pub(crate) fn fenced(nodes: &[&Holding], ops: &[Op]) -> Result<Vec<OpResult>> {
         });
     };
     for n in nodes {
-        if n.check_owner {
+        if n.kind.single() {
             return Err(Error::InvalidArgument {
                 name: "fenced write",
                 reason: format!(

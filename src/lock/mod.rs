@@ -13,7 +13,7 @@ mod unfair;
 
 pub(crate) use api::{boxed, guard_api, lock_api, Core, Part, Sealed};
 pub use api::{BoxedGuard, DynLock, ExclusiveLock, Guard, Lock};
-pub(crate) use holding::{fenced, Holding, OneNode, Role};
+pub(crate) use holding::{fenced, Holding, OneNode};
 pub use multi::{MultiLock, MultiLockGuard};
 pub use mutex::{Mutex, MutexGuard};
 pub(crate) use recipe::{recipe_options, Based, Recipe};

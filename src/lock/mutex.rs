@@ -5,8 +5,7 @@ use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
 use crate::error::Result;
-use crate::metrics::kind;
-use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
+use crate::queue::{self, Canceller, Kind, Participant, Rule, Wait};
 
 /// A fair, exclusive, non-re-entrant lock shared by every process that uses the same path.
 ///
@@ -65,12 +64,11 @@ impl Mutex {
     /// The lock's node, held (for the recipes built on this one).
     pub(crate) fn node(
         &self,
-        kind: &'static str,
+        kind: Kind,
         wait: Wait,
         cancel: &Canceller,
     ) -> Result<Option<Holding>> {
-        self.base
-            .queue(kind, names::LOCK, Rule::Exclusive, wait, cancel)
+        self.base.queue(kind, wait, cancel)
     }
 }
 
@@ -89,7 +87,7 @@ impl Lock for Mutex {
 
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<MutexGuard>> {
         Ok(self
-            .node(kind::MUTEX, wait, cancel)?
+            .node(Kind::Mutex, wait, cancel)?
             .map(|holding| MutexGuard { holding }))
     }
 

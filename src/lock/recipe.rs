@@ -5,8 +5,8 @@
 
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
-use crate::lock::{Holding, Role};
-use crate::queue::{self, names, Canceller, Rule, Spec, Wait};
+use crate::lock::Holding;
+use crate::queue::{self, names, Canceller, Kind, Spec, Wait};
 
 /// The base every recipe keeps: [`Mutex`](crate::Mutex), [`UnfairMutex`](crate::UnfairMutex),
 /// each side of an [`RwLock`](crate::RwLock), [`Semaphore`](crate::Semaphore) and
@@ -48,55 +48,29 @@ impl Recipe {
         acl.check_identity(self.client.has_identity(), &self.path)
     }
 
-    /// What the queue needs to queue us in `dir` (the recipe's path, or a directory under
-    /// it: a semaphore's `locks` and `leases`) with `marker` under `rule`, measured as
-    /// recipe `kind` (`crate::metrics::kind`).
-    pub(crate) fn spec<'a>(
-        &'a self,
-        kind: &'static str,
-        dir: &'a str,
-        marker: &'static str,
-        rule: Rule,
-    ) -> Spec<'a> {
-        Spec {
-            path: &self.path,
-            kind,
-            dir,
-            marker,
-            rule,
-            data: &self.data,
-            dir_data: b"",
-            acl: &self.acl,
-        }
+    /// What the queue needs to queue us, a recipe of `kind`, in `dir` (the recipe's path,
+    /// or a directory under it: a semaphore's `leases`).
+    pub(crate) fn spec<'a>(&'a self, kind: Kind, dir: &'a str) -> Spec<'a> {
+        Spec::new(kind, &self.path, dir, &self.data, &self.acl)
     }
 
-    /// Queues in the recipe's own directory and holds the node when its turn comes (measured
-    /// as recipe `kind`).
+    /// Queues in the recipe's own directory and holds the node when its turn comes.
     pub(crate) fn queue(
         &self,
-        kind: &'static str,
-        marker: &'static str,
-        rule: Rule,
+        kind: Kind,
         wait: Wait,
         cancel: &Canceller,
     ) -> Result<Option<Holding>> {
-        let spec = self.spec(kind, &self.path, marker, rule);
-        let role = if marker == names::LATCH {
-            Role::Election
-        } else {
-            Role::Lock
-        };
+        let spec = self.spec(kind, &self.path);
         Ok(queue::acquire(&self.client, &spec, wait, cancel)?
-            .map(|a| Holding::new(&self.client, a, role, false)))
+            .map(|a| Holding::new(&self.client, a, kind)))
     }
 
     /// Races for the single node at the recipe's path, whose data is `data` (unique to the
-    /// call: it tells our node from another's after a lost create reply); the node is a
-    /// `role` (an unfair lock's or election's), measured as `kind`.
+    /// call: it tells our node from another's after a lost create reply).
     pub(crate) fn single(
         &self,
-        kind: &'static str,
-        role: Role,
+        kind: Kind,
         data: &[u8],
         wait: Wait,
         cancel: &Canceller,
@@ -109,7 +83,7 @@ impl Recipe {
             wait,
             cancel,
         )?
-        .map(|a| Holding::new(&self.client, a, role, true)))
+        .map(|a| Holding::new(&self.client, a, kind)))
     }
 }
 

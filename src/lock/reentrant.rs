@@ -13,8 +13,7 @@ use super::Holding;
 use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, OneNode, Part, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::metrics::kind;
-use crate::queue::{Canceller, Participant, Wait};
+use crate::queue::{Canceller, Kind, Participant, Wait};
 
 /// Which threads of this process hold the lock, and how many times.
 type Owners = Arc<PlMutex<HashMap<ThreadId, (Arc<Holding>, usize)>>>;
@@ -102,7 +101,7 @@ impl ReentrantMutex {
             *count += 1;
             return Ok(Some(level(h.clone())));
         }
-        let Some(holding) = self.inner.node(kind::REENTRANT, wait, cancel)? else {
+        let Some(holding) = self.inner.node(Kind::Reentrant, wait, cancel)? else {
             return Ok(None);
         };
         let holding = Arc::new(holding);

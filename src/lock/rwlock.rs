@@ -5,8 +5,7 @@ use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
 use crate::error::Result;
-use crate::metrics::kind;
-use crate::queue::{self, names, Canceller, Participant, Rule, Wait};
+use crate::queue::{self, Canceller, Kind, Participant, Rule, Wait};
 
 /// A fair read/write lock: many readers at once, or one writer.
 ///
@@ -127,20 +126,10 @@ macro_rules! side {
             type Guard = $guard;
 
             fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<$guard>> {
-                let (marker, rule) = if $read {
-                    (names::READ, Rule::Read)
-                } else {
-                    (names::WRITE, Rule::Exclusive)
-                };
+                let kind = if $read { Kind::Read } else { Kind::Write };
                 Ok(self
                     .side
-                    .queue(
-                        if $read { kind::READ } else { kind::WRITE },
-                        marker,
-                        rule,
-                        wait,
-                        cancel,
-                    )?
+                    .queue(kind, wait, cancel)?
                     .map(|holding| $guard { holding }))
             }
 

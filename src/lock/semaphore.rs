@@ -1,22 +1,16 @@
 //! The counting semaphore and its permit, on Apache Curator's `InterProcessSemaphoreV2`
-//! protocol.
-
-use crate::error::escape;
-use crossbeam_channel::Receiver;
+//! protocol. Here only what is the semaphore's own: its count node, Curator's layout
+//! (`locks`, `leases`), `participants` and the guard; the queue takes the permit (a gated
+//! acquire: the internal lock is the gate, the lease waits by count, `queue/lease.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::recipe::{recipe_options, Recipe};
-use super::{guard_api, lock_api, Holding, Lock, Role, Sealed};
-use crate::client::{Client, Names};
-use crate::client::{EventType, WatchedEvent};
+use super::{guard_api, lock_api, Holding, Lock, Sealed};
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::metrics::kind;
-use crate::queue::{
-    self, names, Acquired, Attempt, Canceller, Count, News, Next, Participant, Queued, Rule,
-    SessionEvents, Wait, Wake,
-};
+use crate::queue::{self, names, Attempt, Canceller, Kind, Next, Participant, Rule, Wait};
 
 /// A counting semaphore: at most `permits` holders at once, shared with Apache Curator's
 /// `InterProcessSemaphoreV2` on the same path.
@@ -185,15 +179,14 @@ impl Semaphore {
     fn record(&self, cx: &mut Attempt<'_>) -> std::result::Result<(), Next> {
         let path = &self.base.path;
         let want = self.permits.to_string();
-        let done = |e: Error| Next::Done(Err(e));
         let mut rounds = 0;
         while !self.recorded.load(Ordering::Acquire) {
             rounds += 1;
             if rounds > 10 {
-                return Err(done(Error::InvalidArgument {
+                return Err(Next::Done(Err(Error::InvalidArgument {
                     name: "path",
                     reason: format!("{path} keeps changing; cannot record the permit count"),
-                }));
+                })));
             }
             let c = cx.checked(None)?;
             let step = match c.get_data(path) {
@@ -211,11 +204,11 @@ impl Semaphore {
             match step {
                 Ok(true) => self.recorded.store(true, Ordering::Release),
                 Ok(false) | Err(Error::BadVersion { .. }) | Err(Error::NoNode { .. }) => {}
-                Err(e) if e.is_connection_error() || matches!(e, Error::SessionExpired) => {
+                // Retried after a pause (trouble is no change of the node: not a round).
+                Err(e) => {
+                    cx.failed(e, false)?;
                     rounds -= 1;
-                    cx.pause();
                 }
-                Err(e) => return Err(done(e)),
             }
         }
         Ok(())
@@ -249,248 +242,19 @@ impl Semaphore {
         Ok(out)
     }
 
+    /// One permit call: [`record`](Semaphore::record) the count, then the queue's gated
+    /// acquire (the internal lock at `locks`, then the lease at `leases`: `queue/lease.rs`),
+    /// all in one acquire context.
     fn permit(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Permit>> {
-        // One call of several waits (the internal lock, the lease, again after a restart):
-        // a cancel between two of them must reach the next.
-        let call = canceller.call();
-        let cancel = call.canceller.register();
         let client = &self.base.client;
-        let events = SessionEvents::new(client);
-        let labeled = (self.base.path.as_str(), kind::SEMAPHORE);
-        // The whole call's context: its wait, and its end if it ends before a lease.
-        let mut whole = Attempt::new(client, labeled, wait, &cancel, &events.rx);
-        if let Err(Next::Done(end)) = self.record(&mut whole) {
-            return whole.end(end).map(|_| None);
-        }
-        loop {
-            let mut lock = match self.internal_lock(wait, &call.canceller) {
-                Ok(Some(lock)) => lock,
-                // Not past the internal lock's queue: the call ends there.
-                other => return whole.end(other.map(|_| None)).map(|_| None),
-            };
-            let mut cx = Attempt::new(client, labeled, wait, &cancel, &events.rx);
-            cx.began = whole.began;
-            match self.lease(&mut lock, &mut cx) {
-                Next::Restart => {
-                    log::info!(
-                        "zkguard: {}: session changed, lease or internal lock gone; queueing again",
-                        escape(&self.base.path)
-                    );
-                }
-                Next::Done(r) => {
-                    return cx.end(r).map(|a| {
-                        a.map(|a| Permit {
-                            holding: Holding::new(client, a, Role::Lease, false),
-                        })
-                    })
-                }
-            }
-        }
-    }
-
-    /// Takes the internal lock. A try that finds it taken says no at once only if no
-    /// permit is free (the holder waits for one); else the holder is taking a free permit
-    /// and lets go within a round trip or two, so the try waits for it, briefly.
-    fn internal_lock(&self, wait: Wait, cancel: &Canceller) -> Result<Option<InternalLock>> {
-        let (client, spec) = (
-            &self.base.client,
-            self.base.spec(
-                kind::SEMAPHORE_LOCK,
-                &self.locks,
-                names::LOCK,
-                Rule::Exclusive,
-            ),
-        );
-        let got = match wait {
-            Wait::Try => match queue::acquire(client, &spec, Wait::Try, cancel) {
-                Ok(None) if self.leases_now()? < self.permits as usize => {
-                    let brief = Wait::timeout(client.timeout());
-                    queue::acquire(client, &spec, brief, cancel)
-                }
-                r => r,
-            },
-            _ => queue::acquire(client, &spec, wait, cancel),
-        }?;
-        Ok(got.map(|node| InternalLock {
-            client: client.clone(),
-            node,
-            holding: None,
+        let spec = self
+            .base
+            .spec(Kind::Semaphore(self.permits), &self.leases)
+            .gated(&self.locks);
+        let got = queue::acquire_after(client, &spec, wait, canceller, |cx| self.record(cx))?;
+        Ok(got.map(|a| Permit {
+            holding: Holding::new(client, a, spec.kind),
         }))
-    }
-
-    /// How many leases exist now.
-    fn leases_now(&self) -> Result<usize> {
-        match self.base.client.get_children(&self.leases) {
-            Ok((names, _)) => Ok(names.len()),
-            Err(Error::NoNode { .. }) => Ok(0),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Holding the internal lock: creates our lease and waits until the leases are within
-    /// the permits.
-    fn lease<'a>(&'a self, lock: &mut InternalLock, cx: &mut Attempt<'a>) -> Next {
-        let client = &self.base.client;
-        let spec = self.base.spec(
-            kind::SEMAPHORE,
-            &self.leases,
-            names::LEASE,
-            Rule::Semaphore(self.permits),
-        );
-        let Queued {
-            mut at,
-            mut listing,
-        } = match queue::enqueue(cx, &spec) {
-            Ok(q) => q,
-            Err(next) => return next,
-        };
-        let Some(node) = at.node.clone() else {
-            return Next::Restart;
-        };
-        let me = names::base(&node.path).to_string();
-        let mut lock_lost: Option<Receiver<()>> = None;
-        // A listing leaves a watch on the lease list only when we are about to wait: a
-        // contender that gets in leaves no watch behind to be woken by later leases.
-        let mut watch: Option<Receiver<WatchedEvent>> = None;
-        cx.reset_backoff();
-        let mut want_watch = false;
-        loop {
-            if let Err(end) = cx.live(Some(node.owner)) {
-                return end;
-            }
-            let names = match listing.take() {
-                Some(names) => names,
-                None => match self.list_leases(cx, want_watch) {
-                    Ok(Some((names, w))) => {
-                        watch = w;
-                        names
-                    }
-                    Ok(None) => continue, // connection trouble, paused
-                    Err(end) => return end,
-                },
-            };
-            let leases = match names::order(&self.leases, names.iter()) {
-                Ok(q) => q,
-                Err(e) => return Next::Done(Err(e)),
-            };
-            match queue::lease_count(&leases, &me, self.permits) {
-                Count::Gone => {
-                    // Our lease is gone: deleted by someone, or its session ended.
-                    at.node = None;
-                    return Next::Restart;
-                }
-                Count::Permit if client.is_closing() => return Next::Done(Err(Error::Closed)),
-                Count::Permit => return Next::Done(Ok(at.take())),
-                Count::Wait => {}
-            }
-            if matches!(cx.wait, Wait::Try) {
-                return Next::Done(Ok(None));
-            }
-            let Some(w) = watch.take() else {
-                want_watch = true; // listed without a watch: list again, leaving one
-                continue;
-            };
-            want_watch = false;
-            let lost = lock_lost.get_or_insert_with(|| lock.lost());
-            if let Some(end) = self.await_leases(cx, &w, lost, node.owner) {
-                return end;
-            }
-        }
-    }
-
-    /// The lease list, with a watch on it if `want_watch`; `Ok(None)`: connection trouble
-    /// (after a pause), `Err`: the attempt ends so.
-    fn list_leases(
-        &self,
-        cx: &mut Attempt<'_>,
-        want_watch: bool,
-    ) -> std::result::Result<Option<Listed>, Next> {
-        let c = cx.bounded()?;
-        let listed = if want_watch {
-            c.list_w(&self.leases).map(|(names, w)| (names, Some(w)))
-        } else {
-            c.list(&self.leases).map(|names| (names, None))
-        };
-        match listed {
-            Ok(listed) => {
-                cx.reset_backoff();
-                Ok(Some(listed))
-            }
-            Err(e) if e.is_connection_error() => {
-                cx.pause();
-                Ok(None)
-            }
-            Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => Err(Next::Restart),
-            Err(e) => Err(Next::Done(Err(e))),
-        }
-    }
-
-    /// Waits, holding the internal lock, until a lease comes or goes or the connection
-    /// comes back (`None`: count again), or the attempt ends.
-    fn await_leases(
-        &self,
-        cx: &Attempt<'_>,
-        watch: &Receiver<WatchedEvent>,
-        lost: &Receiver<()>,
-        owner: i64,
-    ) -> Option<Next> {
-        loop {
-            return match cx.wake(&[watch], Some(lost), None) {
-                Wake::Watch(_, ev) => match ev.map(|e| e.event_type) {
-                    Ok(EventType::Closed) => Some(Next::Done(Err(Error::Closed))),
-                    Ok(EventType::SessionLost) => Some(Next::Restart),
-                    _ => None, // a lease came or went: count again
-                },
-                Wake::Lost => {
-                    log::info!(
-                        "zkguard: {}: internal lock lost while waiting for a permit",
-                        escape(&self.base.path)
-                    );
-                    Some(Next::Restart)
-                }
-                Wake::Session(ev) => match News::of(ev, owner) {
-                    News::Wait => continue,
-                    News::Relist => None, // count again
-                    News::Restart => Some(Next::Restart),
-                    News::Closed => Some(Next::Done(Err(Error::Closed))),
-                },
-                Wake::Cancel => Some(cx.cancelled()),
-                Wake::Deadline | Wake::Tick => Some(Next::Done(Ok(None))),
-            };
-        }
-    }
-}
-
-/// A listing of the leases, with the watch it left if one was asked for.
-type Listed = (Names, Option<Receiver<WatchedEvent>>);
-
-/// The semaphore's internal lock while we hold it. Dropping it lets go in the background,
-/// off the caller's path: the acquire returns as soon as its lease is counted.
-struct InternalLock {
-    client: Client,
-    node: Acquired,
-    /// Set once we wait with the lock: it watches our node and the session.
-    holding: Option<Holding>,
-}
-
-impl InternalLock {
-    /// A receiver that fires if the lock is lost (our node deleted, our session gone).
-    fn lost(&mut self) -> Receiver<()> {
-        let (client, node) = (&self.client, &self.node);
-        self.holding
-            .get_or_insert_with(|| Holding::new(client, node.clone(), Role::Lock, false))
-            .lost()
-    }
-}
-
-impl Drop for InternalLock {
-    fn drop(&mut self) {
-        match self.holding.take() {
-            Some(h) => h.release_in_background(),
-            None => self
-                .client
-                .delete_unwaited(&self.node.path, self.node.owner),
-        }
     }
 }
 

@@ -1,12 +1,11 @@
 //! The unfair single-node lock and its guard.
 
 use super::recipe::{recipe_options, Recipe};
+use super::Holding;
 use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
-use super::{Holding, Role};
 use crate::client::Client;
 use crate::error::Result;
-use crate::metrics::kind;
-use crate::queue::{self, names, Canceller, Participant, Wait};
+use crate::queue::{self, names, Canceller, Kind, Participant, Wait};
 
 /// The simplest lock: one ephemeral node at `path` whose data is a unique owner id.
 ///
@@ -81,7 +80,7 @@ impl Lock for UnfairMutex {
         let id = uuid::Uuid::new_v4().to_string();
         Ok(self
             .base
-            .single(kind::UNFAIR, Role::Lock, id.as_bytes(), wait, cancel)?
+            .single(Kind::Unfair, id.as_bytes(), wait, cancel)?
             .map(|holding| UnfairMutexGuard { holding }))
     }
 

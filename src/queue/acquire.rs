@@ -23,18 +23,24 @@
 //! 6. On every way out that is not success, our node is deleted (in the background if the
 //!    connection is in trouble).
 //!
+//! A gated recipe (the semaphore: `lease.rs`) runs these steps in its gate's queue first,
+//! then, holding the gate, step 1 for its own node, whose turn is counted by the
+//! [`Lease`] instead of steps 2 to 5.
+//!
 //! Here: the caller's side ([`acquire`], restarting attempts) and the listing of
 //! [`participants`]. Step 1 (and 6) is [`enqueue`] in `enqueue.rs`; steps 2 to 5 are the
-//! [`Waiter`] in `waiter.rs`, whose steps (list, arm, wait) each return the next. Both
-//! run in one [`Attempt`] (`attempt.rs`: the call's client, wait, deadline, cancel, session
-//! events and back-off, with the checks at the top of every round), as do the single node
-//! (`single.rs`) and the semaphore's lease loop. Every wait, step 5's and a pause after
+//! [`Waiter`] in `waiter.rs`, whose steps (list, arm, wait) each return the next. All of
+//! them run in the call's one [`Attempt`] (`attempt.rs`: the call's client, wait, deadline,
+//! cancel, session events and back-off, with the checks at the top of every round, and the
+//! one rule for a request's error), as does the single node (`single.rs`). Every wait, step 5's and a pause after
 //! connection trouble alike (and the other loops' that wait on ZooKeeper: the single
-//! node's, the semaphore's, a leader's), goes through one [`wake`](super::wake::wake).
+//! node's, the lease phase's, a leader's), goes through one [`wake`](super::wake::wake).
 
 use super::attempt::{Attempt, Next, SessionEvents, Spec, Wait};
+use super::cancel::Canceller;
 use super::enqueue::enqueue;
-use super::held::{Acquired, Canceller, Participant};
+use super::held::{Acquired, Participant};
+use super::lease::{Gate, Lease};
 use super::names;
 use super::rules::Rule;
 use super::waiter::Waiter;
@@ -42,23 +48,39 @@ use crate::client::Client;
 use crate::error::escape;
 use crate::error::{Error, Result};
 
-/// Acquires a place at the head of the queue per `spec.rule`. `Ok(None)`: not acquired
-/// within `wait` (nothing left behind).
+/// Acquires a place at the head of the queue per `spec.rule` (behind its gate, if it has
+/// one: see `lease.rs`). `Ok(None)`: not acquired within `wait` (nothing left behind).
 pub(crate) fn acquire(
     client: &Client,
     spec: &Spec<'_>,
     wait: Wait,
     canceller: &Canceller,
 ) -> Result<Option<Acquired>> {
+    acquire_after(client, spec, wait, canceller, |_| Ok(()))
+}
+
+/// [`acquire`], with `first` run in the call's context before its first attempt (a
+/// semaphore records its permit count there): the call's wait, deadline, cancel and
+/// measurements cover it too. `first`'s `Err(Next::Done(..))` ends the call so.
+pub(crate) fn acquire_after(
+    client: &Client,
+    spec: &Spec<'_>,
+    wait: Wait,
+    canceller: &Canceller,
+    first: impl FnOnce(&mut Attempt<'_>) -> std::result::Result<(), Next>,
+) -> Result<Option<Acquired>> {
     let cancel = canceller.register();
     let events = SessionEvents::new(client);
     let mut cx = Attempt::new(client, (spec.path, spec.kind), wait, &cancel, &events.rx);
+    if let Err(Next::Done(r)) = first(&mut cx) {
+        return cx.end(r);
+    }
     loop {
         match attempt(&mut cx, spec) {
             Next::Restart => {
                 log::info!(
                     "zkguard: {}: session changed or node vanished; queueing again",
-                    escape(spec.dir)
+                    escape(spec.path)
                 );
                 continue;
             }
@@ -67,8 +89,25 @@ pub(crate) fn acquire(
     }
 }
 
-/// One attempt: our node (phase 1, [`enqueue`]), then our turn (phase 2, a [`Waiter`]).
+/// One attempt: our node (phase 1, [`enqueue`]), then our turn (phase 2, a [`Waiter`]);
+/// for a gated recipe, first the gate's queue the same way, then, holding the gate, our
+/// node and its count (the [`Lease`]).
 fn attempt<'a>(cx: &mut Attempt<'a>, spec: &Spec<'a>) -> Next {
+    let Some(gate) = spec.gate_queue() else {
+        return queue_in(cx, spec);
+    };
+    let gate = match queue_in(cx, &gate) {
+        Next::Done(Ok(Some(node))) => Gate::new(cx.client, node),
+        end => return end,
+    };
+    match enqueue(cx, spec) {
+        Ok(queued) => Lease::new(cx, spec, queued, gate).run(),
+        Err(next) => next,
+    }
+}
+
+/// Our node in `spec`'s queue until its turn: [`enqueue`], then a [`Waiter`].
+fn queue_in<'a>(cx: &mut Attempt<'a>, spec: &Spec<'a>) -> Next {
     match enqueue(cx, spec) {
         Ok(queued) => match Waiter::new(cx, spec, queued) {
             Some(waiter) => waiter.run(),

@@ -1,6 +1,6 @@
 //! The context of one acquire call, shared by every acquire loop: the queue's two phases
 //! ([`enqueue`](super::enqueue) and the [`Waiter`](super::waiter::Waiter)), the single node
-//! (`single.rs`) and the semaphore's lease loop (`lock/semaphore.rs`). An [`Attempt`]
+//! (`single.rs`) and the lease phase behind a gate (`lease.rs`). An [`Attempt`]
 //! carries the client, the path errors name, the caller's [`Wait`] and deadline, the cancel
 //! and session-event receivers and the back-off of requests that met connection trouble;
 //! its methods are the checks every loop makes at the top of a round ([`Attempt::checked`]),
@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::held::{Acquired, CancelWait, QueueEvent};
+use super::cancel::{CancelWait, QueueEvent};
+use super::held::Acquired;
+use super::kind::Kind;
+use super::names;
 use super::rules::Rule;
 use super::wake::{wake, Wake};
 use crate::backoff::Backoff;
@@ -22,25 +25,77 @@ use crate::client::{NodeAcl, SessionEvent, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::metrics::{Labels, Outcome};
 
-/// What a recipe asks the queue for.
+/// What a recipe asks the queue for: its [`Kind`] (from which its node names and its rule
+/// come), where it queues, and what its nodes carry. Every sequential recipe differs from
+/// the others only in this.
+#[derive(Clone, Copy)]
 pub(crate) struct Spec<'a> {
     /// The recipe's own path, the one its errors name (a semaphore queues in directories
     /// under its path; its caller knows only the path).
     pub path: &'a str,
-    /// The recipe's kind, the `kind` label of its measurements (`crate::metrics::kind`).
-    pub kind: &'static str,
-    /// The lock directory.
+    pub kind: Kind,
+    /// The directory our node queues in (a semaphore's: its `leases`).
     pub dir: &'a str,
-    /// The node-name marker (`lock-`, `__READ__`, …).
+    /// The node-name marker (`lock-`, `__READ__`, …): the kind's, but for a gate's queue.
     pub marker: &'static str,
+    /// Which node blocks ours: the kind's, but for a gate's queue.
     pub rule: Rule,
+    /// The queue taken before `dir` and held while our node waits there: a semaphore's
+    /// internal lock (`locks`, Curator's layout); `None` for every other recipe. See
+    /// `lease.rs`.
+    pub gate: Option<&'a str>,
+    /// In a gate's own queue, the directory its head queues in next (a semaphore's
+    /// `leases`): a try blocked at the gate waits for it while a permit is free there.
+    pub then: Option<&'a str>,
     /// Our node's data.
     pub data: &'a [u8],
-    /// Data of the directory node if this call has to create it (the semaphore's permits).
-    pub dir_data: &'a [u8],
     /// The ACL of every node this call creates: ours, the directory and its parents. One
     /// that keeps others out also has the directory checked (`tenancy.rs`).
     pub acl: &'a NodeAcl,
+}
+
+impl<'a> Spec<'a> {
+    /// A recipe of `kind` at `path` queueing in `dir`, its nodes carrying `data` with `acl`.
+    pub(crate) fn new(
+        kind: Kind,
+        path: &'a str,
+        dir: &'a str,
+        data: &'a [u8],
+        acl: &'a NodeAcl,
+    ) -> Spec<'a> {
+        Spec {
+            path,
+            kind,
+            dir,
+            marker: kind.marker(),
+            rule: kind.rule(),
+            gate: None,
+            then: None,
+            data,
+            acl,
+        }
+    }
+
+    /// With a gate: the queue in `gate` is taken first (a semaphore's internal lock).
+    pub(crate) fn gated(self, gate: &'a str) -> Spec<'a> {
+        Spec {
+            gate: Some(gate),
+            ..self
+        }
+    }
+
+    /// The gate's own queue: an exclusive lock (Curator's `InterProcessMutex` nodes) in the
+    /// gate's directory, whose head goes on to `self.dir`.
+    pub(crate) fn gate_queue(&self) -> Option<Spec<'a>> {
+        Some(Spec {
+            dir: self.gate?,
+            marker: names::LOCK,
+            rule: Rule::Exclusive,
+            gate: None,
+            then: Some(self.dir),
+            ..*self
+        })
+    }
 }
 
 /// How long an acquire may wait. (`pub` only to appear in `Lock`'s hidden method; the
@@ -83,6 +138,43 @@ pub(crate) enum Next {
     Done(Result<Option<Acquired>>),
 }
 
+/// What an error of a request means to a waiting loop: the one rule of every acquire loop
+/// (enqueue's create, its lost-reply recovery and its directory check; the `Waiter`'s
+/// listing and watches; the lease phase's listing; the single node's race and wait; the
+/// semaphore's count record). [`Attempt::failed`] applies it.
+///
+/// The one difference between loops is intended and is its input, `holds`: whether the
+/// loop has a node made in a session it depends on. For such a loop (the `Waiter`, the
+/// lease phase, the directory check behind a create) the end of that session, or of the
+/// directory its node is in (`NoNode`), means the node is gone: the attempt starts over
+/// with a new node. For a loop with no node yet (a create, its recovery, the single node,
+/// the count record) an expired session is only connection trouble: the next session
+/// comes, and the request is made again in it. Errors a loop expects as an answer (a
+/// create's `NoNode` for a missing parent, `NodeExists`, a `BadVersion` of the count
+/// record, the single node's `NoNode`) are its own and never reach the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The request's outcome is unknown (connection trouble, or a session that expired
+    /// under a loop with no node): pause, then try again.
+    Retry,
+    /// Our node is gone, or the session it was made in: start over with a new node.
+    Restart,
+    /// The call ends with the error.
+    Fail,
+}
+
+impl Verdict {
+    /// The verdict on `e` for a loop that `holds` a node of its session, or not yet.
+    pub(crate) fn of(e: &Error, holds: bool) -> Verdict {
+        match e {
+            e if e.is_connection_error() => Verdict::Retry,
+            Error::SessionExpired if !holds => Verdict::Retry,
+            Error::SessionExpired | Error::NoNode { .. } if holds => Verdict::Restart,
+            _ => Verdict::Fail,
+        }
+    }
+}
+
 /// One acquire call's context: what every round of its loops checks, pauses and waits on.
 pub(crate) struct Attempt<'a> {
     pub client: &'a Client,
@@ -98,7 +190,7 @@ pub(crate) struct Attempt<'a> {
     /// What the call's measurements are labeled with.
     labels: Arc<Labels>,
     /// When the call began (its wait is measured from here).
-    pub began: Instant,
+    began: Instant,
     /// Whether the call has a node in a queue (counted in the waiters gauge).
     queued: bool,
     /// The place in line last told (`QueueEvent::Position`).
@@ -111,7 +203,7 @@ impl<'a> Attempt<'a> {
     /// The context of an acquire of recipe `kind` at `path`.
     pub(crate) fn new(
         client: &'a Client,
-        (path, kind): (&'a str, &'static str),
+        (path, kind): (&'a str, Kind),
         wait: Wait,
         cancel: &'a CancelWait,
         events: &'a Receiver<SessionEvent>,
@@ -124,7 +216,11 @@ impl<'a> Attempt<'a> {
             cancel,
             events,
             backoff: retry_backoff(),
-            labels: Arc::new(Labels::new(client.meter(), kind, path)),
+            labels: Arc::new(Labels::new(
+                client.meter(),
+                (kind.label(), kind.leads()),
+                path,
+            )),
             began: Instant::now(),
             queued: false,
             ahead: None,
@@ -231,6 +327,20 @@ impl<'a> Attempt<'a> {
         })
     }
 
+    /// A request of a loop failed with `e`: [`Verdict::of`] says what that means (`holds`:
+    /// whether the loop has a node of its session). `Ok`: retry, after a pause; `Err`: the
+    /// attempt ends so.
+    pub(crate) fn failed(&mut self, e: Error, holds: bool) -> std::result::Result<(), Next> {
+        match Verdict::of(&e, holds) {
+            Verdict::Retry => {
+                self.pause();
+                Ok(())
+            }
+            Verdict::Restart => Err(Next::Restart),
+            Verdict::Fail => Err(Next::Done(Err(e))),
+        }
+    }
+
     /// The attempt ends cancelled.
     pub(crate) fn cancelled(&self) -> Next {
         Next::Done(Err(Error::cancelled(self.path)))
@@ -245,20 +355,14 @@ impl<'a> Attempt<'a> {
     /// deadline, or the back-off's next pause.
     pub(crate) fn pause(&mut self) {
         let until = Instant::now() + self.backoff.next_pause();
-        let _ = self.wake(&[], None, Some(until));
+        let _ = self.wake(&[], Some(until));
     }
 
-    /// [`wake`] on `watches` (and `lost`), the session's events, a cancel, the deadline and
-    /// `tick`.
-    pub(crate) fn wake(
-        &self,
-        watches: &[&Receiver<WatchedEvent>],
-        lost: Option<&Receiver<()>>,
-        tick: Option<Instant>,
-    ) -> Wake {
+    /// [`wake`] on `watches`, the session's events, a cancel, the deadline and `tick`.
+    pub(crate) fn wake(&self, watches: &[&Receiver<WatchedEvent>], tick: Option<Instant>) -> Wake {
         wake(
             watches,
-            lost,
+            None,
             self.events,
             &self.cancel.rx,
             self.deadline,
@@ -349,8 +453,39 @@ impl News {
 
 #[cfg(test)]
 mod tests {
-    use super::News;
+    use super::{News, Verdict};
     use crate::client::{LossReason, SessionEvent};
+    use crate::error::Error;
+
+    #[test]
+    fn connection_trouble_is_retried_by_every_loop() {
+        let e = Error::ConnectionLoss;
+        assert_eq!(Verdict::of(&e, true), Verdict::Retry);
+        assert_eq!(Verdict::of(&e, false), Verdict::Retry);
+    }
+
+    #[test]
+    fn an_expired_session_restarts_a_loop_with_a_node_and_is_retried_by_one_without() {
+        assert_eq!(Verdict::of(&Error::SessionExpired, true), Verdict::Restart);
+        assert_eq!(Verdict::of(&Error::SessionExpired, false), Verdict::Retry);
+    }
+
+    #[test]
+    fn a_missing_node_restarts_a_loop_with_a_node_and_ends_one_without() {
+        let e = Error::NoNode { path: "/d".into() };
+        assert_eq!(Verdict::of(&e, true), Verdict::Restart);
+        assert_eq!(Verdict::of(&e, false), Verdict::Fail);
+    }
+
+    #[test]
+    fn any_other_error_ends_the_call() {
+        let e = Error::NoAuth {
+            path: "/d".into(),
+            op: "create",
+        };
+        assert_eq!(Verdict::of(&e, true), Verdict::Fail);
+        assert_eq!(Verdict::of(&Error::Closed, false), Verdict::Fail);
+    }
 
     const OURS: i64 = 7;
     const OTHER: i64 = 9;

@@ -46,12 +46,16 @@ impl OwnNode<'_> {
                 }
                 self.maybe_created = false;
                 self.node = found;
+                Ok(())
             }
-            Err(e) if e.is_connection_error() => cx.pause(),
-            Err(Error::SessionExpired) => self.maybe_created = false,
-            Err(e) => return Err(Next::Done(Err(e))),
+            Err(e) => {
+                // A node the lost create made went with its session.
+                if e == Error::SessionExpired {
+                    self.maybe_created = false;
+                }
+                cx.failed(e, false)
+            }
         }
-        Ok(())
     }
 }
 
@@ -143,18 +147,14 @@ pub(crate) fn enqueue<'a, 's: 'a>(
             }
             Err(Error::NoNode { .. }) if parent_tries < 10 => {
                 parent_tries += 1;
-                match create_dir(&c, spec.dir, spec.dir_data, spec.acl.entries()) {
-                    Ok(()) => {}
-                    Err(e) if e.is_connection_error() || e == Error::SessionExpired => {}
-                    Err(e) => return Err(Next::Done(Err(e))),
+                if let Err(e) = create_dir(&c, spec.dir, b"", spec.acl.entries()) {
+                    cx.failed(e, false)?;
                 }
             }
-            Err(e) if e.is_connection_error() => {
-                at.maybe_created = true;
-                cx.pause();
+            Err(e) => {
+                at.maybe_created = e.is_connection_error();
+                cx.failed(e, false)?;
             }
-            Err(Error::SessionExpired) => {}
-            Err(e) => return Err(Next::Done(Err(e))),
         }
     }
     let judged_before = |stat: &Stat| client.tenancy().trusted(spec.dir, spec.acl, stat);
@@ -197,13 +197,12 @@ fn trusted(
                 cx.client.tenancy().record(spec.dir, spec.acl, &stat);
                 return Ok(());
             }
-            Err(e) if e.is_connection_error() => cx.pause(),
-            Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => return Err(Next::Restart),
+            // Not our node at our path: not ours to delete.
             Err(e @ Error::NotOurNode { .. }) => {
                 at.take();
                 return Err(Next::Done(Err(e)));
             }
-            Err(e) => return Err(Next::Done(Err(e))),
+            Err(e) => cx.failed(e, true)?,
         }
     }
 }
@@ -234,8 +233,8 @@ fn find_by_uuid(c: &Client, spec: &Spec<'_>, uuid: &str) -> Result<Option<Acquir
 }
 
 /// Creates every missing ancestor of `dir` as a container node, and `dir` itself as a
-/// container, or, when it has data to keep (a semaphore's permit count, which must outlive
-/// idle periods), as a persistent node. Each created node gets `acl`; an existing one is
+/// container, or, when it has data to keep (`dir_data`: a semaphore's permit count, which
+/// must outlive idle periods), as a persistent node. Each created node gets `acl`; an existing one is
 /// left as it is.
 ///
 /// `dir` is created first: its parent usually exists, and then that is the one request

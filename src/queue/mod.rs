@@ -1,10 +1,14 @@
 //! The ordered queue of contenders: one algorithm under every sequential recipe. A recipe
-//! picks node names (a marker) and a blocker rule; the rest is here.
+//! gives its [`Kind`] (from which its node names and blocker rule come), its directory,
+//! and for the semaphore a gate; the rest is here.
 
 mod acquire;
 mod attempt;
+mod cancel;
 mod enqueue;
 mod held;
+mod kind;
+mod lease;
 #[cfg(test)]
 mod model;
 pub(crate) mod names;
@@ -14,13 +18,15 @@ mod tenancy;
 mod waiter;
 mod wake;
 
-pub(crate) use acquire::{acquire, participants};
-pub(crate) use attempt::{Attempt, News, Next, SessionEvents, Spec, Wait};
-pub(crate) use enqueue::{create_dir, enqueue, Queued};
+pub(crate) use acquire::{acquire, acquire_after, participants};
+pub(crate) use attempt::{Attempt, Next, SessionEvents, Spec, Wait};
+pub use cancel::{Canceller, QueueEvent};
+pub(crate) use enqueue::create_dir;
+pub use held::Participant;
 pub(crate) use held::{token_of, Acquired};
-pub use held::{Canceller, Participant, QueueEvent};
+pub(crate) use kind::Kind;
 pub use names::DIRECTORY_MARKER;
-pub(crate) use rules::{lease_count, Count, Rule};
+pub(crate) use rules::Rule;
 pub(crate) use single::{acquire as single, holder as single_holder};
 pub(crate) use wake::{wake, Wake};
 

@@ -140,13 +140,7 @@ pub(crate) fn parent(path: &str) -> &str {
 
 /// Default node data: which host and process holds or waits.
 pub(crate) fn default_data() -> Vec<u8> {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".into());
-    format!("{host} pid {}", std::process::id()).into_bytes()
+    crate::host::host_id().into_bytes()
 }
 
 #[cfg(test)]

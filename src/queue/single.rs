@@ -8,9 +8,11 @@
 
 use std::time::Instant;
 
-use super::attempt::{Attempt, Next, SessionEvents, Wait};
+use super::attempt::{Attempt, Next, SessionEvents, Verdict, Wait};
+use super::cancel::Canceller;
 use super::enqueue::create_dir;
-use super::held::{Acquired, Canceller};
+use super::held::Acquired;
+use super::kind::Kind;
 use super::wake::Wake;
 use super::{names, tenancy};
 use crate::client::{Check, Client, Job};
@@ -22,7 +24,7 @@ use crate::error::{escape, Error, Result};
 /// nothing left behind.
 pub(crate) fn acquire(
     client: &Client,
-    (path, kind): (&str, &'static str),
+    (path, kind): (&str, Kind),
     data: &[u8],
     acl: &NodeAcl,
     wait: Wait,
@@ -60,12 +62,10 @@ fn race(
     loop {
         let c = match cx.checked(None) {
             Ok(c) => c,
-            Err(Next::Done(r)) => {
+            Err(end) => {
                 give_up(unsure, session);
-                return r;
+                return done(end);
             }
-            // Only a loop whose node has an owner session restarts.
-            Err(Next::Restart) => continue,
         };
         session = client.session_id();
         let tried = try_once(&c.pinned(session), path, data, acl);
@@ -74,24 +74,34 @@ fn race(
             Ok(Some(a)) => return Ok(Some(a)),
             Ok(None) if matches!(wait, Wait::Try) => return Ok(None),
             Ok(None) => cx.reset_backoff(),
-            Err(e) if trouble(&e) => {
-                cx.pause();
-                continue;
-            }
-            Err(e) => {
-                give_up(unsure, session);
-                return Err(e);
-            }
+            Err(e) => match cx.failed(e, false) {
+                Ok(()) => continue,
+                Err(end) => {
+                    give_up(unsure, session);
+                    return done(end);
+                }
+            },
         }
         // Held by someone else: wait for it to go, then race again.
         await_release(cx, &c, path)?;
     }
 }
 
+/// How the race ends: a loop with no node of its session never restarts (its verdicts,
+/// [`Verdict::of`] with `holds` false, are retry or fail), so a restart is only a retry
+/// that came out of time.
+fn done(end: Next) -> Result<Option<Acquired>> {
+    match end {
+        Next::Done(r) => r,
+        Next::Restart => Ok(None),
+    }
+}
+
 /// Whether a request's error leaves its outcome unknown (connection trouble, or a session
 /// that expired under it): the race goes on after a pause, and a create may have happened.
+/// The waiting loops' one rule ([`Verdict::of`]) for a loop with no node yet.
 pub(super) fn trouble(e: &Error) -> bool {
-    e.is_connection_error() || *e == Error::SessionExpired
+    Verdict::of(e, false) == Verdict::Retry
 }
 
 /// Whose the node at the path is, by a read of it: its data `read`, its ephemeral owner
@@ -133,16 +143,22 @@ fn await_release(cx: &mut Attempt<'_>, c: &Client, path: &str) -> Result<()> {
     let watch = match c.get_data_w(path) {
         Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
         Ok((_, _, w)) => w,
+        // Gone already: race again.
         Err(Error::NoNode { .. }) => return Ok(()),
-        Err(e) if trouble(&e) => return Ok(()),
-        Err(e) => return Err(e),
+        // Paused after trouble: race again.
+        Err(e) => {
+            return match cx.failed(e, false) {
+                Err(Next::Done(Err(e))) => Err(e),
+                _ => Ok(()),
+            }
+        }
     };
     // Without a deadline, a slow re-check every session timeout.
     let tick = cx
         .deadline
         .is_none()
         .then(|| Instant::now() + cx.client.session_timeout());
-    if waited(cx.wake(&[&watch], None, tick), path)? {
+    if waited(cx.wake(&[&watch], tick), path)? {
         cx.heard_release(true);
     }
     Ok(())

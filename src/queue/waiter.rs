@@ -13,6 +13,7 @@ use decide::{heard, listed, Heard, Listed, Slot, Then, View, Watches, BLOCKER};
 use super::attempt::{Attempt, News, Next, Spec, Wait};
 use super::enqueue::{OwnNode, Queued};
 use super::held::Acquired;
+use super::lease;
 use super::names;
 use super::wake::Wake;
 use crate::client::{Client, Names};
@@ -96,10 +97,13 @@ impl<'a, 's> Waiter<'a, 's> {
         }
     }
 
-    /// Connection trouble: a pause, then a new round.
-    fn trouble(&mut self) -> Step {
-        self.cx.pause();
-        Step::List
+    /// A request failed: a new round after a pause, or the end ([`Attempt::failed`]: our
+    /// node's session or directory gone starts over).
+    fn failed(&mut self, e: Error) -> Step {
+        match self.cx.failed(e, true) {
+            Ok(()) => Step::List,
+            Err(end) => Step::End(end),
+        }
     }
 
     /// Our node is gone: deleted by someone, or its session ended.
@@ -115,11 +119,7 @@ impl<'a, 's> Waiter<'a, 's> {
             Some(n) => n,
             None => match c.list(self.spec.dir) {
                 Ok(n) => n,
-                Err(e) if e.is_connection_error() => return self.trouble(),
-                Err(Error::SessionExpired) | Err(Error::NoNode { .. }) => {
-                    return Step::End(Next::Restart)
-                }
-                Err(e) => return Step::End(Next::Done(Err(e))),
+                Err(e) => return self.failed(e),
             },
         };
         match listed(self.spec.dir, self.spec.rule, names.iter(), &self.me) {
@@ -132,7 +132,11 @@ impl<'a, 's> Waiter<'a, 's> {
             Ok(Listed::Waits(ahead, v)) => {
                 self.cx.position(&self.node.path, ahead);
                 match self.cx.wait {
-                    Wait::Try => Step::End(Next::Done(Ok(None))),
+                    Wait::Try => match lease::try_waits(c, self.spec) {
+                        Ok(true) => Step::Arm(v),
+                        Ok(false) => Step::End(Next::Done(Ok(None))),
+                        Err(e) => self.failed(e),
+                    },
                     _ => Step::Arm(v),
                 }
             }
@@ -147,9 +151,7 @@ impl<'a, 's> Waiter<'a, 's> {
                 self.cx.reset_backoff();
                 gone
             }
-            Err(e) if e.is_connection_error() => return self.trouble(),
-            Err(Error::SessionExpired) => return Step::End(Next::Restart),
-            Err(e) => return Step::End(Next::Done(Err(e))),
+            Err(e) => return self.failed(e),
         };
         match self.watching.after_arm(&v, &gone) {
             Then::Vanished => self.vanished(),
@@ -169,7 +171,7 @@ impl<'a, 's> Waiter<'a, 's> {
         let own = self.watching.receiver(&self.node.path);
         let tick = Some(Instant::now() + self.tick);
         loop {
-            let woken = self.cx.wake(&[&blocker, &next, &own], None, tick);
+            let woken = self.cx.wake(&[&blocker, &next, &own], tick);
             let (i, ev) = match woken {
                 Wake::Watch(i, ev) => (i, ev),
                 Wake::Session(ev) => match News::of(ev, self.node.owner) {
@@ -180,7 +182,7 @@ impl<'a, 's> Waiter<'a, 's> {
                 },
                 Wake::Cancel => return Step::End(self.cx.cancelled()),
                 Wake::Deadline => return Step::End(Next::Done(Ok(None))),
-                Wake::Tick | Wake::Lost => return Step::List, // the slow re-check
+                Wake::Tick | Wake::Lost => return Step::List, // the slow re-check (no `lost` given)
             };
             let heard = heard(ev);
             self.cx

@@ -6,7 +6,7 @@
 //! # What is the library's own code
 //!
 //! The candidate's phase and every transition of its table are the library's
-//! [`Machine`] (`term.rs`), over the model's [`TermNode`] (a node number and its session):
+//! [`Machine`] (`machine.rs`), over the model's [`TermNode`] (a node number and its session):
 //! `begin`, `restore`, `finish`, `resign`, `stop`, `end` and `on_session` (what a session
 //! event means to the phase, and whether it cancels the election's waits). The thread's
 //! decisions are the library's functions: `elected` (what the election's outcome means),
@@ -34,7 +34,7 @@
 
 use std::fmt::Write as _;
 
-use super::term::{Machine, Phase, TermNode};
+use super::machine::{Machine, Phase, TermNode};
 use super::LeaderEvent;
 use crate::client::{LossReason, SessionEvent};
 use crate::error::Error;
@@ -43,12 +43,12 @@ use crate::queue::Wake;
 
 /// A term's node in the model: its sequence number (the token) and its session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Term {
+struct ModelNode {
     seq: u8,
     owner: u8,
 }
 
-impl TermNode for Term {
+impl TermNode for ModelNode {
     fn same(&self, other: &Self) -> bool {
         self == other
     }
@@ -68,7 +68,7 @@ enum Thread {
     /// In `elect`, its node made or not yet.
     Electing(Option<u8>),
     /// In `lead`, waiting on its wake-ups.
-    Leading(Term),
+    Leading(ModelNode),
     /// `run` returned.
     Ended,
 }
@@ -105,7 +105,7 @@ struct Cand {
     /// The loss clock ran out for `sid`.
     clock_out: bool,
     /// The library's phase machine.
-    m: Machine<Term>,
+    m: Machine<ModelNode>,
     thread: Thread,
     /// The leader's session events (`lead` subscribes as it begins).
     events: Vec<Ev>,
@@ -134,7 +134,7 @@ impl Cand {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct State {
+struct World {
     /// The election's nodes (sequence, session), in order.
     nodes: Vec<(u8, u8)>,
     next_seq: u8,
@@ -202,7 +202,7 @@ const NO_EVENT_AFTER_STOP: &str = "no event after stop";
 const LEADER_LIVENESS: &str =
     "liveness: while candidates remain, progress steps alone elect a valid leader";
 
-impl State {
+impl World {
     fn node(&self, seq: u8) -> Option<(u8, u8)> {
         self.nodes.iter().copied().find(|n| n.0 == seq)
     }
@@ -234,7 +234,7 @@ impl State {
 
     /// `Holding::release` / `release_quietly` of node `t`: deleted now if connected in its
     /// session, in the background if only the link is down, left to the server otherwise.
-    fn release(&mut self, p: usize, t: Term) {
+    fn release(&mut self, p: usize, t: ModelNode) {
         let c = &mut self.cands[p];
         if c.sid != t.owner || c.clock_out {
             return;
@@ -252,7 +252,7 @@ impl State {
     }
 
     /// `lead`'s end of a lost term: `finish`, then the node released.
-    fn finish(&mut self, p: usize, t: Term, requeue: bool) {
+    fn finish(&mut self, p: usize, t: ModelNode, requeue: bool) {
         let mut out = Vec::new();
         let finished = self.cands[p].m.finish(&t, &mut out);
         self.said(p, &out);
@@ -268,10 +268,10 @@ impl State {
 }
 
 impl Model for Candidates {
-    type State = State;
+    type State = World;
     type Action = Action;
 
-    fn init(&self) -> Vec<State> {
+    fn init(&self) -> Vec<World> {
         let cands = (0..self.n)
             .map(|i| {
                 let mut m = Machine::new();
@@ -292,7 +292,7 @@ impl Model for Candidates {
                 }
             })
             .collect();
-        vec![State {
+        vec![World {
             nodes: Vec::new(),
             next_seq: 0,
             next_sid: self.n as u8,
@@ -303,7 +303,7 @@ impl Model for Candidates {
         }]
     }
 
-    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+    fn actions(&self, s: &World, out: &mut Vec<Action>) {
         for p in 0..s.cands.len() {
             self.proc_actions(s, p, out);
         }
@@ -317,7 +317,7 @@ impl Model for Candidates {
         }
     }
 
-    fn next(&self, s: &State, a: &Action) -> State {
+    fn next(&self, s: &World, a: &Action) -> World {
         let mut s = s.clone();
         let t = &mut s;
         match *a {
@@ -348,7 +348,7 @@ impl Model for Candidates {
                 let Thread::Electing(Some(seq)) = c.thread else {
                     unreachable!()
                 };
-                let term = Term { seq, owner: c.sid };
+                let term = ModelNode { seq, owner: c.sid };
                 self.elected(t, p, Ok(Some(term)));
             }
             Action::Requeue(p) => t.cands[p].thread = Thread::Electing(None),
@@ -358,7 +358,7 @@ impl Model for Candidates {
                 if let Thread::Electing(Some(seq)) = c.thread {
                     let owner = c.sid;
                     if t.node(seq) == Some((seq, owner)) {
-                        t.release(p, Term { seq, owner });
+                        t.release(p, ModelNode { seq, owner });
                     }
                 }
                 self.elected(t, p, Err(Error::cancelled("/e")));
@@ -465,7 +465,7 @@ impl Model for Candidates {
         )
     }
 
-    fn properties(&self) -> Vec<Property<Self, State>> {
+    fn properties(&self) -> Vec<Property<Self, World>> {
         vec![
             (ONE_LEADER, |_, s| {
                 s.cands.iter().filter(|c| c.is_leader()).count() <= 1
@@ -474,8 +474,8 @@ impl Model for Candidates {
         ]
     }
 
-    fn situations(&self) -> Vec<Property<Self, State>> {
-        let mut out: Vec<Property<Self, State>> = vec![(
+    fn situations(&self) -> Vec<Property<Self, World>> {
+        let mut out: Vec<Property<Self, World>> = vec![(
             "a second term: a leader with a token above the first's",
             |_, s| {
                 s.cands
@@ -505,11 +505,11 @@ impl Model for Candidates {
         out
     }
 
-    fn goal(&self, s: &State) -> bool {
+    fn goal(&self, s: &World) -> bool {
         s.cands.iter().all(|c| c.stopped) || s.cands.iter().any(|c| !c.stopped && c.is_leader())
     }
 
-    fn show(&self, s: &State) -> String {
+    fn show(&self, s: &World) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "    server: nodes (seq, session) {:?}", s.nodes);
         for (i, c) in s.cands.iter().enumerate() {

@@ -5,7 +5,7 @@
 //! `News::of`; this file only moves the model's state between them.
 
 use super::state::{
-    Dir, Ev, Fired, Guard, In, MView, Node, Phase, Recipe, Recv, Reply, State, WStep,
+    Dir, Doing, Ev, Fired, Held, In, MView, Modelled, Node, Recv, Reply, WStep, World,
 };
 use super::Queue;
 use crate::client::{EventType, SessionEvent, WatchedEvent};
@@ -23,17 +23,17 @@ impl Queue {
     /// The rule process `p` queues by.
     pub(super) fn rule(&self, p: usize) -> Rule {
         match self.config.recipe {
-            Recipe::RwLock if self.config.procs[p].read => Rule::Read,
+            Modelled::RwLock if self.config.procs[p].read => Rule::Read,
             _ => Rule::Exclusive,
         }
     }
 
     fn read(&self, p: usize, dir: Dir) -> bool {
-        dir == Dir::Queue && self.config.recipe == Recipe::RwLock && self.config.procs[p].read
+        dir == Dir::Queue && self.config.recipe == Modelled::RwLock && self.config.procs[p].read
     }
 
     /// An acquire call begins.
-    pub(super) fn start(&self, s: &mut State, p: usize) {
+    pub(super) fn start(&self, s: &mut World, p: usize) {
         let proc = &mut s.procs[p];
         proc.events.clear();
         proc.new_attempt(Dir::Queue);
@@ -41,8 +41,8 @@ impl Queue {
 
     /// Step 1: the create and its listing in one write, or after a lost reply the search
     /// for our uuid (`find_by_uuid`: a node of ours of an earlier session is deleted).
-    pub(super) fn enqueue(&self, s: &mut State, p: usize, dir: Dir, uuid: u8, maybe: bool) {
-        s.procs[p].phase = Phase::Enqueuing {
+    pub(super) fn enqueue(&self, s: &mut World, p: usize, dir: Dir, uuid: u8, maybe: bool) {
+        s.procs[p].phase = Doing::Enqueuing {
             dir,
             uuid,
             find: maybe,
@@ -69,13 +69,13 @@ impl Queue {
     }
 
     /// Step 1's answer.
-    fn enqueued(&self, s: &mut State, p: usize, dir: Dir, uuid: u8, reply: Reply) {
+    fn enqueued(&self, s: &mut World, p: usize, dir: Dir, uuid: u8, reply: Reply) {
         let proc = &mut s.procs[p];
         let (seq, listing) = match reply {
             Reply::Created(seq, listing) => (seq, Some(listing)),
             Reply::Found(Some(seq)) => (seq, None),
             Reply::Found(None) => {
-                proc.phase = Phase::Enqueue {
+                proc.phase = Doing::Enqueue {
                     dir,
                     uuid,
                     maybe: false,
@@ -83,7 +83,7 @@ impl Queue {
                 return;
             }
             _ => {
-                proc.phase = Phase::Enqueue {
+                proc.phase = Doing::Enqueue {
                     dir,
                     uuid,
                     maybe: true,
@@ -96,14 +96,14 @@ impl Queue {
         proc.phase = match dir {
             Dir::Queue => {
                 proc.recv = Recv::new(seq);
-                Phase::Waiter {
+                Doing::Waiter {
                     seq,
                     owner,
                     step: WStep::List,
                     listing,
                 }
             }
-            Dir::Leases => Phase::Lease {
+            Dir::Leases => Doing::Lease {
                 seq,
                 owner,
                 want_watch: false,
@@ -115,11 +115,11 @@ impl Queue {
     }
 
     /// The reply at the head of the inbox, taken by the step that waits for it.
-    pub(super) fn answered(&self, s: &mut State, p: usize) {
+    pub(super) fn answered(&self, s: &mut World, p: usize) {
         let reply = s.procs[p].reply.take().expect("a reply to a request");
         match s.procs[p].phase.clone() {
-            Phase::Enqueuing { dir, uuid, .. } => self.enqueued(s, p, dir, uuid, reply),
-            Phase::Waiter {
+            Doing::Enqueuing { dir, uuid, .. } => self.enqueued(s, p, dir, uuid, reply),
+            Doing::Waiter {
                 seq, owner, step, ..
             } => match (step, reply) {
                 (WStep::Listing, Reply::Listed(l)) => self.decide(s, p, seq, owner, l),
@@ -131,14 +131,14 @@ impl Queue {
                 }
                 _ => self.set_step(s, p, WStep::Pause),
             },
-            Phase::Lease { .. } => self.lease_answered(s, p, reply),
-            Phase::Releasing => {
+            Doing::Lease { .. } => self.lease_answered(s, p, reply),
+            Doing::Releasing => {
                 let proc = &mut s.procs[p];
                 let g = proc.guard.take().expect("a guard being released");
                 if reply == Reply::Loss && !self.config.seeded.release_drops_failed_delete {
                     proc.janitor.push((g.seq, g.owner));
                 }
-                proc.phase = Phase::Idle;
+                proc.phase = Doing::Idle;
                 proc.left -= 1;
             }
             other => unreachable!("a reply in phase {other:?}"),
@@ -147,7 +147,7 @@ impl Queue {
 
     /// Hands the head of the inbox on: a reply to its step, a watch event to the watches
     /// and guards that wait for it (the connection thread's dispatch).
-    pub(super) fn receive(&self, s: &mut State, p: usize) {
+    pub(super) fn receive(&self, s: &mut World, p: usize) {
         let m = s.procs[p].inbox.remove(0);
         let proc = &mut s.procs[p];
         match m {
@@ -170,16 +170,16 @@ impl Queue {
         }
     }
 
-    fn set_step(&self, s: &mut State, p: usize, to: WStep) {
-        if let Phase::Waiter { step, .. } = &mut s.procs[p].phase {
+    fn set_step(&self, s: &mut World, p: usize, to: WStep) {
+        if let Doing::Waiter { step, .. } = &mut s.procs[p].phase {
             *step = to;
         }
     }
 
     /// Steps 1 and 2 of a round (`Attempt::checked` and `Waiter::list`): our session, then
     /// the create's listing or a new one.
-    pub(super) fn list(&self, s: &mut State, p: usize) {
-        let Phase::Waiter { seq, owner, .. } = s.procs[p].phase else {
+    pub(super) fn list(&self, s: &mut World, p: usize) {
+        let Doing::Waiter { seq, owner, .. } = s.procs[p].phase else {
             unreachable!()
         };
         let Some(listing) = self.round(s, p, owner) else {
@@ -195,20 +195,20 @@ impl Queue {
     /// The top of a round (`Attempt::checked`, and the lease loop's `Attempt::live`):
     /// `None` if our session changed (the attempt starts over); else the create's listing,
     /// if it is still unused.
-    pub(super) fn round(&self, s: &mut State, p: usize, owner: u8) -> Option<Option<Vec<Node>>> {
+    pub(super) fn round(&self, s: &mut World, p: usize, owner: u8) -> Option<Option<Vec<Node>>> {
         if s.procs[p].session_id() != Some(owner) {
             self.restart(s, p);
             return None;
         }
         Some(match &mut s.procs[p].phase {
-            Phase::Waiter { listing, .. } | Phase::Lease { listing, .. } => listing.take(),
+            Doing::Waiter { listing, .. } | Doing::Lease { listing, .. } => listing.take(),
             _ => None,
         })
     }
 
     /// The rule's verdict on a listing: `waiter::listed` (`order_upto`, our place,
     /// `View::of`).
-    fn decide(&self, s: &mut State, p: usize, seq: u8, owner: u8, listing: Vec<Node>) {
+    fn decide(&self, s: &mut World, p: usize, seq: u8, owner: u8, listing: Vec<Node>) {
         let recipe = self.config.recipe;
         let names: Vec<String> = listing.iter().map(|n| n.name(recipe)).collect();
         let me = s.node_name(seq, &listing, recipe);
@@ -240,7 +240,7 @@ impl Queue {
 
     /// Steps 3 and 4 (`Watching::arm`): `Watches::keep` on the watches the view wants,
     /// then those not armed, in one round trip (a missing node is gone, no watch left).
-    fn arm(&self, s: &mut State, p: usize, seq: u8, v: MView) {
+    fn arm(&self, s: &mut World, p: usize, seq: u8, v: MView) {
         let proc = &mut s.procs[p];
         let (mut gone, missing) = proc.recv.keep(&v);
         if missing.is_empty() {
@@ -262,7 +262,7 @@ impl Queue {
     }
 
     /// The watches are armed, these nodes were found `gone`: `Watches::after_arm` decides.
-    fn armed(&self, s: &mut State, p: usize, seq: u8, v: MView, gone: &[u8]) {
+    fn armed(&self, s: &mut World, p: usize, seq: u8, v: MView, gone: &[u8]) {
         let quiet = !s.procs[p].recv.get(&seq).is_some_and(|f| f.0);
         let then = self.hiding_own(s, p, seq, |w| w.after_arm(&v, gone));
         let fast = v.grant_when_gone && gone.contains(&v.blocker) && !gone.contains(&seq);
@@ -274,7 +274,7 @@ impl Queue {
     /// watch on our own node `seq` from it.
     fn hiding_own<T>(
         &self,
-        s: &mut State,
+        s: &mut World,
         p: usize,
         seq: u8,
         decide: impl FnOnce(&mut Recv) -> T,
@@ -293,8 +293,8 @@ impl Queue {
     }
 
     /// Where a decision of the library's leads.
-    fn then(&self, s: &mut State, p: usize, then: Then, v: MView) {
-        let Phase::Waiter { seq, owner, .. } = s.procs[p].phase else {
+    fn then(&self, s: &mut World, p: usize, then: Then, v: MView) {
+        let Doing::Waiter { seq, owner, .. } = s.procs[p].phase else {
             unreachable!()
         };
         match then {
@@ -309,8 +309,8 @@ impl Queue {
 
     /// Step 5: the watch at `which` (`BLOCKER`, `NEXT`, `OWN`) heard its node's deletion:
     /// `heard` and `Watches::on_watch` decide.
-    pub(super) fn heard(&self, s: &mut State, p: usize, which: usize, v: MView) {
-        let Phase::Waiter { seq, .. } = s.procs[p].phase else {
+    pub(super) fn heard(&self, s: &mut World, p: usize, which: usize, v: MView) {
+        let Doing::Waiter { seq, .. } = s.procs[p].phase else {
             unreachable!()
         };
         let ev = WatchedEvent {
@@ -331,8 +331,8 @@ impl Queue {
     }
 
     /// Step 5: the next session event, by `News::of`.
-    pub(super) fn news(&self, s: &mut State, p: usize) {
-        let Phase::Waiter { owner, .. } = s.procs[p].phase else {
+    pub(super) fn news(&self, s: &mut World, p: usize) {
+        let Doing::Waiter { owner, .. } = s.procs[p].phase else {
             unreachable!()
         };
         let ev = session_event(s.procs[p].events.remove(0), owner);
@@ -346,7 +346,7 @@ impl Queue {
 
     /// `Waiter::grant`: a session that changed starts over; else the guard (`Holding::new`:
     /// lost at once if the session is lost, else its own-node watch is armed).
-    fn grant(&self, s: &mut State, p: usize, seq: u8, owner: u8) {
+    fn grant(&self, s: &mut World, p: usize, seq: u8, owner: u8) {
         if s.procs[p].session_id() != Some(owner) {
             return self.restart(s, p);
         }
@@ -354,7 +354,8 @@ impl Queue {
         proc.recv = Recv::default();
         proc.attempt_node = None;
         if self.config.recipe.is_semaphore() && proc.internal.is_none() {
-            // The internal lock (`Holding::new` when it first waits): now the lease.
+            // The gate, the semaphore's internal lock (`lease::Gate`, its node watched from
+            // the first listing that waits): now the lease.
             s.procs[p].internal = Some(holding(s, p, seq, owner));
             return s.procs[p].new_attempt(Dir::Leases);
         }
@@ -363,25 +364,25 @@ impl Queue {
 
     /// The acquire returns a guard; a semaphore lets its internal lock go in the
     /// background.
-    pub(super) fn hold(&self, s: &mut State, p: usize, seq: u8, owner: u8) {
+    pub(super) fn hold(&self, s: &mut World, p: usize, seq: u8, owner: u8) {
         s.procs[p].guard = Some(holding(s, p, seq, owner));
         let proc = &mut s.procs[p];
         proc.events.clear();
-        proc.phase = Phase::Held;
+        proc.phase = Doing::Held;
         if let Some(internal) = proc.internal.take() {
             s.delete_owned(p, internal.seq, internal.owner, false);
         }
     }
 
     /// Our node is gone (`Waiter::vanished`): start over, nothing to delete.
-    fn vanished(&self, s: &mut State, p: usize) {
+    fn vanished(&self, s: &mut World, p: usize) {
         s.procs[p].attempt_node = None;
         self.restart(s, p);
     }
 
     /// The attempt ends (its node deleted, `OwnNode::drop`); a semaphore also lets its
     /// internal lock go. With `again`, a new attempt starts; else the call returns.
-    fn end_attempt(&self, s: &mut State, p: usize, again: bool) {
+    fn end_attempt(&self, s: &mut World, p: usize, again: bool) {
         if let Some((seq, owner)) = s.procs[p].attempt_node.take() {
             s.delete_owned(p, seq, owner, false);
         }
@@ -395,24 +396,24 @@ impl Queue {
             proc.new_attempt(Dir::Queue);
         } else {
             proc.events.clear();
-            proc.phase = Phase::Idle;
+            proc.phase = Doing::Idle;
             proc.left -= 1;
         }
     }
 
-    pub(super) fn restart(&self, s: &mut State, p: usize) {
+    pub(super) fn restart(&self, s: &mut World, p: usize) {
         self.end_attempt(s, p, true);
     }
 
     /// A cancel or the deadline: the call returns, leaving nothing behind.
-    pub(super) fn give_up(&self, s: &mut State, p: usize) {
+    pub(super) fn give_up(&self, s: &mut World, p: usize) {
         s.faults.give_ups -= 1;
         self.end_attempt(s, p, false);
     }
 
     /// `Holding::release`: marked released at once, then the delete, waited for; a delete
     /// that fails for connection reasons goes to the background.
-    pub(super) fn release(&self, s: &mut State, p: usize) {
+    pub(super) fn release(&self, s: &mut World, p: usize) {
         let proc = &mut s.procs[p];
         let g = proc.guard.as_mut().expect("a guard");
         g.released = true;
@@ -420,11 +421,11 @@ impl Queue {
         if proc.sid != g.owner {
             // Not sent on another session: the server deletes the node with its session.
             proc.guard = None;
-            proc.phase = Phase::Idle;
+            proc.phase = Doing::Idle;
             proc.left -= 1;
             return;
         }
-        proc.phase = Phase::Releasing;
+        proc.phase = Doing::Releasing;
         s.send(p, |s| {
             s.delete(g.seq);
             Reply::Deleted
@@ -433,7 +434,7 @@ impl Queue {
 
     /// `fenced_multi`: a check of the node and a write, on the node's session; the server
     /// takes it only while the node exists.
-    pub(super) fn fenced_write(&self, s: &mut State, p: usize) {
+    pub(super) fn fenced_write(&self, s: &mut World, p: usize) {
         let g = s.procs[p].guard.expect("a guard");
         if !s.procs[p].reaches() {
             // Not answered: a connection error, nothing learnt.
@@ -452,9 +453,9 @@ impl Queue {
 
 /// `Holding::new` on node `seq` of session `owner`: lost at once if the session is lost,
 /// else its own-node watch is armed (a missing node is a loss, one notification later).
-fn holding(s: &mut State, p: usize, seq: u8, owner: u8) -> Guard {
+fn holding(s: &mut World, p: usize, seq: u8, owner: u8) -> Held {
     let proc = &s.procs[p];
-    let g = Guard {
+    let g = Held {
         seq,
         owner,
         lost: proc.clock_out,
@@ -469,7 +470,7 @@ fn holding(s: &mut State, p: usize, seq: u8, owner: u8) -> Guard {
 impl super::state::Proc {
     /// A new attempt (a new uuid) queues in `dir`.
     fn new_attempt(&mut self, dir: Dir) {
-        self.phase = Phase::Enqueue {
+        self.phase = Doing::Enqueue {
             dir,
             uuid: self.attempts,
             maybe: false,
@@ -497,9 +498,9 @@ pub(super) fn session_event(ev: Ev, owner: u8) -> SessionEvent {
     }
 }
 
-impl State {
+impl World {
     /// The name of our node `seq` (in the listing, or on the server).
-    fn node_name(&self, seq: u8, listing: &[Node], recipe: Recipe) -> String {
+    fn node_name(&self, seq: u8, listing: &[Node], recipe: Modelled) -> String {
         listing
             .iter()
             .chain(self.server.nodes.iter())

@@ -1,9 +1,9 @@
-//! The semaphore's lease loop (`Semaphore::lease` in lock/semaphore.rs), run while the
-//! process holds the internal lock: list the leases (with a child watch only when about to
+//! The semaphore's lease phase (`Lease::run` in queue/lease.rs), run while the process
+//! holds the gate (the semaphore's internal lock): list the leases (with a child watch only when about to
 //! wait), count them by the library's `lease_count`, and wait for a lease to come or go, the
 //! internal lock to be lost, or a session event (`News::of`).
 
-use super::state::{Dir, Node, Phase, Reply, State};
+use super::state::{Dir, Doing, Node, Reply, World};
 use super::Queue;
 use crate::queue::attempt::News;
 use crate::queue::names;
@@ -12,14 +12,14 @@ use crate::queue::rules::{lease_count, Count};
 impl Queue {
     fn permits(&self) -> u32 {
         match self.config.recipe {
-            super::Recipe::Semaphore(n) => n,
+            super::Modelled::Semaphore(n) => n,
             _ => unreachable!("a lease loop outside a semaphore"),
         }
     }
 
     /// The top of the loop: our session, then the create's listing or a new one.
-    pub(super) fn lease_list(&self, s: &mut State, p: usize) {
-        let Phase::Lease {
+    pub(super) fn lease_list(&self, s: &mut World, p: usize) {
+        let Doing::Lease {
             owner, want_watch, ..
         } = s.procs[p].phase
         else {
@@ -31,7 +31,7 @@ impl Queue {
         if let Some(l) = listing {
             return self.count(s, p, l, false);
         }
-        if let Phase::Lease { out, .. } = &mut s.procs[p].phase {
+        if let Doing::Lease { out, .. } = &mut s.procs[p].phase {
             *out = true;
         }
         let sid = s.procs[p].sid;
@@ -43,11 +43,11 @@ impl Queue {
         });
     }
 
-    pub(super) fn lease_answered(&self, s: &mut State, p: usize, reply: Reply) {
-        let Phase::Lease { want_watch, .. } = s.procs[p].phase else {
+    pub(super) fn lease_answered(&self, s: &mut World, p: usize, reply: Reply) {
+        let Doing::Lease { want_watch, .. } = s.procs[p].phase else {
             unreachable!()
         };
-        if let Phase::Lease { out, .. } = &mut s.procs[p].phase {
+        if let Doing::Lease { out, .. } = &mut s.procs[p].phase {
             *out = false;
         }
         // Else connection trouble: a pause, then the loop again.
@@ -57,8 +57,8 @@ impl Queue {
     }
 
     /// `lease_count` on a listing, and where it leads.
-    fn count(&self, s: &mut State, p: usize, listing: Vec<Node>, watched: bool) {
-        let Phase::Lease { seq, owner, .. } = s.procs[p].phase else {
+    fn count(&self, s: &mut World, p: usize, listing: Vec<Node>, watched: bool) {
+        let Doing::Lease { seq, owner, .. } = s.procs[p].phase else {
             unreachable!()
         };
         let recipe = self.config.recipe;
@@ -90,7 +90,7 @@ impl Queue {
             }
             Count::Wait => {
                 let proc = &mut s.procs[p];
-                let Phase::Lease {
+                let Doing::Lease {
                     want_watch,
                     waiting,
                     ..
@@ -110,22 +110,22 @@ impl Queue {
     }
 
     /// `await_leases`: the child watch fired (count again; the watch is spent).
-    pub(super) fn lease_heard(&self, s: &mut State, p: usize) {
+    pub(super) fn lease_heard(&self, s: &mut World, p: usize) {
         let proc = &mut s.procs[p];
         proc.lease_watch = None;
-        if let Phase::Lease { waiting, .. } = &mut proc.phase {
+        if let Doing::Lease { waiting, .. } = &mut proc.phase {
             *waiting = false;
         }
     }
 
     /// `await_leases`: the internal lock was lost.
-    pub(super) fn lease_lost(&self, s: &mut State, p: usize) {
+    pub(super) fn lease_lost(&self, s: &mut World, p: usize) {
         self.restart(s, p);
     }
 
     /// `await_leases`: a session event, by `News::of`.
-    pub(super) fn lease_news(&self, s: &mut State, p: usize) {
-        let Phase::Lease { owner, .. } = s.procs[p].phase else {
+    pub(super) fn lease_news(&self, s: &mut World, p: usize) {
+        let Doing::Lease { owner, .. } = s.procs[p].phase else {
             unreachable!()
         };
         let ev = super::client::session_event(s.procs[p].events.remove(0), owner);
@@ -133,7 +133,7 @@ impl Queue {
             News::Wait => {}
             News::Relist => {
                 s.procs[p].lease_watch = None;
-                if let Phase::Lease { waiting, .. } = &mut s.procs[p].phase {
+                if let Doing::Lease { waiting, .. } = &mut s.procs[p].phase {
                     *waiting = false;
                 }
             }

@@ -22,7 +22,7 @@
 //! resolved by `find_by_uuid`), the `Waiter`'s loop (`Attempt::checked`, `list`,
 //! `Watching::arm`'s bookkeeping of kept, spent and missing watches, `grant`),
 //! `OwnNode::drop`, `Holding::new`, `is_valid`, `release` and the fenced write,
-//! `Client::delete_owned` and the janitor, the semaphore's `lease` and `await_leases`, and
+//! `Client::delete_owned` and the janitor, the lease phase's `Lease::run` and `await_leases` (`queue/lease.rs`), and
 //! the session's transitions (`conn/session.rs`). They are written against threads, channels and sockets, which a
 //! model cannot run; what they decide is small and is kept in the library's functions.
 //!
@@ -30,7 +30,7 @@
 //!
 //! One linearizable server; per session, replies and watch events in order; watches
 //! one-shot, set only on a node that exists (`getData` on a missing node answers `NoNode`
-//! and leaves none: `State::watch_data`), fired on deletion to every session that set one,
+//! and leaves none: `World::watch_data`), fired on deletion to every session that set one,
 //! child watches fired on a child's creation or deletion; ephemeral nodes deleted with
 //! their session; sequence numbers (and creation zxids, the fencing tokens) increasing.
 //! A request is applied by the server when sent (a pipelined create and list, or a
@@ -89,9 +89,10 @@ mod tests;
 use std::fmt::Write as _;
 
 use check::Model;
-pub(crate) use state::{Config, Dir, Faults, ProcSpec, Recipe, Seeded};
-use state::{Phase, State, WStep};
+pub(crate) use state::{Config, Dir, Faults, Modelled, ProcSpec, Seeded};
+use state::{Doing, WStep, World};
 
+use crate::queue::kind::Kind;
 use crate::queue::rules::Rule;
 use crate::queue::waiter::decide::{BLOCKER, NEXT, OWN};
 
@@ -100,9 +101,21 @@ pub(crate) struct Queue {
     pub config: Config,
 }
 
-impl Recipe {
+impl Modelled {
     pub(crate) fn is_semaphore(self) -> bool {
-        matches!(self, Recipe::Semaphore(_))
+        matches!(self, Modelled::Semaphore(_))
+    }
+
+    /// The library's `Kind` of a process of this recipe (a reader's or a writer's side of
+    /// an `RwLock`): its markers and rules come from there.
+    pub(crate) fn kind(self, read: bool) -> Kind {
+        match self {
+            Modelled::Mutex => Kind::Mutex,
+            Modelled::Election => Kind::Election,
+            Modelled::RwLock if read => Kind::Read,
+            Modelled::RwLock => Kind::Write,
+            Modelled::Semaphore(n) => Kind::Semaphore(n),
+        }
     }
 }
 
@@ -150,7 +163,7 @@ pub(crate) enum Action {
 }
 
 impl Queue {
-    fn proc_actions(&self, s: &State, p: usize, out: &mut Vec<Action>) {
+    fn proc_actions(&self, s: &World, p: usize, out: &mut Vec<Action>) {
         let proc = &s.procs[p];
         if let Some(&(_, owner)) = proc.janitor.first() {
             if owner != proc.sid || proc.reaches() {
@@ -164,10 +177,10 @@ impl Queue {
         }
         let giving_up = s.faults.give_ups > 0;
         match &proc.phase {
-            Phase::Idle if proc.left > 0 => out.push(Action::Start(p)),
-            Phase::Idle => {}
-            Phase::Enqueue { .. } => out.push(Action::Enqueue(p)),
-            Phase::Waiter { step, .. } => match step {
+            Doing::Idle if proc.left > 0 => out.push(Action::Start(p)),
+            Doing::Idle => {}
+            Doing::Enqueue { .. } => out.push(Action::Enqueue(p)),
+            Doing::Waiter { step, .. } => match step {
                 WStep::List => out.push(Action::List(p)),
                 WStep::Pause => {
                     out.push(Action::PauseEnds(p, false));
@@ -183,7 +196,7 @@ impl Queue {
                     if v.next.is_some_and(fired) {
                         out.push(Action::Heard(p, NEXT));
                     }
-                    if let Phase::Waiter { seq, .. } = proc.phase {
+                    if let Doing::Waiter { seq, .. } = proc.phase {
                         if fired(seq) {
                             out.push(Action::Heard(p, OWN));
                         }
@@ -200,8 +213,8 @@ impl Queue {
                 }
                 WStep::Listing | WStep::Arming(_) => {}
             },
-            Phase::Enqueuing { .. } | Phase::Releasing => {}
-            Phase::Lease {
+            Doing::Enqueuing { .. } | Doing::Releasing => {}
+            Doing::Lease {
                 out: asked,
                 waiting,
                 listing,
@@ -228,12 +241,12 @@ impl Queue {
                     out.push(Action::LeaseList(p));
                 }
             }
-            Phase::Held => {
+            Doing::Held => {
                 out.push(Action::Release(p));
                 let exclusive = match self.config.recipe {
-                    Recipe::Mutex | Recipe::Election => true,
-                    Recipe::RwLock => !self.config.procs[p].read,
-                    Recipe::Semaphore(_) => false,
+                    Modelled::Mutex | Modelled::Election => true,
+                    Modelled::RwLock => !self.config.procs[p].read,
+                    Modelled::Semaphore(_) => false,
                 };
                 if self.config.fenced_writes
                     && exclusive
@@ -260,7 +273,7 @@ impl Queue {
 
     /// Whether node `seq` holds by the server's queue: what `participants` says of it
     /// (`names::order` and `Rule::holding`, by the rule the recipe's `participants` uses).
-    pub(super) fn heads(&self, s: &State, seq: u8) -> bool {
+    pub(super) fn heads(&self, s: &World, seq: u8) -> bool {
         let Some(dir) = s.node(seq).map(|n| n.dir) else {
             return false;
         };
@@ -268,10 +281,12 @@ impl Queue {
         let names: Vec<String> = listing.iter().map(|n| n.name(self.config.recipe)).collect();
         let q = crate::queue::names::order(dir.path(), names)
             .expect("the model names its nodes as the recipes do");
+        // The rule of the recipe's `participants`: its kind's on the leases, the gate's
+        // (exclusive) on a semaphore's internal lock, the whole queue's for an `RwLock`.
         let rule = match (self.config.recipe, dir) {
-            (Recipe::Semaphore(n), Dir::Leases) => Rule::Semaphore(n),
-            (Recipe::RwLock, _) => Rule::ReadWrite,
-            _ => Rule::Exclusive,
+            (Modelled::RwLock, _) => Rule::ReadWrite,
+            (Modelled::Semaphore(_), Dir::Queue) => Rule::Exclusive,
+            (recipe, _) => recipe.kind(false).rule(),
         };
         let me = s.node(seq).map(|n| n.name(self.config.recipe));
         let i = q
@@ -283,21 +298,21 @@ impl Queue {
 
     fn lease_owner(&self, proc: &state::Proc) -> u8 {
         match proc.phase {
-            Phase::Lease { owner, .. } => owner,
+            Doing::Lease { owner, .. } => owner,
             _ => proc.sid,
         }
     }
 }
 
 impl Model for Queue {
-    type State = State;
+    type State = World;
     type Action = Action;
 
-    fn init(&self) -> Vec<State> {
-        vec![State::initial(&self.config)]
+    fn init(&self) -> Vec<World> {
+        vec![World::initial(&self.config)]
     }
 
-    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+    fn actions(&self, s: &World, out: &mut Vec<Action>) {
         for p in 0..s.procs.len() {
             self.proc_actions(s, p, out);
         }
@@ -319,13 +334,13 @@ impl Model for Queue {
         }
     }
 
-    fn next(&self, s: &State, a: &Action) -> State {
+    fn next(&self, s: &World, a: &Action) -> World {
         let mut s = s.clone();
         let t = &mut s;
         match *a {
             Action::Start(p) => self.start(t, p),
             Action::Enqueue(p) => {
-                let Phase::Enqueue { dir, uuid, maybe } = t.procs[p].phase else {
+                let Doing::Enqueue { dir, uuid, maybe } = t.procs[p].phase else {
                     unreachable!()
                 };
                 self.enqueue(t, p, dir, uuid, maybe);
@@ -333,7 +348,7 @@ impl Model for Queue {
             Action::Receive(p) => self.receive(t, p),
             Action::List(p) => self.list(t, p),
             Action::Heard(p, which) => {
-                let Phase::Waiter {
+                let Doing::Waiter {
                     step: WStep::Wait(v),
                     ..
                 } = t.procs[p].phase
@@ -342,7 +357,7 @@ impl Model for Queue {
                 };
                 self.heard(t, p, which, v);
             }
-            Action::News(p) if matches!(t.procs[p].phase, Phase::Lease { .. }) => {
+            Action::News(p) if matches!(t.procs[p].phase, Doing::Lease { .. }) => {
                 self.lease_news(t, p)
             }
             Action::News(p) => self.news(t, p),
@@ -350,12 +365,12 @@ impl Model for Queue {
                 if take {
                     t.procs[p].events.remove(0);
                 }
-                if let Phase::Waiter { step, .. } = &mut t.procs[p].phase {
+                if let Doing::Waiter { step, .. } = &mut t.procs[p].phase {
                     *step = WStep::List;
                 }
             }
             Action::Tick(p) => {
-                if let Phase::Waiter { step, .. } = &mut t.procs[p].phase {
+                if let Doing::Waiter { step, .. } = &mut t.procs[p].phase {
                     *step = WStep::List;
                 }
             }
@@ -390,21 +405,21 @@ impl Model for Queue {
         )
     }
 
-    fn properties(&self) -> Vec<check::Property<Self, State>> {
+    fn properties(&self) -> Vec<check::Property<Self, World>> {
         props::all()
     }
 
-    fn situations(&self) -> Vec<check::Property<Self, State>> {
+    fn situations(&self) -> Vec<check::Property<Self, World>> {
         props::situations(&self.config)
     }
 
-    fn goal(&self, s: &State) -> bool {
+    fn goal(&self, s: &World) -> bool {
         s.procs
             .iter()
-            .all(|p| p.left == 0 && matches!(p.phase, Phase::Idle))
+            .all(|p| p.left == 0 && matches!(p.phase, Doing::Idle))
     }
 
-    fn show(&self, s: &State) -> String {
+    fn show(&self, s: &World) -> String {
         let mut out = String::new();
         let nodes: Vec<String> = s
             .server

@@ -1,9 +1,9 @@
 //! The safety properties, each checked in every reachable state.
 
-use super::state::{Config, Phase, Reply, State, WStep};
-use super::{Queue, Recipe};
+use super::state::{Config, Doing, Reply, WStep, World};
+use super::{Modelled, Queue};
 
-type Property = super::check::Property<Queue, State>;
+type Property = super::check::Property<Queue, World>;
 
 pub(super) const EXCLUSION: &str = "mutual exclusion: at most one valid holder";
 pub(super) const READ_WRITE: &str = "a valid writer holds alone (readers and writers excluded)";
@@ -35,7 +35,7 @@ pub(super) fn all() -> Vec<Property> {
 }
 
 /// The valid guards (process, read) whose node was not deleted by another party.
-fn holders(m: &Queue, s: &State) -> Vec<(usize, bool)> {
+fn holders(m: &Queue, s: &World) -> Vec<(usize, bool)> {
     s.procs
         .iter()
         .enumerate()
@@ -46,26 +46,26 @@ fn holders(m: &Queue, s: &State) -> Vec<(usize, bool)> {
         .collect()
 }
 
-fn exclusion(m: &Queue, s: &State) -> bool {
-    !matches!(m.config.recipe, Recipe::Mutex | Recipe::Election) || holders(m, s).len() <= 1
+fn exclusion(m: &Queue, s: &World) -> bool {
+    !matches!(m.config.recipe, Modelled::Mutex | Modelled::Election) || holders(m, s).len() <= 1
 }
 
-fn read_write(m: &Queue, s: &State) -> bool {
-    if m.config.recipe != Recipe::RwLock {
+fn read_write(m: &Queue, s: &World) -> bool {
+    if m.config.recipe != Modelled::RwLock {
         return true;
     }
     let h = holders(m, s);
     h.iter().all(|(_, read)| *read) || h.len() <= 1
 }
 
-fn permits(m: &Queue, s: &State) -> bool {
+fn permits(m: &Queue, s: &World) -> bool {
     match m.config.recipe {
-        Recipe::Semaphore(n) => holders(m, s).len() <= n as usize,
+        Modelled::Semaphore(n) => holders(m, s).len() <= n as usize,
         _ => true,
     }
 }
 
-fn gone_reads_invalid(_: &Queue, s: &State) -> bool {
+fn gone_reads_invalid(_: &Queue, s: &World) -> bool {
     s.procs.iter().all(|p| {
         [p.guard, p.internal]
             .into_iter()
@@ -81,7 +81,7 @@ pub(super) fn situations(c: &Config) -> Vec<Property> {
         "a blocker deleted before its watch was set (NoNode, no watch)",
         |_, s| {
             s.procs.iter().any(|p| match (&p.phase, &p.reply) {
-                (Phase::Waiter { seq, .. }, Some(Reply::Armed(_, gone))) => {
+                (Doing::Waiter { seq, .. }, Some(Reply::Armed(_, gone))) => {
                     gone.iter().any(|g| g != seq)
                 }
                 _ => false,
@@ -92,7 +92,7 @@ pub(super) fn situations(c: &Config) -> Vec<Property> {
         "a waiter on the fast path hearing its blocker's deletion, its own watch quiet",
         |_, s| {
             s.procs.iter().any(|p| match &p.phase {
-                Phase::Waiter {
+                Doing::Waiter {
                     seq,
                     step: WStep::Wait(v),
                     ..
@@ -109,7 +109,7 @@ pub(super) fn situations(c: &Config) -> Vec<Property> {
             "a waiter watching its blocker and the node two ahead",
             |_, s| {
                 s.procs.iter().any(|p| {
-                matches!(&p.phase, Phase::Waiter { step: WStep::Wait(v), .. } if v.next.is_some())
+                matches!(&p.phase, Doing::Waiter { step: WStep::Wait(v), .. } if v.next.is_some())
             })
             },
         ));
@@ -117,7 +117,7 @@ pub(super) fn situations(c: &Config) -> Vec<Property> {
     if c.faults.disconnects > 0 {
         out.push(("a lost create reply, our node found by its uuid", |_, s| {
             s.procs.iter().any(|p| {
-                matches!(p.phase, Phase::Enqueuing { find: true, .. })
+                matches!(p.phase, Doing::Enqueuing { find: true, .. })
                     && matches!(p.reply, Some(Reply::Found(Some(_))))
             })
         }));
@@ -137,20 +137,20 @@ pub(super) fn situations(c: &Config) -> Vec<Property> {
             !s.tampered.is_empty()
         }));
     }
-    if c.recipe == Recipe::RwLock && c.procs.iter().filter(|p| p.read).count() >= 2 {
+    if c.recipe == Modelled::RwLock && c.procs.iter().filter(|p| p.read).count() >= 2 {
         out.push(("two readers holding at once", |m, s| {
             holders(m, s).iter().filter(|(_, read)| *read).count() >= 2
         }));
     }
-    if let Recipe::Semaphore(n) = c.recipe {
+    if let Modelled::Semaphore(n) = c.recipe {
         if n >= 2 && c.procs.len() as u32 > n {
             out.push((
                 "every permit held, a contender waiting on the leases",
                 |m, s| {
-                    matches!(m.config.recipe, Recipe::Semaphore(n) if holders(m, s).len() == n as usize)
+                    matches!(m.config.recipe, Modelled::Semaphore(n) if holders(m, s).len() == n as usize)
                         && s.procs
                             .iter()
-                            .any(|p| matches!(p.phase, Phase::Lease { waiting: true, .. }))
+                            .any(|p| matches!(p.phase, Doing::Lease { waiting: true, .. }))
                 },
             ));
         }
@@ -158,16 +158,16 @@ pub(super) fn situations(c: &Config) -> Vec<Property> {
     out
 }
 
-fn nothing_left(_: &Queue, s: &State) -> bool {
+fn nothing_left(_: &Queue, s: &World) -> bool {
     s.procs.iter().all(|p| {
-        !matches!(p.phase, Phase::Idle)
+        !matches!(p.phase, Doing::Idle)
             || !p.janitor.is_empty()
             || s.session_ended(p.sid)
             || s.server.nodes.iter().all(|n| n.owner != p.sid)
     })
 }
 
-fn participants(m: &Queue, s: &State) -> bool {
+fn participants(m: &Queue, s: &World) -> bool {
     holders(m, s).iter().all(|&(p, _)| {
         let g = s.procs[p].guard.expect("a holder's guard");
         s.node(g.seq).is_none() || m.heads(s, g.seq)

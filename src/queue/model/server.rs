@@ -3,7 +3,7 @@
 //! drops, a loss clock runs out, a client reconnects, the server expires a session, another
 //! party deletes a held node, the background deletes.
 
-use super::state::{Dir, Ev, Guard, In, Node, Phase, Proc, Reply, State, Watch};
+use super::state::{Dir, Doing, Ev, Held, In, Node, Proc, Reply, Watch, World};
 
 impl Proc {
     /// Whether a request of the client reaches the server and is answered (the client
@@ -21,14 +21,14 @@ impl Proc {
     pub(crate) fn acquiring(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Enqueue { .. }
-                | Phase::Enqueuing { .. }
-                | Phase::Waiter { .. }
-                | Phase::Lease { .. }
+            Doing::Enqueue { .. }
+                | Doing::Enqueuing { .. }
+                | Doing::Waiter { .. }
+                | Doing::Lease { .. }
         )
     }
 
-    /// Waits for `reply` (see `State::send`).
+    /// Waits for `reply` (see `World::send`).
     fn ask(&mut self, reply: Reply) {
         self.reply = Some(reply);
         self.inbox.push(In::Reply);
@@ -53,7 +53,7 @@ impl Proc {
     }
 }
 
-impl Guard {
+impl Held {
     /// `Holding::is_valid`: not lost or released, connected, the session its node's and not
     /// declared lost.
     pub(crate) fn is_valid(&self, p: &Proc) -> bool {
@@ -61,12 +61,12 @@ impl Guard {
     }
 }
 
-impl State {
+impl World {
     /// A request of process `p`, applied by the server as `apply` if it reaches it. Sent
     /// into a broken link the client has not noticed, it is not answered until the client
     /// notices; a client that knows it is disconnected (or has declared its session lost)
     /// fails it at once.
-    pub(crate) fn send(&mut self, p: usize, apply: impl FnOnce(&mut State) -> Reply) {
+    pub(crate) fn send(&mut self, p: usize, apply: impl FnOnce(&mut World) -> Reply) {
         let proc = &self.procs[p];
         if proc.reaches() {
             let reply = apply(self);

@@ -27,7 +27,7 @@ struct Node {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Phase {
+enum Doing {
     Idle,
     /// The top of a round of `race`.
     Race,
@@ -41,7 +41,7 @@ struct Proc {
     sid: u8,
     up: bool,
     clock_out: bool,
-    phase: Phase,
+    phase: Doing,
     left: u8,
     /// Calls made (the data of the current one is (process, calls)).
     calls: u8,
@@ -70,7 +70,7 @@ impl Proc {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct State {
+struct World {
     node: Option<Node>,
     next_sid: u8,
     declared: u16,
@@ -124,12 +124,12 @@ const EXCLUSION: &str = "mutual exclusion: at most one valid holder of the singl
 const NOTHING_LEFT: &str = "nothing left behind: an idle process with no background delete \
                             pending has no node in its live session";
 
-impl State {
+impl World {
     /// The node goes: every waiter's watch hears it.
     fn delete_node(&mut self) {
         self.node = None;
         for q in &mut self.procs {
-            q.heard |= q.phase == Phase::Waiting;
+            q.heard |= q.phase == Doing::Waiting;
         }
     }
 }
@@ -138,7 +138,7 @@ impl Single {
     /// A round of `race`: the create; on `NodeExists` the node read back (`ours`, by
     /// `whose`); a create whose reply is lost (`lost_reply`, the read back failing too)
     /// leaves its outcome unknown (`trouble`): a pause, and the race again.
-    fn round(&self, s: &mut State, p: usize, lost_reply: bool) {
+    fn round(&self, s: &mut World, p: usize, lost_reply: bool) {
         let sid = s.procs[p].sid;
         let data = s.procs[p].data(p);
         let r: Result<(), Error> = match s.node {
@@ -179,17 +179,17 @@ impl Single {
             };
             proc.read_back = r.is_err();
             proc.guard = Some((owner, false));
-            proc.phase = Phase::Held;
+            proc.phase = Doing::Held;
         } else {
             // Someone else holds it: wait on its node.
             proc.heard = false;
-            proc.phase = Phase::Waiting;
+            proc.phase = Doing::Waiting;
         }
     }
 
-    fn finish_call(&self, s: &mut State, p: usize) {
+    fn finish_call(&self, s: &mut World, p: usize) {
         let proc = &mut s.procs[p];
-        proc.phase = Phase::Idle;
+        proc.phase = Doing::Idle;
         proc.left -= 1;
         proc.calls += 1;
         proc.guard = None;
@@ -198,16 +198,16 @@ impl Single {
 }
 
 impl Model for Single {
-    type State = State;
+    type State = World;
     type Action = Action;
 
-    fn init(&self) -> Vec<State> {
+    fn init(&self) -> Vec<World> {
         let procs = (0..self.procs)
             .map(|i| Proc {
                 sid: i as u8,
                 up: true,
                 clock_out: false,
-                phase: Phase::Idle,
+                phase: Doing::Idle,
                 left: self.acquisitions,
                 calls: 0,
                 unsure: false,
@@ -217,7 +217,7 @@ impl Model for Single {
                 janitor: Vec::new(),
             })
             .collect();
-        vec![State {
+        vec![World {
             node: None,
             next_sid: self.procs as u8,
             declared: 0,
@@ -226,7 +226,7 @@ impl Model for Single {
         }]
     }
 
-    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+    fn actions(&self, s: &World, out: &mut Vec<Action>) {
         for (p, proc) in s.procs.iter().enumerate() {
             if let Some(&(_, owner)) = proc.janitor.first() {
                 if owner != proc.sid || proc.up {
@@ -234,20 +234,20 @@ impl Model for Single {
                 }
             }
             match proc.phase {
-                Phase::Idle if proc.left > 0 => out.push(Action::Start(p)),
-                Phase::Idle => {}
-                Phase::Race if proc.up => {
+                Doing::Idle if proc.left > 0 => out.push(Action::Start(p)),
+                Doing::Idle => {}
+                Doing::Race if proc.up => {
                     out.push(Action::Create(p, false));
                     if s.faults.lost_replies > 0 {
                         out.push(Action::Create(p, true));
                     }
                 }
-                Phase::Race => {}
-                Phase::Waiting if proc.heard => out.push(Action::Heard(p)),
-                Phase::Waiting => {}
-                Phase::Held => out.push(Action::Release(p)),
+                Doing::Race => {}
+                Doing::Waiting if proc.heard => out.push(Action::Heard(p)),
+                Doing::Waiting => {}
+                Doing::Held => out.push(Action::Release(p)),
             }
-            if matches!(proc.phase, Phase::Race | Phase::Waiting) && s.faults.give_ups > 0 {
+            if matches!(proc.phase, Doing::Race | Doing::Waiting) && s.faults.give_ups > 0 {
                 out.push(Action::GiveUp(p));
             }
             if proc.up && s.faults.expiries > 0 {
@@ -267,11 +267,11 @@ impl Model for Single {
         }
     }
 
-    fn next(&self, s: &State, a: &Action) -> State {
+    fn next(&self, s: &World, a: &Action) -> World {
         let mut s = s.clone();
         let t = &mut s;
         match *a {
-            Action::Start(p) => t.procs[p].phase = Phase::Race,
+            Action::Start(p) => t.procs[p].phase = Doing::Race,
             Action::Create(p, lost) => {
                 if lost {
                     t.faults.lost_replies -= 1;
@@ -285,7 +285,7 @@ impl Model for Single {
                 };
                 let again = waited(Wake::Watch(0, Ok(ev)), "/u");
                 assert!(matches!(again, Ok(true)), "a deletion races again");
-                t.procs[p].phase = Phase::Race;
+                t.procs[p].phase = Doing::Race;
             }
             Action::Release(p) => {
                 let proc = &t.procs[p];
@@ -342,8 +342,8 @@ impl Model for Single {
                 proc.sid = t.next_sid;
                 t.next_sid += 1;
                 // A waiter's watch went with its session: it races again.
-                if proc.phase == Phase::Waiting {
-                    proc.phase = Phase::Race;
+                if proc.phase == Doing::Waiting {
+                    proc.phase = Doing::Race;
                 }
             }
             Action::Expire(sid) => {
@@ -375,14 +375,14 @@ impl Model for Single {
         )
     }
 
-    fn properties(&self) -> Vec<Property<Self, State>> {
+    fn properties(&self) -> Vec<Property<Self, World>> {
         vec![
             (EXCLUSION, |_, s| {
                 s.procs.iter().filter(|p| p.valid()).count() <= 1
             }),
             (NOTHING_LEFT, |_, s| {
                 s.procs.iter().all(|p| {
-                    p.phase != Phase::Idle
+                    p.phase != Doing::Idle
                         || !p.janitor.is_empty()
                         || s.node
                             .is_none_or(|n| n.owner != p.sid || s.declared & (1 << p.sid) != 0)
@@ -391,10 +391,10 @@ impl Model for Single {
         ]
     }
 
-    fn situations(&self) -> Vec<Property<Self, State>> {
-        let mut out: Vec<Property<Self, State>> =
+    fn situations(&self) -> Vec<Property<Self, World>> {
+        let mut out: Vec<Property<Self, World>> =
             vec![("a waiter on the holder's node", |_, s| {
-                s.procs.iter().any(|p| p.phase == Phase::Waiting)
+                s.procs.iter().any(|p| p.phase == Doing::Waiting)
             })];
         if self.faults.lost_replies > 0 {
             out.push((
@@ -405,11 +405,11 @@ impl Model for Single {
         out
     }
 
-    fn goal(&self, s: &State) -> bool {
+    fn goal(&self, s: &World) -> bool {
         s.procs.iter().all(|p| p.left == 0)
     }
 
-    fn show(&self, s: &State) -> String {
+    fn show(&self, s: &World) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "    server: node {:?}", s.node);
         for (i, p) in s.procs.iter().enumerate() {

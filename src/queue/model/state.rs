@@ -4,9 +4,11 @@
 use crate::queue::names;
 use crate::queue::waiter::decide::{Slot, View, Watches};
 
-/// Which recipe the processes run.
+/// Which recipe the processes run (its library `Kind` by [`Modelled::kind`]). The model's
+/// names are its own: `Modelled`, `Held` (a guard's core), `Doing` (a process's phase) and
+/// `World` (the whole state), never the library's `Recipe`, `Guard`, `Phase` or `State`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Recipe {
+pub(crate) enum Modelled {
     /// `Mutex` (and every exclusive queue: a `ReentrantMutex`'s first hold, a `MultiLock`
     /// part).
     Mutex,
@@ -68,7 +70,7 @@ pub(crate) struct Seeded {
 /// A model configuration.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
-    pub recipe: Recipe,
+    pub recipe: Modelled,
     pub procs: Vec<ProcSpec>,
     pub faults: Faults,
     pub seeded: Seeded,
@@ -111,13 +113,12 @@ pub(crate) struct Node {
 
 impl Node {
     /// The node's name, as the recipe names it.
-    pub(crate) fn name(&self, recipe: Recipe) -> String {
+    pub(crate) fn name(&self, recipe: Modelled) -> String {
+        // The kind's marker; a semaphore's internal lock is the gate's queue
+        // (`Spec::gate_queue`: Curator's lock nodes).
         let marker = match (self.dir, recipe) {
-            (Dir::Leases, _) => names::LEASE,
-            (Dir::Queue, Recipe::Election) => names::LATCH,
-            (Dir::Queue, Recipe::RwLock) if self.read => names::READ,
-            (Dir::Queue, Recipe::RwLock) => names::WRITE,
-            (Dir::Queue, _) => names::LOCK,
+            (Dir::Queue, Modelled::Semaphore(_)) => names::LOCK,
+            _ => recipe.kind(self.read).marker(),
         };
         let prefix = names::node_prefix(
             self.dir.path(),
@@ -187,7 +188,7 @@ pub(crate) enum Reply {
 
 /// A guard's core (`Holding`): its node, and the lost and released signals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Guard {
+pub(crate) struct Held {
     pub seq: u8,
     pub owner: u8,
     pub lost: bool,
@@ -232,7 +233,7 @@ pub(crate) enum WStep {
 
 /// What a process is doing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Phase {
+pub(crate) enum Doing {
     /// Not acquiring or holding.
     Idle,
     /// Step 1 in `dir`: send the create (or, after a lost reply, look for the uuid).
@@ -275,7 +276,7 @@ pub(crate) struct Proc {
     pub clock_out: bool,
     /// Acquisitions still to make.
     pub left: u8,
-    pub phase: Phase,
+    pub phase: Doing,
     /// From the server, in order.
     pub inbox: Vec<In>,
     /// The content of the reply in `inbox`.
@@ -287,9 +288,9 @@ pub(crate) struct Proc {
     /// The lease loop's child watch: fired or not.
     pub lease_watch: Option<bool>,
     /// The recipe's guard (while held).
-    pub guard: Option<Guard>,
+    pub guard: Option<Held>,
     /// The semaphore's internal lock, held during the lease loop.
-    pub internal: Option<Guard>,
+    pub internal: Option<Held>,
     /// Background deletes: (node, the session it belongs to).
     pub janitor: Vec<(u8, u8)>,
     /// Attempts made (the next uuid).
@@ -299,7 +300,7 @@ pub(crate) struct Proc {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct State {
+pub(crate) struct World {
     pub server: Server,
     pub procs: Vec<Proc>,
     pub faults: Faults,
@@ -314,8 +315,8 @@ pub(crate) struct State {
     pub tampered: Vec<u8>,
 }
 
-impl State {
-    pub(crate) fn initial(c: &Config) -> State {
+impl World {
+    pub(crate) fn initial(c: &Config) -> World {
         let procs = c
             .procs
             .iter()
@@ -326,7 +327,7 @@ impl State {
                 link: true,
                 clock_out: false,
                 left: p.acquisitions,
-                phase: Phase::Idle,
+                phase: Doing::Idle,
                 inbox: Vec::new(),
                 reply: None,
                 events: Vec::new(),
@@ -339,7 +340,7 @@ impl State {
                 attempt_node: None,
             })
             .collect::<Vec<_>>();
-        State {
+        World {
             server: Server {
                 nodes: Vec::new(),
                 next_seq: 0,

@@ -7,7 +7,7 @@ use super::props::{
     EXCLUSION, FAST_PATH, FENCE, GONE_READS_INVALID, NOTHING_LEFT, PARTICIPANTS, PERMITS,
     READ_WRITE,
 };
-use super::{Config, Faults, ProcSpec, Queue, Recipe, Seeded};
+use super::{Config, Faults, Modelled, ProcSpec, Queue, Seeded};
 
 fn procs(kinds: &str, acquisitions: u8) -> Vec<ProcSpec> {
     kinds
@@ -19,7 +19,7 @@ fn procs(kinds: &str, acquisitions: u8) -> Vec<ProcSpec> {
         .collect()
 }
 
-fn config(recipe: Recipe, procs: Vec<ProcSpec>, faults: Faults) -> Config {
+fn config(recipe: Modelled, procs: Vec<ProcSpec>, faults: Faults) -> Config {
     Config {
         recipe,
         procs,
@@ -51,7 +51,7 @@ fn faults(disconnects: u8, expiries: u8, tampers: u8, give_ups: u8) -> Faults {
 
 #[test]
 fn mutex_three_processes_two_acquisitions_each() {
-    let mut c = config(Recipe::Mutex, procs("www", 2), Faults::default());
+    let mut c = config(Modelled::Mutex, procs("www", 2), Faults::default());
     c.fenced_writes = true;
     holds("mutex 3x2", c);
 }
@@ -60,7 +60,7 @@ fn mutex_three_processes_two_acquisitions_each() {
 fn mutex_four_processes() {
     holds(
         "mutex 4x1",
-        config(Recipe::Mutex, procs("wwww", 1), Faults::default()),
+        config(Modelled::Mutex, procs("wwww", 1), Faults::default()),
     );
 }
 
@@ -68,13 +68,13 @@ fn mutex_four_processes() {
 fn mutex_with_a_lost_link() {
     holds(
         "mutex 3x1, a lost link",
-        config(Recipe::Mutex, procs("www", 1), faults(1, 0, 0, 0)),
+        config(Modelled::Mutex, procs("www", 1), faults(1, 0, 0, 0)),
     );
 }
 
 #[test]
 fn mutex_with_a_deleted_node_and_a_give_up() {
-    let mut c = config(Recipe::Mutex, procs("www", 1), faults(0, 0, 1, 1));
+    let mut c = config(Modelled::Mutex, procs("www", 1), faults(0, 0, 1, 1));
     c.fenced_writes = true;
     holds(
         "mutex 3x1, a node deleted by another party and a give-up",
@@ -84,14 +84,14 @@ fn mutex_with_a_deleted_node_and_a_give_up() {
 
 #[test]
 fn mutex_two_processes_with_every_fault() {
-    let mut c = config(Recipe::Mutex, procs("ww", 1), faults(1, 1, 1, 1));
+    let mut c = config(Modelled::Mutex, procs("ww", 1), faults(1, 1, 1, 1));
     c.fenced_writes = true;
     holds("mutex 2x1, every fault", c);
 }
 
 #[test]
 fn mutex_waiters_that_re_check_on_their_tick() {
-    let mut c = config(Recipe::Mutex, procs("www", 1), faults(0, 0, 0, 1));
+    let mut c = config(Modelled::Mutex, procs("www", 1), faults(0, 0, 0, 1));
     c.tick = true;
     holds("mutex 3x1, ticks and a give-up", c);
 }
@@ -100,7 +100,7 @@ fn mutex_waiters_that_re_check_on_their_tick() {
 fn election_with_a_give_up() {
     holds(
         "election 3x1, a give-up",
-        config(Recipe::Election, procs("www", 1), faults(0, 0, 0, 1)),
+        config(Modelled::Election, procs("www", 1), faults(0, 0, 0, 1)),
     );
 }
 
@@ -108,13 +108,13 @@ fn election_with_a_give_up() {
 fn election_with_lost_replies_and_session_expiry() {
     holds(
         "election 2x2, a lost link and an expiry",
-        config(Recipe::Election, procs("ww", 2), faults(1, 1, 0, 0)),
+        config(Modelled::Election, procs("ww", 2), faults(1, 1, 0, 0)),
     );
 }
 
 #[test]
 fn rwlock_readers_and_writers() {
-    let mut c = config(Recipe::RwLock, procs("rwr", 2), Faults::default());
+    let mut c = config(Modelled::RwLock, procs("rwr", 2), Faults::default());
     c.fenced_writes = true;
     holds("rwlock r-w-r x2", c);
 }
@@ -123,11 +123,11 @@ fn rwlock_readers_and_writers() {
 fn rwlock_with_faults() {
     holds(
         "rwlock w-r-r x1, a deleted node and a give-up",
-        config(Recipe::RwLock, procs("wrr", 1), faults(0, 0, 1, 1)),
+        config(Modelled::RwLock, procs("wrr", 1), faults(0, 0, 1, 1)),
     );
     holds(
         "rwlock w-r x2, a lost link and an expiry",
-        config(Recipe::RwLock, procs("wr", 2), faults(1, 1, 0, 0)),
+        config(Modelled::RwLock, procs("wr", 2), faults(1, 1, 0, 0)),
     );
 }
 
@@ -135,7 +135,7 @@ fn rwlock_with_faults() {
 fn semaphore_two_permits_three_processes() {
     holds(
         "semaphore(2) 3x1",
-        config(Recipe::Semaphore(2), procs("www", 1), Faults::default()),
+        config(Modelled::Semaphore(2), procs("www", 1), Faults::default()),
     );
 }
 
@@ -143,11 +143,11 @@ fn semaphore_two_permits_three_processes() {
 fn semaphore_with_faults() {
     holds(
         "semaphore(1) 2x1, a lost link, an expiry, a give-up",
-        config(Recipe::Semaphore(1), procs("ww", 1), faults(1, 1, 0, 1)),
+        config(Modelled::Semaphore(1), procs("ww", 1), faults(1, 1, 0, 1)),
     );
     holds(
         "semaphore(1) 2x2, a deleted node",
-        config(Recipe::Semaphore(1), procs("ww", 2), faults(0, 0, 1, 0)),
+        config(Modelled::Semaphore(1), procs("ww", 2), faults(0, 0, 1, 0)),
     );
 }
 
@@ -155,21 +155,21 @@ fn semaphore_with_faults() {
 
 #[test]
 fn seeded_no_relist_after_the_blockers_deletion_is_caught() {
-    let mut c = config(Recipe::Mutex, procs("www", 1), faults(0, 0, 0, 1));
+    let mut c = config(Modelled::Mutex, procs("www", 1), faults(0, 0, 0, 1));
     c.seeded.no_relist = true;
     caught("seeded: no re-list", c, EXCLUSION);
 }
 
 #[test]
 fn seeded_fast_path_without_the_two_ahead_check_is_caught() {
-    let mut c = config(Recipe::Mutex, procs("www", 1), Faults::default());
+    let mut c = config(Modelled::Mutex, procs("www", 1), Faults::default());
     c.seeded.no_two_ahead = true;
     caught("seeded: no two-ahead check", c, EXCLUSION);
 }
 
 #[test]
 fn seeded_fast_path_without_the_two_ahead_check_breaks_the_fence() {
-    let mut c = config(Recipe::Mutex, procs("www", 1), Faults::default());
+    let mut c = config(Modelled::Mutex, procs("www", 1), Faults::default());
     c.seeded.no_two_ahead = true;
     c.fenced_writes = true;
     caught("seeded: no two-ahead check, fenced", c, FENCE);
@@ -177,7 +177,7 @@ fn seeded_fast_path_without_the_two_ahead_check_breaks_the_fence() {
 
 #[test]
 fn seeded_release_that_drops_its_failed_delete_is_caught() {
-    let mut c = config(Recipe::Mutex, procs("ww", 1), faults(1, 0, 0, 0));
+    let mut c = config(Modelled::Mutex, procs("ww", 1), faults(1, 0, 0, 0));
     c.seeded.release_drops_failed_delete = true;
     caught(
         "seeded: release drops its failed delete",
@@ -193,24 +193,24 @@ fn seeded_release_that_drops_its_failed_delete_is_caught() {
 
 #[test]
 fn seeded_expiry_before_the_loss_clock_is_caught() {
-    let mut c = config(Recipe::Mutex, procs("ww", 1), faults(1, 0, 0, 0));
+    let mut c = config(Modelled::Mutex, procs("ww", 1), faults(1, 0, 0, 0));
     c.seeded.early_expiry = true;
     caught("seeded: early expiry", c, GONE_READS_INVALID);
 }
 
 #[test]
 fn seeded_grant_that_ignores_the_own_node_watch_is_caught() {
-    let mut c = config(Recipe::Mutex, procs("www", 1), faults(0, 0, 1, 0));
+    let mut c = config(Modelled::Mutex, procs("www", 1), faults(0, 0, 1, 0));
     c.seeded.ignore_own_watch = true;
     caught("seeded: own watch ignored", c, EXCLUSION);
 }
 
 #[test]
 fn seeded_faults_break_the_rwlock_and_the_semaphore_too() {
-    let mut c = config(Recipe::RwLock, procs("wwr", 1), Faults::default());
+    let mut c = config(Modelled::RwLock, procs("wwr", 1), Faults::default());
     c.seeded.no_two_ahead = true;
     caught("seeded: rwlock, no two-ahead check", c, READ_WRITE);
-    let mut c = config(Recipe::Semaphore(1), procs("ww", 1), Faults::default());
+    let mut c = config(Modelled::Semaphore(1), procs("ww", 1), Faults::default());
     c.seeded.count_off_by_one = true;
     caught("seeded: semaphore, a count off by one", c.clone(), PERMITS);
     caught(
@@ -222,7 +222,7 @@ fn seeded_faults_break_the_rwlock_and_the_semaphore_too() {
 
 #[test]
 fn seeded_fast_path_never_taken_is_caught() {
-    let mut c = config(Recipe::Mutex, procs("ww", 1), Faults::default());
+    let mut c = config(Modelled::Mutex, procs("ww", 1), Faults::default());
     c.seeded.no_fast_path = true;
     caught("seeded: no fast path", c, FAST_PATH);
 }

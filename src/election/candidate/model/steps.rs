@@ -3,12 +3,12 @@
 //! `heard` and `proven` with the `Machine`'s transitions.
 
 use super::super::{elected, heard, proven, Elected, Heard, Proof};
-use super::{Action, Candidates, Phase, State, Term, Thread};
+use super::{Action, Candidates, ModelNode, Phase, Thread, World};
 use crate::error::Error;
 use crate::queue::Wake;
 
 impl Candidates {
-    pub(super) fn proc_actions(&self, s: &State, p: usize, out: &mut Vec<Action>) {
+    pub(super) fn proc_actions(&self, s: &World, p: usize, out: &mut Vec<Action>) {
         let c = &s.cands[p];
         if let Some(&(_, owner)) = c.janitor.first() {
             if owner != c.sid || c.up {
@@ -76,7 +76,12 @@ impl Candidates {
     }
 
     /// `run`'s loop reached the election's outcome `r`.
-    pub(super) fn elected(&self, s: &mut State, p: usize, r: crate::error::Result<Option<Term>>) {
+    pub(super) fn elected(
+        &self,
+        s: &mut World,
+        p: usize,
+        r: crate::error::Result<Option<ModelNode>>,
+    ) {
         match elected(r) {
             Elected::Lead(t) => self.lead(s, p, t),
             Elected::Again => s.top(p),
@@ -85,7 +90,7 @@ impl Candidates {
     }
 
     /// `lead`: subscribe, the guard (`Holding::new`), `begin`.
-    pub(super) fn lead(&self, s: &mut State, p: usize, t: Term) {
+    pub(super) fn lead(&self, s: &mut World, p: usize, t: ModelNode) {
         let c = &mut s.cands[p];
         c.events.clear();
         c.lost = false;
@@ -102,7 +107,7 @@ impl Candidates {
     }
 
     /// A leader's wake-up, by `heard`.
-    pub(super) fn woke(&self, s: &mut State, p: usize, woke: Wake) {
+    pub(super) fn woke(&self, s: &mut World, p: usize, woke: Wake) {
         let Thread::Leading(t) = s.cands[p].thread else {
             unreachable!()
         };
@@ -117,7 +122,7 @@ impl Candidates {
 
     /// The proof (`confirm`: a quorum write behind a check of the node, on its session),
     /// by `proven`.
-    pub(super) fn prove(&self, s: &mut State, p: usize, t: Term) {
+    pub(super) fn prove(&self, s: &mut World, p: usize, t: ModelNode) {
         let c = &s.cands[p];
         let r = if !c.up || c.clock_out {
             Err(Error::ConnectionLoss)
