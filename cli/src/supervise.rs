@@ -45,7 +45,7 @@ use zkguard::{Client, Error, SessionState};
 use crate::child::{self, signal_name, Child};
 use crate::hold::Held;
 use crate::watchdog::{self, Report, Watchdog};
-use crate::{OnSuspend, Say, Supervise};
+use crate::{Fail, OnSuspend, Say, Supervise};
 
 /// How one term of holding ended.
 pub enum End {
@@ -88,8 +88,10 @@ struct Supervisor<'a> {
     kill_at: Option<Instant>,
 }
 
-/// Watches the holder while the command runs (the module's table). Returns how it ended and
-/// whether a signal was forwarded.
+/// Watches the holder while the command runs (the module's table): starts the command's
+/// watchdog, then lets the command run (its gate opened: [`Child::release`]). Returns how it
+/// ended and whether a signal was forwarded; the failure of a command that could not be run
+/// (not found: 127; else 126).
 pub fn watch(
     client: &Client,
     held: &Held,
@@ -98,16 +100,18 @@ pub fn watch(
     signals: &Receiver<Signal>,
     say: Say,
     label: &str,
-) -> (End, bool) {
+) -> Result<(End, bool), Fail> {
     let bound = watchdog::bound(client.session_timeout());
     let dog = match Watchdog::start(child.pid, bound, sup.on_suspend, sup.kill_after, say) {
         Ok(dog) => dog,
         Err(f) => {
             say.say(format!("{}: not running the command without it", f.msg));
             terminate(child, sup, say, None);
-            return (End::Exited(crate::EXIT_SOFTWARE), false);
+            return Ok((End::Exited(crate::EXIT_SOFTWARE), false));
         }
     };
+    dog.beat();
+    child.release()?;
     let mut s = Supervisor {
         client,
         held,
@@ -178,7 +182,7 @@ pub fn watch(
             },
         };
         if let Some(end) = ended.or_else(|| s.look()) {
-            return (end, s.signalled);
+            return Ok((end, s.signalled));
         }
     }
 }
