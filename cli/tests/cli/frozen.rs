@@ -155,21 +155,35 @@ fn break_without_a_recorded_timeout_waits_for_the_longest_session() {
     assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
 }
 
-/// The command runs only once its watchdog does: a command whose first act is to freeze
-/// its own zkguard (`kill -STOP $PPID`, before zkguard could do anything more) is stopped by
-/// the watchdog all the same. (Spawned before its watchdog, the command could freeze
-/// zkguard before the watchdog existed and run on unwatched.)
+/// The command runs only once its watchdog does: its first act (shell builtins only, no
+/// fork) is to read its zkguard's children, where the watchdog already is, then to freeze
+/// its zkguard (`kill -STOP $PPID`), and the watchdog stops it all the same. (Spawned
+/// before its watchdog, a command could freeze zkguard before the watchdog existed and run
+/// on unwatched.)
 #[test]
 fn a_command_never_runs_before_its_watchdog() {
     let (cs, s, path) = setup("frozen-gate");
+    let prelude = format!(
+        "read kids < /proc/$PPID/task/$PPID/children; echo \"$kids\" > '{}'; kill -STOP $PPID;",
+        s.path("kids").display()
+    );
     let mut a = start_sh(
         &cs,
         &s,
         "a",
         &["--session-timeout", "10s", "lock", &path],
-        &s.ticker("kill -STOP $PPID;"),
+        &s.ticker(&prelude),
     );
     let pid = s.ticker_pid();
+    let dog = watchdog_of(a.pid());
+    let kids = s.lines("kids");
+    assert!(
+        kids.iter()
+            .flat_map(|l| l.split_whitespace())
+            .any(|k| k == dog.to_string()),
+        "the command started before its watchdog (pid {dog}): zkguard's children then were \
+         {kids:?}"
+    );
     wait_until(
         || {
             format!(
