@@ -77,22 +77,24 @@ impl Child {
         signal_group(self.pid, sig);
     }
 
-    /// Opens the gate (once its watchdog runs): the gate execs the command. Returns once the
-    /// exec is done; a command that cannot be run is the error a shell gives (127 not
-    /// found, 126 otherwise), and the gate has exited. A gate gone already (killed: its
-    /// exit is reported on `exited`) is no error here.
-    pub fn release(&self) -> Result<(), Fail> {
-        let Some(mut gate) = self.gate.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-            return Ok(());
-        };
-        if gate.write_all(&[GO]).is_err() {
-            return Ok(());
+    /// Opens the gate (once its watchdog runs): the gate execs the command. Returns at once
+    /// (the gate may be stopped by then: a watchdog that fired before the go), with the
+    /// receiver of the exec's failure: a command that cannot be run is the error a shell
+    /// gives (127 not found, 126 otherwise), sent before the gate's exit is reported on
+    /// `exited`; the sender is dropped once the command runs (or the gate is gone).
+    pub fn release(&self) -> Receiver<Fail> {
+        let (tx, failed) = crossbeam_channel::bounded(1);
+        let gate = self.gate.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut gate) = gate.filter(|mut g| g.write_all(&[GO]).is_ok()) {
+            let program = self.program.clone();
+            std::thread::spawn(move || {
+                let mut why = String::new();
+                if let Ok(1..) = gate.read_to_string(&mut why) {
+                    let _ = tx.send(exec_failure(&program, &why));
+                }
+            });
         }
-        let mut why = String::new();
-        match gate.read_to_string(&mut why) {
-            Ok(0) | Err(_) => Ok(()),
-            Ok(_) => Err(exec_failure(&self.program, &why)),
-        }
+        failed
     }
 }
 
@@ -123,7 +125,7 @@ pub fn spawn(
     env: &[(&str, String)],
     terminal: Option<Terminal>,
 ) -> Result<Child, Fail> {
-    let name = cmd
+    let program = cmd
         .first()
         .expect("spawn is called with a command")
         .to_string_lossy()
@@ -196,7 +198,7 @@ pub fn spawn(
         stopped,
         terminal,
         gate: std::sync::Mutex::new(Some(ours)),
-        program: name,
+        program,
     })
 }
 

@@ -111,7 +111,10 @@ pub fn watch(
         }
     };
     dog.beat();
-    child.release()?;
+    // Not waited for here: a watchdog that fired before the go has stopped the gate, and
+    // only the loop below continues it.
+    let exec_failed = child.release();
+    let mut exec_news = exec_failed.clone();
     let mut s = Supervisor {
         client,
         held,
@@ -138,7 +141,19 @@ pub fn watch(
         };
         let reports = s.dog.reports.clone();
         let ended = select! {
+            recv(exec_news) -> failed => match failed {
+                Ok(f) => return Err(f),
+                // The command runs.
+                Err(_) => {
+                    exec_news = never();
+                    None
+                }
+            },
             recv(child.exited) -> code => {
+                // A gate whose exec failed says why before it exits.
+                if let Ok(f) = exec_failed.recv() {
+                    return Err(f);
+                }
                 // Frozen past the watchdog's bound with `--on-suspend kill`: the watchdog
                 // terminated the command (its report may still be on its way).
                 if sup.on_suspend == OnSuspend::Kill && turn.elapsed() > bound {
