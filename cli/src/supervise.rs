@@ -132,9 +132,15 @@ pub fn watch(
     let mut revoked = held.revocation();
     let events = client.events();
     let tick = crossbeam_channel::tick(Duration::from_millis(100));
+    // When the watchdog was last heartbeaten, and whether zkguard ever went unheard past its
+    // bound since (frozen or stalled: the watchdog may have acted). Kept across turns: after
+    // a thaw, a tick or another event may take a turn before the command's exit is seen.
+    let mut last_beat = Instant::now();
+    let mut stalled = false;
     loop {
+        stalled |= last_beat.elapsed() > bound;
         s.dog.beat();
-        let turn = Instant::now();
+        last_beat = Instant::now();
         let confirmation = match &s.state {
             State::Confirming(rx) => rx.clone(),
             _ => never(),
@@ -156,7 +162,7 @@ pub fn watch(
                 }
                 // Frozen past the watchdog's bound with `--on-suspend kill`: the watchdog
                 // terminated the command (its report may still be on its way).
-                if sup.on_suspend == OnSuspend::Kill && turn.elapsed() > bound {
+                if sup.on_suspend == OnSuspend::Kill && (stalled || last_beat.elapsed() > bound) {
                     s.say.say(format!(
                         "zkguard was frozen or stalled and its watchdog terminated the command; \
                          ending the term of {label}"
