@@ -139,6 +139,12 @@ fn cut_off_ticker(name: &str, policy: &str, extra: &[&str], prelude: &str) -> Cu
     ];
     let args = [&args[..], extra].concat();
     let a = start_sh(&proxy.connect_string(), &s, "a", &args, &s.ticker(prelude));
+    // Once (stress, --hog) the command never ticked within a minute and nothing said why:
+    // zkguard's stderr says now.
+    wait_until(
+        || format!("the command never ran; zkguard's stderr:\n{}", a.stderr()),
+        || !s.lines("ticks").is_empty(),
+    );
     let pid = s.ticker_pid();
     let cut = Instant::now();
     proxy.blackhole();
