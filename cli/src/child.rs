@@ -346,3 +346,41 @@ pub fn next_signal(signals: &Receiver<Signal>, deadline: Option<Instant>) -> Opt
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    fn args(a: &[&str]) -> Vec<OsString> {
+        a.iter().map(OsString::from).collect()
+    }
+
+    /// `zkguard __gate` by hand with no socket of zkguard's: a usage error, nothing run.
+    /// (File descriptor 1000 is not open in the test process; 0 to 2 are stdio.)
+    #[test]
+    fn the_gate_refuses_what_is_not_zkguard_s_socket() {
+        for bad in [
+            &[][..],
+            &["7"],
+            &["7", "--"],
+            &["7", "x", "true"],
+            &["1", "--", "true"],
+            &["-3", "--", "true"],
+            &["x", "--", "true"],
+            &["1000", "--", "true"],
+        ] {
+            assert_eq!(super::gate(&args(bad)), crate::EXIT_USAGE, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_exec_failure_reads_as_a_shell_s() {
+        let f = super::exec_failure("nope", "nf");
+        assert_eq!((f.code, f.msg.as_str()), (127, "nope: command not found"));
+        let f = super::exec_failure("./x", "ex Permission denied (os error 13)");
+        assert_eq!(
+            (f.code, f.msg.as_str()),
+            (126, "cannot run ./x: Permission denied (os error 13)")
+        );
+    }
+}
