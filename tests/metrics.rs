@@ -15,7 +15,10 @@ use std::collections::HashMap;
 use std::sync::{Mutex as StdMutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use common::{connect, recv, shared_cluster, spawn, unique, wait_until, WITHIN};
+use common::{
+    connect, queue_and_owners, queue_watches, recv, shared_cluster, sorted_watchers, spawn, unique,
+    wait_until, watches_by_path, WITHIN,
+};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use zkguard::metrics as m;
 use zkguard::testing::FaultProxy;
@@ -196,6 +199,16 @@ fn a_contended_handoff_counts_the_waiter_queued_then_measures_the_gap() {
     let got = spawn(move || lock_b.acquire().map(|g| g.token()));
     wait_until(WITHIN, "the waiter queued", || {
         b.stats().waiters_queued == 1 && mutex_gauges(&path) == (1.0, 1.0)
+    });
+    // Queued is counted when B's node is made, before B lists and arms its watch on A's
+    // node: released before that watch is armed, A's node is found gone by B's arm, not
+    // heard going, and no gap starts (what this test once saw: "handoff gaps: []"). So
+    // the release waits for the server to show B's watch on A's node.
+    let (queue, owners) = queue_and_owners(&a, &path);
+    let want = queue_watches(&queue, &owners);
+    wait_until(WITHIN, "the waiter's watch on the holder's node", || {
+        let got = sorted_watchers(watches_by_path());
+        want.iter().all(|(p, w)| got.get(p) == Some(w))
     });
     held.release().unwrap();
     recv(&got, WITHIN, "B's grant").unwrap();

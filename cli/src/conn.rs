@@ -11,7 +11,7 @@ use crate::{duration, Fail, Say, EXIT_USAGE};
 
 /// How to reach ZooKeeper (every subcommand but `server`, whose help hides them). Global:
 /// they may come before or after the subcommand.
-#[derive(Args)]
+#[derive(Args, Clone)]
 #[command(next_help_heading = "Connection")]
 pub struct Connection {
     /// ZooKeeper connect string: host:port[,host:port...][/chroot]

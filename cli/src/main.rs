@@ -116,8 +116,9 @@ enum Command {
     #[command(after_help = revoke::EXIT_CODES)]
     Revoke(RevokeArgs),
     /// Delete a holder's node at PATH after saying whose it is: its holder loses the lock
-    /// (asks first on a terminal; --yes does not ask)
-    #[command(after_help = revoke::EXIT_CODES)]
+    /// (asks first on a terminal; --yes does not ask); waits out a frozen holder's
+    /// watchdog first (--now does not)
+    #[command(long_about = revoke::BREAK_ABOUT, after_help = revoke::EXIT_CODES)]
     Break(BreakArgs),
     /// Make a persistent directory for a team's locks, closed by --acl, that nobody it shuts
     /// out can delete (a marker node with the same ACL stays inside); keeps one that is
@@ -246,7 +247,8 @@ pub struct LockArgs {
     /// A semaphore: at most N holders at once (the count is recorded at PATH)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub permits: Option<u32>,
-    /// Data of this contender's node, shown by `holders` [default: host and pid]
+    /// Data of this contender's node, shown by `holders` [default: host and pid, and the
+    /// granted session timeout, which `break` reads to wait out the watchdog's bound]
     #[arg(long, value_name = "TEXT")]
     pub data: Option<String>,
     #[arg(long, value_name = "ACL", value_parser = parse_acl, help = ACL_HELP, long_help = ACL_LONG_HELP)]
@@ -353,6 +355,10 @@ pub struct BreakArgs {
     /// Do not ask for confirmation (needed when stdin is not a terminal)
     #[arg(long, short)]
     pub yes: bool,
+    /// Delete at once, without waiting out a frozen holder's watchdog (see below): for a
+    /// holder known dead, its host gone, or its command seen stopped
+    #[arg(long)]
+    pub now: bool,
 }
 
 #[derive(Args)]
@@ -521,9 +527,18 @@ fn check_server_args(matches: &clap::ArgMatches) -> Result<(), Fail> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some(watchdog::ARG) {
-        std::process::exit(watchdog::main(&args[1..]));
+    // Not `args()`: the gate's command may be any bytes.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    match args.first().and_then(|a| a.to_str()) {
+        Some(watchdog::ARG) => {
+            let rest: Vec<String> = args[1..]
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            std::process::exit(watchdog::main(&rest));
+        }
+        Some(child::GATE_ARG) => std::process::exit(child::gate(&args[1..])),
+        _ => {}
     }
     let parsed = command().try_get_matches().and_then(|m| {
         let cli = Cli::from_arg_matches(&m)?;

@@ -7,12 +7,14 @@
 //! found it ([`Listing`]'s rows); everything read from ZooKeeper is shown escaped.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crossbeam_channel::RecvTimeoutError;
 use zkguard::{Client, Error, Stat};
 
 use crate::hold::seconds;
 use crate::show::{Contender, Listing, UNFAIR};
+use crate::watchdog;
 use crate::{check_path, BreakArgs, Connection, Fail, RevokeArgs, Say, EXIT_NOPERM, EXIT_USAGE};
 
 /// Exit status of `revoke` and `break` when there was nothing to do (no holder, the node
@@ -21,12 +23,27 @@ pub const EXIT_NOTHING: i32 = 1;
 
 /// What `break` says before it deletes: what happens to the holder's command.
 const BREAK_WARNING: &str = "its holder's command is told to stop once its zkguard sees the \
-    loss: at once if zkguard runs; if zkguard is frozen, its watchdog has stopped the \
-    command within a third of the session timeout of the freeze (break sooner and both \
-    commands may run for the rest of that time); if the holder's whole host is frozen, its \
-    command may run on for a moment when the host resumes, beside the next holder's: only \
-    writes fenced with ZKGUARD_TOKEN are safe then. `zkguard revoke --wait` lets a \
-    running holder finish first";
+    loss: at once if zkguard runs; if zkguard is frozen, its watchdog stops the command \
+    within a third of the holder's session timeout of the freeze, which break waits out \
+    unless --now; if the holder's whole host is frozen, its command may run on for a \
+    moment when the host resumes, beside the next holder's: only writes fenced with \
+    ZKGUARD_TOKEN are safe then. `zkguard revoke --wait` lets a running holder finish first";
+
+/// `break --help`: what it does and why it waits.
+pub const BREAK_ABOUT: &str = "\
+Delete a holder's node at PATH after saying whose it is: its holder loses the lock (asks
+first on a terminal; --yes does not ask).
+
+A holder whose zkguard is frozen (SIGSTOP, a debugger, a cgroup freeze) has its command
+stopped by its watchdog a third of its session timeout after the freeze; deleted sooner,
+the next holder's command would run beside it. So break waits until that bound (plus 2 s)
+has passed since break started, then deletes the node if it is still the one shown. The
+bound comes from the holder's session timeout, which `zkguard lock` records in its node's
+data (\"host pid N (zkguard: session timeout 10000 ms)\"); a node without it (an
+election, --data, another client, an older zkguard) gets a third of the longest session
+this ensemble grants (learned from break's own session). --now deletes at once: for a
+holder known dead, its host gone, or its command seen stopped. If the node goes while
+break waits (its session expired), nothing is deleted.";
 
 /// `revoke` and `break`'s exit status table.
 pub const EXIT_CODES: &str = "\
@@ -160,20 +177,13 @@ fn wait_let_go(client: &Client, asked: &[&str], wait: Duration, say: Say) -> Res
     let deadline = started + wait;
     let mut held_on = Vec::new();
     for full in asked {
-        let node = zkguard::escape(full);
-        loop {
-            let seen = client
-                .exists_w(full)
-                .map_err(|e| Fail::zk(format_args!("cannot look at {node}"), e))?;
-            let (stat, watch) = match seen {
-                (None, _) => break,
-                (Some(stat), watch) => (stat, watch),
-            };
-            if watch.recv_deadline(deadline).is_err() {
-                let data = client.get_data(full).map(|(d, _)| d).unwrap_or_default();
-                held_on.push(format!("{node} ({})", owner(&stat, &data)));
-                break;
-            }
+        if let Some(stat) = gone_by(client, full, deadline)? {
+            let data = client.get_data(full).map(|(d, _)| d).unwrap_or_default();
+            held_on.push(format!(
+                "{} ({})",
+                zkguard::escape(full),
+                owner(&stat, &data)
+            ));
         }
     }
     if held_on.is_empty() {
@@ -228,8 +238,15 @@ fn row<'l>(list: &'l Listing, path: &str, node: &str) -> Result<&'l Contender, F
     })
 }
 
+/// What `break` asks for as its own session timeout: more than any server grants, so that
+/// the timeout granted is the longest the server gives any session (its
+/// `maxSessionTimeout`), a bound on the holder's.
+const LONGEST: Duration = Duration::from_secs(24 * 3600);
+
 /// `zkguard break PATH --node NODE | --holder`.
 pub fn break_lock(conn: &Connection, args: &BreakArgs, say: Say) -> Result<i32, Fail> {
+    // A frozen holder froze before break started: its watchdog's bound counts from here.
+    let started = Instant::now();
     check_path(&args.path)?;
     if !args.yes && !std::io::stdin().is_terminal() {
         return Err(Fail::new(
@@ -237,13 +254,15 @@ pub fn break_lock(conn: &Connection, args: &BreakArgs, say: Say) -> Result<i32, 
             "break: stdin is not a terminal to ask on: give --yes to delete without asking",
         ));
     }
+    let mut conn = conn.clone();
+    conn.session_timeout = LONGEST;
     let client = conn.connect(say)?;
-    let result = break_on(&client, args, say);
+    let result = break_on(&client, args, started, say);
     client.close();
     result
 }
 
-fn break_on(client: &Client, args: &BreakArgs, say: Say) -> Result<i32, Fail> {
+fn break_on(client: &Client, args: &BreakArgs, started: Instant, say: Say) -> Result<i32, Fail> {
     let path = args.path.as_str();
     let list = listing(client, path)?;
     let c = match &args.node {
@@ -293,11 +312,78 @@ fn break_on(client: &Client, args: &BreakArgs, say: Say) -> Result<i32, Fail> {
     }
     say.say(format!("{node}: {}", owner(&shown, &data)));
     say.say(BREAK_WARNING);
+    let wait = (!args.now).then(|| watchdog_wait(client, &data));
+    if let Some((_, why)) = &wait {
+        say.say(why);
+    }
     if !args.yes && !ask(&format!("delete {node}? Its holder loses the lock [y/N] "))? {
         say.say("not deleted");
         return Ok(EXIT_NOTHING);
     }
+    if let Some((wait, _)) = wait {
+        if gone_by(client, full, started + wait)?.is_none() {
+            say.say(format!(
+                "{node} is gone already (its session ended while break waited): nothing \
+                 deleted"
+            ));
+            return Ok(EXIT_NOTHING);
+        }
+    }
     delete_shown(client, full, &shown, say)
+}
+
+/// How long after its start `break` waits before deleting (a frozen holder's watchdog has
+/// acted by then: [`watchdog::acted_within`] the holder's session timeout, recorded in its
+/// node's `data`, else the longest this ensemble grants), and the line that says so.
+fn watchdog_wait(client: &Client, data: &[u8]) -> (Duration, String) {
+    let longest = client.session_timeout();
+    let secs =
+        |d: Duration| humantime::format_duration(Duration::from_millis(d.as_millis() as u64));
+    let (timeout, whose) = match watchdog::recorded(data) {
+        Some(t) => (
+            t.min(longest),
+            format!(
+                "the holder's session timeout, {}, recorded in its node",
+                secs(t)
+            ),
+        ),
+        None => (
+            longest,
+            format!(
+                "its node records no session timeout (an election, --data, another client or \
+                 an older zkguard): the longest session this ensemble grants, {}",
+                secs(longest)
+            ),
+        ),
+    };
+    let wait = watchdog::acted_within(timeout);
+    (
+        wait,
+        format!(
+            "waiting until {} after break started (a third of {whose}, plus {}) so that a \
+             frozen holder's watchdog has stopped its command; --now deletes at once",
+            secs(wait),
+            secs(watchdog::MARGIN)
+        ),
+    )
+}
+
+/// Waits until `full` is gone or `deadline` passes: None if it went, else its last stat.
+fn gone_by(client: &Client, full: &str, deadline: Instant) -> Result<Option<Stat>, Fail> {
+    loop {
+        let seen = client
+            .exists_w(full)
+            .map_err(|e| Fail::zk(format_args!("cannot look at {}", zkguard::escape(full)), e))?;
+        match seen {
+            (None, _) => return Ok(None),
+            (Some(stat), watch) => match watch.recv_deadline(deadline) {
+                Err(RecvTimeoutError::Timeout) => return Ok(Some(stat)),
+                // An event (looked at again), or the watch dropped with its session: the
+                // next `exists_w` says what is so (or fails).
+                Ok(_) | Err(RecvTimeoutError::Disconnected) => {}
+            },
+        }
+    }
 }
 
 /// Deletes `full` only if it is still the node shown: the same creation (`czxid`) and

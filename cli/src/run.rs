@@ -12,6 +12,7 @@ use crate::child::{self, signal_name};
 use crate::hold::{self, Held, Kind, Outcome, Target, Wait};
 use crate::supervise::{self, End};
 use crate::tty::Terminal;
+use crate::watchdog;
 use crate::{
     check_path, Connection, ElectArgs, Fail, LockArgs, Say, Supervise, Waiting, EXIT_LOST,
     EXIT_USAGE,
@@ -25,7 +26,13 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     conn.warn_cleartext(Some(&acl), say);
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
-    let data = args.data.clone();
+    // Without --data: "host pid N" and the granted session timeout, which `break` reads
+    // to wait out the watchdog's bound (`watchdog::record`).
+    let data = Some(
+        args.data
+            .clone()
+            .unwrap_or_else(|| watchdog::record(&zkguard::host_id(), client.session_timeout())),
+    );
     let target = if let Some(n) = args.permits {
         let s = Semaphore::new(&client, &args.path, n)
             .and_then(|s| s.with_acl(acl))
@@ -223,8 +230,9 @@ fn term(
         env.push(("ZKGUARD_ID", id.to_string()));
     }
     let child = child::spawn(&argv, &env, Terminal::stdin())?;
-    let (end, signalled) = supervise::watch(client, held, &child, sup, signals, say, &label);
+    let watched = supervise::watch(client, held, &child, sup, signals, say, &label);
     child.take_terminal_back();
+    let (end, signalled) = watched?;
     // Ctrl-C typed to a command with the terminal reached it, not zkguard: as a shell
     // does, take the command's death by SIGINT as the wish to stop (--loop).
     let interrupted = child.has_terminal()

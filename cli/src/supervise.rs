@@ -45,7 +45,7 @@ use zkguard::{Client, Error, SessionState};
 use crate::child::{self, signal_name, Child};
 use crate::hold::Held;
 use crate::watchdog::{self, Report, Watchdog};
-use crate::{OnSuspend, Say, Supervise};
+use crate::{Fail, OnSuspend, Say, Supervise};
 
 /// How one term of holding ended.
 pub enum End {
@@ -88,8 +88,10 @@ struct Supervisor<'a> {
     kill_at: Option<Instant>,
 }
 
-/// Watches the holder while the command runs (the module's table). Returns how it ended and
-/// whether a signal was forwarded.
+/// Watches the holder while the command runs (the module's table): starts the command's
+/// watchdog, then lets the command run (its gate opened: [`Child::release`]). Returns how it
+/// ended and whether a signal was forwarded; the failure of a command that could not be run
+/// (not found: 127; else 126).
 pub fn watch(
     client: &Client,
     held: &Held,
@@ -98,16 +100,21 @@ pub fn watch(
     signals: &Receiver<Signal>,
     say: Say,
     label: &str,
-) -> (End, bool) {
+) -> Result<(End, bool), Fail> {
     let bound = watchdog::bound(client.session_timeout());
     let dog = match Watchdog::start(child.pid, bound, sup.on_suspend, sup.kill_after, say) {
         Ok(dog) => dog,
         Err(f) => {
             say.say(format!("{}: not running the command without it", f.msg));
             terminate(child, sup, say, None);
-            return (End::Exited(crate::EXIT_SOFTWARE), false);
+            return Ok((End::Exited(crate::EXIT_SOFTWARE), false));
         }
     };
+    dog.beat();
+    // Not waited for here: a watchdog that fired before the go has stopped the gate, and
+    // only the loop below continues it.
+    let exec_failed = child.release();
+    let mut exec_news = exec_failed.clone();
     let mut s = Supervisor {
         client,
         held,
@@ -125,19 +132,37 @@ pub fn watch(
     let mut revoked = held.revocation();
     let events = client.events();
     let tick = crossbeam_channel::tick(Duration::from_millis(100));
+    // When the watchdog was last heartbeaten, and whether zkguard ever went unheard past its
+    // bound since (frozen or stalled: the watchdog may have acted). Kept across turns: after
+    // a thaw, a tick or another event may take a turn before the command's exit is seen.
+    let mut last_beat = Instant::now();
+    let mut stalled = false;
     loop {
+        stalled |= last_beat.elapsed() > bound;
         s.dog.beat();
-        let turn = Instant::now();
+        last_beat = Instant::now();
         let confirmation = match &s.state {
             State::Confirming(rx) => rx.clone(),
             _ => never(),
         };
         let reports = s.dog.reports.clone();
         let ended = select! {
+            recv(exec_news) -> failed => match failed {
+                Ok(f) => return Err(f),
+                // The command runs.
+                Err(_) => {
+                    exec_news = never();
+                    None
+                }
+            },
             recv(child.exited) -> code => {
+                // A gate whose exec failed says why before it exits.
+                if let Ok(f) = exec_failed.recv() {
+                    return Err(f);
+                }
                 // Frozen past the watchdog's bound with `--on-suspend kill`: the watchdog
                 // terminated the command (its report may still be on its way).
-                if sup.on_suspend == OnSuspend::Kill && turn.elapsed() > bound {
+                if sup.on_suspend == OnSuspend::Kill && (stalled || last_beat.elapsed() > bound) {
                     s.say.say(format!(
                         "zkguard was frozen or stalled and its watchdog terminated the command; \
                          ending the term of {label}"
@@ -178,7 +203,7 @@ pub fn watch(
             },
         };
         if let Some(end) = ended.or_else(|| s.look()) {
-            return (end, s.signalled);
+            return Ok((end, s.signalled));
         }
     }
 }

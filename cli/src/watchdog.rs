@@ -53,6 +53,50 @@ pub fn bound(session_timeout: Duration) -> Duration {
     session_timeout / 3
 }
 
+/// What `break` allows the watchdog beyond its bound (a loaded host schedules it late).
+pub const MARGIN: Duration = Duration::from_secs(2);
+
+/// How long after a freeze of its zkguard a holder's command has surely been stopped by the
+/// watchdog (if the host runs): the bound plus [`MARGIN`].
+pub fn acted_within(session_timeout: Duration) -> Duration {
+    bound(session_timeout) + MARGIN
+}
+
+/// How the holder's node records its granted session timeout, after the data `base`
+/// (`lock` without `--data`: "host pid N"): `base (zkguard: session timeout 10000 ms)`.
+/// `break` reads it back ([`recorded`]) to wait out the watchdog's bound.
+pub fn record(base: &str, session_timeout: Duration) -> String {
+    format!(
+        "{base}{RECORD_OPEN}{}{RECORD_CLOSE}",
+        session_timeout.as_millis()
+    )
+}
+
+const RECORD_OPEN: &str = " (zkguard: session timeout ";
+const RECORD_CLOSE: &str = " ms)";
+
+/// The session timeout a node's data records ([`record`]), if it does.
+pub fn recorded(data: &[u8]) -> Option<Duration> {
+    let text = std::str::from_utf8(data).ok()?;
+    let (_, rest) = text.rsplit_once(RECORD_OPEN)?;
+    let ms = rest.strip_suffix(RECORD_CLOSE)?;
+    ms.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| ms.parse().ok())
+        .flatten()
+        .map(Duration::from_millis)
+}
+
+/// zkguard's own binary, to start again as the watchdog or the command's gate. Linux: this
+/// very binary even if it was replaced or deleted since (an upgrade while `elect --loop`
+/// runs).
+pub fn own_binary() -> std::io::Result<std::path::PathBuf> {
+    match std::path::Path::new("/proc/self/exe") {
+        p if p.exists() => Ok(p.to_path_buf()),
+        _ => std::env::current_exe(),
+    }
+}
+
 /// What the watchdog tells zkguard.
 pub enum Report {
     /// It found zkguard unheard for the bound and acted on the command's group.
@@ -86,13 +130,7 @@ impl Watchdog {
             OnSuspend::Kill => "kill",
             OnSuspend::Stop | OnSuspend::Ignore => "stop",
         };
-        // Linux: this very binary even if it was replaced or deleted since (an upgrade
-        // while `elect --loop` runs).
-        let exe = match std::path::Path::new("/proc/self/exe") {
-            p if p.exists() => p.to_path_buf(),
-            _ => std::env::current_exe().map_err(fail)?,
-        };
-        let mut process = Command::new(exe)
+        let mut process = Command::new(own_binary().map_err(fail)?)
             .arg0("zkguard")
             .arg(ARG)
             .arg(group.as_raw().to_string())
@@ -249,6 +287,38 @@ mod tests {
     #[test]
     fn the_bound_is_a_third_of_the_session_timeout() {
         assert_eq!(super::bound(Duration::from_secs(9)), Duration::from_secs(3));
+        assert_eq!(
+            super::acted_within(Duration::from_secs(9)),
+            Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn a_recorded_session_timeout_reads_back() {
+        let data = super::record("host-a pid 42", Duration::from_millis(10_000));
+        assert_eq!(data, "host-a pid 42 (zkguard: session timeout 10000 ms)");
+        assert_eq!(
+            super::recorded(data.as_bytes()),
+            Some(Duration::from_secs(10))
+        );
+        // A record inside the base does not count: only the last one, at the end.
+        let twice = super::record("x (zkguard: session timeout 1 ms)", Duration::from_secs(4));
+        assert_eq!(
+            super::recorded(twice.as_bytes()),
+            Some(Duration::from_secs(4))
+        );
+        for other in [
+            &b"host-a pid 42"[..],
+            b"",
+            b"\xff (zkguard: session timeout 10 ms) tail",
+            b"x (zkguard: session timeout  ms)",
+            b"x (zkguard: session timeout -5 ms)",
+            b"x (zkguard: session timeout +5 ms)",
+            b"x (zkguard: session timeout 99999999999999999999999 ms)",
+            &[0xff, 0xfe],
+        ] {
+            assert_eq!(super::recorded(other), None, "{other:?}");
+        }
     }
 
     #[test]

@@ -100,14 +100,20 @@ fn break_deletes_the_holders_node_and_its_command_is_terminated() {
         "not deleted without --yes"
     );
 
-    let (code, _, err) =
-        output(zkguard(&cs).args(["break", &path, "--node", "nope-0000000001", "--yes"]));
+    let (code, _, err) = output(zkguard(&cs).args([
+        "break",
+        &path,
+        "--node",
+        "nope-0000000001",
+        "--yes",
+        "--now",
+    ]));
     assert_eq!(code, 1, "{err}");
     let (code, _, err) =
-        output(zkguard(&cs).args(["break", &path, "--node", "/elsewhere/x", "--yes"]));
+        output(zkguard(&cs).args(["break", &path, "--node", "/elsewhere/x", "--yes", "--now"]));
     assert_eq!(code, 2, "{err}");
 
-    let (code, _, err) = output(zkguard(&cs).args(["break", &path, "--holder", "--yes"]));
+    let (code, _, err) = output(zkguard(&cs).args(["break", &path, "--holder", "--yes", "--now"]));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains(&format!("session 0x{session:x}")), "{err}");
     assert!(err.contains("holder-h") && err.contains("ago"), "{err}");
@@ -130,7 +136,7 @@ fn an_acl_refusal_is_77_naming_the_acl() {
     s.ticker_pid();
     let bob = |args: &[&str]| output(zkguard(&cs).args(["--auth", "bob:bob-pw"]).args(args));
 
-    let (code, _, err) = bob(&["break", &path, "--holder", "--yes"]);
+    let (code, _, err) = bob(&["break", &path, "--holder", "--yes", "--now"]);
     assert_eq!(code, 77, "{err}");
     assert!(
         err.contains(&format!("the ACL of {path} is [digest:alice:")),
@@ -156,7 +162,7 @@ fn an_acl_refusal_is_77_naming_the_acl() {
         &["--auth", "alice:alice-pw", "--acl", "creator"],
     );
     s2.ticker_pid();
-    let (code, _, err) = bob(&["break", &closed, "--holder", "--yes"]);
+    let (code, _, err) = bob(&["break", &closed, "--holder", "--yes", "--now"]);
     assert_eq!(code, 77, "{err}");
     assert!(
         err.contains(&format!("the ACL of {closed} is unreadable")),
@@ -325,8 +331,8 @@ fn break_and_revoke_never_touch_a_same_named_node_elsewhere() {
 
     for args in [
         vec!["revoke", &path, "--node", &name],
-        vec!["break", &path, "--node", &name, "--yes"],
-        vec!["break", &path, "--holder", "--yes"],
+        vec!["break", &path, "--node", &name, "--yes", "--now"],
+        vec!["break", &path, "--holder", "--yes", "--now"],
     ] {
         let (code, _, err) = output(zkguard(&cs).args(&args));
         assert_eq!(code, 77, "{args:?}: {err}");
@@ -363,10 +369,7 @@ fn revoke_wait_frees_a_lock_whose_command_is_stopped() {
     unsafe {
         libc::kill(pid, libc::SIGSTOP);
     }
-    wait_until(
-        || "the command stopped".into(),
-        || proc_state(pid) == Some('T'),
-    );
+    wait_until(|| "the command stopped".into(), || group_stopped(pid));
 
     let asked = std::time::Instant::now();
     let (code, _, err) = output(zkguard(&cs).args(["revoke", &path, "--wait", "20s"]));

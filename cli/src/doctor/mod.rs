@@ -327,7 +327,7 @@ fn session_findings(
         sync_window_ms: tick.zip(sync).map(|(t, s)| t * s),
         ensemble,
     }));
-    out.push(Finding::new(Check::DeadHolder, Status::Note, format!("with this {granted} ms session timeout, a holder that dies (zkguard killed, its host gone) keeps the lock for up to {granted} ms, until its session expires; a frozen zkguard's watchdog stops (--on-suspend kill: terminates) its command within {} ms; `zkguard break` frees the lock at once", granted / 3))
+    out.push(Finding::new(Check::DeadHolder, Status::Note, format!("with this {granted} ms session timeout, a holder that dies (zkguard killed, its host gone) keeps the lock for up to {granted} ms, until its session expires; a frozen zkguard's watchdog stops (--on-suspend kill: terminates) its command within {} ms; `zkguard break` frees it after waiting out that bound plus 2 s (`--now`: at once)", granted / 3))
         .numbers(Numbers::DeadHolder { session_timeout_ms: granted, watchdog_ms: granted / 3 }));
     let events = client.events();
     let identities = match client.who_am_i() {

@@ -83,7 +83,7 @@ fn node_data_is_shown_escaped_by_every_command() {
     // The request replaced the data: the co-tenant writes it again.
     c.set_data(held.path(), NASTY.as_bytes(), None).unwrap();
 
-    let (code, said, _) = run(&["break", &path, "--holder", "--yes"]);
+    let (code, said, _) = run(&["break", &path, "--holder", "--yes", "--now"]);
     assert_eq!(code, 0, "{said}");
     escaped("break", &said);
     assert!(!held.is_valid() || held.lost().recv_timeout(PATIENCE).is_ok());

@@ -37,18 +37,17 @@ fn entries(s: &Scratch) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// Holder `a` (6 s session: its watchdog acts 2 s after the freeze, the server expires the
-/// session no sooner than 4 s after it) and waiter `b` writing into one log; `a`'s zkguard frozen,
-/// `free` run while it is, then checks that no line of `a` follows `b`'s first and prints
-/// the overlap (or the gap) between the two commands.
-fn frozen_holder(name: &str, free: impl FnOnce(&str, &Scratch, &Running)) {
+/// Holder `a` (`session` long) and waiter `b` writing into one log; `a`'s zkguard
+/// frozen, `free` run at once, then checks that no line of `a` follows `b`'s first and
+/// prints the overlap (or the gap) between the two commands.
+fn frozen_holder(name: &str, session: &str, free: impl FnOnce(&str, &Scratch, &Running)) {
     let (cs, s, path) = setup(name);
     let c = client(&cs);
     let mut a = start_sh(
         &cs,
         &s,
         "a",
-        &["--session-timeout", "6s", "lock", &path],
+        &["--session-timeout", session, "lock", &path],
         &writer(&s, "a"),
     );
     s.wait_lines("log", "the holder's command writing", |l| l.len() >= 3);
@@ -76,8 +75,8 @@ fn frozen_holder(name: &str, free: impl FnOnce(&str, &Scratch, &Running)) {
     let first_b = log.iter().position(|(w, _)| w == "b").unwrap();
     let last_a = log.iter().rposition(|(w, _)| w == "a").unwrap();
     eprintln!(
-        "{name}: the frozen holder's command last wrote {:.3} s after the freeze, the next \
-         command first {:.3} s after it: {:.3} s of both",
+        "{name} ({session} session): the frozen holder's command last wrote {:.3} s after the \
+         freeze, the next command first {:.3} s after it: {:.3} s of both",
         log[last_a].1 - frozen,
         log[first_b].1 - frozen,
         (log[last_a].1 - log[first_b].1).max(0.0)
@@ -90,29 +89,22 @@ fn frozen_holder(name: &str, free: impl FnOnce(&str, &Scratch, &Running)) {
     assert!(a.stderr().contains("watchdog: "), "{}", a.stderr());
 }
 
-/// The lock frees when the frozen holder's session expires.
+/// The lock frees when the frozen holder's session expires (6 s: its watchdog acts 2 s
+/// after the freeze, the server expires the session no sooner than 4 s after it).
 #[test]
 fn a_frozen_zkguard_has_its_command_stopped_before_another_runs() {
-    frozen_holder("frozen", |_, _, _| {});
+    frozen_holder("frozen", "6s", |_, _, _| {});
 }
 
-/// `break` on a frozen holder whose watchdog has stopped its command: the next command
-/// runs at once, alone. (`break` before the watchdog acts would leave both running for
-/// up to a third of the session timeout: `break`'s confirmation says so.)
+/// `break` right after the freeze, long before the frozen holder's watchdog acts (15 s
+/// session: the watchdog acts 5 s after the freeze): `break` reads the session timeout the
+/// holder recorded in its node and waits until 7 s after it started (a third of it plus
+/// 2 s) before deleting, so the next command runs only once the frozen holder's command is
+/// stopped. The session expires no sooner than 10 s after the freeze, so it is `break` that
+/// frees the lock. Without the wait both commands ran for 5 s.
 #[test]
 fn break_on_a_frozen_holder_runs_the_next_command_alone() {
-    frozen_holder("frozen-break", |path, s, a| {
-        let pid: i32 = s.lines("a.pid")[0].parse().unwrap();
-        wait_until(
-            || {
-                format!(
-                    "the frozen holder's command was never stopped (state {:?}); its stderr:\n{}",
-                    proc_state(pid),
-                    a.stderr()
-                )
-            },
-            || proc_state(pid) == Some('T'),
-        );
+    frozen_holder("frozen-break", "15s", |path, _, _| {
         let cs = cluster().connect_string();
         let (code, _, err) = output(zkguard(&cs).args(["break", path, "--holder", "--yes"]));
         assert_eq!(code, 0, "{err}");
@@ -120,7 +112,97 @@ fn break_on_a_frozen_holder_runs_the_next_command_alone() {
             err.contains("watchdog") && err.contains("ZKGUARD_TOKEN"),
             "break says what is left to fencing: {err}"
         );
+        assert!(
+            err.contains("the holder's session timeout, 15s, recorded in its node"),
+            "break says what it waits for: {err}"
+        );
     });
+}
+
+/// A holder whose node records no session timeout (`--data`, as another client's or an
+/// older zkguard's node): `break` says so and waits a third of the longest session the
+/// server grants (the harness's 60 s) plus 2 s before it deletes, however the holder runs.
+#[test]
+fn break_without_a_recorded_timeout_waits_for_the_longest_session() {
+    let (cs, s, path) = setup("frozen-norecord");
+    let c = client(&cs);
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &["lock", &path, "--data", "mine"],
+        &s.ticker(""),
+    );
+    s.ticker_pid();
+    let held = zkguard::Mutex::new(&c, &path)
+        .unwrap()
+        .participants()
+        .unwrap();
+    let node = format!("{path}/{}", held[0].node);
+    let started = std::time::Instant::now();
+    let (code, _, err) = output(zkguard(&cs).args(["break", &path, "--holder", "--yes"]));
+    let took = started.elapsed();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("records no session timeout") && err.contains("1m"),
+        "{err}"
+    );
+    assert!(
+        took >= std::time::Duration::from_secs(22),
+        "deleted after {took:?}, before the wait it announced: {err}"
+    );
+    assert_eq!(c.exists(&node).unwrap(), None);
+    assert_eq!(a.wait(PATIENCE), 75, "{}", a.stderr());
+}
+
+/// The command runs only once its watchdog does: its first act (shell builtins only, no
+/// fork) is to read its zkguard's children, where the watchdog already is, then to freeze
+/// its zkguard (`kill -STOP $PPID`), and the watchdog stops it all the same. (Spawned
+/// before its watchdog, a command could freeze zkguard before the watchdog existed and run
+/// on unwatched.)
+#[test]
+fn a_command_never_runs_before_its_watchdog() {
+    let (cs, s, path) = setup("frozen-gate");
+    let prelude = format!(
+        "read kids < /proc/$PPID/task/$PPID/children; echo \"$kids\" > '{}'; kill -STOP $PPID;",
+        s.path("kids").display()
+    );
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &["--session-timeout", "10s", "lock", &path],
+        &s.ticker(&prelude),
+    );
+    let pid = s.ticker_pid();
+    let dog = watchdog_of(a.pid());
+    let kids = s.lines("kids");
+    assert!(
+        kids.iter()
+            .flat_map(|l| l.split_whitespace())
+            .any(|k| k == dog.to_string()),
+        "the command started before its watchdog (pid {dog}): zkguard's children then were \
+         {kids:?}"
+    );
+    wait_until(
+        || {
+            format!(
+                "the command of a frozen zkguard was never stopped (the group: {:?}); its \
+                 stderr:\n{}",
+                group_members(pid),
+                a.stderr()
+            )
+        },
+        || group_stopped(pid),
+    );
+    assert_eq!(proc_state(a.pid()), Some('T'), "zkguard was frozen");
+    a.signal(libc::SIGCONT);
+    a.wait_stderr("watchdog: ");
+    s.touch("go");
+    // Continued before its session expired it proves the lock and lets the command end (0);
+    // after, the lock is lost (75). Either way the command was stopped while unwatched.
+    let code = a.wait(PATIENCE);
+    assert!(code == 0 || code == 75, "{code}: {}", a.stderr());
 }
 
 /// The watchdog of the zkguard `pid` (its child running `zkguard __watchdog`), once there.
@@ -176,7 +258,7 @@ fn a_dead_watchdog_is_replaced() {
     a.signal(libc::SIGSTOP);
     wait_until(
         || "the command runs on beside a frozen zkguard".into(),
-        || proc_state(pid) == Some('T'),
+        || group_stopped(pid),
     );
     a.signal(libc::SIGCONT);
     a.wait_stderr("proven again; continuing the command");

@@ -184,7 +184,7 @@ fn doctor_shows_the_kerberos_principal_and_break_respects_its_acl() {
     holder.args(["lock", "--acl", "creator", &path]);
     let mut holder = Running::start(holder, &s, "holder");
     holder.wait_stderr("holding it until signalled");
-    let (code, _, err) = output(login("bob").args(["break", &path, "--holder", "--yes"]));
+    let (code, _, err) = output(login("bob").args(["break", &path, "--holder", "--yes", "--now"]));
     assert_eq!(code, 77, "{err}");
     assert!(err.contains(&path), "{err}");
     holder.signal(libc::SIGTERM);

@@ -139,6 +139,12 @@ fn cut_off_ticker(name: &str, policy: &str, extra: &[&str], prelude: &str) -> Cu
     ];
     let args = [&args[..], extra].concat();
     let a = start_sh(&proxy.connect_string(), &s, "a", &args, &s.ticker(prelude));
+    // Once (stress, --hog) the command never ticked within a minute and nothing said why:
+    // zkguard's stderr says now.
+    wait_until(
+        || format!("the command never ran; zkguard's stderr:\n{}", a.stderr()),
+        || !s.lines("ticks").is_empty(),
+    );
     let pid = s.ticker_pid();
     let cut = Instant::now();
     proxy.blackhole();
@@ -164,8 +170,14 @@ fn on_suspend_stop_pauses_and_resumes_the_command() {
         ..
     } = cut_off_ticker("suspend", "stop", &[], "");
     wait_until(
-        || format!("never stopped: {}", a.stderr()),
-        || proc_state(pid) == Some('T'),
+        || {
+            format!(
+                "never stopped (the group: {:?}): {}",
+                group_members(pid),
+                a.stderr()
+            )
+        },
+        || group_stopped(pid),
     );
     let stopped_at = s.lines("ticks").len();
 
@@ -190,7 +202,7 @@ fn on_suspend_ignore_lets_the_command_run_on() {
     a.wait_stderr("the command runs on");
     let since = s.lines("ticks").len();
     s.wait_ticks_after(since, 5);
-    assert_ne!(proc_state(pid), Some('T'), "stopped despite ignore");
+    assert!(!group_stopped(pid), "stopped despite ignore");
     proxy.heal();
     a.wait_stderr("connected again");
     s.touch("go");
@@ -208,7 +220,7 @@ fn sigtstp_stops_the_command_with_zkguard() {
     a.signal(libc::SIGTSTP);
     wait_until(
         || format!("not both stopped: {}", a.stderr()),
-        || (proc_state(pid), proc_state(a.pid())) == (Some('T'), Some('T')),
+        || group_stopped(pid) && proc_state(a.pid()) == Some('T'),
     );
     let stopped_at = s.lines("ticks").len();
     a.signal(libc::SIGCONT);
@@ -244,4 +256,44 @@ fn on_suspend_kill_and_kill_after() {
     assert!(a.stderr().contains("SIGKILL"), "{}", a.stderr());
     assert!(is_dead(pid), "the command survived");
     proxy.heal();
+}
+
+/// What the tests take for "the command is stopped" ([`group_stopped`]) holds for a shell
+/// that starts commands with vfork (dash): a SIGSTOP for its group that catches the child
+/// between vfork and exec leaves the shell in `D`, not `T`, for as long as the group stays
+/// stopped. Under load that happened to the ticker in 2 of about 22 runs of
+/// `on_suspend_stop_pauses_and_resumes_the_command` (and once in the frozen `break` test),
+/// which looked at the shell's state alone and never saw `T`. Here a shell forks a command
+/// every millisecond and its group is stopped 200 times: each stop is seen, and how often
+/// the shell was caught in vfork is printed.
+#[test]
+fn a_stopped_group_is_seen_stopped_even_with_its_shell_in_vfork() {
+    use std::os::unix::process::CommandExt;
+    let mut sh = std::process::Command::new("sh")
+        .args(["-c", "while :; do sleep 0.001; done"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = sh.id() as i32;
+    let mut in_vfork = 0;
+    for _ in 0..200 {
+        // SAFETY: plain killpg(2) of the group this test started.
+        unsafe { libc::killpg(pid, libc::SIGSTOP) };
+        wait_until(
+            || format!("never seen stopped: {:?}", group_members(pid)),
+            || group_stopped(pid),
+        );
+        if proc_state(pid) != Some('T') {
+            in_vfork += 1;
+        }
+        // SAFETY: as above.
+        unsafe { libc::killpg(pid, libc::SIGCONT) };
+        wait_until(
+            || format!("never seen running again: {:?}", group_members(pid)),
+            || !group_stopped(pid),
+        );
+    }
+    eprintln!("the shell was caught in vfork (state D, not T) in {in_vfork} of 200 stops");
+    let _ = sh.kill();
+    let _ = sh.wait();
 }

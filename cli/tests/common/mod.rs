@@ -291,6 +291,46 @@ pub fn proc_state(pid: i32) -> Option<char> {
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
+/// The processes of process group `pgid`: (pid, state letter, parent's pid).
+pub fn group_members(pgid: i32) -> Vec<(i32, char, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // "pid (comm) S ppid pgrp ...": the fields after the last ')'.
+            let mut f = stat.rsplit_once(')')?.1.split_whitespace();
+            let state = f.next()?.chars().next()?;
+            let ppid: i32 = f.next()?.parse().ok()?;
+            let pgrp: i32 = f.next()?.parse().ok()?;
+            (pgrp == pgid).then_some((pid, state, ppid))
+        })
+        .collect()
+}
+
+/// Whether process group `pgid` (a command's: its pid) is stopped: no process of it can
+/// run. Each is stopped (`T`), a zombie, or a shell blocked in `vfork` on a stopped child
+/// (`D`, with a child of the group in `T`): dash starts a command with vfork, and a
+/// SIGSTOP for the group that catches the child between vfork and exec stops the child
+/// before it execs, so its parent waits in the kernel (`D`), never `T`, until the group is
+/// continued. Looking at the leader's state alone misses that stop.
+pub fn group_stopped(pgid: i32) -> bool {
+    let members = group_members(pgid);
+    let stopped_child = |parent: i32| {
+        members
+            .iter()
+            .any(|&(_, state, ppid)| ppid == parent && state == 'T')
+    };
+    members.iter().any(|&(_, state, _)| state == 'T')
+        && members.iter().all(|&(pid, state, _)| match state {
+            'T' | 'Z' => true,
+            'D' => stopped_child(pid),
+            _ => false,
+        })
+}
+
 /// Whether a line of zkguard's stderr is one of the library's log records
 /// (`[LEVEL target] message`, from `-vv` on `[TIMESTAMP LEVEL target] message`).
 pub fn is_log_record(line: &str) -> bool {
