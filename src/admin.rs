@@ -57,10 +57,13 @@ pub enum AdminError {
         /// The timeout that passed.
         after: Duration,
     },
-    /// The reply went on past [`MAX_REPLY`] bytes: not read further.
+    /// The reply went on past its limit ([`MAX_REPLY`] bytes unless the call set another):
+    /// not read further.
     TooLarge {
         /// The address.
         addr: SocketAddr,
+        /// The limit, in bytes.
+        limit: usize,
     },
     /// Sending or reading failed.
     Io {
@@ -101,10 +104,15 @@ impl fmt::Display for AdminError {
                 "no whole answer from {addr} within {} ms (a TLS-only port answers no plain text)",
                 after.as_millis()
             ),
-            AdminError::TooLarge { addr } => write!(
+            AdminError::TooLarge { addr, limit } if limit % (1 << 20) == 0 => write!(
                 f,
-                "{addr} sent a reply over 1 MiB ({MAX_REPLY} bytes), more than any four-letter \
-                 word or AdminServer command answers: not read further"
+                "{addr} sent a reply over {} MiB, the most this call reads: not read further",
+                limit >> 20
+            ),
+            AdminError::TooLarge { addr, limit } => write!(
+                f,
+                "{addr} sent a reply over {limit} bytes, the most this call reads: not read \
+                 further"
             ),
             AdminError::Io { addr, source } => write!(f, "{addr}: {source}"),
             AdminError::NotAllowed { word, .. } => write!(
@@ -142,10 +150,35 @@ impl std::error::Error for AdminError {
 /// nothing, and the exchange's errors: [`AdminError::Connect`], [`AdminError::NoAnswer`],
 /// [`AdminError::TooLarge`], [`AdminError::Io`].
 pub fn four_letter(addr: SocketAddr, word: &str, timeout: Duration) -> Result<String, AdminError> {
+    four_letter_up_to(addr, word, timeout, MAX_REPLY)
+}
+
+/// [`four_letter`] reading at most `limit` bytes instead of [`MAX_REPLY`]: for the words
+/// whose reply grows with the server's load (`wchc` and `wchp` list every watch, `cons`
+/// every connection, `dump` every session's ephemeral nodes), on a server known to be
+/// large.
+///
+/// # Errors
+///
+/// As [`four_letter`]; [`AdminError::TooLarge`] past `limit`.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let addr = "127.0.0.1:2181".parse().unwrap();
+/// let watches = zkguard::admin::four_letter_up_to(addr, "wchp", Duration::from_secs(10), 64 << 20)?;
+/// println!("{} watched paths", watches.lines().filter(|l| l.starts_with('/')).count());
+/// # Ok::<(), zkguard::admin::AdminError>(())
+/// ```
+pub fn four_letter_up_to(
+    addr: SocketAddr,
+    word: &str,
+    timeout: Duration,
+    limit: usize,
+) -> Result<String, AdminError> {
     if word.len() != 4 || !word.bytes().all(|b| b.is_ascii_lowercase()) {
         return Err(AdminError::InvalidWord { word: word.into() });
     }
-    let reply = exchange(addr, word.as_bytes(), timeout)?;
+    let reply = exchange(addr, word.as_bytes(), timeout, limit)?;
     if reply.contains("is not executed because it is not in the whitelist")
         || reply.trim().is_empty()
     {
@@ -178,7 +211,7 @@ pub fn admin_command(
         });
     }
     let req = format!("GET /commands/{command} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    let reply = exchange(addr, req.as_bytes(), timeout)?;
+    let reply = exchange(addr, req.as_bytes(), timeout, MAX_REPLY)?;
     let http = |status: &str| AdminError::Http {
         command: command.into(),
         status: escape(status).into_owned(),
@@ -193,8 +226,13 @@ pub fn admin_command(
 }
 
 /// Writes `msg` to `addr` and reads the answer to its end: all within `timeout`, at most
-/// [`MAX_REPLY`] bytes.
-fn exchange(addr: SocketAddr, msg: &[u8], timeout: Duration) -> Result<String, AdminError> {
+/// `limit` bytes.
+fn exchange(
+    addr: SocketAddr,
+    msg: &[u8],
+    timeout: Duration,
+    limit: usize,
+) -> Result<String, AdminError> {
     let deadline = Instant::now() + timeout;
     let no_answer = || AdminError::NoAnswer {
         addr,
@@ -234,7 +272,7 @@ fn exchange(addr: SocketAddr, msg: &[u8], timeout: Duration) -> Result<String, A
         s.set_read_timeout(Some(left()?)).map_err(io)?;
         match s.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) if out.len() + n > MAX_REPLY => return Err(AdminError::TooLarge { addr }),
+            Ok(n) if out.len() + n > limit => return Err(AdminError::TooLarge { addr, limit }),
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if timed_out(&e) => return Err(no_answer()),

@@ -78,7 +78,13 @@ fn ten_megabytes_are_too_large_and_not_kept() {
             }
         });
         let e = ask(addr).unwrap_err();
-        assert_eq!(e, AdminError::TooLarge { addr });
+        assert_eq!(
+            e,
+            AdminError::TooLarge {
+                addr,
+                limit: MAX_REPLY
+            }
+        );
     }
 }
 

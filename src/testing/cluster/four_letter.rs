@@ -6,11 +6,15 @@ use std::time::Duration;
 
 use crate::admin::{self, AdminError};
 
+/// The most a test reads of one reply: `wchc`/`wchp` of a test with thousands of long
+/// watched paths go well past [`admin::MAX_REPLY`].
+const TEST_REPLY_LIMIT: usize = 256 << 20;
+
 /// Sends a four-letter command and reads the reply to EOF, all within `timeout`
-/// ([`crate::admin::four_letter`]); a refused word's reply ("… is not in the whitelist")
-/// is returned as the server sent it.
+/// ([`crate::admin::four_letter_up_to`], up to 256 MiB); a refused word's reply ("… is not
+/// in the whitelist") is returned as the server sent it.
 pub(crate) fn four_letter_at(addr: SocketAddr, cmd: &str, timeout: Duration) -> io::Result<String> {
-    match admin::four_letter(addr, cmd, timeout) {
+    match admin::four_letter_up_to(addr, cmd, timeout, TEST_REPLY_LIMIT) {
         Ok(reply) | Err(AdminError::NotAllowed { reply, .. }) => Ok(reply),
         Err(e) => {
             let kind = match &e {
