@@ -1,7 +1,7 @@
 //! What the server pays for a queue's waiters: N waiters blocked on one `Mutex`, spread over
 //! `WATCH_CLIENTS` clients (sessions), against a standalone harness server. Prints one JSON
 //! line per N: the server's watch total and watched paths (`wchs`), `mntr`'s watch count,
-//! the server's heap after a full GC (`jcmd GC.heap_info`, used) and its resident memory,
+//! the server's live heap (`jcmd GC.class_histogram`, after a full GC) and its resident memory,
 //! each as a difference from before the waiters queued and per waiter; then `WATCH_RELEASES`
 //! releases one at a time, each timed from the holder's release call to the next holder's
 //! acquire returning (p50, p99), and the server's `mntr` packets sent per release.
@@ -61,34 +61,36 @@ fn mntr(cluster: &TestCluster, key: &str) -> Res<u64> {
         .ok_or_else(|| format!("mntr: no {key}").into())
 }
 
-/// The server's heap in use after a full GC, in KiB (`jcmd`), and its resident set.
+/// The server's live heap in bytes (`jcmd GC.class_histogram`: a full GC first, then the
+/// total of every live object), and its resident set in KiB.
 fn server_memory(cluster: &TestCluster) -> Res<(u64, u64)> {
     let pid = cluster.pid(0).ok_or("no server pid")?.to_string();
-    Command::new("jcmd").args([&pid, "GC.run"]).output()?;
-    let out = Command::new("jcmd").args([&pid, "GC.heap_info"]).output()?;
+    let out = Command::new("jcmd")
+        .args([&pid, "GC.class_histogram"])
+        .output()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    // " garbage-first heap   total 262144K, used 12345K [...]"
-    let used = text
-        .split("used ")
-        .nth(1)
-        .and_then(|s| s.split('K').next())
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| format!("jcmd GC.heap_info: {text}"))?;
+    // "Total       123456     7890123"
+    let live = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Total"))
+        .and_then(|s| s.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("jcmd GC.class_histogram: {text}"))?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let rss = status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|s| s.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0);
-    Ok((used, rss))
+    Ok((live, rss))
 }
 
-/// Polls until `f` gives the same value twice in a row 300 ms apart, or `limit` passes.
+/// Polls until `f` gives the same value for 2 s, or `limit` passes.
 fn settled(limit: Duration, mut f: impl FnMut() -> Res<u64>) -> Res<u64> {
     let until = Instant::now() + limit;
     let mut last = f()?;
     loop {
-        thread::sleep(Duration::from_millis(300));
+        thread::sleep(Duration::from_secs(2));
         let now = f()?;
         if now == last || Instant::now() > until {
             return Ok(now);
@@ -107,10 +109,15 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 fn run_one(cluster: &TestCluster, n: usize, clients: usize, releases: usize) -> Res<()> {
     let path = format!("/watch-cost-{n}-{}", uuid::Uuid::new_v4().simple());
-    let holder_client = Client::connect(&cluster.connect_string())?;
-    let sessions: Vec<Client> = (0..clients)
-        .map(|_| Client::connect(&cluster.connect_string()))
-        .collect::<Result<_, _>>()?;
+    // Patient clients: at 10,000 waiters every enqueue lists thousands of names.
+    let connect = || {
+        Client::builder(&cluster.connect_string())
+            .session_timeout(Duration::from_secs(30))
+            .request_timeout(Duration::from_secs(60))
+            .build()
+    };
+    let holder_client = connect()?;
+    let sessions: Vec<Client> = (0..clients).map(|_| connect()).collect::<Result<_, _>>()?;
     let mut held = Mutex::new(&holder_client, &path)?.acquire()?;
     let (paths0, watches0) = wchs(cluster)?;
     let (heap0, rss0) = server_memory(cluster)?;
@@ -130,12 +137,12 @@ fn run_one(cluster: &TestCluster, n: usize, clients: usize, releases: usize) -> 
         );
     }
     drop(tx);
-    let (list, _) = loop {
-        let (names, stat) = holder_client.get_children(&path)?;
-        if names.len() > n {
-            break (names, stat);
+    let list = loop {
+        match holder_client.get_children(&path) {
+            Ok((names, _)) if names.len() > n => break names,
+            Err(e) if !e.is_connection_error() => return Err(e.into()),
+            _ => thread::sleep(Duration::from_millis(200)),
         }
-        thread::sleep(Duration::from_millis(200));
     };
     let queued_s = start.elapsed().as_secs_f64();
     let watches = settled(Duration::from_secs(60), || Ok(wchs(cluster)?.1))?;
@@ -158,14 +165,14 @@ fn run_one(cluster: &TestCluster, n: usize, clients: usize, releases: usize) -> 
     println!(
         "{{\"figure\":\"watch_cost\",\"waiters\":{n},\"clients\":{clients},\"queued_s\":{queued_s:.1},\
          \"children\":{},\"wchs_paths\":{},\"wchs_watches\":{},\"watches_per_waiter\":{:.3},\
-         \"mntr_watch_count\":{mntr_watches},\"heap_used_kb_before\":{heap0},\"heap_used_kb\":{heap},\
+         \"mntr_watch_count\":{mntr_watches},\"live_heap_before\":{heap0},\"live_heap\":{heap},\
          \"heap_bytes_per_waiter\":{:.0},\"rss_bytes_per_waiter\":{:.0},\"releases\":{},\
          \"handoff_p50_us\":{:.0},\"handoff_p99_us\":{:.0},\"packets_sent_per_release\":{:.2}}}",
         list.len(),
         paths - paths0,
         watches - watches0,
         per(watches, watches0),
-        per(heap * 1024, heap0 * 1024),
+        per(heap, heap0),
         per(rss * 1024, rss0 * 1024),
         times.len(),
         percentile(&times, 0.5),
