@@ -188,3 +188,48 @@ fn a_directory_made_with_our_node_is_out_of_reach_of_the_open_parents_owner() {
     guard.release().unwrap();
     lock2.acquire().unwrap().release().unwrap();
 }
+
+#[test]
+fn a_lost_multi_reply_finds_the_node_it_made() {
+    // The multi that makes the directory and Alice's node is applied, but its reply is
+    // lost with the connection: the acquire finds its node by its uuid (its own session's)
+    // and goes on with it, leaving no second node.
+    let dir = format!("{}/lock", open_parent(&as_user("bob"), "lostmulti"));
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    let alice = Client::builder(&proxy.connect_string())
+        .connect_timeout(WITHIN)
+        .session_timeout(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    alice.exists("/").unwrap();
+    let session = alice.session_id();
+    let answered = last_cxid(session).expect("Alice's connection in `cons`");
+    // Every byte 2 s late: the server applies the multi 2 s before its reply could arrive.
+    proxy.delay(Duration::from_secs(2));
+    let taker = {
+        let (alice, dir) = (alice.clone(), dir.clone());
+        std::thread::spawn(move || Mutex::new(&alice, &dir)?.acquire_timeout(WITHIN))
+    };
+    // The create that found no directory, its listing, then the multi.
+    wait_until(WITHIN, "Alice's multi applied", || {
+        last_cxid(session).is_some_and(|c| c >= answered + 3)
+    });
+    proxy.reset();
+    proxy.heal();
+    // (Were the node the multi made not found, a second one would queue behind it, in
+    // the same session, and wait out `WITHIN`.)
+    let guard = taker
+        .join()
+        .unwrap()
+        .expect("no error after the lost reply")
+        .expect("acquired after the lost reply");
+    assert_eq!(alice.session_id(), session, "the same session throughout");
+    let (names, _) = alice.get_children(&dir).unwrap();
+    assert_eq!(names.len(), 1, "one node: {names:?}");
+    assert_eq!(guard.path(), format!("{dir}/{}", names[0]));
+    let (_, stat) = alice.get_acl(&dir).unwrap();
+    assert_eq!(stat.czxid as u64, guard.token(), "the node the multi made");
+    assert!(guard.is_valid());
+    guard.release().unwrap();
+}
