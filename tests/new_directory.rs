@@ -90,6 +90,21 @@ fn last_cxid(session: i64) -> Option<i64> {
     i64::from_str_radix(&hex, 16).ok()
 }
 
+/// Alice, logged in, through `proxy` with patient timeouts (a stalled or delayed path must
+/// not end her session), and the last request id the server answered her.
+fn alice_through(proxy: &FaultProxy) -> (Client, i64) {
+    let alice = Client::builder(&proxy.connect_string())
+        .auth("digest", b"alice:alice-pw")
+        .connect_timeout(WITHIN)
+        .session_timeout(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    alice.exists("/").unwrap();
+    let answered = last_cxid(alice.session_id()).expect("Alice's connection in `cons`");
+    (alice, answered)
+}
+
 #[test]
 fn a_directory_squatted_between_the_failed_create_and_the_multi_is_refused() {
     // Alice's first create finds no directory; before her multi, Mallory makes it open to
@@ -99,16 +114,8 @@ fn a_directory_squatted_between_the_failed_create_and_the_multi_is_refused() {
     let base = open_parent(&mallory, "squatbetween");
     let dir = format!("{base}/lock");
     let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
-    let alice = Client::builder(&proxy.connect_string())
-        .auth("digest", b"alice:alice-pw")
-        .connect_timeout(WITHIN)
-        .session_timeout(Duration::from_secs(30))
-        .request_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    alice.exists("/").unwrap();
+    let (alice, answered) = alice_through(&proxy);
     let session = alice.session_id();
-    let answered = last_cxid(session).expect("Alice's connection in `cons`");
     // Alice's requests reach the server, its replies are held back.
     proxy.stall_server_to_client();
     let taker = {
@@ -196,15 +203,8 @@ fn a_lost_multi_reply_finds_the_node_it_made() {
     // and goes on with it, leaving no second node.
     let dir = format!("{}/lock", open_parent(&as_user("bob"), "lostmulti"));
     let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
-    let alice = Client::builder(&proxy.connect_string())
-        .connect_timeout(WITHIN)
-        .session_timeout(Duration::from_secs(30))
-        .request_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    alice.exists("/").unwrap();
+    let (alice, answered) = alice_through(&proxy);
     let session = alice.session_id();
-    let answered = last_cxid(session).expect("Alice's connection in `cons`");
     // Every byte 2 s late: the server applies the multi 2 s before its reply could arrive.
     proxy.delay(Duration::from_secs(2));
     let taker = {
