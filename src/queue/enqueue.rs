@@ -9,7 +9,7 @@ use super::attempt::{Attempt, Next, Spec};
 use super::held::Acquired;
 use super::names;
 use super::tenancy;
-use crate::client::{Acl, CreateMode, NodeAcl, Op, OpResult, SessionState, Stat};
+use crate::client::{Acl, CreateMode, Op, OpResult, SessionState, Stat};
 use crate::client::{Check, Client, Created, Job, Names, Pending, Pipeline};
 use crate::error::{Error, Result};
 
@@ -128,7 +128,8 @@ impl Create {
     /// ZooKeeper answers a create inside a multi with its path alone, but a container's
     /// with its stat too: the directory's `czxid` is the multi's zxid, so our node's (its
     /// token), and an ephemeral node's owner is the session that sent the request.
-    fn wait(self, session: i64, acl: &NodeAcl) -> Result<Acquired> {
+    fn wait(self, session: i64, spec: &Spec<'_>) -> Result<Acquired> {
+        let acl = spec.acl;
         match self {
             Create::Alone(p) => p.wait().map(|cr| Acquired::of(cr.path, &cr.stat, acl)),
             Create::WithDir(p) => match p.wait()?.as_slice() {
@@ -141,7 +142,7 @@ impl Create {
                 }
                 other => Err(Error::Malformed {
                     op: "multi",
-                    path: String::new(),
+                    path: spec.dir.to_string(),
                     reason: format!("a directory and our node made, answered {other:?}"),
                 }),
             },
@@ -192,7 +193,7 @@ pub(crate) fn enqueue<'a, 's: 'a>(
                 read.then(|| p.get_acl(spec.dir)),
             )
         });
-        match created.wait(at.session, spec.acl) {
+        match created.wait(at.session, spec) {
             Ok(node) => {
                 cx.enqueued(&node.path);
                 at.node = Some(node);
