@@ -341,7 +341,7 @@ fn a_fenced_write_applies_while_held_and_is_all_or_nothing() {
         ])
         .unwrap();
     assert_eq!(results.len(), 2, "the check is not among the results");
-    assert!(matches!(&results[1], OpResult::Create { path } if *path == made));
+    assert!(matches!(&results[1], OpResult::Create { path, .. } if *path == made));
     assert_eq!(c.get_data(&target).unwrap().0, b"v1");
     // The failing op is named by its index in the caller's list; nothing is applied.
     let e = guard

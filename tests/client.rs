@@ -407,11 +407,14 @@ fn multi_applies_all_or_nothing() {
     assert_eq!(
         res[1],
         OpResult::Create {
-            path: format!("{p}/a")
+            path: format!("{p}/a"),
+            stat: None,
         }
     );
     assert!(matches!(res[2], OpResult::SetData { stat } if stat.version == 1));
-    assert!(matches!(&res[3], OpResult::Create { path } if path.starts_with(&format!("{p}/s-"))));
+    assert!(
+        matches!(&res[3], OpResult::Create { path, .. } if path.starts_with(&format!("{p}/s-")))
+    );
 
     // The third op fails: nothing is applied, and the error says which one and why.
     let err = c

@@ -464,6 +464,10 @@ pub enum OpResult {
     Create {
         /// The created path (relative to the chroot).
         path: String,
+        /// The new node's metadata, when the server sends it: for a container (ZooKeeper
+        /// answers any other create inside a multi with its path alone). Every node a multi
+        /// creates has the multi's zxid as its `czxid`.
+        stat: Option<Stat>,
     },
     /// A node was deleted.
     Delete,

@@ -83,11 +83,14 @@ pub(crate) fn decode_multi(
         match kind {
             op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => {
                 let p = r.string().map_err(bad)?;
-                if kind != op::CREATE {
-                    r.stat().map_err(bad)?;
-                }
+                let stat = if kind != op::CREATE {
+                    Some(r.stat().map_err(bad)?)
+                } else {
+                    None
+                };
                 results.push(OpResult::Create {
                     path: path::from_server(chroot, &p),
+                    stat,
                 });
             }
             op::DELETE => results.push(OpResult::Delete),
