@@ -113,6 +113,10 @@ pub(crate) struct Run {
     /// The delete + watch baseline sampled during the counted acquisitions (every
     /// [`IN_RUN_PACE`]), when the run was given a pair of sessions for it.
     pub(crate) delete_watch_in_run: Vec<Duration>,
+    /// The process's CPU (user, system) from the gate's release until the count was
+    /// reached, and the acquisitions in that time (counted or not).
+    pub(crate) cpu: (Duration, Duration),
+    pub(crate) cpu_acquisitions: usize,
 }
 
 impl Run {
@@ -128,6 +132,8 @@ impl Run {
         self.per_s = self.counted as f64 / total_s.max(f64::MIN_POSITIVE);
         self.violations += later.violations;
         self.delete_watch_in_run.extend(later.delete_watch_in_run);
+        self.cpu = (self.cpu.0 + later.cpu.0, self.cpu.1 + later.cpu.1);
+        self.cpu_acquisitions += later.cpu_acquisitions;
     }
 }
 
@@ -247,7 +253,7 @@ pub(crate) fn run_contention(
         }
         None => None,
     };
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), Cpu::now());
     *shared.cap.lock() = Some(start + cap);
     *shared.released_at.lock() = Some(start);
     let released = gate.release();
@@ -256,6 +262,8 @@ pub(crate) fn run_contention(
     while !shared.stop.load(Ordering::SeqCst) && Instant::now() < wait_until {
         std::thread::sleep(Duration::from_millis(5));
     }
+    let cpu_acquisitions = shared.acquired.load(Ordering::SeqCst);
+    let cpu = cpu.since();
     sampling.store(true, Ordering::SeqCst);
     let stopped = stop_all(handles);
     let delete_watch_in_run = match sampler {
@@ -284,6 +292,8 @@ pub(crate) fn run_contention(
         bench_threads_queued,
         queue_build,
         delete_watch_in_run,
+        cpu,
+        cpu_acquisitions,
     })
 }
 
@@ -422,7 +432,7 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
         ctx.n,
         CAP,
         &format!("w2-{k}"),
-        Some(pair),
+        (!profiling()).then_some(pair),
     );
     close_all(&clients);
     let mut run = r?;
@@ -440,6 +450,11 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
         .lat("handoff_", &mut run.handoffs)
         .lat("release_", &mut run.releases)
         .u("violations", run.violations)
+        .cpu_used("acquisition", run.cpu, run.cpu_acquisitions)
+        .s(
+            "cpu_is",
+            "this process's user+sys from the first release to the last counted acquisition, per acquisition in that time (the in-run sampler's two sessions included)",
+        )
         .f("delete_watch_p50_us", delete_watch_p50)
         .f("ratio", hp50 / delete_watch_p50)
         .s("ratio_is", "handoff_p50 / delete_watch_p50")

@@ -125,6 +125,16 @@
 //! bench's own session, count `BENCH_N` acquisitions or as many as happen in 90 s (then
 //! `time_capped` is true), and cancel the waiters left.
 //!
+//! Client CPU: every workload is followed by a `<name> client cpu` line, the process's user
+//! and system CPU (`getrusage(RUSAGE_SELF)`; the servers are processes of their own) over
+//! the whole workload, its setup included; `ops`, `W1`, `W2` and `W6` also print it per
+//! request, cycle or acquisition (`cpu_us_per_…`, with its user and system parts), over the
+//! measured part only. `BENCH_PROFILE=1` is for a profiler that counts the whole process
+//! (`valgrind --tool=callgrind`): `W1` runs its lock cycles alone (no interleaved plain and
+//! by-hand cycles) and `W2` skips both delete + watch baselines, so that the difference
+//! between two runs with different `BENCH_N` is that many lock cycles or acquisitions and
+//! nothing else (docs/performance.md, "Client CPU").
+//!
 //! Every workload runs under a watchdog: one that takes too long prints an `error` line and
 //! ends the process with status 2 (the harness's own watchdog then stops the servers). Each
 //! blocking acquire is bounded as well. A workload that fails prints an `error` line; the
@@ -323,7 +333,21 @@ fn run() -> Res<bool> {
             return;
         }
         let _armed = watchdog.arm(name, budget(secs));
-        if let Err(e) = f(&ctx) {
+        let (cpu, wall) = (Cpu::now(), Instant::now());
+        let r = f(&ctx);
+        let (user, sys) = cpu.since();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        Line::new(&format!("{name} client cpu"), &ctx.target)
+            .s(
+                "what",
+                "getrusage(RUSAGE_SELF) user+sys over the whole workload, setup included",
+            )
+            .f("wall_ms", ms(wall.elapsed()))
+            .f("cpu_ms", ms(user + sys))
+            .f("cpu_user_ms", ms(user))
+            .f("cpu_sys_ms", ms(sys))
+            .print();
+        if let Err(e) = r {
             ok = false;
             Line::new(name, &ctx.target)
                 .s("error", &e.to_string())
@@ -341,6 +365,8 @@ fn run() -> Res<bool> {
             let known = *dw_cell.lock();
             let base = match known {
                 Some(v) => v,
+                // Not measured: a profile counts the acquisitions alone.
+                None if profiling() => f64::NAN,
                 None => {
                     let v = delete_watch_p50(ctx)?;
                     *dw_cell.lock() = Some(v);
@@ -490,4 +516,12 @@ fn delete_tree(c: &Client, path: &str) -> Res<()> {
         }
     }
     Err(format!("{path} keeps getting new children").into())
+}
+
+/// `BENCH_PROFILE=1`: only what a whole-process profiler should count (see the module doc).
+pub(crate) fn profiling() -> bool {
+    matches!(
+        std::env::var("BENCH_PROFILE").as_deref(),
+        Ok("1" | "yes" | "on" | "true")
+    )
 }

@@ -86,3 +86,76 @@ pub(crate) fn p50(samples: &mut [Duration]) -> f64 {
     samples.sort();
     percentile(samples, 0.5)
 }
+
+/// The CPU time this process has used so far, user and system apart
+/// (`getrusage(RUSAGE_SELF)`: every thread of the process, none of the servers, which run as
+/// processes of their own).
+///
+/// Differences over a workload are the client's CPU: the library's threads and the bench's
+/// own (its workers, the watchdog waiting, the in-run delete + watch sampler where a
+/// workload runs one). The harness runs nothing in this process but a fault proxy, which
+/// no workload here uses.
+#[derive(Clone, Copy)]
+pub(crate) struct Cpu {
+    user: Duration,
+    sys: Duration,
+}
+
+impl Cpu {
+    pub(crate) fn now() -> Cpu {
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec.max(0) as u64)
+                + Duration::from_micros(t.tv_usec.max(0) as u64)
+        };
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `usage` is valid for writes of one `rusage`, which getrusage fills; it is
+        // read only after getrusage says it succeeded.
+        #[allow(unsafe_code)]
+        let got = unsafe {
+            (libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) == 0)
+                .then(|| usage.assume_init())
+        };
+        match got {
+            Some(u) => Cpu {
+                user: tv(u.ru_utime),
+                sys: tv(u.ru_stime),
+            },
+            // Cannot fail with these arguments; zero makes the figures visibly absurd.
+            None => Cpu {
+                user: Duration::ZERO,
+                sys: Duration::ZERO,
+            },
+        }
+    }
+
+    /// The CPU used since `self`: (user, system).
+    pub(crate) fn since(self) -> (Duration, Duration) {
+        let now = Cpu::now();
+        (
+            now.user.saturating_sub(self.user),
+            now.sys.saturating_sub(self.sys),
+        )
+    }
+}
+
+impl Line {
+    /// The client CPU used since `since`, in µs per one of `units` (`cpu_us_per_<unit>`,
+    /// and its user and system parts).
+    pub(crate) fn cpu(self, unit: &str, since: Cpu, units: usize) -> Line {
+        let (user, sys) = since.since();
+        self.cpu_used(unit, (user, sys), units)
+    }
+
+    /// [`Line::cpu`] for a (user, system) difference taken earlier.
+    pub(crate) fn cpu_used(
+        self,
+        unit: &str,
+        (user, sys): (Duration, Duration),
+        units: usize,
+    ) -> Line {
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / units.max(1) as f64;
+        self.f(&format!("cpu_us_per_{unit}"), per(user + sys))
+            .f(&format!("cpu_user_us_per_{unit}"), per(user))
+            .f(&format!("cpu_sys_us_per_{unit}"), per(sys))
+    }
+}
