@@ -298,8 +298,15 @@ fn run() -> Res<bool> {
     let dir = format!("/zkguard-bench-{}", std::process::id());
     client.create(&dir, b"", CreateMode::Persistent)?;
     // Warm the server's JIT up before measuring anything.
+    // A profile counts instructions: a fixed number of rounds, not a time.
     let warm_until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < warm_until {
+    let mut warm_rounds = 0;
+    while if profiling() {
+        warm_rounds < 1000
+    } else {
+        Instant::now() < warm_until
+    } {
+        warm_rounds += 1;
         let (created, _) = client.pipeline(|p| {
             (
                 p.create(

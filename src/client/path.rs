@@ -234,24 +234,35 @@ fn validate(path: &str, sequential: bool) -> Result<()> {
     if body.len() > 1 && body.ends_with('/') {
         return err("must not end with '/'");
     }
-    for seg in body.split('/').skip(1) {
+    // Bytes, not chars: every request checks its path, and a path is almost always ASCII
+    // (the char-wise loop was a sixth of a lock cycle's instructions, callgrind).
+    for seg in body.as_bytes()[1..].split(|&b| b == b'/') {
         if seg.is_empty() {
             return err("empty segment ('//')");
         }
-        if seg == "." || seg == ".." {
+        if seg == b"." || seg == b".." {
             return err("relative segment ('.' or '..')");
         }
-        if seg.chars().any(|c| {
-            c == '\0'
-                || ('\u{1}'..='\u{1f}').contains(&c)
-                || ('\u{7f}'..='\u{9f}').contains(&c)
-                || ('\u{e000}'..='\u{f8ff}').contains(&c)
-                || ('\u{fff0}'..='\u{ffff}').contains(&c)
-        }) {
+        let refused = if seg.is_ascii() {
+            seg.iter().any(|&b| b < 0x20 || b == 0x7f)
+        } else {
+            // Split at an ASCII '/', so still UTF-8.
+            String::from_utf8_lossy(seg).chars().any(refused_char)
+        };
+        if refused {
             return err("contains a character ZooKeeper does not allow");
         }
     }
     Ok(())
+}
+
+/// A character ZooKeeper refuses in a path segment.
+fn refused_char(c: char) -> bool {
+    c == '\0'
+        || ('\u{1}'..='\u{1f}').contains(&c)
+        || ('\u{7f}'..='\u{9f}').contains(&c)
+        || ('\u{e000}'..='\u{f8ff}').contains(&c)
+        || ('\u{fff0}'..='\u{ffff}').contains(&c)
 }
 
 /// Adds the chroot prefix to a (validated) path.
@@ -356,11 +367,32 @@ mod tests {
 
     #[test]
     fn paths() -> Result<()> {
-        for ok in ["/", "/a", "/a/b", "/a.b/c-d_e", "/zookeeper"] {
+        for ok in [
+            "/",
+            "/a",
+            "/a/b",
+            "/a.b/c-d_e",
+            "/zookeeper",
+            "/é/ü~",
+            "/a/\u{a0}\u{ffef}x",
+        ] {
             validate_path(ok)?;
         }
         for bad in [
-            "", "a", "a/b", "/a/", "//", "/a//b", "/a/./b", "/a/..", "/a\0b", "/a\u{1}",
+            "",
+            "a",
+            "a/b",
+            "/a/",
+            "//",
+            "/a//b",
+            "/a/./b",
+            "/a/..",
+            "/a\0b",
+            "/a\u{1}",
+            "/a\u{7f}b",
+            "/é/\u{9f}",
+            "/a/\u{e000}",
+            "/ü\u{1f}",
         ] {
             let e = validate_path(bad).expect_err("must be rejected");
             assert!(matches!(e, Error::InvalidPath { .. }), "{bad:?}");

@@ -14,6 +14,7 @@
 //!   handshake, auth replay, publishing a new connection;
 //! - `serve.rs` — a live connection: reading, pinging, silence, dispatching each frame;
 //! - `frame.rs` — splitting the byte stream into frames; `link.rs` — the socket (TCP or TLS);
+//! - `reply.rs` — the one-shot slot a request's reply is handed over in;
 //! - `clock.rs` — when the client last wrote, read, and had an answer (the loss clock's base);
 //! - `ranked.rs` — the mutexes that check the lock order in debug builds.
 
@@ -35,6 +36,7 @@ mod connect;
 mod frame;
 mod link;
 mod ranked;
+mod reply;
 mod requests;
 mod serve;
 mod servers;
@@ -44,6 +46,7 @@ mod watches;
 use clock::Clock;
 use link::Link;
 pub(crate) use ranked::{Rank, Ranked};
+pub(crate) use reply::{reply_slot, ReplyRx};
 pub(crate) use requests::Outgoing;
 use requests::{InFlightMap, Io};
 pub(crate) use servers::shuffle;
@@ -212,7 +215,7 @@ impl Shared {
         // One bound for the whole close: the server's confirmation and the thread's exit.
         let deadline = Instant::now() + CLOSE_WAIT;
         if was_connected {
-            let (tx, rx) = crossbeam_channel::bounded(1);
+            let (tx, rx) = reply_slot();
             self.submit(
                 vec![Outgoing {
                     opcode: op::CLOSE,
