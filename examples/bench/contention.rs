@@ -113,9 +113,9 @@ pub(crate) struct Run {
     /// The delete + watch baseline sampled during the counted acquisitions (every
     /// [`IN_RUN_PACE`]), when the run was given a pair of sessions for it.
     pub(crate) delete_watch_in_run: Vec<Duration>,
-    /// The process's CPU (user, system) from the gate's release until the count was
+    /// The process's CPU from the gate's release until the count was
     /// reached, and the acquisitions in that time (counted or not).
-    pub(crate) cpu: (Duration, Duration),
+    pub(crate) cpu: CpuUsed,
     pub(crate) cpu_acquisitions: usize,
 }
 
@@ -132,7 +132,7 @@ impl Run {
         self.per_s = self.counted as f64 / total_s.max(f64::MIN_POSITIVE);
         self.violations += later.violations;
         self.delete_watch_in_run.extend(later.delete_watch_in_run);
-        self.cpu = (self.cpu.0 + later.cpu.0, self.cpu.1 + later.cpu.1);
+        self.cpu = self.cpu + later.cpu;
         self.cpu_acquisitions += later.cpu_acquisitions;
     }
 }

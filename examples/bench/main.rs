@@ -342,7 +342,8 @@ fn run() -> Res<bool> {
         let _armed = watchdog.arm(name, budget(secs));
         let (cpu, wall) = (Cpu::now(), Instant::now());
         let r = f(&ctx);
-        let (user, sys) = cpu.since();
+        let used = cpu.since();
+        let (user, sys) = (used.user, used.sys);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         Line::new(&format!("{name} client cpu"), &ctx.target)
             .s(
@@ -353,6 +354,8 @@ fn run() -> Res<bool> {
             .f("cpu_ms", ms(user + sys))
             .f("cpu_user_ms", ms(user))
             .f("cpu_sys_ms", ms(sys))
+            .u("switches", used.voluntary)
+            .u("preempted", used.involuntary)
             .print();
         if let Err(e) = r {
             ok = false;

@@ -99,6 +99,30 @@ pub(crate) fn p50(samples: &mut [Duration]) -> f64 {
 pub(crate) struct Cpu {
     user: Duration,
     sys: Duration,
+    /// Context switches: voluntary (a thread went to sleep: a wait, a blocking read) and
+    /// involuntary (preempted), summed over the threads.
+    switches: (u64, u64),
+}
+
+/// What a process used between two [`Cpu`] readings.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct CpuUsed {
+    pub(crate) user: Duration,
+    pub(crate) sys: Duration,
+    pub(crate) voluntary: u64,
+    pub(crate) involuntary: u64,
+}
+
+impl std::ops::Add for CpuUsed {
+    type Output = CpuUsed;
+    fn add(self, o: CpuUsed) -> CpuUsed {
+        CpuUsed {
+            user: self.user + o.user,
+            sys: self.sys + o.sys,
+            voluntary: self.voluntary + o.voluntary,
+            involuntary: self.involuntary + o.involuntary,
+        }
+    }
 }
 
 impl Cpu {
@@ -119,43 +143,53 @@ impl Cpu {
             Some(u) => Cpu {
                 user: tv(u.ru_utime),
                 sys: tv(u.ru_stime),
+                switches: (u.ru_nvcsw.max(0) as u64, u.ru_nivcsw.max(0) as u64),
             },
             // Cannot fail with these arguments; zero makes the figures visibly absurd.
             None => Cpu {
                 user: Duration::ZERO,
                 sys: Duration::ZERO,
+                switches: (0, 0),
             },
         }
     }
 
-    /// The CPU used since `self`: (user, system).
-    pub(crate) fn since(self) -> (Duration, Duration) {
+    /// What was used since `self`.
+    pub(crate) fn since(self) -> CpuUsed {
         let now = Cpu::now();
-        (
-            now.user.saturating_sub(self.user),
-            now.sys.saturating_sub(self.sys),
-        )
+        CpuUsed {
+            user: now.user.saturating_sub(self.user),
+            sys: now.sys.saturating_sub(self.sys),
+            voluntary: now.switches.0.saturating_sub(self.switches.0),
+            involuntary: now.switches.1.saturating_sub(self.switches.1),
+        }
     }
 }
 
 impl Line {
     /// The client CPU used since `since`, in µs per one of `units` (`cpu_us_per_<unit>`,
-    /// and its user and system parts).
+    /// and its user and system parts), and the context switches per unit
+    /// (`switches_per_<unit>`: voluntary, a thread going to sleep; `preempted_per_<unit>`:
+    /// involuntary). The switches are the steadier figure on a loaded machine: the
+    /// system time of each grows with the load, their number hardly.
     pub(crate) fn cpu(self, unit: &str, since: Cpu, units: usize) -> Line {
-        let (user, sys) = since.since();
-        self.cpu_used(unit, (user, sys), units)
+        self.cpu_used(unit, since.since(), units)
     }
 
-    /// [`Line::cpu`] for a (user, system) difference taken earlier.
-    pub(crate) fn cpu_used(
-        self,
-        unit: &str,
-        (user, sys): (Duration, Duration),
-        units: usize,
-    ) -> Line {
-        let per = |d: Duration| d.as_secs_f64() * 1e6 / units.max(1) as f64;
-        self.f(&format!("cpu_us_per_{unit}"), per(user + sys))
-            .f(&format!("cpu_user_us_per_{unit}"), per(user))
-            .f(&format!("cpu_sys_us_per_{unit}"), per(sys))
+    /// [`Line::cpu`] for a difference taken earlier.
+    pub(crate) fn cpu_used(self, unit: &str, used: CpuUsed, units: usize) -> Line {
+        let units = units.max(1) as f64;
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / units;
+        self.f(&format!("cpu_us_per_{unit}"), per(used.user + used.sys))
+            .f(&format!("cpu_user_us_per_{unit}"), per(used.user))
+            .f(&format!("cpu_sys_us_per_{unit}"), per(used.sys))
+            .f(
+                &format!("switches_per_{unit}"),
+                used.voluntary as f64 / units,
+            )
+            .f(
+                &format!("preempted_per_{unit}"),
+                used.involuntary as f64 / units,
+            )
     }
 }
