@@ -109,7 +109,8 @@ pub(crate) struct Counters {
 /// nothing taken under it (so are `servers`, the server list, and the janitor's list of
 /// background deletes, which the client's `Owner` keeps, outside this struct). `link` (the live
 /// socket, for cutting it) is a leaf too, taken under any of them and never held across
-/// anything but a `shutdown`. Nobody waits for `io` without a deadline but to drop a
+/// anything but a `shutdown`; so is each request's reply slot (`reply.rs`: a mutex of its
+/// own, held only to put or take the reply). Nobody waits for `io` without a deadline but to drop a
 /// connection, and that cuts the socket first, which ends a blocked write at once.
 ///
 /// No lock is held across a blocking read (the connection thread reads with none held), a
@@ -120,7 +121,7 @@ pub(crate) struct Counters {
 ///
 /// - **Callers**, any thread using a [`Client`](crate::Client): write their own requests
 ///   (`session` to wait for a connection, then `io` and under it `pending`, and `rearm` if
-///   the write fails), cut a connection (`link`), close (`session`, then the request path,
+///   the write fails), wait on their replies' slots (no lock of these held), cut a connection (`link`), close (`session`, then the request path,
 ///   `watches` to tell every watch `Closed`), hand deletes to the janitor (`janitor`).
 ///   Each owns its reply channel.
 /// - **`zkguard-conn`**, one per client from connect to close (`builder.rs`, running
