@@ -389,18 +389,29 @@ impl DeleteWatch {
 
     /// Delete until the watch event.
     pub(crate) fn sample(&self) -> Res<Duration> {
-        self.run(None)
+        self.run(None, false)
     }
 
     /// Delete until the watcher, told by the event, has listed `dir`.
     pub(crate) fn sample_listing(&self, dir: &str) -> Res<Duration> {
-        self.run(Some(dir.to_string()))
+        self.run(Some(dir.to_string()), false)
     }
 
-    pub(crate) fn run(&self, list: Option<String>) -> Res<Duration> {
+    /// [`sample`](DeleteWatch::sample) with the deleter holding a data watch on the node
+    /// too, as a guard holds one on its own node: the server then sends two notifications
+    /// before the delete's reply, one to the deleter's own session.
+    pub(crate) fn sample_own_watched(&self) -> Res<Duration> {
+        self.run(None, true)
+    }
+
+    pub(crate) fn run(&self, list: Option<String>, own_watch: bool) -> Res<Duration> {
         let go = self.go_tx.as_ref().ok_or("delete+watch: stopped")?;
         self.deleter
             .create(&self.node, b"", CreateMode::Ephemeral)?;
+        let _own = match own_watch {
+            true => Some(self.deleter.get_data_w(&self.node)?),
+            false => None,
+        };
         go.send(list)
             .map_err(|_| "delete+watch: watcher thread gone")?;
         self.ready_rx.recv_timeout(STEP_WAIT)??;
