@@ -256,7 +256,7 @@ fn refused_segment(body: &str) -> Option<&'static str> {
     // No early exit, so that it runs many bytes at a time.
     let printable = bytes
         .iter()
-        .fold(true, |ok, &b| ok & (b >= 0x20) & (b < 0x7f));
+        .fold(true, |ok, &b| ok & (0x20..0x7f).contains(&b));
     if printable {
         let mut start = 1;
         for (i, &b) in bytes.iter().enumerate().skip(1) {
