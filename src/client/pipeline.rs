@@ -251,7 +251,10 @@ impl<'a> Pipeline<'a> {
         } else {
             path::to_server(&self.client.shared.cfg.chroot, req.path)
         };
-        let mut w = Writer::default();
+        // Room for the path and a small body's other fields, so that it rarely grows.
+        let mut w = Writer {
+            buf: Vec::with_capacity(server_path.len() + 64),
+        };
         body(&mut w, &server_path);
         // The frame: the length, then xid and op code (8 bytes), then the body.
         let max = self.client.shared.cfg.max_request;

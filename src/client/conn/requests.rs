@@ -163,7 +163,8 @@ impl Shared {
     /// writers never interleave) and registers them as in flight. A failed write finishes
     /// the connection and fails the requests. True if written.
     pub(super) fn write_locked(&self, io: &mut Io, reqs: Vec<Outgoing>) -> bool {
-        let mut bytes = Vec::new();
+        // Each frame: its length, xid and op code (12 bytes), then the body.
+        let mut bytes = Vec::with_capacity(reqs.iter().map(|r| 12 + r.body.len()).sum());
         let mut xids = Vec::with_capacity(reqs.len());
         let sent_us = self.clock.now_us();
         {
