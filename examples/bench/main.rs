@@ -45,7 +45,9 @@
 //!   `Client::close` call, close → another candidate knows it leads; `ratio` = resign →
 //!   leader p50 / the p50 of a delete seen by another session's data watch, sampled right
 //!   before each resign round (target 1.2), and beside it the same baseline where the
-//!   watcher lists the election directory on the event (`delete_watch_list_`). Two lines:
+//!   watcher lists the election directory on the event (`delete_watch_list_`), and the same
+//!   where the deleter also holds a data watch on the node, as a leader's guard does on its
+//!   own (`delete_watch_own_`). Two lines:
 //!   `W4`, the guard style (4 threads blocked in `lead()`, the time taken when `lead()`
 //!   returns), and `W4 candidate`, the background style (`Candidate`s, a thread of ours
 //!   blocked on each one's `events()`, the time taken when `Elected` arrives). Every round
