@@ -546,7 +546,15 @@ fn rebuilt_from_nothing(servers: usize) {
     // that did not hear a quorum within `initLimit` gives up), so the old ensemble's epoch is
     // first raised well above that: three elections, the leader killed and started again.
     for _ in 0..if servers > 1 { 3 } else { 0 } {
-        let leader = cluster.leader().expect("a leader");
+        // The ensemble may still be electing (the restarted server serves as a follower of
+        // a leader that has since given up, or `srvr` timed out on a loaded machine): the
+        // mode is a snapshot, so wait for one to say it leads.
+        let mut leader = None;
+        common::wait_until(WITHIN * 2, "a leader", || {
+            leader = cluster.leader();
+            leader.is_some()
+        });
+        let leader = leader.expect("a leader");
         cluster.kill(leader).unwrap();
         cluster.start_server(leader).unwrap();
     }

@@ -113,6 +113,10 @@ pub(crate) struct Run {
     /// The delete + watch baseline sampled during the counted acquisitions (every
     /// [`IN_RUN_PACE`]), when the run was given a pair of sessions for it.
     pub(crate) delete_watch_in_run: Vec<Duration>,
+    /// The process's CPU from the gate's release until the count was
+    /// reached, and the acquisitions in that time (counted or not).
+    pub(crate) cpu: CpuUsed,
+    pub(crate) cpu_acquisitions: usize,
 }
 
 impl Run {
@@ -128,6 +132,8 @@ impl Run {
         self.per_s = self.counted as f64 / total_s.max(f64::MIN_POSITIVE);
         self.violations += later.violations;
         self.delete_watch_in_run.extend(later.delete_watch_in_run);
+        self.cpu = self.cpu + later.cpu;
+        self.cpu_acquisitions += later.cpu_acquisitions;
     }
 }
 
@@ -247,7 +253,7 @@ pub(crate) fn run_contention(
         }
         None => None,
     };
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), Cpu::now());
     *shared.cap.lock() = Some(start + cap);
     *shared.released_at.lock() = Some(start);
     let released = gate.release();
@@ -256,6 +262,8 @@ pub(crate) fn run_contention(
     while !shared.stop.load(Ordering::SeqCst) && Instant::now() < wait_until {
         std::thread::sleep(Duration::from_millis(5));
     }
+    let cpu_acquisitions = shared.acquired.load(Ordering::SeqCst);
+    let cpu = cpu.since();
     sampling.store(true, Ordering::SeqCst);
     let stopped = stop_all(handles);
     let delete_watch_in_run = match sampler {
@@ -284,6 +292,8 @@ pub(crate) fn run_contention(
         bench_threads_queued,
         queue_build,
         delete_watch_in_run,
+        cpu,
+        cpu_acquisitions,
     })
 }
 
@@ -379,18 +389,29 @@ impl DeleteWatch {
 
     /// Delete until the watch event.
     pub(crate) fn sample(&self) -> Res<Duration> {
-        self.run(None)
+        self.run(None, false)
     }
 
     /// Delete until the watcher, told by the event, has listed `dir`.
     pub(crate) fn sample_listing(&self, dir: &str) -> Res<Duration> {
-        self.run(Some(dir.to_string()))
+        self.run(Some(dir.to_string()), false)
     }
 
-    pub(crate) fn run(&self, list: Option<String>) -> Res<Duration> {
+    /// [`sample`](DeleteWatch::sample) with the deleter holding a data watch on the node
+    /// too, as a guard holds one on its own node: the server then sends two notifications
+    /// before the delete's reply, one to the deleter's own session.
+    pub(crate) fn sample_own_watched(&self) -> Res<Duration> {
+        self.run(None, true)
+    }
+
+    pub(crate) fn run(&self, list: Option<String>, own_watch: bool) -> Res<Duration> {
         let go = self.go_tx.as_ref().ok_or("delete+watch: stopped")?;
         self.deleter
             .create(&self.node, b"", CreateMode::Ephemeral)?;
+        let _own = match own_watch {
+            true => Some(self.deleter.get_data_w(&self.node)?),
+            false => None,
+        };
         go.send(list)
             .map_err(|_| "delete+watch: watcher thread gone")?;
         self.ready_rx.recv_timeout(STEP_WAIT)??;
@@ -422,7 +443,7 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
         ctx.n,
         CAP,
         &format!("w2-{k}"),
-        Some(pair),
+        (!profiling()).then_some(pair),
     );
     close_all(&clients);
     let mut run = r?;
@@ -440,6 +461,11 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
         .lat("handoff_", &mut run.handoffs)
         .lat("release_", &mut run.releases)
         .u("violations", run.violations)
+        .cpu_used("acquisition", run.cpu, run.cpu_acquisitions)
+        .s(
+            "cpu_is",
+            "this process's user+sys from the first release to the last counted acquisition, per acquisition in that time (the in-run sampler's two sessions included)",
+        )
         .f("delete_watch_p50_us", delete_watch_p50)
         .f("ratio", hp50 / delete_watch_p50)
         .s("ratio_is", "handoff_p50 / delete_watch_p50")

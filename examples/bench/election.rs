@@ -25,6 +25,9 @@ pub(crate) struct W4Run {
     /// The same, with the watcher listing the election's directory on the event (what a
     /// successor whose last listing is stale must add), sampled right after `baseline`.
     pub(crate) baseline_list: Vec<Duration>,
+    /// The same as `baseline`, with the deleter holding a data watch on the node too (as a
+    /// leader's guard does on its own node), sampled right after `baseline_list`.
+    pub(crate) baseline_own: Vec<Duration>,
     /// The resign call itself.
     pub(crate) resign_call: Vec<Duration>,
     /// `Client::close` on the leader's client.
@@ -107,6 +110,15 @@ pub(crate) fn w4_line(figure: &str, ctx: &Ctx, what: &str, run: &mut W4Run) {
         .f(
             "ratio_to_delete_watch_list",
             leader_p50 / p50(&mut run.baseline_list),
+        )
+        .dist("delete_watch_own_", &mut run.baseline_own)
+        .f(
+            "ratio_to_delete_watch_own",
+            leader_p50 / p50(&mut run.baseline_own),
+        )
+        .s(
+            "ratio_to_delete_watch_own_is",
+            "resign_to_leader_p50 / the delete + watch baseline where the deleter also watches the node, as a leader's guard watches its own node",
         )
         .dist("resign_call_", &mut run.resign_call)
         .dist("close_call_", &mut run.close_call)
@@ -358,6 +370,7 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
                 if counted {
                     run.baseline.push(dw.sample()?);
                     run.baseline_list.push(dw.sample_listing(&path)?);
+                    run.baseline_own.push(dw.sample_own_watched()?);
                 }
                 slots[li]
                     .cmd
@@ -538,6 +551,7 @@ pub(crate) fn w4_candidates(
             if counted && !closing {
                 run.baseline.push(dw.sample()?);
                 run.baseline_list.push(dw.sample_listing(&path)?);
+                run.baseline_own.push(dw.sample_own_watched()?);
             }
             let t0 = Instant::now();
             let (took, r) = if closing {

@@ -45,7 +45,9 @@
 //!   `Client::close` call, close → another candidate knows it leads; `ratio` = resign →
 //!   leader p50 / the p50 of a delete seen by another session's data watch, sampled right
 //!   before each resign round (target 1.2), and beside it the same baseline where the
-//!   watcher lists the election directory on the event (`delete_watch_list_`). Two lines:
+//!   watcher lists the election directory on the event (`delete_watch_list_`), and the same
+//!   where the deleter also holds a data watch on the node, as a leader's guard does on its
+//!   own (`delete_watch_own_`). Two lines:
 //!   `W4`, the guard style (4 threads blocked in `lead()`, the time taken when `lead()`
 //!   returns), and `W4 candidate`, the background style (`Candidate`s, a thread of ours
 //!   blocked on each one's `events()`, the time taken when `Elected` arrives). Every round
@@ -124,6 +126,16 @@
 //! Contention runs (`W2`, `W6`) start with every contender queued behind a holder on the
 //! bench's own session, count `BENCH_N` acquisitions or as many as happen in 90 s (then
 //! `time_capped` is true), and cancel the waiters left.
+//!
+//! Client CPU: every workload is followed by a `<name> client cpu` line, the process's user
+//! and system CPU (`getrusage(RUSAGE_SELF)`; the servers are processes of their own) over
+//! the whole workload, its setup included; `ops`, `W1`, `W2` and `W6` also print it per
+//! request, cycle or acquisition (`cpu_us_per_…`, with its user and system parts), over the
+//! measured part only. `BENCH_PROFILE=1` is for a profiler that counts the whole process
+//! (`valgrind --tool=callgrind`): `W1` runs its lock cycles alone (no interleaved plain and
+//! by-hand cycles) and `W2` skips both delete + watch baselines, so that the difference
+//! between two runs with different `BENCH_N` is that many lock cycles or acquisitions and
+//! nothing else (docs/performance.md, "Client CPU").
 //!
 //! Every workload runs under a watchdog: one that takes too long prints an `error` line and
 //! ends the process with status 2 (the harness's own watchdog then stops the servers). Each
@@ -288,8 +300,15 @@ fn run() -> Res<bool> {
     let dir = format!("/zkguard-bench-{}", std::process::id());
     client.create(&dir, b"", CreateMode::Persistent)?;
     // Warm the server's JIT up before measuring anything.
+    // A profile counts instructions: a fixed number of rounds, not a time.
     let warm_until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < warm_until {
+    let mut warm_rounds = 0;
+    while if profiling() {
+        warm_rounds < 1000
+    } else {
+        Instant::now() < warm_until
+    } {
+        warm_rounds += 1;
         let (created, _) = client.pipeline(|p| {
             (
                 p.create(
@@ -323,7 +342,24 @@ fn run() -> Res<bool> {
             return;
         }
         let _armed = watchdog.arm(name, budget(secs));
-        if let Err(e) = f(&ctx) {
+        let (cpu, wall) = (Cpu::now(), Instant::now());
+        let r = f(&ctx);
+        let used = cpu.since();
+        let (user, sys) = (used.user, used.sys);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        Line::new(&format!("{name} client cpu"), &ctx.target)
+            .s(
+                "what",
+                "getrusage(RUSAGE_SELF) user+sys over the whole workload, setup included",
+            )
+            .f("wall_ms", ms(wall.elapsed()))
+            .f("cpu_ms", ms(user + sys))
+            .f("cpu_user_ms", ms(user))
+            .f("cpu_sys_ms", ms(sys))
+            .u("switches", used.voluntary)
+            .u("preempted", used.involuntary)
+            .print();
+        if let Err(e) = r {
             ok = false;
             Line::new(name, &ctx.target)
                 .s("error", &e.to_string())
@@ -341,6 +377,8 @@ fn run() -> Res<bool> {
             let known = *dw_cell.lock();
             let base = match known {
                 Some(v) => v,
+                // Not measured: a profile counts the acquisitions alone.
+                None if profiling() => f64::NAN,
                 None => {
                     let v = delete_watch_p50(ctx)?;
                     *dw_cell.lock() = Some(v);
@@ -490,4 +528,12 @@ fn delete_tree(c: &Client, path: &str) -> Res<()> {
         }
     }
     Err(format!("{path} keeps getting new children").into())
+}
+
+/// `BENCH_PROFILE=1`: only what a whole-process profiler should count (see the module doc).
+pub(crate) fn profiling() -> bool {
+    matches!(
+        std::env::var("BENCH_PROFILE").as_deref(),
+        Ok("1" | "yes" | "on" | "true")
+    )
 }

@@ -86,3 +86,110 @@ pub(crate) fn p50(samples: &mut [Duration]) -> f64 {
     samples.sort();
     percentile(samples, 0.5)
 }
+
+/// The CPU time this process has used so far, user and system apart
+/// (`getrusage(RUSAGE_SELF)`: every thread of the process, none of the servers, which run as
+/// processes of their own).
+///
+/// Differences over a workload are the client's CPU: the library's threads and the bench's
+/// own (its workers, the watchdog waiting, the in-run delete + watch sampler where a
+/// workload runs one). The harness runs nothing in this process but a fault proxy, which
+/// no workload here uses.
+#[derive(Clone, Copy)]
+pub(crate) struct Cpu {
+    user: Duration,
+    sys: Duration,
+    /// Context switches: voluntary (a thread went to sleep: a wait, a blocking read) and
+    /// involuntary (preempted), summed over the threads.
+    switches: (u64, u64),
+}
+
+/// What a process used between two [`Cpu`] readings.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct CpuUsed {
+    pub(crate) user: Duration,
+    pub(crate) sys: Duration,
+    pub(crate) voluntary: u64,
+    pub(crate) involuntary: u64,
+}
+
+impl std::ops::Add for CpuUsed {
+    type Output = CpuUsed;
+    fn add(self, o: CpuUsed) -> CpuUsed {
+        CpuUsed {
+            user: self.user + o.user,
+            sys: self.sys + o.sys,
+            voluntary: self.voluntary + o.voluntary,
+            involuntary: self.involuntary + o.involuntary,
+        }
+    }
+}
+
+impl Cpu {
+    pub(crate) fn now() -> Cpu {
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec.max(0) as u64)
+                + Duration::from_micros(t.tv_usec.max(0) as u64)
+        };
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `usage` is valid for writes of one `rusage`, which getrusage fills; it is
+        // read only after getrusage says it succeeded.
+        #[allow(unsafe_code)]
+        let got = unsafe {
+            (libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) == 0)
+                .then(|| usage.assume_init())
+        };
+        match got {
+            Some(u) => Cpu {
+                user: tv(u.ru_utime),
+                sys: tv(u.ru_stime),
+                switches: (u.ru_nvcsw.max(0) as u64, u.ru_nivcsw.max(0) as u64),
+            },
+            // Cannot fail with these arguments; zero makes the figures visibly absurd.
+            None => Cpu {
+                user: Duration::ZERO,
+                sys: Duration::ZERO,
+                switches: (0, 0),
+            },
+        }
+    }
+
+    /// What was used since `self`.
+    pub(crate) fn since(self) -> CpuUsed {
+        let now = Cpu::now();
+        CpuUsed {
+            user: now.user.saturating_sub(self.user),
+            sys: now.sys.saturating_sub(self.sys),
+            voluntary: now.switches.0.saturating_sub(self.switches.0),
+            involuntary: now.switches.1.saturating_sub(self.switches.1),
+        }
+    }
+}
+
+impl Line {
+    /// The client CPU used since `since`, in µs per one of `units` (`cpu_us_per_<unit>`,
+    /// and its user and system parts), and the context switches per unit
+    /// (`switches_per_<unit>`: voluntary, a thread going to sleep; `preempted_per_<unit>`:
+    /// involuntary). The switches are the steadier figure on a loaded machine: the
+    /// system time of each grows with the load, their number hardly.
+    pub(crate) fn cpu(self, unit: &str, since: Cpu, units: usize) -> Line {
+        self.cpu_used(unit, since.since(), units)
+    }
+
+    /// [`Line::cpu`] for a difference taken earlier.
+    pub(crate) fn cpu_used(self, unit: &str, used: CpuUsed, units: usize) -> Line {
+        let units = units.max(1) as f64;
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / units;
+        self.f(&format!("cpu_us_per_{unit}"), per(used.user + used.sys))
+            .f(&format!("cpu_user_us_per_{unit}"), per(used.user))
+            .f(&format!("cpu_sys_us_per_{unit}"), per(used.sys))
+            .f(
+                &format!("switches_per_{unit}"),
+                used.voluntary as f64 / units,
+            )
+            .f(
+                &format!("preempted_per_{unit}"),
+                used.involuntary as f64 / units,
+            )
+    }
+}

@@ -17,6 +17,7 @@ pub(crate) fn ops(ctx: &Ctx) -> Res<()> {
     }
 
     let (mut create, mut children, mut exists, mut delete) = (vec![], vec![], vec![], vec![]);
+    let cpu = Cpu::now();
     for i in 0..n {
         let p = format!("{dir}/n-{i}");
         let (d, r) = timed(|| client.create(&p, b"payload", CreateMode::Ephemeral));
@@ -32,6 +33,14 @@ pub(crate) fn ops(ctx: &Ctx) -> Res<()> {
         r?;
         delete.push(d);
     }
+    Line::new("ops client cpu per request", target)
+        .s(
+            "what",
+            "create, get_children, exists, delete in turn, one thread",
+        )
+        .u("requests", 4 * n as u64)
+        .cpu("request", cpu, 4 * n)
+        .print();
     report("create", target, create);
     report("get_children", target, children);
     report("exists", target, exists);
@@ -102,11 +111,34 @@ pub(crate) fn w1(ctx: &Ctx) -> Res<()> {
         client.delete(&c.path, None)?;
         Ok(())
     };
+    if profiling() {
+        // Lock cycles only, so that two runs' difference is lock cycles alone.
+        for _ in 0..200 {
+            lock_cycle()?;
+        }
+        let cpu = Cpu::now();
+        for _ in 0..ctx.n {
+            lock_cycle()?;
+        }
+        Line::new("W1", &ctx.target)
+            .s("what", "BENCH_PROFILE: lock cycles only")
+            .u("n", ctx.n as u64)
+            .cpu("cycle", cpu, ctx.n)
+            .print();
+        return Ok(());
+    }
     for _ in 0..200 {
         lock_cycle()?;
         plain_cycle()?;
         wire_cycle()?;
     }
+    // The client CPU of a lock cycle: a block of cycles alone (the interleaved ones below
+    // would mix in the plain and by-hand cycles' CPU).
+    let cpu = Cpu::now();
+    for _ in 0..ctx.n {
+        lock_cycle()?;
+    }
+    let cpu = cpu.since();
     let mut locks = Vec::with_capacity(ctx.n);
     let (mut acquires, mut releases) = (Vec::with_capacity(ctx.n), Vec::with_capacity(ctx.n));
     let (mut plains, mut wires) = (Vec::with_capacity(ctx.n), Vec::with_capacity(ctx.n));
@@ -144,6 +176,7 @@ pub(crate) fn w1(ctx: &Ctx) -> Res<()> {
         .lat("release_", &mut releases)
         .lat("create_list_delete_", &mut wires)
         .f("ratio_to_same_requests", lock_p50 / wire_p50)
+        .cpu_used("cycle", cpu, ctx.n)
         .print();
     Ok(())
 }

@@ -234,24 +234,59 @@ fn validate(path: &str, sequential: bool) -> Result<()> {
     if body.len() > 1 && body.ends_with('/') {
         return err("must not end with '/'");
     }
+    match refused_segment(body) {
+        Some(reason) => err(reason),
+        None => Ok(()),
+    }
+}
+
+/// What is wrong with the first bad segment of `body` (after its leading '/'), if any.
+///
+/// Every request checks its path, so this is written for speed (a char-wise loop was a
+/// sixth of a lock cycle's instructions, callgrind): a path of printable ASCII, nearly
+/// every one, can only have a bad segment, found in one pass over the bytes after a check
+/// the compiler vectorizes; anything else goes through the segments char by char.
+fn refused_segment(body: &str) -> Option<&'static str> {
+    let bytes = body.as_bytes();
+    let bad = |seg: &[u8]| match seg {
+        b"" => Some("empty segment ('//')"),
+        b"." | b".." => Some("relative segment ('.' or '..')"),
+        _ => None,
+    };
+    // No early exit, so that it runs many bytes at a time.
+    let printable = bytes
+        .iter()
+        .fold(true, |ok, &b| ok & (0x20..0x7f).contains(&b));
+    if printable {
+        let mut start = 1;
+        for (i, &b) in bytes.iter().enumerate().skip(1) {
+            if b == b'/' {
+                if let Some(reason) = bad(&bytes[start..i]) {
+                    return Some(reason);
+                }
+                start = i + 1;
+            }
+        }
+        return bad(&bytes[start..]);
+    }
     for seg in body.split('/').skip(1) {
-        if seg.is_empty() {
-            return err("empty segment ('//')");
+        if let Some(reason) = bad(seg.as_bytes()) {
+            return Some(reason);
         }
-        if seg == "." || seg == ".." {
-            return err("relative segment ('.' or '..')");
-        }
-        if seg.chars().any(|c| {
-            c == '\0'
-                || ('\u{1}'..='\u{1f}').contains(&c)
-                || ('\u{7f}'..='\u{9f}').contains(&c)
-                || ('\u{e000}'..='\u{f8ff}').contains(&c)
-                || ('\u{fff0}'..='\u{ffff}').contains(&c)
-        }) {
-            return err("contains a character ZooKeeper does not allow");
+        if seg.chars().any(refused_char) {
+            return Some("contains a character ZooKeeper does not allow");
         }
     }
-    Ok(())
+    None
+}
+
+/// A character ZooKeeper refuses in a path segment.
+fn refused_char(c: char) -> bool {
+    c == '\0'
+        || ('\u{1}'..='\u{1f}').contains(&c)
+        || ('\u{7f}'..='\u{9f}').contains(&c)
+        || ('\u{e000}'..='\u{f8ff}').contains(&c)
+        || ('\u{fff0}'..='\u{ffff}').contains(&c)
 }
 
 /// Adds the chroot prefix to a (validated) path.
@@ -356,11 +391,32 @@ mod tests {
 
     #[test]
     fn paths() -> Result<()> {
-        for ok in ["/", "/a", "/a/b", "/a.b/c-d_e", "/zookeeper"] {
+        for ok in [
+            "/",
+            "/a",
+            "/a/b",
+            "/a.b/c-d_e",
+            "/zookeeper",
+            "/é/ü~",
+            "/a/\u{a0}\u{ffef}x",
+        ] {
             validate_path(ok)?;
         }
         for bad in [
-            "", "a", "a/b", "/a/", "//", "/a//b", "/a/./b", "/a/..", "/a\0b", "/a\u{1}",
+            "",
+            "a",
+            "a/b",
+            "/a/",
+            "//",
+            "/a//b",
+            "/a/./b",
+            "/a/..",
+            "/a\0b",
+            "/a\u{1}",
+            "/a\u{7f}b",
+            "/é/\u{9f}",
+            "/a/\u{e000}",
+            "/ü\u{1f}",
         ] {
             let e = validate_path(bad).expect_err("must be rejected");
             assert!(matches!(e, Error::InvalidPath { .. }), "{bad:?}");
@@ -400,6 +456,40 @@ mod tests {
         validate_sequential_path("/a/b-")?;
         assert!(validate_sequential_path("/a//").is_err());
         Ok(())
+    }
+
+    /// The fast path against the plain rule (each segment: not empty, not relative, no
+    /// refused character) on every string of up to 5 of these pieces after a '/'.
+    #[test]
+    fn the_fast_segment_check_agrees_with_the_plain_rule() {
+        fn plain(body: &str) -> Option<&'static str> {
+            for seg in body.split('/').skip(1) {
+                if seg.is_empty() {
+                    return Some("empty segment ('//')");
+                }
+                if seg == "." || seg == ".." {
+                    return Some("relative segment ('.' or '..')");
+                }
+                if seg.chars().any(refused_char) {
+                    return Some("contains a character ZooKeeper does not allow");
+                }
+            }
+            None
+        }
+        let pieces = [
+            "a", "/", ".", "\0", "\u{1f}", "\u{7f}", "~", "é", "\u{85}", "\u{e000}",
+        ];
+        let mut bodies = vec![String::from("/")];
+        for _ in 0..5 {
+            let longer: Vec<String> = bodies
+                .iter()
+                .flat_map(|b| pieces.iter().map(move |p| format!("{b}{p}")))
+                .collect();
+            for body in &longer {
+                assert_eq!(refused_segment(body), plain(body), "{body:?}");
+            }
+            bodies = longer;
+        }
     }
 
     #[test]

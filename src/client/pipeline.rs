@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use parking_lot::Mutex;
 
-use super::conn::{NoReply, Outgoing, ReplyMsg, WatchKind, WatchReg, WatchSink, WatchTx};
+use super::conn::{
+    reply_slot, NoReply, Outgoing, ReplyRx, WatchKind, WatchReg, WatchSink, WatchTx,
+};
 use super::types::{Acl, CreateMode, Created, Identity, Op, OpResult, Stat, WatchedEvent};
 use super::{path, proto, Client};
 use crate::error::{Error, Result};
@@ -58,7 +60,7 @@ impl fmt::Debug for Pipeline<'_> {
 /// The reply to come for one pipelined request.
 #[must_use = "a pending request does nothing unless waited for"]
 pub struct Pending<T> {
-    state: std::result::Result<Receiver<ReplyMsg>, Error>,
+    state: std::result::Result<ReplyRx, Error>,
     decode: Box<dyn FnOnce(RawReply) -> Result<T> + Send>,
     op: &'static str,
     path: String,
@@ -249,7 +251,10 @@ impl<'a> Pipeline<'a> {
         } else {
             path::to_server(&self.client.shared.cfg.chroot, req.path)
         };
-        let mut w = Writer::default();
+        // Room for the path and a small body's other fields, so that it rarely grows.
+        let mut w = Writer {
+            buf: Vec::with_capacity(server_path.len() + 64),
+        };
         body(&mut w, &server_path);
         // The frame: the length, then xid and op code (8 bytes), then the body.
         let max = self.client.shared.cfg.max_request;
@@ -266,7 +271,7 @@ impl<'a> Pipeline<'a> {
             });
             return (pending, None);
         }
-        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tx, rx) = reply_slot();
         let (watch, watch_rx) = match (req.watch, req.sink) {
             (Some(kind), Some(sink)) => {
                 let reg = WatchReg {

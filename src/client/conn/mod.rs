@@ -14,6 +14,7 @@
 //!   handshake, auth replay, publishing a new connection;
 //! - `serve.rs` — a live connection: reading, pinging, silence, dispatching each frame;
 //! - `frame.rs` — splitting the byte stream into frames; `link.rs` — the socket (TCP or TLS);
+//! - `reply.rs` — the one-shot slot a request's reply is handed over in;
 //! - `clock.rs` — when the client last wrote, read, and had an answer (the loss clock's base);
 //! - `ranked.rs` — the mutexes that check the lock order in debug builds.
 
@@ -35,6 +36,7 @@ mod connect;
 mod frame;
 mod link;
 mod ranked;
+mod reply;
 mod requests;
 mod serve;
 mod servers;
@@ -44,6 +46,7 @@ mod watches;
 use clock::Clock;
 use link::Link;
 pub(crate) use ranked::{Rank, Ranked};
+pub(crate) use reply::{reply_slot, ReplyRx};
 pub(crate) use requests::Outgoing;
 use requests::{InFlightMap, Io};
 pub(crate) use servers::shuffle;
@@ -106,7 +109,8 @@ pub(crate) struct Counters {
 /// nothing taken under it (so are `servers`, the server list, and the janitor's list of
 /// background deletes, which the client's `Owner` keeps, outside this struct). `link` (the live
 /// socket, for cutting it) is a leaf too, taken under any of them and never held across
-/// anything but a `shutdown`. Nobody waits for `io` without a deadline but to drop a
+/// anything but a `shutdown`; so is each request's reply slot (`reply.rs`: a mutex of its
+/// own, held only to put or take the reply). Nobody waits for `io` without a deadline but to drop a
 /// connection, and that cuts the socket first, which ends a blocked write at once.
 ///
 /// No lock is held across a blocking read (the connection thread reads with none held), a
@@ -117,7 +121,7 @@ pub(crate) struct Counters {
 ///
 /// - **Callers**, any thread using a [`Client`](crate::Client): write their own requests
 ///   (`session` to wait for a connection, then `io` and under it `pending`, and `rearm` if
-///   the write fails), cut a connection (`link`), close (`session`, then the request path,
+///   the write fails), wait on their replies' slots (no lock of these held), cut a connection (`link`), close (`session`, then the request path,
 ///   `watches` to tell every watch `Closed`), hand deletes to the janitor (`janitor`).
 ///   Each owns its reply channel.
 /// - **`zkguard-conn`**, one per client from connect to close (`builder.rs`, running
@@ -212,7 +216,7 @@ impl Shared {
         // One bound for the whole close: the server's confirmation and the thread's exit.
         let deadline = Instant::now() + CLOSE_WAIT;
         if was_connected {
-            let (tx, rx) = crossbeam_channel::bounded(1);
+            let (tx, rx) = reply_slot();
             self.submit(
                 vec![Outgoing {
                     opcode: op::CLOSE,

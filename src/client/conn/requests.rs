@@ -5,12 +5,11 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crossbeam_channel::Sender;
-
 use super::link::Link;
+use super::reply::ReplyTx;
 use super::session::Phase;
 use super::watches::{WatchKind, WatchReg, WatchTx};
-use super::{NoReply, ReplyMsg, Shared};
+use super::{NoReply, Shared};
 use crate::client::path;
 use crate::client::proto::{self, code, op, RawReply, Reader, ReplyHeader};
 use crate::client::types::{EventType, WatchedEvent};
@@ -21,13 +20,13 @@ pub(crate) struct Outgoing {
     pub opcode: i32,
     pub body: Vec<u8>,
     pub watch: Option<WatchReg>,
-    pub tx: Sender<ReplyMsg>,
+    pub tx: ReplyTx,
 }
 /// A request written and not answered yet.
 pub(super) struct InFlight {
     opcode: i32,
     watch: Option<WatchReg>,
-    tx: Sender<ReplyMsg>,
+    tx: ReplyTx,
     /// When it was written (see `Clock::answered`).
     sent_us: u64,
 }
@@ -128,7 +127,7 @@ impl Shared {
         let fail = |reqs: Vec<Outgoing>, e: NoReply| {
             for r in reqs {
                 self.unarmed(r.watch);
-                let _ = r.tx.send(Err(e.clone()));
+                r.tx.send(Err(e.clone()));
             }
         };
         let mut io = loop {
@@ -164,7 +163,8 @@ impl Shared {
     /// writers never interleave) and registers them as in flight. A failed write finishes
     /// the connection and fails the requests. True if written.
     pub(super) fn write_locked(&self, io: &mut Io, reqs: Vec<Outgoing>) -> bool {
-        let mut bytes = Vec::new();
+        // Each frame: its length, xid and op code (12 bytes), then the body.
+        let mut bytes = Vec::with_capacity(reqs.iter().map(|r| 12 + r.body.len()).sum());
         let mut xids = Vec::with_capacity(reqs.len());
         let sent_us = self.clock.now_us();
         {
@@ -197,7 +197,7 @@ impl Shared {
                 };
                 for f in failed {
                     self.unarmed(f.watch);
-                    let _ = f.tx.send(Err(Error::ConnectionLoss.into()));
+                    f.tx.send(Err(Error::ConnectionLoss.into()));
                 }
                 false
             }
@@ -265,7 +265,7 @@ impl Shared {
         let drained = self.pending.lock().take_all();
         for f in drained {
             self.unarmed(f.watch);
-            let _ = f.tx.send(Err(NoReply::Failed(why.clone())));
+            f.tx.send(Err(NoReply::Failed(why.clone())));
         }
     }
     /// Routes the server's reply to request `h.xid` (the reply's body starts at `body_start`
@@ -304,6 +304,6 @@ impl Shared {
                 self.unarmed(Some(w));
             }
         }
-        let _ = f.tx.send(Ok(RawReply::new(h.err, frame, body_start)));
+        f.tx.send(Ok(RawReply::new(h.err, frame, body_start)));
     }
 }

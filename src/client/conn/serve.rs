@@ -10,6 +10,19 @@ use super::Shared;
 use crate::client::proto::{self, code, op, xid, Malformed, Reader, ReplyHeader};
 use crate::error::Error;
 
+/// How much later than asked the connection thread may look again, to spare a
+/// `setsockopt` per frame read.
+const READ_TIMEOUT_SLACK: Duration = Duration::from_millis(1);
+
+/// Whether the read timeout set last (`current`) will do for a wait of `wanted`: it wakes
+/// the thread at most [`READ_TIMEOUT_SLACK`] late, or early but after half of `wanted` (an
+/// early wake only runs the loop once more). Under steady traffic the wait asked is the
+/// ping interval less a few microseconds every time, so the socket's timeout is set once,
+/// not once per frame (a system call per reply, a third of those a request costs).
+fn keeps_read_timeout(current: Option<Duration>, wanted: Duration) -> bool {
+    current.is_some_and(|c| c <= wanted + READ_TIMEOUT_SLACK && c >= wanted / 2)
+}
+
 impl Shared {
     /// Reads frames until the connection breaks, pinging when idle, and gives up on it when
     /// the server has been silent, or has left our requests (pings included) unanswered, for
@@ -19,6 +32,8 @@ impl Shared {
         let t = self.negotiated_timeout();
         let ping_every = t / 3;
         let silence_limit = t * 2 / 3;
+        // The read timeout set last on the socket (see `keeps_read_timeout`).
+        let mut read_timeout: Option<Duration> = None;
         loop {
             // The clock first: after a pause of this process, nothing read from the socket
             // may count before the loss is told.
@@ -77,8 +92,11 @@ impl Shared {
                 wait = wait.min(Duration::from_millis(10));
             }
             let wait = wait.max(Duration::from_millis(1));
-            if stream.set_read_timeout(Some(wait)).is_err() {
-                return;
+            if !keeps_read_timeout(read_timeout, wait) {
+                if stream.set_read_timeout(Some(wait)).is_err() {
+                    return;
+                }
+                read_timeout = Some(wait);
             }
             match frames.fill(&mut &stream) {
                 // After our own close, the end of the connection is expected: debug.
@@ -188,5 +206,36 @@ impl Shared {
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_timeout_is_set_again_only_when_it_would_wake_too_late_or_too_early() {
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        // Nothing set yet.
+        assert!(!keeps_read_timeout(None, ms(10)));
+        // The ping interval, less a few microseconds more or less than last time.
+        assert!(keeps_read_timeout(
+            Some(ms(3333) - us(20)),
+            ms(3333) - us(35)
+        ));
+        assert!(keeps_read_timeout(
+            Some(ms(3333) - us(35)),
+            ms(3333) - us(20)
+        ));
+        // A re-arm pending asks for 10 ms: a long timeout would wake far too late.
+        assert!(!keeps_read_timeout(Some(ms(3333)), ms(10)));
+        // A short one under a long wait would spin the loop.
+        assert!(!keeps_read_timeout(Some(ms(10)), ms(3333)));
+        // At most the slack late.
+        assert!(keeps_read_timeout(Some(ms(11)), ms(10)));
+        assert!(!keeps_read_timeout(Some(ms(11) + us(1)), ms(10)));
+        assert!(keeps_read_timeout(Some(ms(5)), ms(10)));
+        assert!(!keeps_read_timeout(Some(ms(5) - us(1)), ms(10)));
     }
 }

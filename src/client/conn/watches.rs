@@ -211,7 +211,7 @@ impl Shared {
             }
             let mut w = proto::Writer::default();
             w.string(&server_path).bool(true);
-            let (tx, _rx) = crossbeam_channel::bounded(1);
+            let (tx, _rx) = super::reply_slot();
             reqs.push(Outgoing {
                 opcode: op::GET_DATA,
                 body: w.buf,
