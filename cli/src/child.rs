@@ -127,7 +127,7 @@ pub fn spawn(
 ) -> Result<Child, Fail> {
     let program = cmd
         .first()
-        .expect("spawn is called with a command")
+        .ok_or_else(|| Fail::new(2, "no command to run (give one after --)"))?
         .to_string_lossy()
         .into_owned();
     let fail = |e: io::Error| {
