@@ -125,7 +125,8 @@ impl Loss {
 #[derive(Debug, Clone)]
 pub(crate) struct Labels {
     /// The recipe (the `kind` label: `queue::Kind::label`).
-    pub kind: &'static str,
+    #[cfg(feature = "metrics")]
+    kind: &'static str,
     /// Whether a guard of the recipe is a term of leadership (an election).
     leads: bool,
     #[cfg(feature = "metrics")]
@@ -140,6 +141,7 @@ impl Labels {
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn new(meter: &Meter, (kind, leads): (&'static str, bool), path: &str) -> Labels {
         Labels {
+            #[cfg(feature = "metrics")]
             kind,
             leads,
             #[cfg(feature = "metrics")]
