@@ -142,21 +142,39 @@ impl Run {
 /// writes too, about every millisecond).
 pub(crate) const IN_RUN_PACE: Duration = Duration::from_millis(10);
 
-/// Samples delete + watch on `pair` (watcher, deleter) every [`IN_RUN_PACE`] until `stop`.
-fn sample_in_run(
-    pair: (Client, Client),
-    node: String,
+/// The delete + watch baseline sampled under a workload's load: a thread of its own runs
+/// a [`DeleteWatch`] on a pair of sessions (watcher, deleter) every [`IN_RUN_PACE`] from
+/// [`start`](InRun::start) until [`finish`](InRun::finish). W2, W4 and W6 compare their
+/// handoffs against it (`ratio_in_run`).
+pub(crate) struct InRun {
     stop: Arc<AtomicBool>,
-) -> Res<JoinHandle<Res<Vec<Duration>>>> {
-    spawn("bench-in-run-baseline".into(), move || {
-        let dw = DeleteWatch::start(pair.0, pair.1, node)?;
-        let mut samples = Vec::new();
-        while !stop.load(Ordering::SeqCst) {
-            samples.push(dw.sample()?);
-            std::thread::sleep(IN_RUN_PACE);
-        }
-        Ok(samples)
-    })
+    handle: JoinHandle<Res<Vec<Duration>>>,
+}
+
+impl InRun {
+    /// Starts sampling on `pair` (watcher, deleter) with the node `node`.
+    pub(crate) fn start(pair: (Client, Client), node: String) -> Res<InRun> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = spawn("bench-in-run-baseline".into(), move || {
+            let dw = DeleteWatch::start(pair.0, pair.1, node)?;
+            let mut samples = Vec::new();
+            while !flag.load(Ordering::SeqCst) {
+                samples.push(dw.sample()?);
+                std::thread::sleep(IN_RUN_PACE);
+            }
+            Ok(samples)
+        })?;
+        Ok(InRun { stop, handle })
+    }
+
+    /// Stops sampling: the samples taken.
+    pub(crate) fn finish(self) -> Res<Vec<Duration>> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle
+            .join()
+            .map_err(|_| "the in-run baseline sampler panicked")?
+    }
 }
 
 /// `threads` threads (thread i on `clients[i % len]`) contend for one Mutex at `path`. The
@@ -238,11 +256,10 @@ pub(crate) fn run_contention(
         let _ = stop_all(handles);
         return Err(e);
     }
-    let sampling = Arc::new(AtomicBool::new(false));
     let sampler = match baseline {
         Some(pair) => {
             let node = format!("{}/{label}-delete-watch-in-run", ctx.dir);
-            match sample_in_run(pair, node, sampling.clone()) {
+            match InRun::start(pair, node) {
                 Ok(h) => Some(h),
                 Err(e) => {
                     drop(gate);
@@ -264,14 +281,9 @@ pub(crate) fn run_contention(
     }
     let cpu_acquisitions = shared.acquired.load(Ordering::SeqCst);
     let cpu = cpu.since();
-    sampling.store(true, Ordering::SeqCst);
+    let sampled = sampler.map(InRun::finish);
     let stopped = stop_all(handles);
-    let delete_watch_in_run = match sampler {
-        Some(h) => h
-            .join()
-            .map_err(|_| "the in-run baseline sampler panicked")??,
-        None => Vec::new(),
-    };
+    let delete_watch_in_run = sampled.transpose()?.unwrap_or_default();
     released?;
     stopped?;
     let (done, counted) = shared
@@ -404,7 +416,18 @@ impl DeleteWatch {
         self.run(None, true)
     }
 
+    /// [`sample`](DeleteWatch::sample) as two instants: just before the delete, and the
+    /// event's arrival (for `BENCH_W4_TRACE`).
+    pub(crate) fn sample_stamped(&self) -> Res<(Instant, Instant)> {
+        self.stamped(None, false)
+    }
+
     pub(crate) fn run(&self, list: Option<String>, own_watch: bool) -> Res<Duration> {
+        let (t0, seen) = self.stamped(list, own_watch)?;
+        Ok(seen.saturating_duration_since(t0))
+    }
+
+    fn stamped(&self, list: Option<String>, own_watch: bool) -> Res<(Instant, Instant)> {
         let go = self.go_tx.as_ref().ok_or("delete+watch: stopped")?;
         self.deleter
             .create(&self.node, b"", CreateMode::Ephemeral)?;
@@ -418,7 +441,7 @@ impl DeleteWatch {
         let t0 = Instant::now();
         self.deleter.delete(&self.node, None)?;
         let seen = self.seen_rx.recv_timeout(STEP_WAIT)??;
-        Ok(seen.saturating_duration_since(t0))
+        Ok((t0, seen))
     }
 }
 
