@@ -177,6 +177,29 @@ impl InRun {
     }
 }
 
+impl Line {
+    /// The in-run floor's fields ([`InRun`]'s `samples`, taken while `during`) and the
+    /// handoff's ratio to it: `delete_watch_in_run_n`, its p50 and p99, and `ratio_in_run`
+    /// = `handoff_p50` (the figure's `{handoff}_p50_us`) / its p50.
+    pub(crate) fn in_run(
+        self,
+        handoff: &str,
+        handoff_p50: f64,
+        samples: &mut [Duration],
+        during: &str,
+    ) -> Line {
+        let n = samples.len();
+        let ratio = handoff_p50 / p50(samples);
+        self.u("delete_watch_in_run_n", n as u64)
+            .lat("delete_watch_in_run_", samples)
+            .f("ratio_in_run", ratio)
+            .s(
+                "ratio_in_run_is",
+                &format!("{handoff}_p50 / delete_watch_in_run_p50: the same delete + watch baseline, sampled by two more sessions every 10 ms while {during}"),
+            )
+    }
+}
+
 /// `threads` threads (thread i on `clients[i % len]`) contend for one Mutex at `path`. The
 /// main client holds the lock until every thread is queued, then lets go: from then on
 /// `total` acquisitions are counted, or as many as happen within `cap`. Then the waiters
@@ -472,8 +495,6 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
     let mut run = r?;
     let hp50 = p50(&mut run.handoffs);
     let rp50 = p50(&mut run.releases);
-    let in_run_n = run.delete_watch_in_run.len();
-    let in_run_p50 = p50(&mut run.delete_watch_in_run);
     Line::new(&format!("W2:{k}"), &ctx.target)
         .s("what", "K sessions x 1 thread, Mutex acquire->release loop")
         .u("sessions", k as u64)
@@ -497,13 +518,7 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
             "ratio_to_release_is",
             "handoff_p50 / release_p50: the holders' delete round trip in this run, under the load the workload makes",
         )
-        .u("delete_watch_in_run_n", in_run_n as u64)
-        .lat("delete_watch_in_run_", &mut run.delete_watch_in_run)
-        .f("ratio_in_run", hp50 / in_run_p50)
-        .s(
-            "ratio_in_run_is",
-            "handoff_p50 / delete_watch_in_run_p50: the same delete + watch baseline, sampled by two more sessions every 10 ms while the workload runs",
-        )
+        .in_run("handoff", hp50, &mut run.delete_watch_in_run, "the workload runs")
         .print();
     if run.violations > 0 {
         return Err(format!("W2:{k}: {} mutual-exclusion violations", run.violations).into());

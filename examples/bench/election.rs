@@ -152,7 +152,6 @@ pub(crate) fn w4_in_run(
 pub(crate) fn w4_line(figure: &str, ctx: &Ctx, what: &str, run: &mut W4Run) {
     let leader_p50 = p50(&mut run.resign_to_leader);
     let ratio = leader_p50 / p50(&mut run.baseline);
-    let in_run_n = run.baseline_in_run.len();
     let in_run_p50 = p50(&mut run.baseline_in_run);
     let close_p50 = p50(&mut run.close_call);
     let mut line = Line::new(figure, &ctx.target)
@@ -169,12 +168,11 @@ pub(crate) fn w4_line(figure: &str, ctx: &Ctx, what: &str, run: &mut W4Run) {
         )
         .s("ratio_target", "<= 1.2")
         .b("target_met", ratio <= 1.2)
-        .u("delete_watch_in_run_n", in_run_n as u64)
-        .dist("delete_watch_in_run_", &mut run.baseline_in_run)
-        .f("ratio_in_run", leader_p50 / in_run_p50)
-        .s(
-            "ratio_in_run_is",
-            "resign_to_leader_p50 / delete_watch_in_run_p50: the same delete + watch baseline, sampled by two more sessions every 10 ms while this style's rounds run (W2's ratio_in_run)",
+        .in_run(
+            "resign_to_leader",
+            leader_p50,
+            &mut run.baseline_in_run,
+            "this style's rounds run (W2's ratio_in_run)",
         )
         .s("ratio_in_run_target", "<= 1.1")
         .b("ratio_in_run_target_met", leader_p50 / in_run_p50 <= 1.1)
