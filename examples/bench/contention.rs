@@ -142,21 +142,62 @@ impl Run {
 /// writes too, about every millisecond).
 pub(crate) const IN_RUN_PACE: Duration = Duration::from_millis(10);
 
-/// Samples delete + watch on `pair` (watcher, deleter) every [`IN_RUN_PACE`] until `stop`.
-fn sample_in_run(
-    pair: (Client, Client),
-    node: String,
+/// The delete + watch baseline sampled under a workload's load: a thread of its own runs
+/// a [`DeleteWatch`] on a pair of sessions (watcher, deleter) every [`IN_RUN_PACE`] from
+/// [`start`](InRun::start) until [`finish`](InRun::finish). W2, W4 and W6 compare their
+/// handoffs against it (`ratio_in_run`).
+pub(crate) struct InRun {
     stop: Arc<AtomicBool>,
-) -> Res<JoinHandle<Res<Vec<Duration>>>> {
-    spawn("bench-in-run-baseline".into(), move || {
-        let dw = DeleteWatch::start(pair.0, pair.1, node)?;
-        let mut samples = Vec::new();
-        while !stop.load(Ordering::SeqCst) {
-            samples.push(dw.sample()?);
-            std::thread::sleep(IN_RUN_PACE);
-        }
-        Ok(samples)
-    })
+    handle: JoinHandle<Res<Vec<Duration>>>,
+}
+
+impl InRun {
+    /// Starts sampling on `pair` (watcher, deleter) with the node `node`.
+    pub(crate) fn start(pair: (Client, Client), node: String) -> Res<InRun> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = spawn("bench-in-run-baseline".into(), move || {
+            let dw = DeleteWatch::start(pair.0, pair.1, node)?;
+            let mut samples = Vec::new();
+            while !flag.load(Ordering::SeqCst) {
+                samples.push(dw.sample()?);
+                std::thread::sleep(IN_RUN_PACE);
+            }
+            Ok(samples)
+        })?;
+        Ok(InRun { stop, handle })
+    }
+
+    /// Stops sampling: the samples taken.
+    pub(crate) fn finish(self) -> Res<Vec<Duration>> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle
+            .join()
+            .map_err(|_| "the in-run baseline sampler panicked")?
+    }
+}
+
+impl Line {
+    /// The in-run floor's fields ([`InRun`]'s `samples`, taken while `during`) and the
+    /// handoff's ratio to it: `delete_watch_in_run_n`, its p50 and p99, and `ratio_in_run`
+    /// = `handoff_p50` (the figure's `{handoff}_p50_us`) / its p50.
+    pub(crate) fn in_run(
+        self,
+        handoff: &str,
+        handoff_p50: f64,
+        samples: &mut [Duration],
+        during: &str,
+    ) -> Line {
+        let n = samples.len();
+        let ratio = handoff_p50 / p50(samples);
+        self.u("delete_watch_in_run_n", n as u64)
+            .lat("delete_watch_in_run_", samples)
+            .f("ratio_in_run", ratio)
+            .s(
+                "ratio_in_run_is",
+                &format!("{handoff}_p50 / delete_watch_in_run_p50: the same delete + watch baseline, sampled by two more sessions every 10 ms while {during}"),
+            )
+    }
 }
 
 /// `threads` threads (thread i on `clients[i % len]`) contend for one Mutex at `path`. The
@@ -238,11 +279,10 @@ pub(crate) fn run_contention(
         let _ = stop_all(handles);
         return Err(e);
     }
-    let sampling = Arc::new(AtomicBool::new(false));
     let sampler = match baseline {
         Some(pair) => {
             let node = format!("{}/{label}-delete-watch-in-run", ctx.dir);
-            match sample_in_run(pair, node, sampling.clone()) {
+            match InRun::start(pair, node) {
                 Ok(h) => Some(h),
                 Err(e) => {
                     drop(gate);
@@ -264,14 +304,9 @@ pub(crate) fn run_contention(
     }
     let cpu_acquisitions = shared.acquired.load(Ordering::SeqCst);
     let cpu = cpu.since();
-    sampling.store(true, Ordering::SeqCst);
+    let sampled = sampler.map(InRun::finish);
     let stopped = stop_all(handles);
-    let delete_watch_in_run = match sampler {
-        Some(h) => h
-            .join()
-            .map_err(|_| "the in-run baseline sampler panicked")??,
-        None => Vec::new(),
-    };
+    let delete_watch_in_run = sampled.transpose()?.unwrap_or_default();
     released?;
     stopped?;
     let (done, counted) = shared
@@ -404,7 +439,18 @@ impl DeleteWatch {
         self.run(None, true)
     }
 
+    /// [`sample`](DeleteWatch::sample) as two instants: just before the delete, and the
+    /// event's arrival (for `BENCH_W4_TRACE`).
+    pub(crate) fn sample_stamped(&self) -> Res<(Instant, Instant)> {
+        self.stamped(None, false)
+    }
+
     pub(crate) fn run(&self, list: Option<String>, own_watch: bool) -> Res<Duration> {
+        let (t0, seen) = self.stamped(list, own_watch)?;
+        Ok(seen.saturating_duration_since(t0))
+    }
+
+    fn stamped(&self, list: Option<String>, own_watch: bool) -> Res<(Instant, Instant)> {
         let go = self.go_tx.as_ref().ok_or("delete+watch: stopped")?;
         self.deleter
             .create(&self.node, b"", CreateMode::Ephemeral)?;
@@ -418,7 +464,7 @@ impl DeleteWatch {
         let t0 = Instant::now();
         self.deleter.delete(&self.node, None)?;
         let seen = self.seen_rx.recv_timeout(STEP_WAIT)??;
-        Ok(seen.saturating_duration_since(t0))
+        Ok((t0, seen))
     }
 }
 
@@ -449,8 +495,6 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
     let mut run = r?;
     let hp50 = p50(&mut run.handoffs);
     let rp50 = p50(&mut run.releases);
-    let in_run_n = run.delete_watch_in_run.len();
-    let in_run_p50 = p50(&mut run.delete_watch_in_run);
     Line::new(&format!("W2:{k}"), &ctx.target)
         .s("what", "K sessions x 1 thread, Mutex acquire->release loop")
         .u("sessions", k as u64)
@@ -474,13 +518,7 @@ pub(crate) fn w2(ctx: &Ctx, k: usize, delete_watch_p50: f64) -> Res<()> {
             "ratio_to_release_is",
             "handoff_p50 / release_p50: the holders' delete round trip in this run, under the load the workload makes",
         )
-        .u("delete_watch_in_run_n", in_run_n as u64)
-        .lat("delete_watch_in_run_", &mut run.delete_watch_in_run)
-        .f("ratio_in_run", hp50 / in_run_p50)
-        .s(
-            "ratio_in_run_is",
-            "handoff_p50 / delete_watch_in_run_p50: the same delete + watch baseline, sampled by two more sessions every 10 ms while the workload runs",
-        )
+        .in_run("handoff", hp50, &mut run.delete_watch_in_run, "the workload runs")
         .print();
     if run.violations > 0 {
         return Err(format!("W2:{k}: {} mutual-exclusion violations", run.violations).into());

@@ -28,6 +28,15 @@ pub(crate) struct W4Run {
     /// The same as `baseline`, with the deleter holding a data watch on the node too (as a
     /// leader's guard does on its own node), sampled right after `baseline_list`.
     pub(crate) baseline_own: Vec<Duration>,
+    /// The same delete + watch baseline sampled by two more sessions every
+    /// [`IN_RUN_PACE`](crate::contention::IN_RUN_PACE) while this style's rounds run (W2's
+    /// in-run floor: [`InRun`](crate::contention::InRun)).
+    pub(crate) baseline_in_run: Vec<Duration>,
+    /// Each counted resign round's start and the successor's learning it leads, for
+    /// `BENCH_W4_TRACE` (see [`w4_trace`]).
+    pub(crate) trace: Vec<(Instant, Instant)>,
+    /// The same for each `baseline` sample: just before the delete, the event's arrival.
+    pub(crate) baseline_trace: Vec<(Instant, Instant)>,
     /// The resign call itself.
     pub(crate) resign_call: Vec<Duration>,
     /// `Client::close` on the leader's client.
@@ -52,19 +61,28 @@ pub(crate) struct W4Run {
 pub(crate) fn w4(ctx: &Ctx) -> Res<()> {
     let resigns = ctx.n_given.unwrap_or(W4_RESIGNS);
     let closes = W4_CLOSES;
-    let base_clients = ctx.connect_many(2)?;
+    let base_clients = ctx.connect_many(4)?;
     let r = (|| -> Res<(W4Run, W4Run)> {
         let dw = DeleteWatch::start(
             base_clients[0].clone(),
             base_clients[1].clone(),
             format!("{}/w4-delete-watch", ctx.dir),
         )?;
-        let guard = w4_guard(ctx, &dw, resigns, closes)?;
-        let background = w4_candidates(ctx, &dw, resigns, closes)?;
+        let pair = (base_clients[2].clone(), base_clients[3].clone());
+        let guard = w4_in_run(ctx, &pair, "guard", |run| {
+            w4_guard(ctx, &dw, resigns, closes, run)
+        })?;
+        let background = w4_in_run(ctx, &pair, "candidate", |run| {
+            w4_candidates(ctx, &dw, resigns, closes, run)
+        })?;
         Ok((guard, background))
     })();
     close_all(&base_clients);
     let (mut guard, mut background) = r?;
+    if std::env::var_os("BENCH_W4_TRACE").is_some() {
+        w4_trace("guard", &guard);
+        w4_trace("candidate", &background);
+    }
     w4_line(
         "W4",
         ctx,
@@ -88,9 +106,53 @@ pub(crate) fn w4(ctx: &Ctx) -> Res<()> {
     Ok(())
 }
 
+/// With `BENCH_W4_TRACE` set, one line on standard error per counted resign round: `w4-trace
+/// STYLE T0 LED`, the round's start (just before the resign) and the successor's learning it
+/// leads, and one per `baseline` sample (`STYLE-baseline`: just before the delete, the
+/// event's arrival), in µs since the Unix epoch, the clock a packet capture stamps packets with, so
+/// that `examples/bench/zk_wire.py --trace` can put them beside the round's frames.
+pub(crate) fn w4_trace(style: &str, run: &W4Run) {
+    let (mono, wall) = (Instant::now(), std::time::SystemTime::now());
+    let wall_us = wall
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+        * 1e6;
+    let unix_us = |at: Instant| wall_us - mono.saturating_duration_since(at).as_secs_f64() * 1e6;
+    for &(t0, led) in &run.trace {
+        eprintln!("w4-trace {style} {:.1} {:.1}", unix_us(t0), unix_us(led));
+    }
+    for &(t0, seen) in &run.baseline_trace {
+        eprintln!(
+            "w4-trace {style}-baseline {:.1} {:.1}",
+            unix_us(t0),
+            unix_us(seen)
+        );
+    }
+}
+
+/// Runs one style's rounds (`rounds` fills the run it is given) while the in-run baseline
+/// is sampled on `pair`, as W2 samples it: its samples go into the run too.
+pub(crate) fn w4_in_run(
+    ctx: &Ctx,
+    pair: &(Client, Client),
+    style: &str,
+    rounds: impl FnOnce(&mut W4Run) -> Res<()>,
+) -> Res<W4Run> {
+    let node = format!("{}/w4-{style}-delete-watch-in-run", ctx.dir);
+    let sampler = InRun::start(pair.clone(), node)?;
+    let mut run = W4Run::default();
+    let r = rounds(&mut run);
+    let sampled = sampler.finish();
+    r?;
+    run.baseline_in_run = sampled?;
+    Ok(run)
+}
+
 pub(crate) fn w4_line(figure: &str, ctx: &Ctx, what: &str, run: &mut W4Run) {
     let leader_p50 = p50(&mut run.resign_to_leader);
     let ratio = leader_p50 / p50(&mut run.baseline);
+    let in_run_p50 = p50(&mut run.baseline_in_run);
     let close_p50 = p50(&mut run.close_call);
     let mut line = Line::new(figure, &ctx.target)
         .s("what", what)
@@ -106,6 +168,14 @@ pub(crate) fn w4_line(figure: &str, ctx: &Ctx, what: &str, run: &mut W4Run) {
         )
         .s("ratio_target", "<= 1.2")
         .b("target_met", ratio <= 1.2)
+        .in_run(
+            "resign_to_leader",
+            leader_p50,
+            &mut run.baseline_in_run,
+            "this style's rounds run (W2's ratio_in_run)",
+        )
+        .s("ratio_in_run_target", "<= 1.1")
+        .b("ratio_in_run_target_met", leader_p50 / in_run_p50 <= 1.1)
         .dist("delete_watch_list_", &mut run.baseline_list)
         .f(
             "ratio_to_delete_watch_list",
@@ -124,7 +194,8 @@ pub(crate) fn w4_line(figure: &str, ctx: &Ctx, what: &str, run: &mut W4Run) {
         .dist("close_call_", &mut run.close_call)
         .s("close_call_target", "p50 < 5000 us")
         .b("close_call_target_met", close_p50 < 5000.0)
-        .dist("close_to_leader_", &mut run.close_to_leader);
+        .dist("close_to_leader_", &mut run.close_to_leader)
+        .f("close_ratio_in_run", p50(&mut run.close_to_leader) / in_run_p50);
     if !run.successor_requests.is_empty() {
         let r = &run.successor_requests;
         line = line
@@ -291,7 +362,13 @@ pub(crate) fn w4_guard_thread(
     }
 }
 
-pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usize) -> Res<W4Run> {
+pub(crate) fn w4_guard(
+    ctx: &Ctx,
+    dw: &DeleteWatch,
+    resigns: usize,
+    closes: usize,
+    run: &mut W4Run,
+) -> Res<()> {
     let path = format!("{}/w4-guard", ctx.dir);
     let observer = LeaderElection::new(&ctx.client, &path, "observer")?;
     let shared = Arc::new(GuardShared {
@@ -327,7 +404,6 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
         });
         Ok(())
     };
-    let mut run = W4Run::default();
     let r = (|| -> Res<()> {
         for _ in 0..W4_CANDIDATES {
             add(&mut slots)?;
@@ -368,7 +444,9 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
                 (t0, Some(d))
             } else {
                 if counted {
-                    run.baseline.push(dw.sample()?);
+                    let (b0, seen) = dw.sample_stamped()?;
+                    run.baseline.push(seen.saturating_duration_since(b0));
+                    run.baseline_trace.push((b0, seen));
                     run.baseline_list.push(dw.sample_listing(&path)?);
                     run.baseline_own.push(dw.sample_own_watched()?);
                 }
@@ -391,13 +469,7 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
                     .ok_or("W4: the leader did not say when it resigned")?
             };
             let d = won.at.saturating_duration_since(t0);
-            w4_check_winner(
-                &mut run,
-                &observer,
-                "W4 guard",
-                &format!("g{}", won.who),
-                &next,
-            )?;
+            w4_check_winner(run, &observer, "W4 guard", &format!("g{}", won.who), &next)?;
             leader = won.who;
             if counted {
                 run.successor_requests
@@ -407,7 +479,10 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
                         run.close_call.push(c);
                         run.close_to_leader.push(d);
                     }
-                    None => run.resign_to_leader.push(d),
+                    None => {
+                        run.resign_to_leader.push(d);
+                        run.trace.push((t0, won.at));
+                    }
                 }
             }
             if closing {
@@ -444,7 +519,7 @@ pub(crate) fn w4_guard(ctx: &Ctx, dw: &DeleteWatch, resigns: usize, closes: usiz
     // The warm-up rounds' resign calls are not counted.
     run.resign_call = calls.split_off(W4_WARMUP.min(calls.len()));
     run.violations += shared.violations.load(Ordering::SeqCst);
-    Ok(run)
+    Ok(())
 }
 
 // --- background style ------------------------------------------------------------------
@@ -468,7 +543,8 @@ pub(crate) fn w4_candidates(
     dw: &DeleteWatch,
     resigns: usize,
     closes: usize,
-) -> Res<W4Run> {
+    run: &mut W4Run,
+) -> Res<()> {
     let path = format!("{}/w4-candidate", ctx.dir);
     let observer = LeaderElection::new(&ctx.client, &path, "observer")?;
     let (heard_tx, heard_rx) = crossbeam_channel::unbounded::<Heard>();
@@ -511,7 +587,6 @@ pub(crate) fn w4_candidates(
         });
         Ok(())
     };
-    let mut run = W4Run::default();
     let r = (|| -> Res<()> {
         for _ in 0..W4_CANDIDATES {
             add(&mut slots)?;
@@ -529,7 +604,7 @@ pub(crate) fn w4_candidates(
             // What was said since the last round: a Resigned or a Lost, and no Elected but
             // the first candidate's before the first round.
             while let Ok(h) = heard_rx.try_recv() {
-                if w4_heard(&h, &mut run)? {
+                if w4_heard(&h, run)? {
                     if leader.is_none() {
                         leader = Some(h.who);
                     } else {
@@ -549,7 +624,9 @@ pub(crate) fn w4_candidates(
             let next = ids[1].clone();
             let li = slot_of(&slots, leader_now).ok_or("W4: the leader's slot is gone")?;
             if counted && !closing {
-                run.baseline.push(dw.sample()?);
+                let (b0, seen) = dw.sample_stamped()?;
+                run.baseline.push(seen.saturating_duration_since(b0));
+                run.baseline_trace.push((b0, seen));
                 run.baseline_list.push(dw.sample_listing(&path)?);
                 run.baseline_own.push(dw.sample_own_watched()?);
             }
@@ -565,14 +642,14 @@ pub(crate) fn w4_candidates(
             // Until someone says it is elected.
             let won = loop {
                 let h = heard_rx.recv_timeout(STEP_WAIT)?;
-                if w4_heard(&h, &mut run)? {
+                if w4_heard(&h, run)? {
                     break h;
                 }
             };
             leader = Some(won.who);
             let d = won.at.saturating_duration_since(t0);
             w4_check_winner(
-                &mut run,
+                run,
                 &observer,
                 "W4 candidate",
                 &format!("c{}", won.who),
@@ -598,6 +675,7 @@ pub(crate) fn w4_candidates(
                 } else {
                     run.resign_call.push(took);
                     run.resign_to_leader.push(d);
+                    run.trace.push((t0, won.at));
                 }
             }
             if closing {
@@ -611,7 +689,7 @@ pub(crate) fn w4_candidates(
         // The last round's news.
         w4_settle(&ctx.client, &observer, W4_CANDIDATES)?;
         while let Ok(h) = heard_rx.try_recv() {
-            if w4_heard(&h, &mut run)? {
+            if w4_heard(&h, run)? {
                 run.violations += 1;
                 eprintln!("W4 candidate: c{} elected out of turn", h.who);
             }
@@ -637,7 +715,7 @@ pub(crate) fn w4_candidates(
     let joined = join_all(handles);
     r?;
     joined?;
-    Ok(run)
+    Ok(())
 }
 
 /// Takes in one event of a background-style candidate: true for `Elected`. A `Lost` is

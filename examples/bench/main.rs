@@ -47,7 +47,14 @@
 //!   before each resign round (target 1.2), and beside it the same baseline where the
 //!   watcher lists the election directory on the event (`delete_watch_list_`), and the same
 //!   where the deleter also holds a data watch on the node, as a leader's guard does on its
-//!   own (`delete_watch_own_`). Two lines:
+//!   own (`delete_watch_own_`), and the floor W2 compares against: the same delete + watch
+//!   sampled every 10 ms by two more sessions while each style's rounds run
+//!   (`delete_watch_in_run_`; `ratio_in_run` = resign → leader p50 / its p50,
+//!   `close_ratio_in_run` the same for close → leader). `BENCH_W4_TRACE=1` prints each
+//!   counted round's stamps and each quiet baseline sample's on standard error (`w4-trace
+//!   STYLE START END`, µs since the Unix epoch), for `examples/bench/zk_wire.py --trace`
+//!   to put beside a packet capture of the same run (docs/performance.md, "The leader
+//!   handoff against its floor"). Two lines:
 //!   `W4`, the guard style (4 threads blocked in `lead()`, the time taken when `lead()`
 //!   returns), and `W4 candidate`, the background style (`Candidate`s, a thread of ours
 //!   blocked on each one's `events()`, the time taken when `Elected` arrives). Every round
