@@ -1,9 +1,9 @@
 //! The hasher of the connection's maps (requests in flight by xid, watches by path): a
 //! word at a time, one rotate, xor and multiply per word (the Fx hash rustc uses for its own
-//! tables), where std's default SipHash-1-3 took about 6% of a lock cycle's instructions
+//! tables), where std's default `SipHash`-1-3 took about 6% of a lock cycle's instructions
 //! (callgrind, issue 44).
 //!
-//! SipHash's random keys defend a map against keys chosen to collide; these maps hold only
+//! `SipHash`'s random keys defend a map against keys chosen to collide; these maps hold only
 //! keys the client itself put in (the xids it numbers, the paths its callers watch): a
 //! server's reply or event only looks one up, so it cannot fill a map with collisions.
 
