@@ -175,10 +175,16 @@ pub(super) struct Req<'p> {
 impl<'p> Req<'p> {
     /// A request on one node whose path is checked the usual way.
     pub fn on(op: &'static str, path: &'p str, opcode: i32) -> Req<'p> {
+        Req::checked(op, path, opcode, path::validate_path(path))
+    }
+
+    /// A request whose arguments were checked otherwise (`checked`: a create's, a
+    /// multi's), so the path is not checked twice.
+    pub fn checked(op: &'static str, path: &'p str, opcode: i32, checked: Result<()>) -> Req<'p> {
         Req {
             op,
             path,
-            checked: path::validate_path(path),
+            checked,
             opcode,
             watch: None,
             sink: None,
@@ -321,10 +327,8 @@ impl<'a> Pipeline<'a> {
     ) -> Pending<Created> {
         let acl = acl.as_ref();
         let chroot = self.chroot();
-        let req = Req {
-            checked: check_create(path, mode, acl),
-            ..Req::on("create", path, create_opcode(mode))
-        };
+        let checked = check_create(path, mode, acl);
+        let req = Req::checked("create", path, create_opcode(mode), checked);
         let body = |w: &mut Writer, sp: &str| create_body(w, sp, data, mode, acl);
         self.push(req, body, move |r| {
             Ok(Created {
@@ -505,10 +509,7 @@ impl<'a> Pipeline<'a> {
             .iter()
             .map(|o| (o.name(), o.path().to_string()))
             .collect();
-        let req = Req {
-            checked: check_multi(ops),
-            ..Req::on("multi", label, op::MULTI)
-        };
+        let req = Req::checked("multi", label, op::MULTI, check_multi(ops));
         let cr = chroot.clone();
         let body = |w: &mut Writer, _: &str| encode_multi(w, &cr, ops);
         self.push_raw(req, body, move |raw| decode_multi(&raw, &chroot, &paths))

@@ -185,8 +185,10 @@ pub(crate) struct Attempt<'a> {
     pub deadline: Option<Instant>,
     cancel: &'a CancelWait,
     events: &'a Receiver<SessionEvent>,
-    /// The pauses after connection trouble; each loop starts it afresh.
-    backoff: Backoff,
+    /// The pauses after connection trouble; each loop starts it afresh. Made at the first
+    /// pause: its seed is a random number (a system call), which a call that meets no
+    /// trouble, nearly every one, never needs.
+    backoff: Option<Backoff>,
     /// What the call's measurements are labeled with.
     labels: Arc<Labels>,
     /// When the call began (its wait is measured from here).
@@ -215,7 +217,7 @@ impl<'a> Attempt<'a> {
             deadline: wait.deadline(client),
             cancel,
             events,
-            backoff: retry_backoff(),
+            backoff: None,
             labels: Arc::new(Labels::new(
                 client.meter(),
                 (kind.label(), kind.leads()),
@@ -348,13 +350,16 @@ impl<'a> Attempt<'a> {
 
     /// Starts the back-off afresh (a new loop, or the server answers again).
     pub(crate) fn reset_backoff(&mut self) {
-        self.backoff.reset();
+        if let Some(b) = &mut self.backoff {
+            b.reset();
+        }
     }
 
     /// Waits a little after connection trouble: until the session changes, a cancel, the
     /// deadline, or the back-off's next pause.
     pub(crate) fn pause(&mut self) {
-        let until = Instant::now() + self.backoff.next_pause();
+        let pause = self.backoff.get_or_insert_with(retry_backoff).next_pause();
+        let until = Instant::now() + pause;
         let _ = self.wake(&[], Some(until));
     }
 

@@ -5,6 +5,7 @@
 mod acquire;
 mod attempt;
 mod cancel;
+mod create;
 mod enqueue;
 mod held;
 mod kind;
@@ -21,7 +22,7 @@ mod wake;
 pub(crate) use acquire::{acquire, acquire_after, participants};
 pub(crate) use attempt::{Attempt, Next, SessionEvents, Spec, Wait};
 pub use cancel::{Canceller, QueueEvent};
-pub(crate) use enqueue::create_dir;
+pub(crate) use create::create_dir;
 pub use held::Participant;
 pub(crate) use held::{token_of, Acquired};
 pub(crate) use kind::Kind;

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::attempt::{Attempt, Next, SessionEvents, Verdict, Wait};
 use super::cancel::Canceller;
-use super::enqueue::create_dir;
+use super::create::{Create, Failed};
 use super::held::Acquired;
 use super::kind::Kind;
 use super::wake::Wake;
@@ -68,7 +68,7 @@ fn race(
             }
         };
         session = client.session_id();
-        let tried = try_once(&c.pinned(session), path, data, acl);
+        let tried = try_once((&c.pinned(session), session), path, data, acl);
         unsure = matches!(&tried, Err(e) if trouble(e));
         match tried {
             Ok(Some(a)) => return Ok(Some(a)),
@@ -185,34 +185,36 @@ fn in_the_way(path: &str) -> Error {
     }
 }
 
-/// One create; a lost reply is resolved by reading the node back. With an ACL that keeps
-/// others out, the parent's ACL is read behind the create and judged (`tenancy.rs`): fully
-/// once the node is ours (which is deleted again if the parent is refused), and for
+/// One create; a lost reply is resolved by reading the node back. A missing parent is made
+/// with the node in one `multi` (`create.rs`), as a queue's directory. With an ACL that
+/// keeps others out, the parent's ACL is read behind the create and judged (`tenancy.rs`):
+/// fully once the node is ours (which is deleted again if the parent is refused), and for
 /// unauthenticated writers also when another holds it.
-fn try_once(c: &Client, path: &str, data: &[u8], acl: &NodeAcl) -> Result<Option<Acquired>> {
+/// `c` is pinned to `session`.
+fn try_once(
+    (c, session): (&Client, i64),
+    path: &str,
+    data: &[u8],
+    acl: &NodeAcl,
+) -> Result<Option<Acquired>> {
     let parent = names::parent(path);
     let guard = acl.keeps_others_out();
-    let mut parents_made = false;
+    let mut create = Create::new(parent, path, data, CreateMode::Ephemeral, acl);
     loop {
         let (created, read_acl) = c.pipeline(|p| {
-            let created = p.create_with_acl(path, data, CreateMode::Ephemeral, acl.entries());
+            let created = create.send(p);
             (created, guard.then(|| p.get_acl(parent)))
         });
-        let won = match created.wait() {
-            Ok(cr) => Some(Acquired::of(cr.path, &cr.stat, acl)),
-            Err(Error::NodeExists { .. }) => ours(c, path, data, acl)?,
-            Err(Error::NoNode { .. }) if !parents_made => {
-                parents_made = true;
-                if parent != "/" {
-                    create_dir(c, parent, b"", acl.entries())?;
-                }
-                continue;
-            }
+        let won = match create.wait(c, created, session) {
+            Ok(node) => Some(node),
+            Err(Failed::Again) => continue,
+            Err(Failed::Nothing(e)) => return Err(e),
+            Err(Failed::Node(Error::NodeExists { .. })) => ours(c, path, data, acl)?,
             // Did the create happen? Read the node back; if that fails too, the caller
             // retries with the same data, and a node of ours found by a later create
             // (NodeExists) is recognised by it.
-            Err(e) if e.is_connection_error() => ours(c, path, data, acl)?,
-            Err(e) => return Err(e),
+            Err(Failed::Node(e)) if e.is_connection_error() => ours(c, path, data, acl)?,
+            Err(Failed::Node(e)) => return Err(e),
         };
         if !guard {
             return Ok(won);

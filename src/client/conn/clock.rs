@@ -33,8 +33,9 @@ impl Clock {
         self.base.elapsed().as_micros() as u64
     }
 
-    fn since(&self, stamp: &AtomicU64) -> Duration {
-        Duration::from_micros(self.now_us().saturating_sub(stamp.load(Ordering::Relaxed)))
+    /// From `stamp` to `now` (a stamp taken before it counts as zero).
+    fn since(stamp: &AtomicU64, now: u64) -> Duration {
+        Duration::from_micros(now.saturating_sub(stamp.load(Ordering::Relaxed)))
     }
 
     /// Something was written just now.
@@ -62,18 +63,24 @@ impl Clock {
         self.answered(connect_sent_us);
     }
 
-    /// Since the last write.
-    pub(super) fn idle(&self) -> Duration {
-        self.since(&self.last_send_us)
+    /// From the last write to `now` (a stamp: the connection thread reads the clock once
+    /// per turn of its loop, where each of these read it again).
+    pub(super) fn idle_at(&self, now: u64) -> Duration {
+        Self::since(&self.last_send_us, now)
     }
 
-    /// Since the last read.
-    pub(super) fn silent(&self) -> Duration {
-        self.since(&self.last_recv_us)
+    /// From the last read to `now`.
+    pub(super) fn silent_at(&self, now: u64) -> Duration {
+        Self::since(&self.last_recv_us, now)
     }
 
     /// Since the send of the latest request the server answered.
     pub(super) fn unanswered(&self) -> Duration {
-        self.since(&self.last_acked_send_us)
+        self.unanswered_at(self.now_us())
+    }
+
+    /// From the send of the latest request the server answered to `now`.
+    pub(super) fn unanswered_at(&self, now: u64) -> Duration {
+        Self::since(&self.last_acked_send_us, now)
     }
 }

@@ -16,6 +16,7 @@
 //! - `frame.rs` — splitting the byte stream into frames; `link.rs` — the socket (TCP or TLS);
 //! - `reply.rs` — the one-shot slot a request's reply is handed over in;
 //! - `clock.rs` — when the client last wrote, read, and had an answer (the loss clock's base);
+//! - `hash.rs` — the hasher of the maps above (Fx, not `SipHash`: their keys are the client's);
 //! - `ranked.rs` — the mutexes that check the lock order in debug builds.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
@@ -34,6 +35,7 @@ use crate::metrics::Meter;
 mod clock;
 mod connect;
 mod frame;
+mod hash;
 mod link;
 mod ranked;
 mod reply;

@@ -1,10 +1,10 @@
 //! The request path: writing requests (under the `io` lock) and the requests in flight.
 
-use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::hash::FastMap;
 use super::link::Link;
 use super::reply::ReplyTx;
 use super::session::Phase;
@@ -34,7 +34,7 @@ pub(super) struct InFlight {
 /// The requests in flight, by xid (behind `Shared::pending`).
 #[derive(Default)]
 pub(super) struct InFlightMap {
-    by_xid: HashMap<i32, InFlight>,
+    by_xid: FastMap<i32, InFlight>,
 }
 
 impl InFlightMap {

@@ -61,12 +61,14 @@ impl Shared {
             if self.session_ended() {
                 return;
             }
-            let silent = self.clock.silent();
+            // One reading of the clock for this turn (a write since counts as none: idle 0).
+            let now = self.clock.now_us();
+            let silent = self.clock.silent_at(now);
             if silent >= silence_limit {
                 log::warn!("zkguard: no frame from the server for {silent:?}; reconnecting");
                 return;
             }
-            let unanswered = self.clock.unanswered();
+            let unanswered = self.clock.unanswered_at(now);
             if unanswered >= silence_limit {
                 log::warn!(
                     "zkguard: no request sent in the last {unanswered:?} was answered; reconnecting"
@@ -74,11 +76,10 @@ impl Shared {
                 return;
             }
             let rearmed = self.flush_rearm();
-            let idle = self.clock.idle();
-            if idle >= ping_every {
+            if self.clock.idle_at(now) >= ping_every {
                 self.send_ping();
             }
-            let idle = self.clock.idle();
+            let idle = self.clock.idle_at(now);
             // Zero only if a caller's write held the lock and the ping (or a re-arm) was
             // skipped: look again shortly rather than spin.
             let until_ping = match ping_every.saturating_sub(idle) {

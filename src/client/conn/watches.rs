@@ -2,12 +2,12 @@
 //! of kept watches to arm again, and the list SetWatches re-arms after a reconnect.
 
 use crate::error::escape;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
+use super::hash::FastMap;
 use super::requests::Outgoing;
 use super::Shared;
 use crate::client::path;
@@ -89,14 +89,14 @@ impl WatchTx {
 /// The watches armed on the server, per table (behind `Shared::watches`).
 #[derive(Default)]
 pub(super) struct Watches {
-    data: HashMap<String, Vec<WatchTx>>,
-    exist: HashMap<String, Vec<WatchTx>>,
-    child: HashMap<String, Vec<WatchTx>>,
+    data: FastMap<String, Vec<WatchTx>>,
+    exist: FastMap<String, Vec<WatchTx>>,
+    child: FastMap<String, Vec<WatchTx>>,
     /// The client is closed: no watch is registered any more.
     closed: bool,
 }
 
-type Table = HashMap<String, Vec<WatchTx>>;
+type Table = FastMap<String, Vec<WatchTx>>;
 
 impl Watches {
     /// Registers a watch the server set; gives it back if the client is closed. A sink
