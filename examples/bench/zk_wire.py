@@ -33,7 +33,7 @@ OPS = {1: 'create', 2: 'delete', 3: 'exists', 4: 'getData', 5: 'setData', 6: 'ge
        -11: 'closeSession'}
 EVENTS = {1: 'NodeCreated', 2: 'NodeDeleted', 3: 'NodeDataChanged', 4: 'NodeChildrenChanged'}
 # Requests whose body starts with a path.
-PATH_FIRST = {1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 15, 19, 21}
+PATH_FIRST = {1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 15, 18, 19, 21}
 # Requests whose body ends in a watch flag.
 WATCHING = {3, 4, 8, 12}
 
