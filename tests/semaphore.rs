@@ -585,15 +585,24 @@ fn a_try_behind_the_internal_lock_waits_only_while_a_permit_is_free() {
     let sem = Semaphore::new(&c, &path, 2).unwrap();
     let first = sem.acquire().unwrap();
     let other = connect(&cs, SESSION);
-    let hold_gate = || {
-        other
-            .create(
-                &format!("{path}/locks/_c_00000000-0000-0000-0000-000000000000-lock-"),
-                b"",
-                CreateMode::EphemeralSequential,
-            )
-            .unwrap()
-            .path
+    // The internal lock's directory is a container: the server may reap it whenever it is
+    // empty (after the first acquire let its internal lock go, the test once found it gone:
+    // NoNode). So it is made again, as the recipe itself does, until the node is in.
+    let hold_gate = || loop {
+        match other.create(
+            &format!("{path}/locks/_c_00000000-0000-0000-0000-000000000000-lock-"),
+            b"",
+            CreateMode::EphemeralSequential,
+        ) {
+            Ok(created) => break created.path,
+            Err(Error::NoNode { .. }) => {
+                match other.create(&format!("{path}/locks"), b"", CreateMode::Container) {
+                    Ok(_) | Err(Error::NodeExists { .. }) => {}
+                    Err(e) => panic!("making the internal lock's directory: {e:?}"),
+                }
+            }
+            Err(e) => panic!("holding the internal lock by hand: {e:?}"),
+        }
     };
 
     // One permit free: the try waits behind the internal lock (its request timeout is
