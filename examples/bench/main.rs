@@ -22,8 +22,10 @@
 //! - `W1`: one session, one thread, `Mutex` acquire + release on one path, `BENCH_N` times,
 //!   interleaved with a create (ephemeral sequential) + delete cycle on the same client;
 //!   `ratio` = lock cycle p50 / create+delete p50. Also the acquire and release apart, and
-//!   the requests the lock sends made by hand (create + listing pipelined, then delete), so
-//!   `ratio_to_same_requests` is the library's own overhead.
+//!   the requests the lock sends made by hand (create + listing pipelined, the guard's
+//!   own-node watch written and not waited for, then delete), so `ratio_to_same_requests`
+//!   is the library's own overhead; `ratio_to_create_list_delete` leaves out the own-node
+//!   watch (what that key measured before f9d069f, and what Curator's cycle sends).
 //! - `W2:K`: K sessions, one thread each, acquire → release until `BENCH_N` acquisitions in
 //!   all: throughput, handoff (from just before a holder's release to the next holder's
 //!   acquire returning), the holders' release (delete) time, mutual-exclusion violations;
