@@ -98,8 +98,10 @@ pub(crate) fn w1(ctx: &Ctx) -> Res<()> {
         client.delete(&c.path, None)?;
         Ok(())
     };
-    // What the lock sends, without the lock: create + listing in one write, then delete.
-    let wire_cycle = || -> Res<()> {
+    // What the lock sends, without the lock: create + listing in one write, then (with
+    // `own_watch`, as the guard does) a data read with a watch on our node, written and not
+    // waited for, then delete.
+    let by_hand = |own_watch: bool| -> Res<()> {
         let (c, l) = client.pipeline(|p| {
             (
                 p.create(&plain_prefix, b"", CreateMode::EphemeralSequential),
@@ -108,24 +110,12 @@ pub(crate) fn w1(ctx: &Ctx) -> Res<()> {
         });
         let c = c.wait()?;
         l.wait()?;
+        let _watch = own_watch.then(|| client.pipeline(|p| p.get_data_w(&c.path)));
         client.delete(&c.path, None)?;
         Ok(())
     };
-    // Every request the lock sends, by hand: as above, plus the guard's watch on its own
-    // node (a data read with a watch, written and not waited for, as the guard does).
-    let same_cycle = || -> Res<()> {
-        let (c, l) = client.pipeline(|p| {
-            (
-                p.create(&plain_prefix, b"", CreateMode::EphemeralSequential),
-                p.get_children(&plain_dir),
-            )
-        });
-        let c = c.wait()?;
-        l.wait()?;
-        let _watch = client.pipeline(|p| p.get_data_w(&c.path));
-        client.delete(&c.path, None)?;
-        Ok(())
-    };
+    let wire_cycle = || by_hand(false);
+    let same_cycle = || by_hand(true);
     if profiling() {
         // Lock cycles only, so that two runs' difference is lock cycles alone.
         for _ in 0..200 {
