@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{
     assert_invalid_path, assert_quiet, base, children, connect, datas, expect_children, recv,
-    shared_cluster, spawn, unique, wait_children, wait_until, WITHIN,
+    shared_cluster, spawn, unique, wait_children, wait_until, watches_by_path, WITHIN,
 };
 use zkguard::{
     Client, CreateMode, Error, MultiLock, Mutex, ReentrantMutex, RwLock, Semaphore, UnfairMutex,
@@ -203,6 +203,66 @@ fn a_revoke_made_before_revocation_is_called_is_not_missed() {
         "an earlier revocation request",
     );
     drop(g);
+    wait_children(&a, &path, &[]);
+}
+
+/// A guard granted after a wait keeps the data watch its waiter armed on its own node
+/// instead of arming another (one request less): what its waiter read with that watch
+/// counts as the guard's own read, and what happens to the node after still reaches the
+/// guard. Attacked from another client: a revocation request written while it waited,
+/// other bytes, and a delete.
+#[test]
+fn a_guard_that_waited_hears_its_node_through_the_watch_its_waiter_armed() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("adopt");
+    let a = connect(&cs, SESSION);
+    let b = connect(&cs, SESSION);
+    let other = connect(&cs, SESSION);
+    let lock_a = Mutex::new(&a, &path).unwrap();
+    let g = lock_a.acquire().unwrap();
+    let waiter = {
+        let lock_b = Mutex::new(&b, &path).unwrap();
+        spawn(move || lock_b.acquire())
+    };
+    wait_until(WITHIN, "the waiter queued", || {
+        lock_a.participants().unwrap().len() == 2
+    });
+    let node_b = format!("{path}/{}", lock_a.participants().unwrap()[1].node);
+    let session_b = format!("0x{:x}", b.session_id() as u64);
+    let watched_by_b = || {
+        watches_by_path()
+            .get(&node_b)
+            .is_some_and(|s| s.contains(&session_b))
+    };
+    wait_until(WITHIN, "the waiter watches its own node", watched_by_b);
+    // Asked to let go while it waits: the write spends the waiter's watch, which it arms
+    // again (reading the request).
+    zkguard::revoke(&other, &node_b).unwrap();
+    wait_until(
+        WITHIN,
+        "the waiter watches its own node again",
+        watched_by_b,
+    );
+    drop(g);
+    let gb = recv(&waiter, WITHIN, "the waiter's acquire").unwrap();
+    assert_eq!(gb.path(), node_b);
+    recv(
+        &gb.revocation(),
+        WITHIN,
+        "the revocation request written while it waited",
+    );
+    assert!(watched_by_b(), "the guard's node is not watched");
+    let lost = gb.lost();
+    other.set_data(&node_b, b"hello", None).unwrap();
+    // The write spent the watch; the guard's is armed again (a round trip on its session
+    // after the write comes back after the re-arm's reply, as the server answers in order).
+    wait_until(WITHIN, "the guard watches its node again", watched_by_b);
+    gb.confirm().unwrap();
+    assert_quiet(&lost, "a loss after a write of other bytes");
+    other.delete(&node_b, None).unwrap();
+    recv(&lost, WITHIN, "lost after its node was deleted");
+    assert!(!gb.is_valid());
+    drop(gb);
     wait_children(&a, &path, &[]);
 }
 

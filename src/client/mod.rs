@@ -402,7 +402,27 @@ impl Client {
     /// [`WatchSink::keep`]), on `session` only, without waiting for the reply. A missing
     /// node is reported to the sink as `NodeDeleted`. With no live connection of `session`
     /// right now, the connection thread arms it once there is one.
-    pub(crate) fn keep_sink_watch(&self, path: &str, sink: Arc<dyn WatchSink>, session: i64) {
+    ///
+    /// With `seen` (what a read that armed this session's data watch on `path` returned):
+    /// if the client still holds that watch (not fired since), the sink joins it and is
+    /// given `seen` as the reply, and nothing is sent.
+    pub(crate) fn keep_sink_watch(
+        &self,
+        path: &str,
+        sink: Arc<dyn WatchSink>,
+        session: i64,
+        seen: Option<&crate::queue::Seen>,
+    ) {
+        if let Some(seen) = seen {
+            if self.shared.session_id() == session
+                && self
+                    .shared
+                    .join_data_watch(&path::to_server(&self.shared.cfg.chroot, path), &sink)
+            {
+                sink.on_data(&seen.data, &seen.stat);
+                return;
+            }
+        }
         let _pending = self.pinned(session).pipeline(|p| {
             p.deadline = Instant::now();
             p.get_data_sink(path, sink)

@@ -204,7 +204,12 @@ impl Holding {
             // Sent, not waited for: the acquire costs no extra round trip, and a deletion
             // before the watch is set is answered NoNode, which is a loss all the same.
             let sink: Arc<dyn WatchSink> = state.clone();
-            client.keep_sink_watch(&acquired.path, sink, acquired.owner);
+            client.keep_sink_watch(
+                &acquired.path,
+                sink,
+                acquired.owner,
+                acquired.seen.as_deref(),
+            );
         }
         Holding {
             client: client.clone(),

@@ -21,6 +21,21 @@ pub(crate) struct Acquired {
     /// What the guard's measurements are labeled with (set by the acquire that ends with
     /// it: `Attempt::end`).
     pub labels: Option<Arc<Labels>>,
+    /// A waiter's last read of the node with its data watch (set by `Waiter::grant`): the
+    /// guard takes that watch over instead of arming its own (see [`Seen`]).
+    pub seen: Option<Box<Seen>>,
+}
+
+/// The node's data and stat as the waiter read them with the data watch that is still
+/// armed when it is granted. While the client still holds that watch, nothing changed
+/// since (a change fires it, which takes it out of the client's registry), so the guard
+/// judges this read as it would the reply to its own `getData` and keeps that watch: one
+/// request less for every acquire that waited, and none on the successor's way to
+/// knowing it holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub data: Vec<u8>,
+    pub stat: Stat,
 }
 
 impl Acquired {
@@ -32,6 +47,7 @@ impl Acquired {
             owner: stat.ephemeral_owner,
             acl: acl.clone(),
             labels: None,
+            seen: None,
         }
     }
 

@@ -12,7 +12,7 @@ use decide::{heard, listed, Heard, Listed, Slot, Then, View, Watches, BLOCKER};
 
 use super::attempt::{Attempt, News, Next, Spec, Wait};
 use super::enqueue::{OwnNode, Queued};
-use super::held::Acquired;
+use super::held::{Acquired, Seen};
 use super::lease;
 use super::names;
 use super::wake::Wake;
@@ -47,6 +47,9 @@ pub(crate) struct Waiter<'a, 's> {
     /// The listing our create brought back, used by the first `list`.
     listing: Option<Names>,
     watching: Watching,
+    /// Our node's data and stat as read when its watch was last armed (the guard takes the
+    /// watch over: [`Seen`]).
+    seen: Option<Seen>,
     /// The slow re-check's period.
     tick: Duration,
 }
@@ -66,6 +69,7 @@ impl<'a, 's> Waiter<'a, 's> {
             spec,
             me: names::base(&node.path).to_string(),
             watching: Watching::new(node.path.clone()),
+            seen: None,
             node,
             at: queued.at,
             listing: queued.listing,
@@ -145,7 +149,7 @@ impl<'a, 's> Waiter<'a, 's> {
 
     /// Steps 3 and 4: the watches the view asks for, in one round trip.
     fn arm(&mut self, c: &Client, v: View) -> Step {
-        let gone = match self.watching.arm(c, &v, &self.node.path) {
+        let gone = match self.watching.arm(c, &v, &self.node.path, &mut self.seen) {
             Ok(gone) => {
                 // The server answers again: the next trouble starts with a short pause.
                 self.cx.reset_backoff();
@@ -209,7 +213,11 @@ impl<'a, 's> Waiter<'a, 's> {
         if self.cx.client.session_id() != self.node.owner {
             return Step::End(Next::Restart);
         }
-        Step::End(Next::Done(Ok(self.at.take())))
+        let mut acquired = self.at.take();
+        if let Some(a) = acquired.as_mut() {
+            a.seen = self.seen.take().map(Box::new);
+        }
+        Step::End(Next::Done(Ok(acquired)))
     }
 }
 
@@ -231,8 +239,15 @@ impl Slot for Receiver<WatchedEvent> {
 impl Watching {
     /// Arms a data watch on each node `v` names and on `own` (our node), each that is not
     /// watched yet, in one round trip, and forgets other watches. Returns the nodes that
-    /// are gone already (no watch is left on a missing node).
-    fn arm(&mut self, c: &Client, v: &View, own: &str) -> Result<Vec<String>> {
+    /// are gone already (no watch is left on a missing node). What our own node's arming
+    /// read goes to `seen`.
+    fn arm(
+        &mut self,
+        c: &Client,
+        v: &View,
+        own: &str,
+        seen: &mut Option<Seen>,
+    ) -> Result<Vec<String>> {
         let (mut gone, missing) = self.keep(v);
         if missing.is_empty() {
             return Ok(gone);
@@ -254,7 +269,12 @@ impl Watching {
                         node: names::base(&path).to_string(),
                     })
                 }
-                Ok((_, _, rx)) => self.armed(path, rx),
+                Ok((data, stat, rx)) => {
+                    if path == own {
+                        *seen = Some(Seen { data, stat });
+                    }
+                    self.armed(path, rx)
+                }
                 Err(Error::NoNode { .. }) => gone.push(path),
                 Err(e) => failed = Some(e),
             }

@@ -260,6 +260,29 @@ impl Shared {
         }
     }
 
+    /// Adds `sink` to the data watch the registry holds on `server_path` (this session's:
+    /// the registry is emptied when a session ends), if it holds one; false if not. A watch
+    /// is taken out of the registry as its event is dispatched, under the same lock: so a
+    /// watch found here has not fired yet, and its event reaches the sink too.
+    pub(crate) fn join_data_watch(&self, server_path: &str, sink: &Arc<dyn WatchSink>) -> bool {
+        let mut w = self.watches.lock();
+        if w.closed {
+            return false;
+        }
+        match w.data.get_mut(server_path) {
+            Some(list) if !list.is_empty() => {
+                if !list
+                    .iter()
+                    .any(|t| matches!(t, WatchTx::Sink(old) if same_sink(old, sink)))
+                {
+                    list.push(WatchTx::Sink(sink.clone()));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub(super) fn register_watch(&self, server_path: String, kind: WatchKind, tx: WatchTx) {
         let added = self.watches.lock().add(server_path, kind, tx);
         if let Err((server_path, tx)) = added {
@@ -390,6 +413,38 @@ mod tests {
         fn on_watch(&self, _ev: &WatchedEvent) {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    #[test]
+    fn a_sink_joins_only_a_data_watch_not_fired_yet_and_hears_its_event() {
+        let sh = shared();
+        let sink = Arc::new(Counting(Default::default()));
+        let dyn_sink: Arc<dyn WatchSink> = sink.clone();
+        assert!(!sh.join_data_watch("/a", &dyn_sink), "no watch on /a");
+        let (tx, rx) = crossbeam_channel::unbounded();
+        sh.register_watch("/a".into(), WatchKind::Child, WatchTx::Chan(tx.clone()));
+        assert!(
+            !sh.join_data_watch("/a", &dyn_sink),
+            "a child watch is not one"
+        );
+        sh.register_watch("/a".into(), WatchKind::Data, WatchTx::Chan(tx));
+        assert!(sh.join_data_watch("/a", &dyn_sink));
+        assert!(sh.join_data_watch("/a", &dyn_sink), "joined twice");
+        sh.on_watch_event(event(2, "/a"));
+        assert_eq!(sink.0.load(Ordering::Relaxed), 1, "told once");
+        assert_eq!(
+            rx.try_iter().count(),
+            2,
+            "the channel's data and child watches"
+        );
+        assert!(
+            !sh.join_data_watch("/a", &dyn_sink),
+            "fired: nothing to join"
+        );
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        sh.register_watch("/b".into(), WatchKind::Data, WatchTx::Chan(tx));
+        sh.fire_all_watches(EventType::Closed, true);
+        assert!(!sh.join_data_watch("/b", &dyn_sink), "closed");
     }
 
     #[test]

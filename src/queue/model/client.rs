@@ -453,6 +453,9 @@ impl Queue {
 
 /// `Holding::new` on node `seq` of session `owner`: lost at once if the session is lost,
 /// else its own-node watch is armed (a missing node is a loss, one notification later).
+/// After a wait the library's guard joins the waiter's watch instead while the client
+/// still holds it: at the server that is the same watch, armed while the node was there,
+/// whose deletion is told to the guard, so the model's one step stands for both.
 fn holding(s: &mut World, p: usize, seq: u8, owner: u8) -> Held {
     let proc = &s.procs[p];
     let g = Held {
