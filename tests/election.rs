@@ -200,11 +200,35 @@ fn a_successor_right_behind_the_leader_takes_over_without_a_round_trip_but_relis
     la.resign().unwrap();
     let lb = led(&waiting, "b");
     let spent = b.stats().requests - before;
-    // One request: the new leader's watch on its own node, sent as it leads and not waited
-    // for (no listing, no round trip before leading).
+    // Nothing: no listing, no round trip before leading, and the new leader's guard keeps
+    // the watch its waiter armed on its own node.
     assert_eq!(
-        spent, 1,
+        spent, 0,
         "B's client sent {spent} requests between the leader's resign and B leading"
+    );
+    lb.resign().unwrap();
+
+    // Third in line: the leader's resign (the node ahead of B's blocker) leaves B's blocker
+    // the last node ahead, which B knows from its listing; so it leads on its blocker's
+    // resign, without listing in between.
+    let y = connect(&cs, long);
+    let ey = LeaderElection::new(&y, &path, "y").unwrap();
+    let la = ea.lead().unwrap();
+    let y_waiting = spawn_lead(&ey);
+    wait_ids(&ea, &["a", "y"]);
+    let waiting = spawn_lead(&eb);
+    wait_ids(&ea, &["a", "y", "b"]);
+    wait_watching(&b, la.path(), "b");
+    let before = b.stats().requests;
+    la.resign().unwrap();
+    let ly = led(&y_waiting, "y");
+    assert_quiet(&waiting, "b led while y leads");
+    ly.resign().unwrap();
+    let lb = led(&waiting, "b");
+    let spent = b.stats().requests - before;
+    assert_eq!(
+        spent, 0,
+        "B's client sent {spent} requests between the first resign and B leading"
     );
     lb.resign().unwrap();
 
@@ -230,9 +254,9 @@ fn a_successor_right_behind_the_leader_takes_over_without_a_round_trip_but_relis
     la.resign().unwrap();
     let lb = led(&waiting, "b");
     let spent = b.stats().requests - before;
-    assert!(
-        spent > 1,
-        "B led without listing again after the waiter ahead of it left"
+    assert_eq!(
+        spent, 1,
+        "B led without listing again (0) after the waiter ahead of it left, or did more"
     );
     lb.resign().unwrap();
     assert_eq!(children(&a, &path), Vec::<String>::new());

@@ -22,7 +22,7 @@ use common::{
     watches_by_path, WITHIN,
 };
 use zkguard::testing::FaultProxy;
-use zkguard::{Client, CreateMode, Error, Mutex, MutexGuard, RwLock};
+use zkguard::{Client, CreateMode, Error, Mutex, MutexGuard, QueueEvent, RwLock};
 
 /// Sessions long enough that a waiter's slow re-check tick (one session timeout) never
 /// fires during a test: every listing a test sees is one the fast path made.
@@ -177,35 +177,43 @@ fn watches(c: &Client, path: &str) -> bool {
         .is_some_and(|s| s.contains(&hex(c)))
 }
 
-/// The fast path, seen from waiter client `w` (watching the two nodes ahead of it):
-/// `first_turn` ends the holder's turn and returns once the next one holds; meanwhile `w`
-/// lists again (one request) and stays out. `end_turn` ends that turn: `w` gets in having
-/// sent one request in between, its guard's own-node watch (not waited for), and no
-/// listing after the notification.
+/// The fast path, seen from waiter client `w`, third in line (watching the two nodes ahead
+/// of it; `w_places`: its lock's queue events, subscribed after it queued): `first_turn`
+/// ends the holder's turn and returns once the next one holds; meanwhile `w` hears the
+/// holder go, knows from that alone that it is next (its place is told: 1 ahead), sends
+/// nothing and stays out. `end_turn` ends that turn: `w` gets in having sent nothing in
+/// between either (no listing after the notification; its guard keeps the watch its
+/// waiter armed on its own node).
 fn assert_takes_over_on_the_notification<T: std::fmt::Debug, G>(
     w: &Client,
     w_rx: &Receiver<T>,
+    w_places: &Receiver<QueueEvent>,
     first_turn: impl FnOnce() -> G,
     end_turn: impl FnOnce(G),
 ) -> T {
     let before = w.stats().requests;
     let next = first_turn();
-    wait_until(WITHIN, "W listing again during the next one's turn", || {
-        w.stats().requests > before
-    });
+    // (Events from before this turn, if the receiver was subscribed before `w` queued:
+    // its node made, its place at its first listing.)
+    loop {
+        match recv(w_places, WITHIN, "W's place after the holder went") {
+            QueueEvent::Position { ahead: 1, .. } => break,
+            QueueEvent::Queued { .. } | QueueEvent::Position { ahead: 2, .. } => {}
+            other => panic!("W: expected 1 ahead, got {other:?}"),
+        }
+    }
+    assert_quiet(w_rx, "W got in during the next one's turn");
     assert_eq!(
         w.stats().requests,
-        before + 1,
-        "W: one listing, nothing else"
+        before,
+        "W sent requests during the next one's turn"
     );
-    assert_quiet(w_rx, "W got in during the next one's turn");
-    let before = w.stats().requests;
     end_turn(next);
     let got = recv(w_rx, WITHIN, "W's turn");
     assert_eq!(
         w.stats().requests - before,
-        1,
-        "W sent more than its own-node watch between the end of the turn and its grant"
+        0,
+        "W sent requests between the end of the turn and its grant"
     );
     got
 }
@@ -271,20 +279,23 @@ fn a_waiter_whose_node_two_ahead_gives_up_lists_again_and_waits_for_the_holder()
 // 2. The fast path itself: no listing between the predecessor's release and the grant
 // ---------------------------------------------------------------------------------------
 
-/// Queue H, P, W. H releases: P gets in, and W (which watched H too) lists again during
-/// P's turn. P releases: W holds having sent one request only (its guard's own-node watch,
-/// not waited for). Without the fast path W lists after P's release (two requests).
+/// Queue H, P, W. H releases: P gets in, and W (which watched H too) knows from H's
+/// deletion that it is next (nothing else was ahead in its listing). P releases: W holds,
+/// having sent no request since H's release. Without the fast path W lists after P's
+/// release; without its two-ahead knowledge, after H's.
 #[test]
 fn a_waiter_that_knows_it_is_next_takes_over_on_the_notification_alone() {
     let q = Queue::new("ho-fast");
     let [h, p, w] = <[Client; 3]>::try_from(clients(3)).ok().unwrap();
     let gh = q.hold(&h, "H");
-    let (_, [p_rx, w_rx], _) = q.line_up([(&p, "P"), (&w, "W")]);
+    let ([_, wl], [p_rx, w_rx], _) = q.line_up([(&p, "P"), (&w, "W")]);
     let heard = w.stats().watch_events;
+    let w_places = wl.canceller().queue_events();
 
     let got = assert_takes_over_on_the_notification(
         &w,
         &w_rx,
+        &w_places,
         || {
             q.release("H", gh);
             let gp = expect_guard(&p_rx, "P");
@@ -305,8 +316,8 @@ fn a_waiter_that_knows_it_is_next_takes_over_on_the_notification_alone() {
 }
 
 /// The read rule's "two ahead": a reader behind two writers watches the nearer writer and
-/// the one before it; when the first goes, it lists again, and takes over from the second
-/// on its notification alone.
+/// the one before it; when the first goes, it knows it is next (its listing had nothing
+/// else ahead), and takes over from the second on its notification alone.
 #[test]
 fn a_reader_behind_two_writers_takes_over_from_the_second_on_the_notification_alone() {
     let q = Queue::new("ho-read");
@@ -316,6 +327,7 @@ fn a_reader_behind_two_writers_takes_over_from_the_second_on_the_notification_al
     let w1_rx = spawn(move || l1.write());
     q.wait_len(2, "the second writer queued");
     let lr = RwLock::new(&r, &q.path).unwrap();
+    let r_places = lr.canceller().queue_events();
     let r_rx = spawn(move || lr.read());
     q.wait_len(3, "the reader queued");
     let nodes = q.nodes();
@@ -328,6 +340,7 @@ fn a_reader_behind_two_writers_takes_over_from_the_second_on_the_notification_al
     let gr = assert_takes_over_on_the_notification(
         &r,
         &r_rx,
+        &r_places,
         || {
             g0.release().unwrap();
             recv(&w1_rx, WITHIN, "the second writer").unwrap()
@@ -344,7 +357,7 @@ fn a_reader_behind_two_writers_takes_over_from_the_second_on_the_notification_al
 // ---------------------------------------------------------------------------------------
 
 /// Queue H, P, W, P on a path whose replies are stalled. H releases: on the server P heads
-/// the queue, but P cannot hear it; W lists again and knows it is next. P gives up
+/// the queue, but P cannot hear it; W hears H go and knows it is next. P gives up
 /// (cancel): its delete still reaches the server, and W takes over on that deletion. P
 /// never held.
 #[test]
@@ -354,13 +367,16 @@ fn a_predecessor_that_gives_up_before_it_noticed_its_turn_hands_over_to_the_next
     let [h, w] = <[Client; 2]>::try_from(clients(2)).ok().unwrap();
     let p = connect(&proxy.connect_string(), SESSION);
     let gh = q.hold(&h, "H");
-    let ([pl, _], [p_rx, w_rx], nodes) = q.line_up([(&p, "P"), (&w, "W")]);
+    let ([pl, wl], [p_rx, w_rx], nodes) = q.line_up([(&p, "P"), (&w, "W")]);
     wait_watching(&p, &[&nodes[0]], "P watching H");
-    let w_req = w.stats().requests;
+    let w_places = wl.canceller().queue_events();
 
     proxy.stall_server_to_client();
     q.release("H", gh);
-    wait_until(WITHIN, "W listing again", || w.stats().requests > w_req);
+    match recv(&w_places, WITHIN, "W's place after H went") {
+        QueueEvent::Position { ahead: 1, .. } => {}
+        other => panic!("W: expected 1 ahead, got {other:?}"),
+    }
     assert_quiet(&w_rx, "W got in while P heads the queue");
 
     pl.canceller().cancel();
@@ -425,6 +441,7 @@ fn a_holder_that_expires_hands_over_to_the_waiter_that_knew_it_was_next_only_aft
     let gh = q.hold(&h, "H");
     let p_rx = q.queue(&Mutex::new(&p, &q.path).unwrap(), "P", 2);
     let wl = Mutex::new(&w, &q.path).unwrap();
+    let w_places = wl.canceller().queue_events();
     let nodes = q.nodes();
     // W's acquire looks, the moment it returns, whether P's guard had reported lost.
     let (lost_tx, lost_rx) = crossbeam_channel::bounded::<Receiver<()>>(1);
@@ -440,6 +457,7 @@ fn a_holder_that_expires_hands_over_to_the_waiter_that_knew_it_was_next_only_aft
     let (r, p_lost) = assert_takes_over_on_the_notification(
         &w,
         &w_rx,
+        &w_places,
         || {
             q.release("H", gh);
             let gp = expect_guard(&p_rx, "P");
@@ -544,25 +562,31 @@ fn last_op(c: &Client) -> Option<String> {
         .map(|rest| rest.split([',', ')']).next().unwrap_or("").to_string())
 }
 
-/// Queue H, P, W (W through a proxy). H releases: P holds, and W's listing (sent on H's
-/// deletion) is answered before P releases, but the answer reaches W only together with
-/// the notification of P's deletion. The listing shows P as the only node ahead and P's
-/// deletion is already in: W takes over without asking the server again (one request
-/// after the listing: its guard's own-node watch). Before, W dropped the fired watch and
-/// armed it again, learning with one more round trip that P was gone.
+/// Queue H, A, P, W (W through a proxy). H releases, then A: P holds, and W's listing
+/// (sent on A's deletion: W's listing had H ahead of A, so A's deletion alone does not
+/// tell W it is next) is answered before P releases, but the answer reaches W only
+/// together with the notification of P's deletion. The listing shows P as the only node
+/// ahead and P's deletion is already in: W takes over without asking the server again (no
+/// request after the listing; its guard keeps the watch its waiter armed on its own node).
+/// Before, W dropped the fired watch and armed it again, learning with one more round
+/// trip that P was gone.
 #[test]
 fn a_waiter_whose_predecessor_went_while_it_read_its_listing_takes_over_without_asking_again() {
     let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
     let q = Queue::new("ho-listing-in-flight");
-    let [h, p] = <[Client; 2]>::try_from(clients(2)).ok().unwrap();
+    let [h, a, p] = <[Client; 3]>::try_from(clients(3)).ok().unwrap();
     let w = connect(&proxy.connect_string(), SESSION);
     let gh = q.hold(&h, "H");
-    let (_, [p_rx, w_rx], _) = q.line_up([(&p, "P"), (&w, "W")]);
+    // Fourth in line, W watches P and A; H's release is not W's to hear.
+    let (_, [a_rx, p_rx, w_rx], _) = q.line_up([(&a, "A"), (&p, "P"), (&w, "W")]);
+    q.release("H", gh);
+    let ga = expect_guard(&a_rx, "A");
 
-    // W's listing, sent when it hears of H's release, is held on its way to the server...
+    // W's listing, sent when it hears of A's release (its listing had H ahead of A, so it
+    // must ask), is held on its way to the server...
     proxy.stall_client_to_server();
     let before = w.stats().requests;
-    q.release("H", gh);
+    q.release("A", ga);
     let gp = expect_guard(&p_rx, "P");
     wait_until(WITHIN, "W listing again", || w.stats().requests > before);
     assert_eq!(w.stats().requests, before + 1, "W: one listing");
@@ -578,8 +602,8 @@ fn a_waiter_whose_predecessor_went_while_it_read_its_listing_takes_over_without_
     let gw = expect_guard(&w_rx, "W");
     assert_eq!(
         w.stats().requests - listed,
-        1,
-        "W asked the server again after its listing (beyond its guard's own-node watch)"
+        0,
+        "W asked the server again after its listing"
     );
     q.referee.assert_clean();
     q.release("W", gw);

@@ -8,6 +8,14 @@ use crate::*;
 
 /// Candidates in the election, each on a client (session) of its own.
 pub(crate) const W4_CANDIDATES: usize = 5;
+
+/// W4's candidates: `BENCH_W4_CANDIDATES` (at least 2), else [`W4_CANDIDATES`].
+pub(crate) fn w4_n() -> usize {
+    std::env::var("BENCH_W4_CANDIDATES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(W4_CANDIDATES, |n| n.max(2))
+}
 /// Resign rounds by default (the count; `BENCH_N`, when set, replaces it).
 pub(crate) const W4_RESIGNS: usize = 30;
 /// Rounds where the leader's client is closed.
@@ -86,7 +94,7 @@ pub(crate) fn w4(ctx: &Ctx) -> Res<()> {
     w4_line(
         "W4",
         ctx,
-        "guard style: 4 threads blocked in lead(); from just before the leader's resign() to lead() returning in another",
+        "guard style: the other candidates blocked in lead(), a thread each; from just before the leader's resign() to lead() returning in another",
         &mut guard,
     );
     w4_line(
@@ -156,7 +164,7 @@ pub(crate) fn w4_line(figure: &str, ctx: &Ctx, what: &str, run: &mut W4Run) {
     let close_p50 = p50(&mut run.close_call);
     let mut line = Line::new(figure, &ctx.target)
         .s("what", what)
-        .u("candidates", W4_CANDIDATES as u64)
+        .u("candidates", w4_n() as u64)
         .u("resign_rounds", run.resign_to_leader.len() as u64)
         .u("close_rounds", run.close_call.len() as u64)
         .dist("resign_to_leader_", &mut run.resign_to_leader)
@@ -405,7 +413,7 @@ pub(crate) fn w4_guard(
         Ok(())
     };
     let r = (|| -> Res<()> {
-        for _ in 0..W4_CANDIDATES {
+        for _ in 0..w4_n() {
             add(&mut slots)?;
             // One at a time, so the queue order is the order of `slots`.
             w4_settle(&ctx.client, &observer, slots.len())?;
@@ -416,7 +424,7 @@ pub(crate) fn w4_guard(
         for round in 0..W4_WARMUP + resigns + closes {
             let counted = round >= W4_WARMUP;
             let closing = round >= W4_WARMUP + resigns;
-            let (ids, requeued_early) = w4_settle(&ctx.client, &observer, W4_CANDIDATES)?;
+            let (ids, requeued_early) = w4_settle(&ctx.client, &observer, w4_n())?;
             if counted && requeued_early {
                 run.requeue_before_delete += 1;
             }
@@ -588,7 +596,7 @@ pub(crate) fn w4_candidates(
         Ok(())
     };
     let r = (|| -> Res<()> {
-        for _ in 0..W4_CANDIDATES {
+        for _ in 0..w4_n() {
             add(&mut slots)?;
             w4_settle(&ctx.client, &observer, slots.len())?;
         }
@@ -597,7 +605,7 @@ pub(crate) fn w4_candidates(
         for round in 0..W4_WARMUP + resigns + closes {
             let counted = round >= W4_WARMUP;
             let closing = round >= W4_WARMUP + resigns;
-            let (ids, requeued_early) = w4_settle(&ctx.client, &observer, W4_CANDIDATES)?;
+            let (ids, requeued_early) = w4_settle(&ctx.client, &observer, w4_n())?;
             if counted && requeued_early {
                 run.requeue_before_delete += 1;
             }
@@ -687,7 +695,7 @@ pub(crate) fn w4_candidates(
             }
         }
         // The last round's news.
-        w4_settle(&ctx.client, &observer, W4_CANDIDATES)?;
+        w4_settle(&ctx.client, &observer, w4_n())?;
         while let Ok(h) = heard_rx.try_recv() {
             if w4_heard(&h, run)? {
                 run.violations += 1;

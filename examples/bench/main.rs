@@ -56,7 +56,8 @@
 //!   counted round's stamps and each quiet baseline sample's on standard error (`w4-trace
 //!   STYLE START END`, µs since the Unix epoch), for `examples/bench/zk_wire.py --trace`
 //!   to put beside a packet capture of the same run (docs/performance.md, "The leader
-//!   handoff against its floor"). Two lines:
+//!   handoff against its floor"). `BENCH_W4_CANDIDATES` sets the candidates (default 5, at
+//!   least 2). Two lines:
 //!   `W4`, the guard style (4 threads blocked in `lead()`, the time taken when `lead()`
 //!   returns), and `W4 candidate`, the background style (`Candidate`s, a thread of ours
 //!   blocked on each one's `events()`, the time taken when `Elected` arrives). Every round

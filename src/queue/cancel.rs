@@ -97,7 +97,9 @@ pub enum QueueEvent {
         node: String,
     },
     /// A listing of the queue found `ahead` contenders' nodes ahead of `node` (0: it is
-    /// granted now). Told when the number changed since the last listing.
+    /// granted now), or, between listings, the waiter heard the node two places ahead of it
+    /// go while that was all it needed to know (one fewer than the last listing said: it
+    /// is next now). Told when the number changed.
     Position {
         /// The waiting node's path.
         node: String,

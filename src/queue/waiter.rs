@@ -50,6 +50,9 @@ pub(crate) struct Waiter<'a, 's> {
     /// Our node's data and stat as read when its watch was last armed (the guard takes the
     /// watch over: [`Seen`]).
     seen: Option<Seen>,
+    /// How many nodes were ahead of ours at the last listing, less those heard gone since
+    /// (what `QueueEvent::Position` says).
+    ahead: usize,
     /// The slow re-check's period.
     tick: Duration,
 }
@@ -70,6 +73,7 @@ impl<'a, 's> Waiter<'a, 's> {
             me: names::base(&node.path).to_string(),
             watching: Watching::new(node.path.clone()),
             seen: None,
+            ahead: 0,
             node,
             at: queued.at,
             listing: queued.listing,
@@ -134,6 +138,7 @@ impl<'a, 's> Waiter<'a, 's> {
                 self.grant()
             }
             Ok(Listed::Waits(ahead, v)) => {
+                self.ahead = ahead;
                 self.cx.position(&self.node.path, ahead);
                 match self.cx.wait {
                     Wait::Try => match lease::try_waits(c, self.spec) {
@@ -161,7 +166,7 @@ impl<'a, 's> Waiter<'a, 's> {
             Then::Vanished => self.vanished(),
             Then::Wait => Step::Wait(v),
             Then::Grant => self.grant(),
-            Then::List | Then::Arm | Then::End(_) => Step::List,
+            Then::List | Then::Arm | Then::End(_) | Then::Nearer => Step::List,
         }
     }
 
@@ -197,6 +202,12 @@ impl<'a, 's> Waiter<'a, 's> {
                 Then::List => Step::List,
                 Then::Arm => Step::Arm(v),
                 Then::Wait => Step::Wait(v),
+                Then::Nearer => {
+                    // One node fewer ahead than the last listing said, and no listing.
+                    self.ahead = self.ahead.saturating_sub(1);
+                    self.cx.position(&self.node.path, self.ahead);
+                    Step::Wait(v.nearer())
+                }
                 Then::End(end) => Step::End(end),
             };
         }

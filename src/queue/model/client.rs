@@ -233,6 +233,9 @@ impl Queue {
                 if self.config.seeded.no_two_ahead {
                     v.grant_when_gone = true;
                 }
+                if self.config.seeded.next_always_last {
+                    v.next_is_last = v.next.is_some();
+                }
                 self.arm(s, p, seq, v)
             }
         }
@@ -299,6 +302,7 @@ impl Queue {
         };
         match then {
             Then::Wait => self.set_step(s, p, WStep::Wait(v)),
+            Then::Nearer => self.set_step(s, p, WStep::Wait(v.nearer())),
             Then::Grant => self.grant(s, p, seq, owner),
             Then::List | Then::Arm => self.set_step(s, p, WStep::List),
             Then::Vanished => self.vanished(s, p),

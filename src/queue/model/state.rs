@@ -65,6 +65,9 @@ pub(crate) struct Seeded {
     pub no_fast_path: bool,
     /// The semaphore counts one permit too many.
     pub count_off_by_one: bool,
+    /// Every view says its next node's deletion leaves the blocker the last one ahead
+    /// (`View::next_is_last`), even with other nodes ahead of the next.
+    pub next_always_last: bool,
 }
 
 /// A model configuration.

@@ -168,6 +168,15 @@ fn seeded_fast_path_without_the_two_ahead_check_is_caught() {
 }
 
 #[test]
+fn seeded_next_node_always_taken_for_the_last_ahead_is_caught() {
+    // Fourth in line, the next node's deletion (a waiter ahead gave up) taken to leave the
+    // blocker last: when the blocker goes too, the fourth takes the lock beside the head.
+    let mut c = config(Modelled::Mutex, procs("wwww", 1), faults(0, 0, 0, 2));
+    c.seeded.next_always_last = true;
+    caught("seeded: next always last", c, EXCLUSION);
+}
+
+#[test]
 fn seeded_fast_path_without_the_two_ahead_check_breaks_the_fence() {
     let mut c = config(Modelled::Mutex, procs("www", 1), Faults::default());
     c.seeded.no_two_ahead = true;

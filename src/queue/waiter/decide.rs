@@ -62,6 +62,9 @@ pub(in crate::queue) enum Then {
     Vanished,
     /// The attempt ends so.
     End(Next),
+    /// The node that would block us next went, and nothing else can: wait on, in the view
+    /// [`View::nearer`] makes (our blocker's deletion lets us in), without listing again.
+    Nearer,
 }
 
 /// Step 3's verdict once the watches of `v` are armed: whether our own node was found
@@ -102,6 +105,11 @@ pub(in crate::queue) fn on_watch<K>(
         (Heard::Deleted, BLOCKER) if v.grant_when_gone && !own_heard => Then::Grant,
         // Our own node, deleted by someone else: we start over.
         (Heard::Deleted, OWN) => Then::Vanished,
+        // The node ahead of our blocker went, and the listing had nothing else that could
+        // block us behind our blocker: whether it holds now or gave up, our blocker is the
+        // last node ahead that can (nodes only join behind us), and a listing would tell
+        // us only that.
+        (Heard::Deleted, NEXT) if v.next_is_last => Then::Nearer,
         // Our blocker went, and someone else may be ahead; or the node ahead of our
         // blocker went: our blocker holds now, or the node gave up. Either way, list
         // again while our blocker is still there (its watch is kept), so that its
@@ -150,6 +158,11 @@ pub(in crate::queue) struct View<K = String> {
     /// turn: so when our blocker goes we normally know already that we are next, and hold
     /// on its notification alone.
     pub(in crate::queue) next: Option<K>,
+    /// Whether, with `next` gone too, the rule finds no other blocker in this listing once
+    /// `blocker` is struck out: then `next`'s deletion makes `blocker`'s a grant, with no
+    /// listing in between ([`View::nearer`]). For a mutex or an election: we are third in
+    /// line.
+    pub(in crate::queue) next_is_last: bool,
 }
 
 impl<K: Clone> View<K> {
@@ -181,6 +194,18 @@ impl<K> View<K> {
             blocker: f(self.blocker),
             grant_when_gone: self.grant_when_gone,
             next: self.next.map(f),
+            next_is_last: self.next_is_last,
+        }
+    }
+
+    /// The view once `next` is gone, if [`next_is_last`](View::next_is_last): the same
+    /// blocker, whose deletion now lets us in.
+    pub(in crate::queue) fn nearer(self) -> View<K> {
+        View {
+            blocker: self.blocker,
+            grant_when_gone: true,
+            next: None,
+            next_is_last: false,
         }
     }
 }
@@ -197,11 +222,14 @@ impl View {
         let blocker = queue.remove(b).name;
         // The blocker is always ahead of us: without it, we are one place further up.
         let then = rule.blocker(&queue, me - 1);
-        let next = then.map(|i| names::child(dir, queue[i].name.as_ref()));
+        let next = then.map(|i| queue.remove(i).name);
+        // So is the next node: without both, one place more.
+        let next_is_last = next.is_some() && rule.blocker(&queue, me - 2).is_none();
         Some(View {
             blocker: names::child(dir, blocker.as_ref()),
             grant_when_gone: then.is_none(),
-            next,
+            next: next.map(|n| names::child(dir, n.as_ref())),
+            next_is_last,
         })
     }
 }
@@ -422,6 +450,55 @@ mod tests {
         assert_eq!(view(Rule::Read, "wwr", 2), some("/d/n1", Some("/d/n0")));
     }
 
+    /// Third in line (nothing ahead but the blocker and the next node), the next node's
+    /// deletion leaves the blocker the last that can block: `next_is_last`. Further back,
+    /// or with another writer ahead of a reader's two, it does not.
+    #[test]
+    fn the_next_nodes_deletion_leaves_the_blocker_last_only_when_nothing_else_is_ahead() {
+        let last = |rule, kinds, me| View::of("/d", rule, q(kinds), me).map(|v| v.next_is_last);
+        assert_eq!(last(Rule::Exclusive, "ww", 1), Some(false), "no next node");
+        assert_eq!(last(Rule::Exclusive, "www", 2), Some(true));
+        assert_eq!(last(Rule::Exclusive, "rrw", 2), Some(true));
+        assert_eq!(last(Rule::Exclusive, "wwww", 3), Some(false));
+        assert_eq!(last(Rule::Read, "wrrwrr", 5), Some(true));
+        assert_eq!(last(Rule::Read, "wwrwr", 4), Some(false));
+        assert_eq!(last(Rule::ReadWrite, "wrwr", 3), Some(true));
+        assert_eq!(last(Rule::ReadWrite, "wwwr", 3), Some(false));
+    }
+
+    #[test]
+    fn the_next_nodes_deletion_waits_on_nearer_when_it_was_last_and_lists_when_not() {
+        let v = View {
+            blocker: 2,
+            grant_when_gone: false,
+            next: Some(1),
+            next_is_last: true,
+        };
+        let mut w = watches(&[(1, true), (2, false), (9, false)]);
+        assert!(matches!(w.on_watch(Heard::Deleted, NEXT, &v), Then::Nearer));
+        assert!(w.get(&1).is_none(), "the next node's watch is spent");
+        let near = v.nearer();
+        assert_eq!(near, fast(2));
+        // Then the blocker's deletion lets us in, unless our own node went first.
+        let mut w = watches(&[(2, true), (9, false)]);
+        assert!(matches!(
+            w.on_watch(Heard::Deleted, BLOCKER, &near),
+            Then::Grant
+        ));
+        let mut w = watches(&[(2, true), (9, true)]);
+        assert!(matches!(
+            w.on_watch(Heard::Deleted, BLOCKER, &near),
+            Then::List
+        ));
+        // Not last: list again.
+        let v = View {
+            next_is_last: false,
+            ..v
+        };
+        let mut w = watches(&[(1, true), (2, false), (9, false)]);
+        assert!(matches!(w.on_watch(Heard::Deleted, NEXT, &v), Then::List));
+    }
+
     /// A watch in these tests: whether a deletion came on it.
     #[derive(Debug, Clone, Copy)]
     struct Came(bool);
@@ -449,6 +526,7 @@ mod tests {
             blocker,
             grant_when_gone: true,
             next: None,
+            next_is_last: false,
         }
     }
 
@@ -460,6 +538,7 @@ mod tests {
             blocker: 1,
             grant_when_gone: false,
             next: Some(2),
+            next_is_last: false,
         };
         let (gone, missing) = w.keep(&v);
         assert_eq!((gone, missing), (vec![1], vec![9]));
