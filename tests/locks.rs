@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use common::{
     assert_invalid_path, assert_quiet, base, children, connect, datas, expect_children, recv,
-    shared_cluster, spawn, unique, wait_children, wait_until, watches_by_path, WITHIN,
+    shared_cluster, spawn, unique, wait_children, wait_event, wait_until, watches_by_path, WITHIN,
 };
+use zkguard::testing::FaultProxy;
 use zkguard::{
-    Client, CreateMode, Error, MultiLock, Mutex, ReentrantMutex, RwLock, Semaphore, UnfairMutex,
+    Client, CreateMode, Error, MultiLock, Mutex, ReentrantMutex, RwLock, Semaphore, SessionEvent,
+    UnfairMutex,
 };
 
 /// Session timeout for clients whose session is not the point of the test.
@@ -209,14 +211,16 @@ fn a_revoke_made_before_revocation_is_called_is_not_missed() {
 /// A guard granted after a wait keeps the data watch its waiter armed on its own node
 /// instead of arming another (one request less): what its waiter read with that watch
 /// counts as the guard's own read, and what happens to the node after still reaches the
-/// guard. Attacked from another client: a revocation request written while it waited,
-/// other bytes, and a delete.
+/// guard, across a reconnect too. Attacked from another client: a revocation request
+/// written while it waited, other bytes, and, after its connection was reset, a delete.
 #[test]
 fn a_guard_that_waited_hears_its_node_through_the_watch_its_waiter_armed() {
     let cs = shared_cluster().connect_string();
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
     let path = unique("adopt");
     let a = connect(&cs, SESSION);
-    let b = connect(&cs, SESSION);
+    let b = connect(&proxy.connect_string(), SESSION);
+    let b_events = b.events();
     let other = connect(&cs, SESSION);
     let lock_a = Mutex::new(&a, &path).unwrap();
     let g = lock_a.acquire().unwrap();
@@ -259,6 +263,17 @@ fn a_guard_that_waited_hears_its_node_through_the_watch_its_waiter_armed() {
     wait_until(WITHIN, "the guard watches its node again", watched_by_b);
     gb.confirm().unwrap();
     assert_quiet(&lost, "a loss after a write of other bytes");
+    // A new connection of the same session: the watch is armed again with the others
+    // (SetWatches), and still the guard's.
+    proxy.reset();
+    wait_event(&b_events, WITHIN, "B reconnected", |ev| {
+        matches!(ev, SessionEvent::Reconnected { .. })
+    });
+    gb.confirm().unwrap();
+    assert!(
+        watched_by_b(),
+        "the guard's node not watched after the reconnect"
+    );
     other.delete(&node_b, None).unwrap();
     recv(&lost, WITHIN, "lost after its node was deleted");
     assert!(!gb.is_valid());
