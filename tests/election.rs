@@ -178,6 +178,31 @@ fn fair_election_nodes_follow_curator_leader_latch_and_anyone_can_see_the_queue(
 // 3. No extra round trip for the successor of a leader
 // ---------------------------------------------------------------------------------------
 
+/// `ea` leads; a candidate `who` (on a client of its own, session `long`) queues behind it
+/// at `path`, then `eb`: `who`'s election, A's leadership and the two waiting `lead()`s.
+fn three_in_line(
+    cs: &str,
+    long: Duration,
+    path: &str,
+    ea: &LeaderElection,
+    eb: &LeaderElection,
+    who: &str,
+) -> (
+    LeaderElection,
+    zkguard::Leadership,
+    Receiver<zkguard::Result<zkguard::Leadership>>,
+    Receiver<zkguard::Result<zkguard::Leadership>>,
+) {
+    let client = connect(cs, long);
+    let e = LeaderElection::new(&client, path, who).unwrap();
+    let la = ea.lead().unwrap();
+    let who_waiting = spawn_lead(&e);
+    wait_ids(ea, &["a", who]);
+    let b_waiting = spawn_lead(eb);
+    wait_ids(ea, &["a", who, "b"]);
+    (e, la, who_waiting, b_waiting)
+}
+
 #[test]
 fn a_successor_right_behind_the_leader_takes_over_without_a_round_trip_but_relists_after_a_waiter_left(
 ) {
@@ -211,13 +236,7 @@ fn a_successor_right_behind_the_leader_takes_over_without_a_round_trip_but_relis
     // Third in line: the leader's resign (the node ahead of B's blocker) leaves B's blocker
     // the last node ahead, which B knows from its listing; so it leads on its blocker's
     // resign, without listing in between.
-    let y = connect(&cs, long);
-    let ey = LeaderElection::new(&y, &path, "y").unwrap();
-    let la = ea.lead().unwrap();
-    let y_waiting = spawn_lead(&ey);
-    wait_ids(&ea, &["a", "y"]);
-    let waiting = spawn_lead(&eb);
-    wait_ids(&ea, &["a", "y", "b"]);
+    let (_y, la, y_waiting, waiting) = three_in_line(&cs, long, &path, &ea, &eb, "y");
     wait_watching(&b, la.path(), "b");
     let before = b.stats().requests;
     la.resign().unwrap();
@@ -233,13 +252,7 @@ fn a_successor_right_behind_the_leader_takes_over_without_a_round_trip_but_relis
     lb.resign().unwrap();
 
     // The contrast: a waiter X between the leader and B gives up.
-    let x = connect(&cs, long);
-    let ex = LeaderElection::new(&x, &path, "x").unwrap();
-    let la = ea.lead().unwrap();
-    let x_waiting = spawn_lead(&ex);
-    wait_ids(&ea, &["a", "x"]);
-    let waiting = spawn_lead(&eb);
-    wait_ids(&ea, &["a", "x", "b"]);
+    let (ex, la, x_waiting, waiting) = three_in_line(&cs, long, &path, &ea, &eb, "x");
     let x_node = format!("{path}/{}", ea.participants().unwrap()[1].node);
     wait_watching(&b, &x_node, "b");
     let before = b.stats().requests;

@@ -411,15 +411,15 @@ impl Client {
         path: &str,
         sink: Arc<dyn WatchSink>,
         session: i64,
-        seen: Option<&crate::queue::Seen>,
+        seen: Option<(&[u8], &Stat)>,
     ) {
-        if let Some(seen) = seen {
+        if let Some((data, stat)) = seen {
             if self.shared.session_id() == session
                 && self
                     .shared
                     .join_data_watch(&path::to_server(&self.shared.cfg.chroot, path), &sink)
             {
-                sink.on_data(&seen.data, &seen.stat);
+                sink.on_data(data, stat);
                 return;
             }
         }

@@ -208,7 +208,7 @@ impl Holding {
                 &acquired.path,
                 sink,
                 acquired.owner,
-                acquired.seen.as_deref(),
+                acquired.seen.as_deref().map(|s| (&s.data[..], &s.stat)),
             );
         }
         Holding {

@@ -24,7 +24,7 @@ pub(crate) use attempt::{Attempt, Next, SessionEvents, Spec, Wait};
 pub use cancel::{Canceller, QueueEvent};
 pub(crate) use create::create_dir;
 pub use held::Participant;
-pub(crate) use held::{token_of, Acquired, Seen};
+pub(crate) use held::{token_of, Acquired};
 pub(crate) use kind::Kind;
 pub use names::DIRECTORY_MARKER;
 pub(crate) use rules::Rule;
