@@ -8,6 +8,7 @@
 //! re-arms watches and replays credentials.
 
 mod acl;
+mod bell;
 mod builder;
 mod config;
 mod conn;
@@ -43,6 +44,7 @@ use crate::error::Error;
 use crate::error::Result;
 pub(crate) use acl::unauthenticated;
 pub use acl::NodeAcl;
+pub(crate) use bell::{Bell, Ringing};
 pub use builder::ClientBuilder;
 pub use ensemble::{EnsembleConfig, EnsembleServer, CONFIG_NODE};
 #[cfg(feature = "kerberos")]
@@ -377,9 +379,11 @@ impl Client {
             deadline: Instant::now() + self.timeout,
             out: Vec::new(),
             sending: Default::default(),
+            last: None,
+            bell: None,
         };
         let r = build(&mut p);
-        let out = p.sending.take(p.out);
+        let out = p.sending.take(p.out, p.last);
         self.shared.submit(out, p.deadline, false, self.pin);
         r
     }

@@ -13,11 +13,11 @@ use crate::error::escape;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use parking_lot::{Condvar, Mutex};
 
 use crate::backoff::Backoff;
-use crate::client::SessionSink;
+use crate::client::{Bell, Ringing, SessionSink};
 use crate::client::{Op, OpResult, SessionEvent, SessionState};
 use crate::error::{Error, Result};
 use crate::lock::Holding;
@@ -119,18 +119,22 @@ struct Shared {
     inner: Mutex<Inner>,
     /// Signalled at every transition (waiters look whether the candidate leads, or ended).
     changed: Condvar,
-    /// Wakes the thread out of its leading phase (a resign, a drop).
-    wake: Sender<()>,
+    /// Wakes the thread out of its leading phase (a resign, a drop), ringing `bell`.
+    wake: Ringing<()>,
+    /// What the leading phase's sources ring (its [`queue::wake`]).
+    bell: Bell,
 }
 
 impl Candidate {
     pub(crate) fn start(election: LeaderElection) -> Result<Candidate> {
         let (wake, wake_rx) = crossbeam_channel::unbounded();
+        let bell = Bell::default();
         let shared = Arc::new(Shared {
             election,
             inner: Mutex::new(Inner::new()),
             changed: Condvar::new(),
-            wake,
+            wake: Ringing::new(wake, Some(bell.clone())),
+            bell,
         });
         let sink: Arc<dyn SessionSink> = shared.clone();
         let (_, state) = shared
@@ -378,7 +382,7 @@ impl Shared {
     /// One term: from election until leadership is lost, resigned, or the candidate goes.
     fn lead(&self, holding: Holding, wake: &Receiver<()>) {
         let h = Arc::new(holding);
-        let events = SessionEvents::new(self.election.client());
+        let events = SessionEvents::new(self.election.client(), &self.bell);
         // Stopping, or the term ended before it began: no Elected for it; the loop queues
         // again.
         if !self.begin(&h) {
@@ -387,14 +391,14 @@ impl Shared {
         }
         // The guard keeps a watch on our node from the grant on, so its deletion by someone
         // else ends the term.
-        let lost = h.lost();
+        let lost = h.lost(&self.bell);
         // While suspended on a live connection whose proof failed (a slow server): when to
         // try the proof again.
         let mut retry: Option<Instant> = None;
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
         loop {
             // `wake` (a resign, a drop) in the cancel's place; `retry` as the tick.
-            let woke = queue::wake(&[], Some(&lost), &events.rx, wake, None, retry);
+            let woke = queue::wake(&self.bell, &[], Some(&lost), &events.rx, wake, None, retry);
             match heard(woke, || self.inner.lock().is_term(&h)) {
                 Heard::Wait => continue,
                 Heard::Prove => {}

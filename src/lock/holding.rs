@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
 use super::{Core, REVOKE_MESSAGE};
-use crate::client::{Check, Client, Hex, SessionSink, WatchSink};
+use crate::client::{Bell, Check, Client, Hex, Ringing, SessionSink, WatchSink};
 use crate::client::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::metrics::{Labels, Loss, Meter};
@@ -20,7 +20,7 @@ use crate::queue::{token_of, Acquired, Kind};
 #[derive(Default)]
 struct Signal {
     fired: AtomicBool,
-    txs: Mutex<Vec<Sender<()>>>,
+    txs: Mutex<Vec<Ringing<()>>>,
 }
 
 impl Signal {
@@ -38,7 +38,7 @@ impl Signal {
         }
         first();
         for tx in txs.drain(..) {
-            let _ = tx.send(());
+            tx.send_last(());
         }
         true
     }
@@ -48,10 +48,10 @@ impl Signal {
     }
 
     /// `tx` gets `()` when the signal fires (at once if it has).
-    fn notify(&self, tx: Sender<()>) {
+    fn notify(&self, tx: Ringing<()>) {
         let mut txs = self.txs.lock();
         if self.is_fired() {
-            let _ = tx.send(());
+            tx.send_last(());
         } else {
             txs.push(tx);
         }
@@ -251,20 +251,21 @@ impl Holding {
             && self.client.session_id() == self.acquired.owner
     }
 
-    pub(crate) fn lost(&self) -> Receiver<()> {
+    /// A receiver that gets `()` once the node is lost, as `bell` rings.
+    pub(crate) fn lost(&self, bell: &Bell) -> Receiver<()> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.notify_lost(tx);
+        self.state.lost.notify(Ringing::new(tx, Some(bell.clone())));
         rx
     }
 
     /// `tx` gets `()` once the node is lost.
     pub(crate) fn notify_lost(&self, tx: Sender<()>) {
-        self.state.lost.notify(tx);
+        self.state.lost.notify(Ringing::new(tx, None));
     }
 
     /// `tx` gets `()` once someone asks the holder to let go.
     pub(crate) fn notify_revoked(&self, tx: Sender<()>) {
-        self.state.revoked.notify(tx);
+        self.state.revoked.notify(Ringing::new(tx, None));
     }
 
     /// Proves that the node is still ours at this instant. One round trip: a read of our

@@ -36,7 +36,7 @@
 //! connection trouble alike (and the other loops' that wait on ZooKeeper: the single
 //! node's, the lease phase's, a leader's), goes through one [`wake`](super::wake::wake).
 
-use super::attempt::{Attempt, Next, SessionEvents, Spec, Wait};
+use super::attempt::{Attempt, Next, Sources, Spec, Wait};
 use super::cancel::Canceller;
 use super::enqueue::enqueue;
 use super::held::{Acquired, Participant};
@@ -69,9 +69,8 @@ pub(crate) fn acquire_after(
     canceller: &Canceller,
     first: impl FnOnce(&mut Attempt<'_>) -> std::result::Result<(), Next>,
 ) -> Result<Option<Acquired>> {
-    let cancel = canceller.register();
-    let events = SessionEvents::new(client);
-    let mut cx = Attempt::new(client, (spec.path, spec.kind), wait, &cancel, &events.rx);
+    let sources = Sources::new(client, canceller);
+    let mut cx = Attempt::new(client, (spec.path, spec.kind), wait, &sources);
     if let Err(Next::Done(r)) = first(&mut cx) {
         return cx.end(r);
     }

@@ -11,16 +11,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
-use super::cancel::{CancelWait, QueueEvent};
+use super::cancel::{CancelWait, Canceller, QueueEvent};
 use super::held::Acquired;
 use super::kind::Kind;
 use super::names;
 use super::rules::Rule;
 use super::wake::{wake, Wake};
 use crate::backoff::Backoff;
-use crate::client::{Client, SessionSink};
+use crate::client::{Bell, Client, Ringing, SessionSink};
 use crate::client::{NodeAcl, SessionEvent, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::metrics::{Labels, Outcome};
@@ -185,6 +185,8 @@ pub(crate) struct Attempt<'a> {
     pub deadline: Option<Instant>,
     cancel: &'a CancelWait,
     events: &'a Receiver<SessionEvent>,
+    /// What the cancel, the session's events and the call's watches ring ([`wake`]).
+    bell: &'a Bell,
     /// The pauses after connection trouble; each loop starts it afresh. Made at the first
     /// pause: its seed is a random number (a system call), which a call that meets no
     /// trouble, nearly every one, never needs.
@@ -207,16 +209,16 @@ impl<'a> Attempt<'a> {
         client: &'a Client,
         (path, kind): (&'a str, Kind),
         wait: Wait,
-        cancel: &'a CancelWait,
-        events: &'a Receiver<SessionEvent>,
+        sources: &'a Sources,
     ) -> Attempt<'a> {
         Attempt {
             client,
             path,
             wait,
             deadline: wait.deadline(client),
-            cancel,
-            events,
+            cancel: &sources.cancel,
+            events: &sources.events.rx,
+            bell: &sources.bell,
             backoff: None,
             labels: Arc::new(Labels::new(
                 client.meter(),
@@ -363,9 +365,16 @@ impl<'a> Attempt<'a> {
         let _ = self.wake(&[], Some(until));
     }
 
+    /// The bell of the call's waits: a watch they wait on is armed in a pipeline given it
+    /// ([`Pipeline::ring`](crate::client::Pipeline::ring)).
+    pub(crate) fn bell(&self) -> &Bell {
+        self.bell
+    }
+
     /// [`wake`] on `watches`, the session's events, a cancel, the deadline and `tick`.
     pub(crate) fn wake(&self, watches: &[&Receiver<WatchedEvent>], tick: Option<Instant>) -> Wake {
         wake(
+            self.bell,
             watches,
             None,
             self.events,
@@ -401,8 +410,27 @@ fn retry_backoff() -> Backoff {
     Backoff::new(Duration::from_millis(50), Duration::from_secs(1))
 }
 
-/// Forwards session events into a waiter's channel.
-struct Forward(Sender<SessionEvent>);
+/// What an acquire call's waits listen to besides their watches, made once per call: its
+/// cancel registration, the session's events, and the bell both ring.
+pub(crate) struct Sources {
+    bell: Bell,
+    cancel: CancelWait,
+    events: SessionEvents,
+}
+
+impl Sources {
+    pub(crate) fn new(client: &Client, canceller: &Canceller) -> Sources {
+        let bell = Bell::default();
+        Sources {
+            cancel: canceller.register(&bell),
+            events: SessionEvents::new(client, &bell),
+            bell,
+        }
+    }
+}
+
+/// Forwards session events into a waiter's channel, ringing its bell.
+struct Forward(Ringing<SessionEvent>);
 
 impl SessionSink for Forward {
     fn on_session(&self, ev: &SessionEvent) {
@@ -418,9 +446,10 @@ pub(crate) struct SessionEvents {
 }
 
 impl SessionEvents {
-    pub(crate) fn new(client: &Client) -> SessionEvents {
+    /// Events that ring `bell` as they come.
+    pub(crate) fn new(client: &Client, bell: &Bell) -> SessionEvents {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let sink: Arc<dyn SessionSink> = Arc::new(Forward(tx));
+        let sink: Arc<dyn SessionSink> = Arc::new(Forward(Ringing::new(tx, Some(bell.clone()))));
         client.subscribe_sink(Arc::downgrade(&sink));
         SessionEvents { _sink: sink, rx }
     }

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
+use crate::client::{Bell, Ringing};
+
 /// Cancels blocked acquires of one lock object from another thread.
 ///
 /// Two ways, for two purposes:
@@ -118,8 +120,8 @@ struct Waiting {
 
 /// What a [`Canceller`] wakes: one entry of its list.
 enum Entry {
-    /// One blocked acquire.
-    Wake(Sender<()>),
+    /// One blocked acquire (ringing its wait's bell).
+    Wake(Ringing<()>),
     /// A call made of several acquires one after the other (a multi-lock's): cancelling
     /// shuts its own canceller, so the acquire under way and every later one of the call
     /// are cancelled, including one that registers between two others.
@@ -133,9 +135,7 @@ impl Canceller {
         let woken: Vec<(u64, Entry)> = self.waiting.lock().list.drain(..).collect();
         for (_, w) in woken {
             match w {
-                Entry::Wake(tx) => {
-                    let _ = tx.send(());
-                }
+                Entry::Wake(tx) => tx.send_last(()),
                 Entry::Call(c) => c.shut(),
             }
         }
@@ -190,9 +190,11 @@ impl Canceller {
         self.waiting.lock().shut
     }
 
-    /// A registration whose receiver fires on the next `cancel`; it unregisters on drop.
-    pub(crate) fn register(&self) -> CancelWait {
+    /// A registration whose receiver fires (and `bell` rings) on the next `cancel`; it
+    /// unregisters on drop.
+    pub(crate) fn register(&self, bell: &Bell) -> CancelWait {
         let (tx, rx) = crossbeam_channel::bounded(1);
+        let tx = Ringing::new(tx, Some(bell.clone()));
         let mut w = self.waiting.lock();
         if w.shut {
             let _ = tx.send(());
@@ -282,10 +284,10 @@ mod tests {
     fn a_cancel_between_two_acquires_of_one_call_cancels_the_next() {
         let lock = Canceller::default();
         let call = lock.call();
-        let first = call.canceller.register();
+        let first = call.canceller.register(&Bell::default());
         drop(first); // the first acquire of the call is done
         lock.cancel(); // nobody is registered for a moment: the cancel must not be lost
-        let second = call.canceller.register();
+        let second = call.canceller.register(&Bell::default());
         assert!(
             second.rx.try_recv().is_ok(),
             "the next acquire was not cancelled"
@@ -293,7 +295,7 @@ mod tests {
         // A registration of the call made before the cancel is woken too.
         let lock = Canceller::default();
         let call = lock.call();
-        let under_way = call.canceller.register();
+        let under_way = call.canceller.register(&Bell::default());
         lock.cancel();
         assert!(under_way.rx.try_recv().is_ok());
     }
@@ -303,13 +305,13 @@ mod tests {
         let lock = Canceller::default();
         let call = lock.call();
         drop(call);
-        let before = lock.register();
+        let before = lock.register(&Bell::default());
         lock.cancel();
         assert!(before.rx.try_recv().is_ok());
         // Acquires started after a cancel are not affected, in a call or alone.
         let call = lock.call();
-        let later = call.canceller.register();
-        let alone = lock.register();
+        let later = call.canceller.register(&Bell::default());
+        let alone = lock.register(&Bell::default());
         assert!(later.rx.try_recv().is_err());
         assert!(alone.rx.try_recv().is_err());
         assert!(lock.waiting.lock().list.len() == 2);
@@ -323,8 +325,16 @@ mod tests {
         assert!(!lock.is_shut());
         lock.clone().shut();
         assert!(lock.is_shut(), "a clone shares the shut");
-        assert!(lock.register().rx.try_recv().is_ok(), "a later acquire");
+        assert!(
+            lock.register(&Bell::default()).rx.try_recv().is_ok(),
+            "a later acquire"
+        );
         let call = lock.call();
-        assert!(call.canceller.register().rx.try_recv().is_ok());
+        assert!(call
+            .canceller
+            .register(&Bell::default())
+            .rx
+            .try_recv()
+            .is_ok());
     }
 }

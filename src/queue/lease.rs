@@ -178,6 +178,7 @@ impl<'a, 's> Lease<'a, 's> {
         let (dir, gate) = (self.spec.dir, self.gate.node.path.as_str());
         let arm_gate = want_watch && watching.gate.is_none();
         let (listing, gate_read) = c.pipeline(|p| {
+            p.ring(self.cx.bell());
             let listing = if want_watch {
                 Listing::Watched(p.list_w(dir))
             } else {

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use super::attempt::{Attempt, Next, SessionEvents, Verdict, Wait};
+use super::attempt::{Attempt, Next, Sources, Verdict, Wait};
 use super::cancel::Canceller;
 use super::create::{Create, Failed};
 use super::held::Acquired;
@@ -30,9 +30,8 @@ pub(crate) fn acquire(
     wait: Wait,
     canceller: &Canceller,
 ) -> Result<Option<Acquired>> {
-    let cancel = canceller.register();
-    let events = SessionEvents::new(client);
-    let mut cx = Attempt::new(client, (path, kind), wait, &cancel, &events.rx);
+    let sources = Sources::new(client, canceller);
+    let mut cx = Attempt::new(client, (path, kind), wait, &sources);
     let r = race(&mut cx, client, path, data, acl);
     cx.end(r)
 }
@@ -140,7 +139,11 @@ pub(super) fn waited(woke: Wake, path: &str) -> Result<bool> {
 /// if it already has), or the tick, or a session event; then the caller races again (a
 /// deadline passed is noticed at the top of its round). `Err`: the acquire ends so.
 fn await_release(cx: &mut Attempt<'_>, c: &Client, path: &str) -> Result<()> {
-    let watch = match c.get_data_w(path) {
+    let watch = c.pipeline(|p| {
+        p.ring(cx.bell());
+        p.get_data_w(path)
+    });
+    let watch = match watch.wait() {
         Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
         Ok((_, _, w)) => w,
         // Gone already: race again.

@@ -16,7 +16,7 @@ use super::held::{Acquired, Seen};
 use super::lease;
 use super::names;
 use super::wake::Wake;
-use crate::client::{Client, Names};
+use crate::client::{Bell, Client, Names};
 use crate::client::{EventType, WatchedEvent};
 use crate::error::{Error, Result};
 
@@ -154,7 +154,10 @@ impl<'a, 's> Waiter<'a, 's> {
 
     /// Steps 3 and 4: the watches the view asks for, in one round trip.
     fn arm(&mut self, c: &Client, v: View) -> Step {
-        let gone = match self.watching.arm(c, &v, &self.node.path, &mut self.seen) {
+        let armed = self
+            .watching
+            .arm(c, self.cx.bell(), &v, &self.node.path, &mut self.seen);
+        let gone = match armed {
             Ok(gone) => {
                 // The server answers again: the next trouble starts with a short pause.
                 self.cx.reset_backoff();
@@ -251,10 +254,11 @@ impl Watching {
     /// Arms a data watch on each node `v` names and on `own` (our node), each that is not
     /// watched yet, in one round trip, and forgets other watches. Returns the nodes that
     /// are gone already (no watch is left on a missing node). What our own node's arming
-    /// read goes to `seen`.
+    /// read goes to `seen`. The watches ring `bell` (the waiter's [`Attempt::wake`]).
     fn arm(
         &mut self,
         c: &Client,
+        bell: &Bell,
         v: &View,
         own: &str,
         seen: &mut Option<Seen>,
@@ -264,6 +268,7 @@ impl Watching {
             return Ok(gone);
         }
         let pending = c.pipeline(|p| {
+            p.ring(bell);
             missing
                 .iter()
                 .map(|path| p.get_data_w(path))

@@ -5,9 +5,9 @@
 
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, RecvError, Select};
+use crossbeam_channel::{Receiver, RecvError, TryRecvError};
 
-use crate::client::{SessionEvent, WatchedEvent};
+use crate::client::{Bell, SessionEvent, WatchedEvent};
 
 /// What ended a [`wake`].
 pub(crate) enum Wake {
@@ -27,8 +27,16 @@ pub(crate) enum Wake {
 
 /// Blocks until one of the sources is ready, and says which. A source that is ready
 /// already is taken before the deadline or the tick, even one passed; when several are,
-/// one of them is taken at random.
+/// the first in the order of the arguments (the watches in their order, `lost`, the session,
+/// the cancel).
+///
+/// Every source must ring `bell` when it sends or its sender goes
+/// ([`Ringing`](crate::client::Ringing); watches armed in a pipeline given the bell,
+/// [`Pipeline::ring`](crate::client::Pipeline::ring)): the wait sleeps on the bell, not on
+/// the channels (why: `client/bell.rs`). A source that does not ring is seen at the next
+/// ring, the tick or the deadline only.
 pub(crate) fn wake(
+    bell: &Bell,
     watches: &[&Receiver<WatchedEvent>],
     lost: Option<&Receiver<()>>,
     events: &Receiver<SessionEvent>,
@@ -36,42 +44,53 @@ pub(crate) fn wake(
     deadline: Option<Instant>,
     tick: Option<Instant>,
 ) -> Wake {
-    let mut sel = Select::new();
-    for w in watches {
-        sel.recv(w);
-    }
-    let lost_at = lost.map(|rx| (sel.recv(rx), rx));
-    let events_at = sel.recv(events);
-    sel.recv(cancel);
     let until = match (deadline, tick) {
         (Some(d), Some(t)) => Some(d.min(t)),
         (d, t) => d.or(t),
     };
-    let op = match until {
-        None => sel.select(),
-        Some(t) => match sel.select_deadline(t) {
-            Ok(op) => op,
+    loop {
+        // Rings from here on end the sleep below, so a send after the look is not missed.
+        let mark = bell.mark();
+        if let Some(w) = ready(watches, lost, events, cancel) {
+            return w;
+        }
+        if !bell.wait_past(mark, until) {
             // The tick, unless the deadline has come too.
-            Err(_) if tick.is_some() && deadline.is_none_or(|d| Instant::now() < d) => {
-                return Wake::Tick
+            if tick.is_some() && deadline.is_none_or(|d| Instant::now() < d) {
+                return Wake::Tick;
             }
-            Err(_) => return Wake::Deadline,
-        },
-    };
-    let i = op.index();
-    if let Some(w) = watches.get(i) {
-        return Wake::Watch(i, op.recv(w));
+            return Wake::Deadline;
+        }
     }
-    match lost_at {
-        Some((at, rx)) if at == i => {
-            let _ = op.recv(rx);
-            Wake::Lost
+}
+
+/// The first source with something to take (a message, or its sender gone), taken.
+fn ready(
+    watches: &[&Receiver<WatchedEvent>],
+    lost: Option<&Receiver<()>>,
+    events: &Receiver<SessionEvent>,
+    cancel: &Receiver<()>,
+) -> Option<Wake> {
+    for (i, w) in watches.iter().enumerate() {
+        if let Some(r) = taken(w) {
+            return Some(Wake::Watch(i, r));
         }
-        _ if i == events_at => Wake::Session(op.recv(events)),
-        _ => {
-            let _ = op.recv(cancel);
-            Wake::Cancel
-        }
+    }
+    if lost.and_then(taken).is_some() {
+        return Some(Wake::Lost);
+    }
+    if let Some(r) = taken(events) {
+        return Some(Wake::Session(r));
+    }
+    taken(cancel).map(|_| Wake::Cancel)
+}
+
+/// A message, or `Err` if the sender is gone; `None` if neither yet.
+fn taken<T>(rx: &Receiver<T>) -> Option<Result<T, RecvError>> {
+    match rx.try_recv() {
+        Ok(v) => Some(Ok(v)),
+        Err(TryRecvError::Disconnected) => Some(Err(RecvError)),
+        Err(TryRecvError::Empty) => None,
     }
 }
 
@@ -97,7 +116,8 @@ mod tests {
         let (etx, events) = crossbeam_channel::unbounded();
         let (ctx, cancel) = crossbeam_channel::unbounded();
         let far = Some(Instant::now() + Duration::from_secs(600));
-        let wait = || wake(&[&w1, &w0], Some(&lost), &events, &cancel, far, far);
+        let bell = Bell::default();
+        let wait = || wake(&bell, &[&w1, &w0], Some(&lost), &events, &cancel, far, far);
         wtx.send(event(EventType::NodeDeleted)).unwrap();
         assert!(
             matches!(wait(), Wake::Watch(1, Ok(ev)) if ev.event_type == EventType::NodeDeleted)
@@ -119,7 +139,8 @@ mod tests {
         let now = Instant::now();
         let later = Some(now + Duration::from_secs(600));
         let past = Some(now);
-        let wait = |deadline, tick| wake(&[], None, &events, &cancel, deadline, tick);
+        let bell = Bell::default();
+        let wait = |deadline, tick| wake(&bell, &[], None, &events, &cancel, deadline, tick);
         assert!(matches!(wait(past, later), Wake::Deadline));
         assert!(matches!(wait(past, None), Wake::Deadline));
         assert!(matches!(wait(later, past), Wake::Tick));
@@ -128,8 +149,41 @@ mod tests {
         let (ctx, cancel) = crossbeam_channel::unbounded();
         ctx.send(()).unwrap();
         assert!(matches!(
-            wake(&[], None, &events, &cancel, past, None),
+            wake(&bell, &[], None, &events, &cancel, past, None),
             Wake::Cancel
         ));
+    }
+
+    /// Asleep, it wakes when a source rings its bell (a watch fired on another thread, as
+    /// the connection thread does) and when a ringing sender goes unsent.
+    #[test]
+    fn a_ring_wakes_it_for_the_source_that_rang() {
+        use crate::client::Ringing;
+        let bell = Bell::default();
+        let (_etx, events) = crossbeam_channel::unbounded::<SessionEvent>();
+        let (_ctx, cancel) = crossbeam_channel::unbounded::<()>();
+        let (wtx, w0) = crossbeam_channel::unbounded();
+        let wtx = Ringing::new(wtx, Some(bell.clone()));
+        let t = std::thread::spawn(move || wtx.send_last(event(EventType::NodeDeleted)));
+        assert!(matches!(
+            wake(&bell, &[&w0], None, &events, &cancel, None, None),
+            Wake::Watch(0, Ok(ev)) if ev.event_type == EventType::NodeDeleted
+        ));
+        t.join().unwrap();
+        // A sender dropped on another thread, many times over: the ring must come after
+        // the channel is disconnected, or a waiter woken in between finds it still
+        // connected, sleeps again and is never rung (it would wake only at the tick).
+        for _ in 0..300 {
+            let (wtx, w1) = crossbeam_channel::unbounded::<WatchedEvent>();
+            let wtx = Ringing::new(wtx, Some(bell.clone()));
+            let t = std::thread::spawn(move || drop(wtx));
+            let tick = Some(Instant::now() + Duration::from_secs(60));
+            let woke = wake(&bell, &[&w1], None, &events, &cancel, None, tick);
+            assert!(
+                matches!(woke, Wake::Watch(0, Err(_))),
+                "not told the sender went"
+            );
+            t.join().unwrap();
+        }
     }
 }

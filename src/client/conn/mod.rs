@@ -48,7 +48,7 @@ mod watches;
 use clock::Clock;
 use link::Link;
 pub(crate) use ranked::{Rank, Ranked};
-pub(crate) use reply::{reply_slot, ReplyRx};
+pub(crate) use reply::{reply_slot, ReplyRx, Settled};
 pub(crate) use requests::Outgoing;
 use requests::{InFlightMap, Io};
 pub(crate) use servers::shuffle;

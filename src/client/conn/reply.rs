@@ -65,14 +65,37 @@ impl Drop for ReplyTx {
 impl Slot {
     fn put(&self, s: State) {
         *self.state.lock() = s;
-        self.ready.notify_one();
+        // All: a pipeline's caller may wait for the last reply's news through a [`Settled`].
+        self.ready.notify_all();
     }
 }
 
 /// The caller's end of a [`reply_slot`].
 pub(crate) struct ReplyRx(Arc<Slot>);
 
+/// A second look at a [`reply_slot`]: whether its reply (or the news of none) came, without
+/// taking it.
+#[derive(Clone)]
+pub(crate) struct Settled(Arc<Slot>);
+
+impl Settled {
+    /// Waits until the slot is no longer waiting, or until `deadline`.
+    pub(crate) fn wait(&self, deadline: Instant) {
+        let mut state = self.0.state.lock();
+        while matches!(*state, State::Waiting) {
+            if self.0.ready.wait_until(&mut state, deadline).timed_out() {
+                return;
+            }
+        }
+    }
+}
+
 impl ReplyRx {
+    /// A [`Settled`] of the same slot.
+    pub(crate) fn settled(&self) -> Settled {
+        Settled(self.0.clone())
+    }
+
     /// The reply, waiting until `deadline` at most; `Disconnected` if the sender was
     /// dropped without one (or it was taken before), as a channel says.
     pub(crate) fn recv_deadline(&self, deadline: Instant) -> Result<ReplyMsg, RecvTimeoutError> {

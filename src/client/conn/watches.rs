@@ -5,7 +5,7 @@ use crate::error::escape;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crossbeam_channel::Sender;
+use crate::client::Ringing;
 
 use super::hash::FastMap;
 use super::requests::Outgoing;
@@ -66,21 +66,19 @@ pub(super) fn same_sink(a: &Arc<dyn WatchSink>, b: &Arc<dyn WatchSink>) -> bool 
 }
 
 /// Where a watch event goes.
-#[derive(Clone)]
 pub(crate) enum WatchTx {
-    /// A channel a caller holds.
-    Chan(Sender<WatchedEvent>),
+    /// A channel a caller holds (and the bell of the wait it is for, if any).
+    Chan(Ringing<WatchedEvent>),
     /// A sink; a data watch on a node that turns out to be missing is told `NodeDeleted`
     /// at once (the reply says the node is gone, and no watch is left on the server).
     Sink(Arc<dyn WatchSink>),
 }
 
 impl WatchTx {
-    fn deliver(&self, ev: &WatchedEvent) {
+    /// A watch fires once: its event is the channel's last message.
+    fn deliver(self, ev: &WatchedEvent) {
         match self {
-            WatchTx::Chan(tx) => {
-                let _ = tx.send(ev.clone());
-            }
+            WatchTx::Chan(tx) => tx.send_last(ev.clone()),
             WatchTx::Sink(s) => s.on_watch(ev),
         }
     }
@@ -322,11 +320,13 @@ impl Shared {
             EventType::NodeDataChanged | EventType::NodeCreated
         );
         for tx in senders {
+            let sink = match (rearm, &tx) {
+                (true, WatchTx::Sink(sink)) => Some(sink.clone()),
+                _ => None,
+            };
             tx.deliver(&out);
-            if let (true, WatchTx::Sink(sink)) = (rearm, &tx) {
-                if sink.keep().is_some() {
-                    self.queue_rearm(ev.path.clone(), sink.clone());
-                }
+            if let Some(sink) = sink.filter(|s| s.keep().is_some()) {
+                self.queue_rearm(ev.path.clone(), sink);
             }
         }
     }
@@ -383,8 +383,16 @@ mod tests {
         let sh = shared();
         let (data_tx, data_rx) = crossbeam_channel::unbounded();
         let (child_tx, child_rx) = crossbeam_channel::unbounded();
-        sh.register_watch("/a".into(), WatchKind::Data, WatchTx::Chan(data_tx));
-        sh.register_watch("/a".into(), WatchKind::Child, WatchTx::Chan(child_tx));
+        sh.register_watch(
+            "/a".into(),
+            WatchKind::Data,
+            WatchTx::Chan(Ringing::new(data_tx, None)),
+        );
+        sh.register_watch(
+            "/a".into(),
+            WatchKind::Child,
+            WatchTx::Chan(Ringing::new(child_tx, None)),
+        );
         sh.on_watch_event(event(3, "/a"));
         assert_eq!(
             data_rx.try_recv().map(|e| e.event_type),
@@ -422,12 +430,20 @@ mod tests {
         let dyn_sink: Arc<dyn WatchSink> = sink.clone();
         assert!(!sh.join_data_watch("/a", &dyn_sink), "no watch on /a");
         let (tx, rx) = crossbeam_channel::unbounded();
-        sh.register_watch("/a".into(), WatchKind::Child, WatchTx::Chan(tx.clone()));
+        sh.register_watch(
+            "/a".into(),
+            WatchKind::Child,
+            WatchTx::Chan(Ringing::new(tx.clone(), None)),
+        );
         assert!(
             !sh.join_data_watch("/a", &dyn_sink),
             "a child watch is not one"
         );
-        sh.register_watch("/a".into(), WatchKind::Data, WatchTx::Chan(tx));
+        sh.register_watch(
+            "/a".into(),
+            WatchKind::Data,
+            WatchTx::Chan(Ringing::new(tx, None)),
+        );
         assert!(sh.join_data_watch("/a", &dyn_sink));
         assert!(sh.join_data_watch("/a", &dyn_sink), "joined twice");
         sh.on_watch_event(event(2, "/a"));
@@ -442,7 +458,11 @@ mod tests {
             "fired: nothing to join"
         );
         let (tx, _rx) = crossbeam_channel::unbounded();
-        sh.register_watch("/b".into(), WatchKind::Data, WatchTx::Chan(tx));
+        sh.register_watch(
+            "/b".into(),
+            WatchKind::Data,
+            WatchTx::Chan(Ringing::new(tx, None)),
+        );
         sh.fire_all_watches(EventType::Closed, true);
         assert!(!sh.join_data_watch("/b", &dyn_sink), "closed");
     }
