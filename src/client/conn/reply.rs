@@ -7,6 +7,9 @@
 //! under `strace -c`: about two `sched_yield` per request). Here the caller sleeps at once
 //! on a condition variable, and the channel's allocation is one `Arc` of a mutex.
 //!
+//! A [`Settled`] of a slot waits for its reply without taking it: a pipeline's callers wait
+//! for its last reply through one before they take their own (`client/pipeline.rs`).
+//!
 //! The slot's mutex is a leaf of the lock order: held only to put or take the reply, with
 //! nothing else taken under it, and the sender never waits on it but for that moment.
 
@@ -46,7 +49,7 @@ enum State {
 pub(crate) struct ReplyTx(Option<Arc<Slot>>);
 
 impl ReplyTx {
-    /// Hands the reply over and wakes the waiter (if it is still there).
+    /// Hands the reply over and wakes its waiters (if they are still there).
     pub(crate) fn send(mut self, msg: ReplyMsg) {
         if let Some(slot) = self.0.take() {
             slot.put(State::Done(msg));
