@@ -89,7 +89,9 @@ pub struct Pending<T> {
 
 impl<T> Pending<T> {
     /// Waits for the reply, until the deadline: the handle's timeout, counted from the start
-    /// of the [`Client::pipeline`] call.
+    /// of the [`Client::pipeline`] call. The server answers a session's requests in order,
+    /// and this returns once the pipeline's last reply is in too (or known not to come): the
+    /// replies of one round trip wake the caller once, not once each.
     ///
     /// # Errors
     ///
