@@ -281,6 +281,45 @@ fn a_guard_that_waited_hears_its_node_through_the_watch_its_waiter_armed() {
     wait_children(&a, &path, &[]);
 }
 
+/// A waiter hears its session's events the moment they come, not at its slow re-check (a
+/// session timeout later): when its connection is reset and the same session comes back,
+/// it lists its queue again at once. (The wait sleeps on one bell that the session's
+/// events ring; without that ring it would list only at the re-check, 60 s here.)
+#[test]
+fn a_waiter_lists_again_as_soon_as_its_connection_is_back() {
+    let cs = shared_cluster().connect_string();
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    let path = unique("relist");
+    let a = connect(&cs, SESSION);
+    // The longest session the harness grants: the waiter's slow re-check is that far off.
+    let b = connect(&proxy.connect_string(), Duration::from_secs(60));
+    let b_events = b.events();
+    let lock_a = Mutex::new(&a, &path).unwrap();
+    let g = lock_a.acquire().unwrap();
+    let waiter = {
+        let lock_b = Mutex::new(&b, &path).unwrap();
+        spawn(move || lock_b.acquire())
+    };
+    let session_b = format!("0x{:x}", b.session_id() as u64);
+    wait_until(WITHIN, "the waiter watches the holder's node", || {
+        watches_by_path()
+            .get(g.path())
+            .is_some_and(|s| s.contains(&session_b))
+    });
+    let before = b.stats().requests;
+    proxy.reset();
+    wait_event(&b_events, WITHIN, "B reconnected", |ev| {
+        matches!(ev, SessionEvent::Reconnected { .. })
+    });
+    wait_until(WITHIN, "the waiter listed its queue again", || {
+        b.stats().requests > before
+    });
+    assert_quiet(&waiter, "acquired while the lock is held");
+    drop(g);
+    let gb = recv(&waiter, WITHIN, "the waiter's acquire").unwrap();
+    assert!(gb.is_valid());
+}
+
 #[test]
 fn deleting_the_holders_node_is_a_loss() {
     let cs = shared_cluster().connect_string();

@@ -307,6 +307,33 @@ fn a_thread_whose_reentrant_hold_was_lost_cannot_reenter() {
 // 7. UnfairMutex
 // ---------------------------------------------------------------------------------------
 
+/// A blocked unfair acquire races again as soon as the holder lets go, not at its slow
+/// re-check (a session timeout later: 60 s here): its wait sleeps on a bell the watch on the
+/// held node rings.
+#[test]
+fn an_unfair_waiter_races_again_as_soon_as_the_holder_lets_go() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("unfair-wake");
+    let a = connect(&cs, SESSION);
+    // The longest session the harness grants: the waiter's slow re-check is that far off.
+    let b = connect(&cs, Duration::from_secs(60));
+    let g = UnfairMutex::new(&a, &path).unwrap().acquire().unwrap();
+    let waiter = {
+        let lock_b = UnfairMutex::new(&b, &path).unwrap();
+        spawn(move || lock_b.acquire())
+    };
+    let session_b = format!("0x{:x}", b.session_id() as u64);
+    wait_until(WITHIN, "the waiter watches the held node", || {
+        watches_by_path()
+            .get(&path)
+            .is_some_and(|s| s.contains(&session_b))
+    });
+    assert_quiet(&waiter, "acquired while the lock is held");
+    drop(g);
+    let gb = recv(&waiter, WITHIN, "the waiter's acquire").unwrap();
+    assert_eq!(gb.path(), path);
+}
+
 #[test]
 fn unfair_mutex_excludes_hands_over_and_names_its_holder() {
     let cs = shared_cluster().connect_string();
