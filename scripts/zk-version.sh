@@ -25,16 +25,19 @@ zookeeper_source() {
     case "$1" in
     3.6.3) echo 3.5.3 ;;
     3.9.3) echo 4.0.1 ;;
+    3.9.4) echo 4.1.1 ;;
+    3.9.5) echo 4.3.0 ;;
     *) return 1 ;;
     esac
 }
 curator_source() {
     case "$1" in
     5.7.1) echo "4.0.1 3.9.3" ;;
+    5.9.0) echo "4.3.0 3.9.5" ;;
     *) return 1 ;;
     esac
 }
-LIST="ZooKeeper 3.6.3 (pyspark 3.5.3), 3.9.3 (pyspark 4.0.1); Curator 5.7.1 (pyspark 4.0.1)"
+LIST="ZooKeeper 3.6.3 (pyspark 3.5.3), 3.9.3 (pyspark 4.0.1), 3.9.4 (pyspark 4.1.1), 3.9.5 (pyspark 4.3.0); Curator 5.7.1 (pyspark 4.0.1), 5.9.0 (pyspark 4.3.0)"
 
 die() {
     echo "zk-version.sh: $*" >&2
@@ -66,11 +69,14 @@ LIST
     common_jars
 }
 # What the server and a client both need: Netty (ZooKeeper 3.9's client loads its SSL
-# classes even for a plain connection) and SLF4J 2 with Log4j 2 behind it.
+# classes even for a plain connection) and SLF4J 2 with Log4j 2 behind it. A pattern
+# behind `?` is taken where the release has it: Netty 4.2 (pyspark 4.3.0, ZooKeeper 3.9.5)
+# moved the codec's base classes into netty-codec-base.
 common_jars() {
     cat <<LIST
 netty-buffer-*.jar
 netty-codec-4*.jar
+?netty-codec-base-4*.jar
 netty-common-*.jar
 netty-handler-4*.jar
 netty-resolver-4*.jar
@@ -130,11 +136,16 @@ extract() { # $1: pyspark version, $2: destination directory, $3: log level
         die "$archive holds no deps/jars/*.jar"
     mkdir -p "$tmp/out/lib" "$tmp/out/conf"
     while read -r pattern; do
+        optional=false
+        case "$pattern" in \?*) optional=true pattern="${pattern#\?}" ;; esac
         found="$(printf '%s\n' "$members" | while read -r m; do
             # shellcheck disable=SC2254
             case "${m##*/}" in $pattern) echo "$m" ;; esac
         done)"
-        [ -n "$found" ] || die "pyspark $pyspark has no jar matching $pattern"
+        if [ -z "$found" ]; then
+            $optional && continue
+            die "pyspark $pyspark has no jar matching $pattern"
+        fi
         printf '%s\n' "$found" >>"$tmp/wanted"
     done
     tar xzf "$archive" --no-same-owner -C "$tmp" --files-from="$tmp/wanted"

@@ -306,7 +306,8 @@ impl<'a> Attempt<'a> {
 
     /// The checks of [`checked`](Attempt::checked) without the deadline's.
     pub(crate) fn live(&self, owner: Option<i64>) -> std::result::Result<(), Next> {
-        if self.cancel.rx.try_recv().is_ok() {
+        // The state, not the channel: a pause may have taken the cancel's message.
+        if self.cancel.is_cancelled() {
             return Err(self.cancelled());
         }
         match owner {

@@ -2,6 +2,7 @@
 //! object keeps (a registration per blocked acquire, [`CancelWait`]; one per call made of
 //! several acquires, [`CallCanceller`]) and the [`QueueEvent`]s it sends to its listeners.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -120,8 +121,9 @@ struct Waiting {
 
 /// What a [`Canceller`] wakes: one entry of its list.
 enum Entry {
-    /// One blocked acquire (ringing its wait's bell).
-    Wake(Ringing<()>),
+    /// One blocked acquire: its cancelled state (set first, for good) and the sender that
+    /// wakes its wait (ringing its bell).
+    Wake(Arc<AtomicBool>, Ringing<()>),
     /// A call made of several acquires one after the other (a multi-lock's): cancelling
     /// shuts its own canceller, so the acquire under way and every later one of the call
     /// are cancelled, including one that registers between two others.
@@ -135,7 +137,12 @@ impl Canceller {
         let woken: Vec<(u64, Entry)> = self.waiting.lock().list.drain(..).collect();
         for (_, w) in woken {
             match w {
-                Entry::Wake(tx) => tx.send_last(()),
+                Entry::Wake(cancelled, tx) => {
+                    // The state before the wake-up: a wait that takes the message and
+                    // does not act on it (a pause) leaves the registration cancelled.
+                    cancelled.store(true, Ordering::SeqCst);
+                    tx.send_last(());
+                }
                 Entry::Call(c) => c.shut(),
             }
         }
@@ -190,20 +197,25 @@ impl Canceller {
         self.waiting.lock().shut
     }
 
-    /// A registration whose receiver fires (and `bell` rings) on the next `cancel`; it
+    /// A registration cancelled by the next `cancel` (at once if shut): its state set for
+    /// good ([`CancelWait::is_cancelled`]), then its receiver fires and `bell` rings. It
     /// unregisters on drop.
     pub(crate) fn register(&self, bell: &Bell) -> CancelWait {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let tx = Ringing::new(tx, Some(bell.clone()));
+        let cancelled = Arc::new(AtomicBool::new(false));
         let mut w = self.waiting.lock();
-        if w.shut {
-            let _ = tx.send(());
-        }
         w.next += 1;
         let id = w.next;
-        w.list.push((id, Entry::Wake(tx)));
+        if w.shut {
+            cancelled.store(true, Ordering::SeqCst);
+            tx.send_last(());
+        } else {
+            w.list.push((id, Entry::Wake(cancelled.clone(), tx)));
+        }
         CancelWait {
             rx,
+            cancelled,
             id,
             owner: self.clone(),
         }
@@ -237,13 +249,25 @@ impl Canceller {
 }
 
 /// One acquire's place in a [`Canceller`]'s list.
+///
+/// A cancel is a state, not a message: [`is_cancelled`](CancelWait::is_cancelled) stays
+/// true once a cancel (or a shut) reached it, whoever took the message from `rx` (a wait
+/// that does not act on what woke it, such as a pause after connection trouble, takes it
+/// too). `rx` only wakes the wait: it gets one message and then its sender goes.
 pub(crate) struct CancelWait {
     pub rx: Receiver<()>,
+    cancelled: Arc<AtomicBool>,
     id: u64,
     owner: Canceller,
 }
 
 impl CancelWait {
+    /// Whether a cancel or a shut reached this acquire: for good, whatever was taken from
+    /// `rx`.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
     /// Tells the lock's listeners where this acquire stands.
     pub(crate) fn tell(&self, ev: QueueEvent) {
         self.owner.tell(ev);
@@ -317,6 +341,27 @@ mod tests {
         assert!(lock.waiting.lock().list.len() == 2);
         drop((later, call, alone));
         assert!(lock.waiting.lock().list.is_empty());
+    }
+
+    #[test]
+    fn a_cancel_is_a_state_that_outlives_its_message() {
+        // Taken by a wait that does not act on it (a pause), the message is gone; the
+        // registration stays cancelled.
+        let lock = Canceller::default();
+        let blocked = lock.register(&Bell::default());
+        assert!(!blocked.is_cancelled());
+        lock.cancel();
+        assert!(blocked.rx.try_recv().is_ok(), "the wait is woken");
+        assert!(blocked.is_cancelled(), "the message taken, the cancel lost");
+        // A shut reaches a later registration as a state too.
+        lock.shut();
+        let later = lock.register(&Bell::default());
+        let _ = later.rx.try_recv();
+        assert!(later.is_cancelled());
+        // A plain cancel leaves later registrations alone.
+        let other = Canceller::default();
+        other.cancel();
+        assert!(!other.register(&Bell::default()).is_cancelled());
     }
 
     #[test]

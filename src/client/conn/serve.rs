@@ -23,6 +23,12 @@ fn keeps_read_timeout(current: Option<Duration>, wanted: Duration) -> bool {
     current.is_some_and(|c| c <= wanted + READ_TIMEOUT_SLACK && c >= wanted / 2)
 }
 
+/// Whether a frame with this xid raises the zxid the session has seen: a reply to a request
+/// (SetWatches' included), not a notification, a ping's or an auth reply (see `dispatch`).
+fn counts_zxid(frame_xid: i32) -> bool {
+    !matches!(frame_xid, xid::WATCH_EVENT | xid::PING | xid::AUTH)
+}
+
 impl Shared {
     /// Reads frames until the connection breaks, pinging when idle, and gives up on it when
     /// the server has been silent, or has left our requests (pings included) unanswered, for
@@ -171,7 +177,18 @@ impl Shared {
     pub(super) fn dispatch(&self, frame: Vec<u8>) -> std::result::Result<(), Malformed> {
         let mut r = Reader::new(&frame);
         let h: ReplyHeader = proto::decode_reply_header(&mut r)?;
-        if h.zxid > 0 {
+        // The zxid this session has seen is raised by the replies to its requests only
+        // (SetWatches' included), never by a notification, a ping's or an auth reply: the
+        // rule of Apache's client (`ClientCnxn.SendThread.readResponse` returns before it
+        // reads `lastZxid` for those three). Since 3.9 (ZOOKEEPER-4655) a notification
+        // carries the zxid of the transaction that fired it; one transaction may fire
+        // several of our watches (a `multi`, a delete firing a data and a child watch), and
+        // if the connection drops between their notifications, a reconnect that says it
+        // saw that zxid (ConnectRequest's `lastZxidSeen`, SetWatches' `relativeZxid`) is
+        // answered with no re-fire of the rest: they would be lost. A reply to a request
+        // comes after every notification of the transactions before it (the server
+        // answers a session in order), so its zxid is safe to say we saw.
+        if h.zxid > 0 && counts_zxid(h.xid) {
             self.last_zxid.fetch_max(h.zxid, Ordering::Relaxed);
         }
         match h.xid {
@@ -213,6 +230,15 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_replies_to_requests_raise_the_zxid_seen() {
+        assert!(!counts_zxid(xid::WATCH_EVENT), "a notification");
+        assert!(!counts_zxid(xid::PING), "a ping's reply");
+        assert!(!counts_zxid(xid::AUTH), "an auth reply");
+        assert!(counts_zxid(xid::SET_WATCHES), "SetWatches' reply");
+        assert!(counts_zxid(1) && counts_zxid(i32::MAX), "a request's reply");
+    }
 
     #[test]
     fn the_read_timeout_is_set_again_only_when_it_would_wake_too_late_or_too_early() {

@@ -1,5 +1,6 @@
-//! A TCP proxy that can delay, black-hole, stall, flap or reset the traffic it forwards:
-//! [`FaultProxy`], its public face here; its state, accept loop and pumps in `pump.rs`.
+//! A TCP proxy that can delay, black-hole, stall, flap or reset the traffic it forwards,
+//! or cut a connection right after a notification: [`FaultProxy`], its public face here;
+//! its state, accept loop and pumps in `pump.rs`; ZooKeeper's framing in `frames.rs`.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
@@ -12,6 +13,7 @@ use parking_lot::Mutex;
 
 use super::cluster::TestCluster;
 
+mod frames;
 mod pump;
 use pump::{accept_loop, Conn, Mode, Shared};
 
@@ -350,6 +352,66 @@ impl FaultProxy {
         self.set_mode(Mode::Flap);
     }
 
+    /// Arms a one-shot cut: the next notification (a watch event) that a server sends
+    /// through the proxy, on any of its connections, is delivered whole, and then that
+    /// connection is closed at once, in both directions; whatever the server sent behind
+    /// the notification (in the same write or later) is dropped. The proxy reads
+    /// ZooKeeper's framing to find where the notification ends, so this is for plaintext
+    /// client connections (not TLS), and it takes effect in plain forwarding (not while
+    /// delayed, stalled or in a black hole: it waits for plain forwarding). It fires once;
+    /// arm it again for another cut. [`heal`](Self::heal) disarms it.
+    ///
+    /// This is the worst moment for a client's watch bookkeeping: one transaction that
+    /// fires two of a session's watches (a `multi` writing two watched nodes, a delete
+    /// firing a node's data watch and its parent's child watch) has its first notification
+    /// delivered and the second lost with the connection. The client must still hear the
+    /// second after it reconnects (ZooKeeper re-fires a watch for a change after the zxid
+    /// the client says it saw). [`notification_cuts`](Self::notification_cuts) counts the
+    /// cuts made.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use zkguard::testing::{FaultProxy, TestCluster};
+    /// use zkguard::{Client, CreateMode, Op};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = TestCluster::start(1)?;
+    /// let proxy = FaultProxy::for_cluster(&cluster)?;
+    /// let client = Client::connect(&proxy.connect_string())?;
+    /// let other = Client::connect(&cluster.connect_string())?;
+    /// other.create("/cut-a", b"", CreateMode::Persistent)?;
+    /// other.create("/cut-b", b"", CreateMode::Persistent)?;
+    /// let (_, _, a) = client.get_data_w("/cut-a")?;
+    /// let (_, _, b) = client.get_data_w("/cut-b")?;
+    /// proxy.cut_after_next_notification();
+    /// // One transaction fires both watches; the connection is cut between the two.
+    /// other.multi(&[
+    ///     Op::SetData { path: "/cut-a".into(), data: b"1".to_vec(), version: None },
+    ///     Op::SetData { path: "/cut-b".into(), data: b"1".to_vec(), version: None },
+    /// ])?;
+    /// // Both are heard: the second after the client's reconnect.
+    /// assert!(a.recv_timeout(Duration::from_secs(30)).is_ok());
+    /// assert!(b.recv_timeout(Duration::from_secs(30)).is_ok());
+    /// assert_eq!(proxy.notification_cuts(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn cut_after_next_notification(&self) {
+        self.shared.cut_armed.store(true, Ordering::SeqCst);
+        log::info!(
+            "zkguard FaultProxy {}: a cut after the next notification armed",
+            self.connect_string()
+        );
+    }
+
+    /// Number of connections closed so far by
+    /// [`cut_after_next_notification`](Self::cut_after_next_notification).
+    pub fn notification_cuts(&self) -> u64 {
+        self.shared.notification_cuts.load(Ordering::SeqCst)
+    }
+
     /// Number of connections accepted so far on all listeners, in every mode (including
     /// ones that hung in a black hole, flapped, or could not reach their server). It only
     /// grows: a test can count a client's connection attempts with it.
@@ -384,6 +446,7 @@ impl FaultProxy {
     /// Bytes already delayed are still delivered at their due time; bytes held back by
     /// [`stall_client_to_server`](Self::stall_client_to_server) are delivered now.
     pub fn heal(&self) {
+        self.shared.cut_armed.store(false, Ordering::SeqCst);
         self.set_mode(Mode::Normal);
         let conns: Vec<Arc<Conn>> = self.shared.conns.lock().values().cloned().collect();
         let mut closed = 0;

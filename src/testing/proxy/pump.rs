@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::frames::Frames;
+
 /// How long the proxy waits for an upstream server to accept a connection.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often a pump that is waiting to deliver delayed bytes after EOF looks for a close.
@@ -85,6 +87,11 @@ pub(super) struct Shared {
     pub(super) accepted: AtomicU64,
     /// Connections closed by [`FaultProxy::flap`](super::FaultProxy::flap) so far.
     pub(super) flapped: AtomicU64,
+    /// A cut after the next notification is armed
+    /// ([`FaultProxy::cut_after_next_notification`](super::FaultProxy::cut_after_next_notification)).
+    pub(super) cut_armed: AtomicBool,
+    /// Connections closed by that cut so far.
+    pub(super) notification_cuts: AtomicU64,
     /// Listener index -> the address to put into the first message of every ZooKeeper
     /// election connection accepted there (see `rewrite_election_hello`).
     pub(super) hello_rewrites: Mutex<HashMap<usize, String>>,
@@ -102,12 +109,21 @@ impl Shared {
             next_id: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
             flapped: AtomicU64::new(0),
+            cut_armed: AtomicBool::new(false),
+            notification_cuts: AtomicU64::new(0),
             hello_rewrites: Mutex::new(HashMap::new()),
         }
     }
 
     pub(super) fn is_shutdown(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// Takes an armed cut (once).
+    fn take_cut(&self) -> bool {
+        self.cut_armed
+            .compare_exchange(true, false, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
     }
 
     pub(super) fn notify(&self) {
@@ -332,6 +348,8 @@ fn pump(shared: &Shared, conn: &Conn, dir: Dir, mut src: &TcpStream, mut dst: &T
     let mut buf = vec![0u8; BUF_SIZE];
     let mut read_timeout: Option<Duration> = None;
     let mut first_chunk = true;
+    // Server-to-client frames, for a cut after a notification.
+    let mut frames = Frames::default();
     loop {
         if conn.is_closed() || shared.is_shutdown() {
             return;
@@ -369,6 +387,14 @@ fn pump(shared: &Shared, conn: &Conn, dir: Dir, mut src: &TcpStream, mut dst: &T
             }
             Ok(n) => {
                 let mode = shared.mode_for_chunk(conn, dir);
+                // A cut armed: the chunk ends with the first notification that ends in it,
+                // and the connection is closed once that is delivered.
+                let (n, cut) = match frames_end(&mut frames, dir, &buf[..n]) {
+                    Some(end) if mode == Mode::Normal && queue.is_empty() && shared.take_cut() => {
+                        (end, true)
+                    }
+                    _ => (n, false),
+                };
                 let flap = dir == Dir::Down && first_chunk && mode == Mode::Flap;
                 first_chunk = false;
                 if flap && queue.is_empty() {
@@ -399,6 +425,15 @@ fn pump(shared: &Shared, conn: &Conn, dir: Dir, mut src: &TcpStream, mut dst: &T
                             conn.close();
                             return;
                         }
+                        if cut {
+                            conn.close();
+                            shared.notification_cuts.fetch_add(1, Ordering::SeqCst);
+                            log::info!(
+                                "zkguard FaultProxy: closed a connection right after a \
+                                 notification (and dropped what followed it)"
+                            );
+                            return;
+                        }
                     }
                     // Behind bytes still delayed: keep the order.
                     Action::Now => queue.push_back((Instant::now(), buf[..n].to_vec())),
@@ -421,6 +456,12 @@ fn pump(shared: &Shared, conn: &Conn, dir: Dir, mut src: &TcpStream, mut dst: &T
             }
         }
     }
+}
+
+/// Where the first notification ending in `chunk` ends, for bytes going down (the frames
+/// followed either way).
+fn frames_end(frames: &mut Frames, dir: Dir, chunk: &[u8]) -> Option<usize> {
+    (dir == Dir::Down).then(|| frames.feed(chunk)).flatten()
 }
 
 /// The source sent EOF: deliver what is still delayed, then pass the EOF on (a
