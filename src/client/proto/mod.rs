@@ -472,6 +472,13 @@ impl RawReply {
         &self.frame[self.body_start..]
     }
 
+    /// The zxid of the reply's header: the last transaction the answering server had
+    /// applied when it answered (`None` for a frame without a header).
+    pub fn zxid(&self) -> Option<i64> {
+        let mut r = Reader::new(self.frame.get(..self.body_start)?);
+        decode_reply_header(&mut r).ok().map(|h| h.zxid)
+    }
+
     /// A reply whose frame is `body` alone, for decoders' unit tests.
     #[cfg(test)]
     pub fn of_body(body: Vec<u8>) -> RawReply {
