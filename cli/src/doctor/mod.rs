@@ -305,7 +305,7 @@ fn session_findings(
         conf("maxSessionTimeout").min(),
     );
     // An ensemble: several servers listed, or one in a quorum mode; standalone: every
-    // mode read says so; else unknown (one server whose mode could not be read).
+    // mode read says so; else what /zookeeper/config says (unknown when it cannot tell).
     let quorum_mode =
         |s: &Server| matches!(s.mode.as_deref(), Some("leader" | "follower" | "observer"));
     let ensemble = if servers.len() > 1 || servers.iter().any(quorum_mode) {
@@ -316,7 +316,8 @@ fn session_findings(
     {
         Some(false)
     } else {
-        None
+        // No mode read (no srvr, no AdminServer): the client protocol's configuration.
+        ensemble::is_ensemble(client)
     };
     if asked != granted {
         let bounds = match (min, max) {
