@@ -3,11 +3,13 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::sync::{Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::{connect, unique, wait_event, WITHIN};
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{
     Client, EnsembleConfig, Error, LeaderElection, Leadership, Mutex, MutexGuard, SessionEvent,
@@ -374,6 +376,12 @@ fn a_garbage_or_empty_configuration_is_ignored_with_a_warning() {
             b"server.1=127.0.0.1:1:2\nversion=ffffffffff",
             "no server with a client address",
         ),
+        // Written by the superuser, not by a reconfig: a version no zxid of the
+        // ensemble has reached, which would have shut out every later configuration.
+        (
+            b"server.1=127.0.0.1:1:2;127.0.0.1:1\nversion=ffffffffffffff00",
+            "version ffffffffffffff00 is beyond the zxid",
+        ),
     ] {
         admin.set_data(zkguard::CONFIG_NODE, bad, None).unwrap();
         common::wait_until(WITHIN, "the warning", || {
@@ -447,4 +455,122 @@ fn a_new_list_takes_a_partitioned_client_out_of_its_partition() {
         );
     }
     proxy.heal();
+}
+
+fn read_frame(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body)?;
+    Ok(body)
+}
+
+fn write_frame(s: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    s.write_all(&frame)
+}
+
+/// A reply header: xid, zxid, error 0.
+fn reply_header(xid: i32, zxid: i64) -> Vec<u8> {
+    let mut h = xid.to_be_bytes().to_vec();
+    h.extend_from_slice(&zxid.to_be_bytes());
+    h.extend_from_slice(&0i32.to_be_bytes());
+    h
+}
+
+/// A scripted server that lies (no ZooKeeper does this; a fake server in the connect
+/// string, or a man in the middle, can): it takes over any session it is asked to resume,
+/// fires the configuration's watch at once, and answers the read of `/zookeeper/config`
+/// with `config`, reporting the client's own last zxid in every header. Each read it
+/// answers is sent on the channel.
+fn lying_server(config: String) -> (String, Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let (served, rx) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(s) = s else { return };
+            let _ = lie(s, &config, &served);
+        }
+    });
+    (addr, rx)
+}
+
+fn lie(mut s: TcpStream, config: &str, served: &Sender<()>) -> std::io::Result<()> {
+    // ConnectRequest: protocol version, last zxid, timeout, session id, password.
+    let req = read_frame(&mut s)?;
+    let int = |at: usize| i32::from_be_bytes(req[at..at + 4].try_into().unwrap());
+    let long = |at: usize| i64::from_be_bytes(req[at..at + 8].try_into().unwrap());
+    let (zxid, timeout, session) = (long(4), int(12), long(16));
+    let passwd = &req[28..28 + int(24) as usize];
+    let mut resp = 0i32.to_be_bytes().to_vec();
+    resp.extend_from_slice(&timeout.to_be_bytes());
+    resp.extend_from_slice(&session.to_be_bytes());
+    resp.extend_from_slice(&(passwd.len() as i32).to_be_bytes());
+    resp.extend_from_slice(passwd);
+    write_frame(&mut s, &resp)?;
+    // NodeDataChanged (3), SyncConnected (3), on the configuration node.
+    let mut event = reply_header(-1, -1);
+    event.extend_from_slice(&3i32.to_be_bytes());
+    event.extend_from_slice(&3i32.to_be_bytes());
+    event.extend_from_slice(&(zkguard::CONFIG_NODE.len() as i32).to_be_bytes());
+    event.extend_from_slice(zkguard::CONFIG_NODE.as_bytes());
+    write_frame(&mut s, &event)?;
+    loop {
+        let req = read_frame(&mut s)?;
+        let xid = i32::from_be_bytes(req[..4].try_into().unwrap());
+        let op = i32::from_be_bytes(req[4..8].try_into().unwrap());
+        let mut reply = reply_header(xid, zxid);
+        if op == 4 {
+            // getData: the data, then a stat of zeros.
+            reply.extend_from_slice(&(config.len() as i32).to_be_bytes());
+            reply.extend_from_slice(config.as_bytes());
+            reply.extend_from_slice(&[0u8; 68]);
+        }
+        write_frame(&mut s, &reply)?;
+        if op == 4 {
+            let _ = served.send(());
+        }
+    }
+}
+
+/// An attack: a server the client is moved to (a fake one in the list, or a man in the
+/// middle) publishes the real servers at version `ffffffffffffffff`, beyond the zxid it
+/// reports. Not applied (a warning names it; the list stays), so the client is not pinned
+/// to that version: back on the real servers, a real reconfiguration is followed, and the
+/// session is the same throughout.
+#[test]
+fn a_version_beyond_the_servers_own_zxid_is_not_applied_and_a_real_reconfig_still_is() {
+    init_log();
+    let cluster = reconfigurable(1);
+    let real = cluster.connect_string();
+    let follower = following(&real, Duration::from_secs(30));
+    let session = follower.session_id();
+    let hosts =
+        |n: usize| -> Vec<String> { (0..n).map(|i| cluster.server_connect_string(i)).collect() };
+    let lines: Vec<String> = hosts(3)
+        .iter()
+        .enumerate()
+        .map(|(i, h)| format!("server.{}=127.0.0.1:1:2;{h}", i + 1))
+        .collect();
+    let (fake, served) = lying_server(format!("{}\nversion=ffffffffffffffff", lines.join("\n")));
+    follower.update_servers(&fake).unwrap();
+    served
+        .recv_timeout(WITHIN)
+        .expect("the follower read the lying server's configuration");
+    common::wait_until(WITHIN, "the warning naming the version", || {
+        warnings().0.lock().unwrap().iter().any(|w| {
+            w.starts_with("zkguard: the ensemble's configuration is ignored")
+                && w.contains("version ffffffffffffffff is beyond the zxid")
+        })
+    });
+    assert_eq!(follower.servers(), vec![fake.clone()]);
+    follower.update_servers(&real).unwrap();
+    cluster.add_server(3).unwrap();
+    common::wait_until(WITHIN, "the real reconfiguration followed", || {
+        sorted(follower.servers()) == sorted(hosts(4))
+    });
+    follower.exists("/").unwrap();
+    assert_eq!(follower.session_id(), session);
 }

@@ -349,6 +349,74 @@ fn a_sasl_login_is_what_whoami_shows() {
     assert_eq!(code, 77, "{err}");
 }
 
+/// ZooKeeper 3.10's defaults (the admin server off, `srvr` the only word) on an ensemble:
+/// the doctor still reports what the client protocol shows. The session and `whoami`, a
+/// timed create and delete standing in for `mntr`'s figures, the contention probe, and the sync window it cannot judge; each
+/// gap names the settings that would let it see more (`4lw.commands.whitelist`,
+/// `admin.enableServer`).
+#[test]
+fn with_the_admin_server_and_the_words_off_the_client_protocol_still_reports() {
+    let cluster = TestCluster::builder()
+        .servers(3)
+        .four_letter_words(&["srvr"])
+        .admin_server(false)
+        .start()
+        .expect("an ensemble");
+    let cs = cluster.connect_string();
+    client(&cs).ensure_path("/quiet").unwrap();
+    let args = [
+        "--admin-port",
+        "1",
+        "--path",
+        "/quiet/lock",
+        "--probe-rounds",
+        "1",
+    ];
+    let (code, v, err) = doctor(&cs, &args);
+    assert!(code == 1 || code == 3, "exit {code}: {err}\n{v:#}");
+    for s in v["servers"].as_array().unwrap() {
+        assert_eq!(s["read_from"]["srvr"], "4lw", "{s}");
+        assert_eq!(s["read_from"]["mntr"], Value::Null, "{s}");
+    }
+    let settings = |text: &str| {
+        text.contains("4lw.commands.whitelist") && text.contains("admin.enableServer=true")
+    };
+    // The session, as a lock user gets it.
+    assert!(
+        v["session"]["session_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("0x"),
+        "{v:#}"
+    );
+    finding(&v, "whoami", "pass");
+    // The sync window cannot be judged: said, with the settings.
+    let window = finding(&v, "sync_window", "warn");
+    assert!(settings(window["fix"].as_str().unwrap()), "{window}");
+    assert_eq!(window["numbers"]["ensemble"], true, "{window}");
+    // The servers' own figures: unread, and a write timed through the client protocol.
+    for f in findings(&v, "config_readable") {
+        assert!(settings(f["fix"].as_str().unwrap()), "{f}");
+    }
+    let write = finding(&v, "write_probe", "pass");
+    assert!(write["numbers"]["create_ms"].is_number(), "{write}");
+    assert!(write["numbers"]["delete_ms"].is_number(), "{write}");
+    assert!(settings(write["message"].as_str().unwrap()), "{write}");
+    assert!(
+        write["about"]
+            .as_str()
+            .unwrap()
+            .starts_with("/quiet/zkguard-doctor-"),
+        "{write}"
+    );
+    // The contention probe, through two more sessions.
+    finding(&v, "probe", "pass");
+    // The scratch nodes are gone.
+    let c = client(&cs);
+    let (left, _) = c.get_children("/quiet").unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// The words refused but the admin server on: the doctor reads `conf`, `mntr` and `envi`
 /// from `/commands/...` instead, and the configuration with them.
 #[test]

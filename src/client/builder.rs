@@ -191,8 +191,17 @@ impl ClientBuilder {
     /// with the probability that rebalances a grown ensemble). Observers count as servers
     /// the client may use; a server listed with no client address is left out (logged at
     /// `info`). A configuration that cannot be read, is empty or names no usable server is
-    /// ignored (logged at `warn`), never applied. Servers older than 3.5 have no
-    /// configuration to follow: the thread says so (at `info`) and ends.
+    /// ignored (logged at `warn`), never applied. So is one whose version (the zxid of the
+    /// reconfiguration that made it) is beyond the zxid the same server reports in its
+    /// reply: no configuration that server has committed (a fake server's
+    /// `version=ffffffffffffffff` would otherwise shut out every real one for good).
+    /// [`Client::update_servers`] makes the thread forget the versions it applied. Servers
+    /// older than 3.5 have no configuration to follow: the thread says so (at `info`) and
+    /// ends.
+    ///
+    /// Following trusts every server in the list: a fake server in it, or a man in the
+    /// middle on a cleartext link, can publish a list of its own. Use TLS
+    /// ([`ClientBuilder::tls`](Self::tls)) where the link can be changed.
     ///
     /// Off by default because it trusts the ensemble's view of where clients connect: a
     /// client that reaches the servers through addresses other than the ones they publish

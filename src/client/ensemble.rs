@@ -15,7 +15,7 @@ use crossbeam_channel::Receiver;
 
 use super::conn::WatchKind;
 use super::pipeline::{with_watch, Req, Watched};
-use super::proto::{op, Writer};
+use super::proto::{op, RawReply, Reader, Writer};
 use super::types::{Stat, WatchedEvent};
 use super::{Client, Pending, Pipeline};
 use crate::error::{Error, Result};
@@ -24,7 +24,9 @@ use crate::error::{Error, Result};
 pub const CONFIG_NODE: &str = "/zookeeper/config";
 
 impl Pipeline<'_> {
-    fn get_config_inner(&mut self, watch: bool) -> Watched<(Vec<u8>, Stat)> {
+    /// The configuration's data and stat, and the zxid of the reply's header (what the
+    /// follower checks the configuration's version against: see `ensemble/follow.rs`).
+    fn get_config_inner(&mut self, watch: bool) -> Watched<(Vec<u8>, Stat, i64)> {
         let req = Req {
             unrooted: true,
             ..Req::on("get_config", CONFIG_NODE, op::GET_DATA).watch(watch, WatchKind::Data)
@@ -32,18 +34,29 @@ impl Pipeline<'_> {
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).bool(watch);
         };
-        self.push(req, body, |r| Ok((r.buffer()?, r.stat()?)))
+        self.push_owned(req, body, |raw: RawReply| {
+            let mut r = Reader::new(raw.body());
+            Ok((r.buffer()?, r.stat()?, raw.zxid().unwrap_or(0)))
+        })
     }
 
     /// See [`Client::get_config`].
     pub fn get_config(&mut self) -> Pending<(Vec<u8>, Stat)> {
-        self.get_config_inner(false).0
+        let p = self.get_config_inner(false).0;
+        p.map(|r| r.map(|(d, s, _)| (d, s)))
     }
 
     /// See [`Client::get_config_w`].
     pub fn get_config_w(&mut self) -> Pending<(Vec<u8>, Stat, Receiver<WatchedEvent>)> {
         let (p, w) = self.get_config_inner(true);
-        with_watch(p, w, |(d, s), w| (d, s, w))
+        with_watch(p, w, |(d, s, _), w| (d, s, w))
+    }
+
+    /// [`Pipeline::get_config_w`] for the follower: the data, the zxid of the reply's
+    /// header, and the watch.
+    pub(crate) fn config_reading_w(&mut self) -> Pending<(Vec<u8>, i64, Receiver<WatchedEvent>)> {
+        let (p, w) = self.get_config_inner(true);
+        with_watch(p, w, |(d, _, z), w| (d, z, w))
     }
 
     /// See [`Client::reconfig`].

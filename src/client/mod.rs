@@ -532,9 +532,14 @@ impl Client {
 
     /// The node's children (names, not paths, in the server's order) and its metadata.
     ///
+    /// A listing of more than 1 048 576 names (2<sup>20</sup>, the most entries zkguard
+    /// decodes from one reply, whatever [`ClientBuilder::max_reply_size`] allows) is
+    /// refused with [`Error::Malformed`]: a hostile server's 64 MiB of empty names would
+    /// otherwise take about 400 MB.
+    ///
     /// # Errors
     ///
-    /// [`Error::NoNode`], and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+    /// [`Error::NoNode`], [`Error::Malformed`] over that many names, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
     pub fn get_children(&self, path: &str) -> Result<(Vec<String>, Stat)> {
         self.one(|p| p.get_children(path))
     }

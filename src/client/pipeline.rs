@@ -245,7 +245,7 @@ impl<'a> Pipeline<'a> {
     }
 
     /// [`Pipeline::push`] with a decoder that takes the reply's buffer (to keep it).
-    fn push_owned<T: 'static>(
+    pub(super) fn push_owned<T: 'static>(
         &mut self,
         req: Req<'_>,
         body: impl FnOnce(&mut Writer, &str),
@@ -549,7 +549,7 @@ impl<'a> Pipeline<'a> {
 
 impl<T: 'static> Pending<T> {
     /// The same request, its outcome passed through `f`.
-    fn map<U: 'static>(
+    pub(super) fn map<U: 'static>(
         self,
         f: impl FnOnce(Result<T>) -> Result<U> + Send + 'static,
     ) -> Pending<U> {

@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::Ordering;
 
 use super::{builder, path, Client, Hex};
 use crate::error::{Error, Result};
@@ -26,6 +27,12 @@ impl Client {
     /// does not grow, a client whose server stays, stays. `docs/client.md` ("When the
     /// ensemble changes") has the whole rule and why it is that one.
     ///
+    /// With [`ClientBuilder::follow_ensemble`](crate::ClientBuilder::follow_ensemble), a
+    /// list given here also makes the follower forget the configuration versions it has
+    /// applied: the next configuration read is taken on its own merits (its version not
+    /// beyond the answering server's zxid), not only if it is newer than one a lying server
+    /// may have published.
+    ///
     /// Returns whether the client moves now.
     ///
     /// ```no_run
@@ -45,7 +52,10 @@ impl Client {
     /// - [`Error::Closed`] when the client is closed.
     pub fn update_servers(&self, connect_string: &str) -> Result<bool> {
         let hosts = self.checked_servers(connect_string)?;
-        Ok(self.replace_servers(hosts))
+        let moves = self.replace_servers(hosts);
+        // A list given: the ensemble follower trusts no version it applied before.
+        self.shared.lists_given.fetch_add(1, Ordering::Relaxed);
+        Ok(moves)
     }
 
     /// The servers this client connects to, in the order it tries them (`host:port`): the

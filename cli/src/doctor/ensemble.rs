@@ -36,6 +36,20 @@ pub fn findings(client: &Client, listed: &[String], chroot: &str, out: &mut Vec<
     }
 }
 
+/// Whether the servers form an ensemble, as `/zookeeper/config` says through `client`:
+/// what the client protocol tells of the servers' mode when no `srvr` could be read.
+pub fn is_ensemble(client: &Client) -> Option<bool> {
+    let (data, _) = client.get_config().ok()?;
+    names_an_ensemble(&data)
+}
+
+/// `Some(true)` when configuration `data` names two servers or more; `None` when it
+/// cannot tell (empty: a standalone server, or none read; one server).
+fn names_an_ensemble(data: &[u8]) -> Option<bool> {
+    let config = EnsembleConfig::parse(data).ok()?;
+    (config.servers().len() >= 2).then_some(true)
+}
+
 /// The addresses `host:port` resolves to (none if it does not).
 fn resolve(host: &str) -> BTreeSet<SocketAddr> {
     host.to_socket_addrs()
@@ -145,6 +159,17 @@ mod tests {
 
     fn list(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Without `srvr`, the configuration tells an ensemble (servers without client
+    /// addresses count: `reconfigEnabled=false`); it cannot tell a standalone server.
+    #[test]
+    fn the_configuration_tells_an_ensemble_when_srvr_cannot() {
+        let three = b"server.1=a:1:2\nserver.2=b:1:2\nserver.3=c:1:2;c:2181\nversion=0";
+        assert_eq!(names_an_ensemble(three), Some(true));
+        assert_eq!(names_an_ensemble(b"server.1=a:1:2;a:2181\nversion=0"), None);
+        assert_eq!(names_an_ensemble(b""), None);
+        assert_eq!(names_an_ensemble(b"garbage"), None);
     }
 
     const CONFIG: &[u8] = b"server.1=127.0.0.1:1:2;127.0.0.1:2181\n\

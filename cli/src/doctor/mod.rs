@@ -6,7 +6,9 @@
 //! figures from the four-letter words or the admin server. For the session: the granted
 //! timeout against the asked one and against `syncLimit × tickTime`, and `whoami`. With
 //! `--path` (`path.rs`): the ACLs from the root down to the lock, holders and waiters, a
-//! contention probe. Each finding is pass, warn or fail; the exit status is the worst.
+//! contention probe. Each release's known data-loss bugs and CVEs (`version.rs`); where no
+//! server's `mntr` figures could be read (ZooKeeper 3.10's defaults), a timed write
+//! through the client protocol (`write.rs`). Each finding is pass, warn or fail; the exit status is the worst.
 //! The report is typed (`report.rs`); `--json` is it serialized.
 
 mod ensemble;
@@ -15,6 +17,7 @@ mod path;
 mod report;
 mod server;
 mod version;
+mod write;
 
 use std::time::{Duration, Instant};
 
@@ -31,9 +34,10 @@ pub const EXIT_CODES: &str = "\
 Exit status:
   0   every check passed
   1   a warning: a finding to look at (an open ACL, a clamped session timeout, figures
-      that could not be read, high latency or slow fsyncs)
+      that could not be read, high latency or slow fsyncs, a release with a known CVE)
   3   a check failed: a server unreachable, the session timeout not above
-      syncLimit × tickTime, a login the server does not see, the contention probe
+      syncLimit × tickTime, a login the server does not see, the contention probe, a
+      release with a known data-loss bug
   2   bad input (a path, an option, credentials)
   69  no session could be made with ZooKeeper (the servers' findings are still shown)
   77  ZooKeeper refused the credentials";
@@ -70,6 +74,7 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
         round_trips(conn, s, quiet);
         server_findings(s, &mut findings);
         findings.extend(version::finding(s));
+        findings.extend(version::known_issues(s));
     }
     // The session a lock user gets: through the whole connect string, with every option.
     // Without one the servers' findings are still reported, with the session's failure.
@@ -125,6 +130,11 @@ fn with_session(
 ) -> (SessionReport, Option<PathReport>) {
     let (session, identities) = session_findings(conn, client, servers, findings);
     ensemble::findings(client, cs.hosts(), cs.chroot(), findings);
+    // No server said how fast it writes: the client protocol's own measure.
+    if servers.iter().all(|s| s.mntr.is_empty()) {
+        let parent = args.path.as_deref().map_or("", path::parent);
+        write::probe(client, parent, findings);
+    }
     let path = args.path.as_deref().map(|p| {
         let ours = path::learn_ours(client, p, findings).unwrap_or_else(|| {
             (identities.iter())
@@ -295,7 +305,7 @@ fn session_findings(
         conf("maxSessionTimeout").min(),
     );
     // An ensemble: several servers listed, or one in a quorum mode; standalone: every
-    // mode read says so; else unknown (one server whose mode could not be read).
+    // mode read says so; else what /zookeeper/config says (unknown when it cannot tell).
     let quorum_mode =
         |s: &Server| matches!(s.mode.as_deref(), Some("leader" | "follower" | "observer"));
     let ensemble = if servers.len() > 1 || servers.iter().any(quorum_mode) {
@@ -306,7 +316,8 @@ fn session_findings(
     {
         Some(false)
     } else {
-        None
+        // No mode read (no srvr, no AdminServer): the client protocol's configuration.
+        ensemble::is_ensemble(client)
     };
     if asked != granted {
         let bounds = match (min, max) {
@@ -400,7 +411,7 @@ fn sync_window(
             Status::Warn,
             format!("{CANNOT}: the server's mode (standalone or in an ensemble) could not be read"),
         )
-        .fix("let the doctor read srvr and conf (4lw.commands.whitelist, or the AdminServer)"),
+        .fix("let the doctor read srvr and conf: 4lw.commands.whitelist=srvr,conf,mntr,envi,ruok, or the AdminServer (admin.enableServer=true; doctor --admin-port PORT)"),
         (Some(false), _) => Finding::new(
             Check::SyncWindow,
             Status::Pass,
@@ -412,7 +423,7 @@ fn sync_window(
             Status::Warn,
             format!("{CANNOT}: tickTime and syncLimit could not be read"),
         )
-        .fix("whitelist conf (4lw.commands.whitelist) or enable the AdminServer so the doctor can read them"),
+        .fix("let the doctor read conf: add it to 4lw.commands.whitelist (zoo.cfg: 4lw.commands.whitelist=srvr,conf,mntr,envi,ruok), or turn the AdminServer on (admin.enableServer=true; doctor --admin-port PORT)"),
         (Some(true), Some(w)) => {
             let ratio = granted as f64 / w.max(1) as f64;
             let said = format!("session timeout {granted} ms against syncLimit × tickTime = {} × {} ms = {w} ms ({ratio:.1}×)", sync.unwrap_or(0), tick.unwrap_or(0));

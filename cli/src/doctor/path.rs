@@ -144,7 +144,7 @@ pub fn learn_ours(client: &Client, path: &str, out: &mut Vec<Finding>) -> Option
     None
 }
 
-fn nanos() -> u32 {
+pub fn nanos() -> u32 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -170,16 +170,21 @@ pub fn holders(client: &Client, path: &str, out: &mut Vec<Finding>) -> Holders {
     }
 }
 
+/// `path`'s parent, "" for the root's children (scratch nodes go in `{parent}/...`).
+pub fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "",
+        Some(i) => &path[..i],
+    }
+}
+
 /// The contention probe: a scratch lock beside `path` (a child of its parent: a child of
 /// the lock's directory would be a foreign node to the lock's own contenders), taken by
 /// two sessions in turn, `rounds` handoffs. Each holder writes through its fence; after
 /// each handoff the old holder's node must be gone, the new one the only holder, with a
 /// larger token. The scratch directory is deleted at the end.
 pub fn probe(conn: &Connection, path: &str, rounds: u32, out: &mut Vec<Finding>) -> Probe {
-    let parent = match path.rfind('/') {
-        Some(0) | None => "",
-        Some(i) => &path[..i],
-    };
+    let parent = parent(path);
     let dir = format!("{parent}/zkguard-doctor-{}-{}", std::process::id(), nanos());
     let quiet = Say { quiet: true };
     let sessions = conn

@@ -58,6 +58,8 @@ pub enum Check {
     DeadHolder,
     Whoami,
     ServerVersion,
+    KnownIssue,
+    WriteProbe,
     Ensemble,
     Acl,
     Holders,
@@ -79,6 +81,8 @@ impl Check {
             Check::DeadHolder => "dead_holder",
             Check::Whoami => "whoami",
             Check::ServerVersion => "server_version",
+            Check::KnownIssue => "known_issue",
+            Check::WriteProbe => "write_probe",
             Check::Ensemble => "ensemble",
             Check::Acl => "acl",
             Check::Holders => "holders",
@@ -167,6 +171,14 @@ pub enum Numbers {
         session_timeout_ms: u64,
         watchdog_ms: u64,
     },
+    /// `known_issue`: the bug or vulnerability, and the releases that fix it.
+    KnownIssue {
+        id: &'static str,
+        version: String,
+        fixed_in: &'static str,
+    },
+    /// `write_probe`: a create and a delete through the client protocol, timed.
+    WriteProbe { create_ms: f64, delete_ms: f64 },
     /// `ensemble`: the configuration's servers against the connect string's.
     Ensemble {
         /// The configuration's version, in hex.

@@ -32,6 +32,9 @@ pub(crate) struct FrameReader {
     skip: usize,
 }
 
+/// The buffer's size to begin with.
+const INITIAL: usize = 64 * 1024;
+
 /// A reply's header: xid (4 bytes), zxid (8), error code (4).
 const REPLY_HEADER: usize = 16;
 
@@ -39,7 +42,7 @@ impl FrameReader {
     /// A reader that keeps frames of up to `max` bytes.
     pub fn new(max: usize) -> FrameReader {
         FrameReader {
-            buf: vec![0; 64 * 1024],
+            buf: vec![0; INITIAL],
             start: 0,
             end: 0,
             // A reply over the limit keeps its header: the limit is at least that.
@@ -68,12 +71,27 @@ impl FrameReader {
             self.end -= self.start;
             self.start = 0;
             if self.end == self.buf.len() {
-                self.buf.resize(self.buf.len() * 2, 0);
+                // To the frame's own size when its length is known (a 64 MiB reply takes
+                // 64 MiB, not the 128 of a doubled buffer), else twice the size.
+                let grown = match self.announced() {
+                    Some(want) if want > self.buf.len() => want,
+                    _ => self.buf.len() * 2,
+                };
+                self.buf.resize(grown, 0);
             }
         }
         let n = stream.read(&mut self.buf[self.end..])?;
         self.end += n;
         Ok(n)
+    }
+
+    /// The whole size (prefix included) of the frame the buffer starts with, if its
+    /// length is read and within the limit.
+    fn announced(&self) -> Option<usize> {
+        let avail = &self.buf[self.start..self.end];
+        let len = i32::from_be_bytes(avail.get(..4)?.try_into().ok()?);
+        let len = usize::try_from(len).ok()?;
+        (len <= self.max).then_some(4 + len)
     }
 
     /// Takes one complete frame off the buffer, if there is one.
@@ -108,6 +126,14 @@ impl FrameReader {
         }
         if avail.len() < 4 + len {
             return Ok(None);
+        }
+        if self.start == 0 && self.end == 4 + len && len > INITIAL {
+            // A large frame that is the whole buffer: handed out as it is, not copied (no
+            // second 64 MiB), and the reader starts again with a small buffer.
+            let mut frame = std::mem::replace(&mut self.buf, vec![0; INITIAL]);
+            frame.drain(..4);
+            self.end = 0;
+            return Ok(Some(frame));
         }
         let frame = avail[4..4 + len].to_vec();
         self.start += 4 + len;
@@ -172,6 +198,35 @@ mod tests {
         assert_eq!(fr.pop()?, None);
         fr.fill(&mut &[8u8][..])?;
         assert_eq!(fr.pop()?, Some(vec![9, 8]));
+        Ok(())
+    }
+
+    /// A frame larger than the buffer grows it to the frame's size, never twice that, and
+    /// is handed out whole; the reader then starts small again.
+    #[test]
+    fn a_large_frame_takes_its_own_size_once() -> std::result::Result<(), Box<dyn std::error::Error>>
+    {
+        let len = 3 * INITIAL + 5;
+        let mut data = (len as u32).to_be_bytes().to_vec();
+        data.extend((0..len).map(|i| i as u8));
+        let mut fr = FrameReader::new(proto::MAX_FRAME);
+        let mut rest = &data[..];
+        let frame = loop {
+            if let Some(f) = fr.pop()? {
+                break f;
+            }
+            // In pieces of 10 KiB, as a socket delivers them.
+            let mut piece = &rest[..rest.len().min(10 * 1024)];
+            let n = fr.fill(&mut piece)?;
+            rest = &rest[n..];
+            assert!(fr.buf.len() <= (4 + len).max(INITIAL), "{}", fr.buf.len());
+        };
+        assert_eq!(frame.len(), len);
+        assert_eq!(frame, data[4..]);
+        assert_eq!(fr.buf.len(), INITIAL);
+        // The stream goes on.
+        fr.fill(&mut &[0, 0, 0, 1, 7][..])?;
+        assert_eq!(fr.pop()?, Some(vec![7]));
         Ok(())
     }
 

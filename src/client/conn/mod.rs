@@ -169,6 +169,9 @@ pub(crate) struct Shared {
     /// The server list the connection thread picks from (`servers.rs`); a leaf, like
     /// `watches`.
     servers: Ranked<Servers>,
+    /// How many lists the caller has given (`Client::update_servers`): the ensemble
+    /// follower forgets the versions it trusted when this moves.
+    pub lists_given: AtomicU64,
 }
 
 /// How long a close waits for the server to confirm.
@@ -197,6 +200,7 @@ impl Shared {
             link: Ranked::new(Rank::Link, None),
             cleartext_warned: AtomicBool::new(false),
             servers,
+            lists_given: AtomicU64::new(0),
         }
     }
 

@@ -4,6 +4,16 @@
 //! path as [`Client::update_servers`]). What to do with one reading is [`decide`]d without
 //! I/O (unit-tested); the thread only reads, logs and applies.
 //!
+//! A version is the zxid of the reconfiguration that made it (ZooKeeper writes the node
+//! with that zxid), so a server that has it has applied that transaction: the reply's
+//! header, which carries the server's last applied zxid, is never below it. A version
+//! beyond the zxid the same reply reports is no configuration that server committed (a
+//! fake server's `version=ffffffffffffffff`, which would have shut out every real one for
+//! good): ignored with a warning. A server that lies about both still moves the list once;
+//! [`Client::update_servers`] then makes the follower forget every version it applied
+//! ([`Trust`]). Following trusts every server in the list: use TLS where the link can be
+//! changed.
+//!
 //! The thread holds the client weakly (it never keeps a session open) and ends when the
 //! client is closed or its last handle dropped: the watch and the session events both say
 //! `Closed` then.
@@ -11,6 +21,7 @@
 //! [`ClientBuilder::follow_ensemble`]: crate::ClientBuilder::follow_ensemble
 //! [`Client::update_servers`]: crate::Client::update_servers
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -41,10 +52,37 @@ pub(crate) enum Decision {
     },
 }
 
+/// The versions the follower trusts: the last one applied, forgotten whenever the caller
+/// gives a list of its own ([`Client::update_servers`] counts them in `lists_given`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Trust {
+    /// The last version applied, if any since the last list given.
+    last: Option<u64>,
+    /// `lists_given` when `last` was set.
+    given: u64,
+}
+
+impl Trust {
+    /// The last version applied, once `given` (the lists given so far) is taken in: a new
+    /// list given forgets it.
+    pub(crate) fn last(&mut self, given: u64) -> Option<u64> {
+        if given != self.given {
+            *self = Trust { last: None, given };
+        }
+        self.last
+    }
+
+    /// Records `version` as applied.
+    pub(crate) fn applied(&mut self, version: u64) {
+        self.last = Some(version);
+    }
+}
+
 /// What a reading `data` of the configuration means for a client whose list is `current`
-/// and which last applied version `last` (`None`: none yet). Never an empty or unparsable
-/// list; never an older or the same version.
-pub(crate) fn decide(last: Option<u64>, current: &[String], data: &[u8]) -> Decision {
+/// and which last applied version `last` (`None`: none yet), when the reply that carried
+/// it reports `zxid` (its header's: the server's last applied transaction). Never an empty
+/// or unparsable list; never an older or the same version; never one beyond `zxid`.
+pub(crate) fn decide(last: Option<u64>, current: &[String], data: &[u8], zxid: i64) -> Decision {
     let config = match EnsembleConfig::parse(data) {
         Ok(c) => c,
         Err(e) => {
@@ -76,6 +114,16 @@ pub(crate) fn decide(last: Option<u64>, current: &[String], data: &[u8]) -> Deci
             reason: format!(
                 "version {version:x} names no server with a client address ({})",
                 skipped.join(", ")
+            ),
+            warn: true,
+        };
+    }
+    let reported = u64::try_from(zxid).unwrap_or(0);
+    if version > reported {
+        return Decision::Ignore {
+            reason: format!(
+                "version {version:x} is beyond the zxid {reported:x} the same server \
+                 reports: no configuration it has committed"
             ),
             warn: true,
         };
@@ -119,7 +167,7 @@ fn run(
     timeout: Duration,
     events: &Receiver<SessionEvent>,
 ) {
-    let mut last = None;
+    let mut trust = Trust::default();
     loop {
         let Some(owner) = owner.upgrade() else { return };
         let client = Client {
@@ -128,9 +176,12 @@ fn run(
             timeout,
             pin: None,
         };
-        let watch = match client.get_config_w() {
-            Ok((data, _, watch)) => {
-                last = apply(&client, last, &data);
+        let watch = match client.one(|p| p.config_reading_w()) {
+            Ok((data, zxid, watch)) => {
+                let last = trust.last(shared.lists_given.load(Ordering::Relaxed));
+                if let Some(v) = apply(&client, last, &data, zxid) {
+                    trust.applied(v);
+                }
                 Some(watch)
             }
             Err(Error::Closed | Error::AuthFailed) => return,
@@ -180,8 +231,8 @@ fn wait(watch: Option<&Receiver<WatchedEvent>>, events: &Receiver<SessionEvent>)
 }
 
 /// Acts on one reading; returns the last version applied.
-fn apply(client: &Client, last: Option<u64>, data: &[u8]) -> Option<u64> {
-    match decide(last, &client.servers(), data) {
+fn apply(client: &Client, last: Option<u64>, data: &[u8], zxid: i64) -> Option<u64> {
+    match decide(last, &client.servers(), data, zxid) {
         Decision::Ignore { reason, warn } => {
             if warn {
                 log::warn!("zkguard: the ensemble's configuration is ignored: {reason}");
@@ -229,10 +280,54 @@ mod tests {
     }
 
     const V2: &[u8] = b"server.1=a:1:2;a:2181\nserver.2=b:1:2:observer;b:2181\nversion=2";
+    /// A reply's zxid beyond every version of these tests.
+    const Z: i64 = 0x1_0000_0000;
+
+    #[test]
+    fn a_version_beyond_the_servers_own_zxid_is_ignored_with_a_warning() {
+        let huge = b"server.1=a:1:2;a:2181\nversion=ffffffffffffffff";
+        for zxid in [0x1_0000_0005, i64::MAX, 0, -1] {
+            match decide(None, &list(&["x:2181"]), huge, zxid) {
+                Decision::Ignore { warn: true, reason } => {
+                    assert!(reason.contains("beyond the zxid"), "{reason}")
+                }
+                d => panic!("{zxid:x}: {d:?}"),
+            }
+        }
+        // Version 0x100000005 at zxid 0x100000004: one transaction ahead, still beyond.
+        let v = b"server.1=a:1:2;a:2181\nversion=100000005";
+        assert!(matches!(
+            decide(None, &list(&["x:2181"]), v, 0x1_0000_0004),
+            Decision::Ignore { warn: true, .. }
+        ));
+        // At the zxid itself (the reply right after the reconfig) and below it: applied.
+        for zxid in [0x1_0000_0005, 0x1_0000_0009] {
+            assert!(matches!(
+                decide(None, &list(&["x:2181"]), v, zxid),
+                Decision::Apply {
+                    version: 0x1_0000_0005,
+                    ..
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn a_list_given_forgets_the_versions_trusted() {
+        let mut t = Trust::default();
+        assert_eq!(t.last(0), None);
+        t.applied(u64::MAX);
+        assert_eq!(t.last(0), Some(u64::MAX));
+        // update_servers: the huge version is forgotten, and a later one is kept again.
+        assert_eq!(t.last(1), None);
+        t.applied(7);
+        assert_eq!(t.last(1), Some(7));
+        assert_eq!(t.last(3), None);
+    }
 
     #[test]
     fn a_newer_version_with_other_servers_is_applied_observers_included() {
-        let d = decide(Some(1), &list(&["x:2181"]), V2);
+        let d = decide(Some(1), &list(&["x:2181"]), V2, Z);
         assert_eq!(
             d,
             Decision::Apply {
@@ -243,7 +338,7 @@ mod tests {
         );
         // The first reading: no version applied yet.
         assert!(matches!(
-            decide(None, &list(&["x:2181"]), V2),
+            decide(None, &list(&["x:2181"]), V2, Z),
             Decision::Apply { version: 2, .. }
         ));
     }
@@ -252,7 +347,7 @@ mod tests {
     fn an_old_or_equal_version_is_ignored_quietly() {
         for last in [2, 3] {
             assert!(matches!(
-                decide(Some(last), &list(&["x:2181"]), V2),
+                decide(Some(last), &list(&["x:2181"]), V2, Z),
                 Decision::Ignore { warn: false, .. }
             ));
         }
@@ -260,7 +355,7 @@ mod tests {
 
     #[test]
     fn the_same_servers_in_another_order_only_record_the_version() {
-        let d = decide(None, &list(&["B:2181", "a:2181"]), V2);
+        let d = decide(None, &list(&["B:2181", "a:2181"]), V2, Z);
         assert_eq!(d, Decision::Same { version: 2 });
     }
 
@@ -272,7 +367,7 @@ mod tests {
             b"version=5",
             b"server.1=a:1:2\nserver.2=b:1:2;\nversion=5",
         ] {
-            match decide(Some(1), &list(&["a:2181"]), data) {
+            match decide(Some(1), &list(&["a:2181"]), data, Z) {
                 Decision::Ignore { warn: true, reason } => assert!(!reason.is_empty()),
                 d => panic!("{data:?}: {d:?}"),
             }
@@ -285,6 +380,7 @@ mod tests {
             None,
             &list(&["x:2181"]),
             b"server.1=a:1:2\nserver.2=b:1:2;b:2181\nversion=5",
+            Z,
         );
         assert_eq!(
             d,

@@ -70,6 +70,14 @@ pub(crate) mod code {
 /// headroom; see `ClientBuilder::max_reply_size`).
 pub(crate) const MAX_FRAME: usize = 64 * 1024 * 1024;
 
+/// The most entries one reply decodes into, over all of its vectors (children, ACL
+/// entries, identities, multi results). Each entry costs far more decoded than the 4 bytes
+/// an empty name takes on the wire (a `String` alone is 24): without a cap a hostile
+/// server's 64 MiB reply of empty names would decode to about 400 MB. At this cap a reply
+/// decodes to tens of megabytes beside its frame; ZooKeeper's own client, at its default
+/// `jute.maxbuffer`, takes no listing of more than about 100 000 names.
+pub(crate) const MAX_ENTRIES: usize = 1 << 20;
+
 /// The server's default `jute.maxbuffer`: the largest request frame it accepts.
 pub(crate) const DEFAULT_MAX_REQUEST: usize = 0xfffff;
 
@@ -157,11 +165,17 @@ impl Writer {
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Entries this reader may still decode ([`MAX_ENTRIES`] for the whole record).
+    entries_left: usize,
 }
 
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Reader<'a> {
-        Reader { buf, pos: 0 }
+        Reader {
+            buf,
+            pos: 0,
+            entries_left: MAX_ENTRIES,
+        }
     }
 
     pub fn remaining(&self) -> usize {
@@ -214,8 +228,17 @@ impl<'a> Reader<'a> {
         }
         self.take(len as usize, "buffer")
     }
-    /// A vector count, checked against the bytes left (each element takes at least `min` bytes).
+    /// A vector count, checked against the bytes left (each element takes at least `min`
+    /// bytes) and against the entries the record may still decode ([`MAX_ENTRIES`]).
     fn count(&mut self, min: usize) -> DecodeResult<usize> {
+        let n = self.count_entries(min)?;
+        self.take_entries(n)?;
+        Ok(n)
+    }
+
+    /// A vector count checked against the bytes left only: for a listing read in place
+    /// ([`Names`]), whose entries cost no more memory than their bytes.
+    fn count_entries(&mut self, min: usize) -> DecodeResult<usize> {
         let n = self.int()?;
         if n < 0 {
             return Ok(0);
@@ -228,6 +251,18 @@ impl<'a> Reader<'a> {
             )));
         }
         Ok(n)
+    }
+
+    /// Counts `n` more decoded entries against the record's [`MAX_ENTRIES`].
+    pub fn take_entries(&mut self, n: usize) -> DecodeResult<()> {
+        if n > self.entries_left {
+            return Err(Malformed(format!(
+                "{} entries in one reply: more than the {MAX_ENTRIES} zkguard decodes",
+                MAX_ENTRIES - self.entries_left + n
+            )));
+        }
+        self.entries_left -= n;
+        Ok(())
     }
     pub fn strings(&mut self) -> DecodeResult<Vec<String>> {
         let n = self.count(4)?;
@@ -437,6 +472,13 @@ impl RawReply {
         &self.frame[self.body_start..]
     }
 
+    /// The zxid of the reply's header: the last transaction the answering server had
+    /// applied when it answered (`None` for a frame without a header).
+    pub fn zxid(&self) -> Option<i64> {
+        let mut r = Reader::new(self.frame.get(..self.body_start)?);
+        decode_reply_header(&mut r).ok().map(|h| h.zxid)
+    }
+
     /// A reply whose frame is `body` alone, for decoders' unit tests.
     #[cfg(test)]
     pub fn of_body(body: Vec<u8>) -> RawReply {
@@ -488,6 +530,65 @@ mod tests {
         let mut bad = Writer::default();
         bad.int(1000).string("ip");
         assert!(Reader::new(&bad.buf).identities().is_err());
+    }
+
+    /// Empty names: the fewest bytes (4) an entry can take on the wire.
+    fn empty_names(n: usize) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.int(n as i32);
+        w.buf.resize(4 + 4 * n, 0);
+        w.buf
+    }
+
+    #[test]
+    fn a_reply_decodes_at_most_max_entries_over_all_its_vectors() {
+        // Exactly the cap: decoded.
+        let buf = empty_names(MAX_ENTRIES);
+        assert_eq!(Reader::new(&buf).strings().unwrap().len(), MAX_ENTRIES);
+        // One more: refused before a string is made, naming the cap.
+        let buf = empty_names(MAX_ENTRIES + 1);
+        let err = Reader::new(&buf).strings().unwrap_err();
+        assert!(err.0.contains(&MAX_ENTRIES.to_string()), "{err}");
+        // The cap is the record's, not each vector's: two halves and one more.
+        let mut two = empty_names(MAX_ENTRIES / 2);
+        two.extend(empty_names(MAX_ENTRIES / 2 + 1));
+        let mut r = Reader::new(&two);
+        assert_eq!(r.strings().unwrap().len(), MAX_ENTRIES / 2);
+        assert!(r.strings().is_err());
+        // ACL entries and identities count the same way.
+        let mut acls = Writer::default();
+        acls.int(MAX_ENTRIES as i32 + 1);
+        acls.buf.resize(4 + 12 * (MAX_ENTRIES + 1), 0);
+        let err = Reader::new(&acls.buf).acls().unwrap_err();
+        assert!(err.0.contains("entries in one reply"), "{err}");
+        let mut ids = Writer::default();
+        ids.int(MAX_ENTRIES as i32 + 1);
+        ids.buf.resize(4 + 8 * (MAX_ENTRIES + 1), 0);
+        assert!(Reader::new(&ids.buf).identities().is_err());
+        // A listing read in place decodes nothing: only its bytes bound it.
+        let names = Names::check(RawReply::of_body(empty_names(MAX_ENTRIES + 1))).unwrap();
+        assert_eq!(names.iter().count(), MAX_ENTRIES + 1);
+    }
+
+    #[test]
+    fn a_multi_reply_with_more_results_than_ops_is_malformed() {
+        // Two delete results and the end marker, for a multi of one op.
+        let mut w = Writer::default();
+        for _ in 0..2 {
+            w.int(op::DELETE).bool(false).int(0);
+        }
+        w.int(-1).bool(true).int(-1);
+        let ops = [("delete", "/a".to_string())];
+        let raw = RawReply::of_body(w.buf.clone());
+        match decode_multi(&raw, "", &ops) {
+            Err(Error::Malformed { reason, .. }) => {
+                assert!(reason.contains("more results than the 1 ops"), "{reason}")
+            }
+            r => panic!("{r:?}"),
+        }
+        // As many results as ops: decoded.
+        let two = [("delete", "/a".to_string()), ("delete", "/b".to_string())];
+        assert_eq!(decode_multi(&raw, "", &two).unwrap().len(), 2);
     }
 
     #[test]

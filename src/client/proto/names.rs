@@ -24,7 +24,8 @@ impl Names {
     /// by [`Names::iter`].)
     pub(crate) fn check(raw: RawReply) -> DecodeResult<Names> {
         let mut r = Reader::new(raw.body());
-        let n = r.count(4)?;
+        // Not capped at MAX_ENTRIES: the names stay in the frame, none is decoded.
+        let n = r.count_entries(4)?;
         for _ in 0..n {
             r.slice()?;
         }
@@ -42,7 +43,7 @@ impl Names {
     /// never sends one) reads as `"\u{FFFD}"`, which no recipe takes for one of its nodes.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
         let mut r = Reader::new(self.raw.body());
-        let n = r.count(4).unwrap_or(0);
+        let n = r.count_entries(4).unwrap_or(0);
         // Bounds checked when made: every read succeeds.
         (0..n).map_while(move |_| {
             r.slice()

@@ -80,6 +80,15 @@ pub(crate) fn decode_multi(
         if done {
             break;
         }
+        // One result per op sent: a server that sends more is not answering this multi
+        // (and would otherwise have the client decode 64 MiB of results).
+        if results.len() + errors.len() >= ops.len() {
+            return Err(malformed(
+                "multi",
+                label,
+                &format!("more results than the {} ops sent", ops.len()),
+            ));
+        }
         match kind {
             op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => {
                 let p = r.string().map_err(bad)?;
