@@ -26,7 +26,7 @@ use crossbeam_channel::{Receiver, Sender};
 use peer::{
     curator_hold, curator_loop, slot_dir, zk_loop, zk_mutex, Kind, Peer, ZkRun, JAVA_QUIET,
 };
-use zkguard::{Client, Error, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore};
+use zkguard::{Client, Error, LeaderChange, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore};
 
 // ---------------------------------------------------------------------------------------
 // 1. InterProcessMutex and Mutex, and the check itself
@@ -199,6 +199,45 @@ fn a_zkguard_leader_keeps_curators_leader_latch_waiting_until_it_resigns() {
     java.expect("acquired");
     assert_eq!(election.leader().unwrap().unwrap().id(), "java-1");
     java.release();
+}
+
+#[test]
+fn an_observer_follows_a_curator_leader_latch_then_zkguard_then_nobody() {
+    let path = unique("cur-latch-obs");
+    let z = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
+    let election = LeaderElection::new(&z, &path, "zk-1").unwrap();
+    let observer = election.observe().unwrap();
+    let next = || {
+        observer
+            .events()
+            .recv_timeout(WITHIN)
+            .expect("the observer says")
+    };
+    assert_eq!(next(), LeaderChange::NoLeader);
+    let mut java = curator_hold(&["latch", "java-1"], &path);
+    let java_token = match next() {
+        LeaderChange::Leader { id, token } if id == "java-1" => token,
+        other => panic!("want Curator's latch leading: {other:?}"),
+    };
+    let waiting = {
+        let election = election.clone();
+        spawn(move || election.lead().unwrap())
+    };
+    wait_until(WITHIN, "the zkguard candidate queued", || {
+        election.participants().unwrap().len() == 2
+    });
+    java.release();
+    let led = recv(&waiting, WITHIN, "zkguard leads after the latch closed");
+    assert_eq!(
+        next(),
+        LeaderChange::Leader {
+            id: "zk-1".into(),
+            token: led.token()
+        }
+    );
+    assert!(led.token() > java_token);
+    drop(led);
+    assert_eq!(next(), LeaderChange::NoLeader);
 }
 
 #[test]

@@ -4,7 +4,9 @@
 mod candidate;
 mod elect;
 mod leadership;
+mod observe;
 
 pub use candidate::{Candidate, LeaderEvent, LeaderTerm};
 pub use elect::LeaderElection;
 pub use leadership::Leadership;
+pub use observe::{LeaderChange, LeaderObserver};
