@@ -240,6 +240,31 @@ fn an_observer_follows_a_curator_leader_latch_then_zkguard_then_nobody() {
     assert_eq!(next(), LeaderChange::NoLeader);
 }
 
+/// A revocation request written into a zkguard leader's node (a data change on the node a
+/// queued Curator `LeaderLatch` watches) must not strand that latch: once the leader
+/// resigns, the latch leads.
+#[test]
+fn a_curator_latch_behind_a_revoked_zkguard_leader_leads_once_it_resigns() {
+    let path = unique("cur-latch-revoke");
+    let z = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
+    let election = LeaderElection::new(&z, &path, "zk-1").unwrap();
+    let led = election.lead().unwrap();
+    let revoked = led.revocation();
+    let mut java = Peer::start(&["latch", &path, "java-1", "hold"]);
+    java.expect("connected");
+    wait_until(WITHIN, "Curator's latch queued", || {
+        election.participants().unwrap().len() == 2
+    });
+    zkguard::revoke(&z, led.path()).unwrap();
+    recv(&revoked, WITHIN, "the zkguard leader told");
+    led.confirm().unwrap();
+    java.assert_quiet(JAVA_QUIET, "Curator's latch led beside zkguard's leader");
+    led.resign().unwrap();
+    java.expect("acquired");
+    assert_eq!(election.leader().unwrap().unwrap().id(), "java-1");
+    java.release();
+}
+
 #[test]
 fn curator_latches_and_zkguard_candidates_handing_over_never_lead_together() {
     let (path, dir) = (unique("cur-latch-loop"), slot_dir());

@@ -56,6 +56,11 @@ pub enum LeaderEvent {
     Lost,
     /// [`Candidate::resign`] stepped down; the candidate is queued again at the back.
     Resigned,
+    /// Someone asked this leader to step down: [`revoke`](crate::revoke) on its term's node
+    /// ([`LeaderTerm::path`]), as `zkguard revoke` does. Said once per term, while it
+    /// leads; the term goes on: stepping down ([`Candidate::resign`]) is up to the caller. A
+    /// receiver taken after it was said does not hear it.
+    Revoked,
     /// The session was lost, and the client now has a new session (its id is
     /// [`Client::session_id`](crate::Client::session_id) when this is said), in which the
     /// candidate queues again. Said once per new session after a loss.
@@ -121,6 +126,8 @@ struct Shared {
     changed: Condvar,
     /// Wakes the thread out of its leading phase (a resign, a drop), ringing `bell`.
     wake: Ringing<()>,
+    /// The same channel's sender, for a term's revocation request to wake the thread with.
+    wake_tx: crossbeam_channel::Sender<()>,
     /// What the leading phase's sources ring (its [`queue::wake`]).
     bell: Bell,
 }
@@ -133,7 +140,8 @@ impl Candidate {
             election,
             inner: Mutex::new(Inner::new()),
             changed: Condvar::new(),
-            wake: Ringing::new(wake, Some(bell.clone())),
+            wake: Ringing::new(wake.clone(), Some(bell.clone())),
+            wake_tx: wake,
             bell,
         });
         let sink: Arc<dyn SessionSink> = shared.clone();
@@ -392,6 +400,10 @@ impl Shared {
         // The guard keeps a watch on our node from the grant on, so its deletion by someone
         // else ends the term.
         let lost = h.lost(&self.bell);
+        // A revocation request wakes the thread as a resign would; it tells it apart by
+        // asking the node (once per term).
+        h.ring_revoked(self.wake_tx.clone(), &self.bell);
+        let mut revoked = false;
         // While suspended on a live connection whose proof failed (a slow server): when to
         // try the proof again.
         let mut retry: Option<Instant> = None;
@@ -399,6 +411,10 @@ impl Shared {
         loop {
             // `wake` (a resign, a drop) in the cancel's place; `retry` as the tick.
             let woke = queue::wake(&self.bell, &[], Some(&lost), &events.rx, wake, None, retry);
+            if !revoked && h.is_revoked() {
+                revoked = true;
+                self.revoked(&h);
+            }
             match heard(woke, || self.inner.lock().is_term(&h)) {
                 Heard::Wait => continue,
                 Heard::Prove => {}

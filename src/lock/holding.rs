@@ -268,6 +268,18 @@ impl Holding {
         self.state.revoked.notify(Ringing::new(tx, None));
     }
 
+    /// `tx` gets `()` once someone asks the holder to let go, as `bell` rings.
+    pub(crate) fn ring_revoked(&self, tx: Sender<()>, bell: &Bell) {
+        self.state
+            .revoked
+            .notify(Ringing::new(tx, Some(bell.clone())));
+    }
+
+    /// Whether someone has asked the holder to let go.
+    pub(crate) fn is_revoked(&self) -> bool {
+        self.state.revoked.is_fired()
+    }
+
     /// Proves that the node is still ours at this instant. One round trip: a read of our
     /// node that also arms our watch on it (its stat must show our creation zxid and
     /// session: the unfair recipes share one path, so the path alone proves nothing), then,
