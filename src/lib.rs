@@ -190,6 +190,7 @@ pub use client::{
 pub use crossbeam_channel as channel;
 pub use election::{
     Candidate, LeaderChange, LeaderElection, LeaderEvent, LeaderObserver, LeaderTerm, Leadership,
+    Successor,
 };
 pub use error::{
     escape, escape_bytes, ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause,

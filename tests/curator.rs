@@ -265,6 +265,30 @@ fn a_curator_latch_behind_a_revoked_zkguard_leader_leads_once_it_resigns() {
     java.release();
 }
 
+/// A hand-over from a zkguard leader whose next candidate is a Curator `LeaderLatch`: the
+/// latch is not skipped; it sees the leader's node deleted, as after a resign, and leads.
+#[test]
+fn a_zkguard_leader_hands_over_to_the_curator_latch_behind_it() {
+    let path = unique("cur-latch-hand");
+    let z = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
+    let election = LeaderElection::new(&z, &path, "zk-1").unwrap();
+    let led = election.lead().unwrap();
+    let mut java = Peer::start(&["latch", &path, "java-1", "hold"]);
+    java.expect("connected");
+    wait_until(WITHIN, "Curator's latch queued", || {
+        election.participants().unwrap().len() == 2
+    });
+    let s = led
+        .hand_over(WITHIN)
+        .unwrap()
+        .expect("the latch takes over");
+    assert_eq!(s.id, "java-1");
+    assert!(s.token > led.token());
+    assert!(!led.is_valid());
+    java.expect("acquired");
+    java.release();
+}
+
 #[test]
 fn curator_latches_and_zkguard_candidates_handing_over_never_lead_together() {
     let (path, dir) = (unique("cur-latch-loop"), slot_dir());

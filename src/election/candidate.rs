@@ -27,6 +27,7 @@ pub use self::leader_term::LeaderTerm;
 use self::machine::Inner;
 
 use super::elect::LeaderElection;
+use super::hand_over;
 
 /// What happened to a [`Candidate`], in order.
 ///
@@ -311,6 +312,41 @@ impl Candidate {
             Err(e) if e.is_connection_error() => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Hands leadership to the next candidate in the queue and says who took over, as
+    /// [`Leadership::hand_over`](crate::Leadership::hand_over) does; the term ends as a
+    /// [`resign`](Candidate::resign) ends it ([`LeaderEvent::Resigned`], this candidate
+    /// queued again at the back), and only if someone is queued behind it: `Ok(None)`, with
+    /// nothing done, if nobody is. The successor is the one behind, unless it left
+    /// meanwhile (then whoever leads next, this candidate again if it is alone).
+    ///
+    /// ```no_run
+    /// # fn f(candidate: &zkguard::Candidate) -> zkguard::Result<()> {
+    /// use std::time::Duration;
+    /// match candidate.hand_over(Duration::from_secs(10))? {
+    ///     Some(s) => println!("{} leads now (token {})", zkguard::escape(&s.id), s.token),
+    ///     None => println!("nobody to hand over to: still leading"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Leadership::hand_over`](crate::Leadership::hand_over): [`Error::NotLeader`] if
+    /// it does not lead, [`Error::Timeout`] if the term ended and no successor was seen
+    /// within `within`.
+    pub fn hand_over(&self, within: Duration) -> Result<Option<hand_over::Successor>> {
+        let term = self.current()?;
+        let election = &self.shared.election;
+        let t = hand_over::Term {
+            client: election.client(),
+            election: election.path(),
+            fair: election.is_fair(),
+            node: term.path(),
+            token: term.token(),
+        };
+        hand_over::hand_over(&t, within, || self.resign())
     }
 
     /// The election this candidate takes part in.

@@ -223,6 +223,16 @@ impl Holding {
         &self.acquired.path
     }
 
+    /// The client that holds the node.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Whether the node is the single node (an unfair lock's or election's), not a queue's.
+    pub(crate) fn single(&self) -> bool {
+        self.kind.single()
+    }
+
     pub(crate) fn token(&self) -> u64 {
         self.acquired.token
     }
