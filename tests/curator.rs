@@ -183,9 +183,10 @@ fn a_curator_leader_latch_leads_first_and_zkguard_leads_only_once_it_closes() {
     assert_eq!(election.leader().unwrap().unwrap().id(), "zk-1");
 }
 
-#[test]
-fn a_zkguard_leader_keeps_curators_leader_latch_waiting_until_it_resigns() {
-    let path = unique("cur-latch-zk");
+/// A zkguard leader at a fresh path (`prefix`), and a Curator `LeaderLatch` queued behind
+/// it ("java-1", holding once it leads): the leader's client, election and leadership.
+fn zk_leader_latch_behind(prefix: &str) -> (Client, LeaderElection, zkguard::Leadership, Peer) {
+    let path = unique(prefix);
     let z = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
     let election = LeaderElection::new(&z, &path, "zk-1").unwrap();
     let led = election.lead().unwrap();
@@ -194,6 +195,12 @@ fn a_zkguard_leader_keeps_curators_leader_latch_waiting_until_it_resigns() {
     wait_until(WITHIN, "Curator's latch queued", || {
         election.participants().unwrap().len() == 2
     });
+    (z, election, led, java)
+}
+
+#[test]
+fn a_zkguard_leader_keeps_curators_leader_latch_waiting_until_it_resigns() {
+    let (_z, election, led, mut java) = zk_leader_latch_behind("cur-latch-zk");
     java.assert_quiet(JAVA_QUIET, "Curator's latch led beside zkguard's leader");
     led.resign().unwrap();
     java.expect("acquired");
@@ -245,16 +252,8 @@ fn an_observer_follows_a_curator_leader_latch_then_zkguard_then_nobody() {
 /// resigns, the latch leads.
 #[test]
 fn a_curator_latch_behind_a_revoked_zkguard_leader_leads_once_it_resigns() {
-    let path = unique("cur-latch-revoke");
-    let z = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
-    let election = LeaderElection::new(&z, &path, "zk-1").unwrap();
-    let led = election.lead().unwrap();
+    let (z, election, led, mut java) = zk_leader_latch_behind("cur-latch-revoke");
     let revoked = led.revocation();
-    let mut java = Peer::start(&["latch", &path, "java-1", "hold"]);
-    java.expect("connected");
-    wait_until(WITHIN, "Curator's latch queued", || {
-        election.participants().unwrap().len() == 2
-    });
     zkguard::revoke(&z, led.path()).unwrap();
     recv(&revoked, WITHIN, "the zkguard leader told");
     led.confirm().unwrap();
@@ -269,15 +268,7 @@ fn a_curator_latch_behind_a_revoked_zkguard_leader_leads_once_it_resigns() {
 /// latch is not skipped; it sees the leader's node deleted, as after a resign, and leads.
 #[test]
 fn a_zkguard_leader_hands_over_to_the_curator_latch_behind_it() {
-    let path = unique("cur-latch-hand");
-    let z = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
-    let election = LeaderElection::new(&z, &path, "zk-1").unwrap();
-    let led = election.lead().unwrap();
-    let mut java = Peer::start(&["latch", &path, "java-1", "hold"]);
-    java.expect("connected");
-    wait_until(WITHIN, "Curator's latch queued", || {
-        election.participants().unwrap().len() == 2
-    });
+    let (_z, _election, led, mut java) = zk_leader_latch_behind("cur-latch-hand");
     let s = led
         .hand_over(WITHIN)
         .unwrap()
