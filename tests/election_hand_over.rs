@@ -1,4 +1,5 @@
-//! `hand_over` to the next candidate, against a real server, for both styles: the old term
+//! `hand_over` to the next candidate, against a real server, for both styles (and two at
+//! once on one term): the old term
 //! ends first (not valid, its fenced writes refused, the resource's highest token the
 //! successor's), the next candidate leads and the one behind it is told nothing, nothing
 //! is done with nobody behind; and the leaderless time of a hand-over beside a plain
@@ -158,4 +159,39 @@ fn leaderless_time_of_a_hand_over_beside_a_resign_printed() {
             ms(&g[g.len() - 1])
         );
     }
+}
+
+/// Two hand-overs of one term at once: leadership moves once, to the next candidate; each
+/// call says that successor, or that this was not the leader any more; the one behind the
+/// successor is not elected.
+#[test]
+fn two_hand_overs_at_once_move_leadership_once() {
+    let cs = shared_cluster().connect_string();
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let path = unique("hand-over-twice");
+    let a = LeaderElection::new(&x, &path, "a").unwrap();
+    let leadership = a.lead().unwrap();
+    let b = LeaderElection::new(&y, &path, "b").unwrap().join().unwrap();
+    wait_ids(&a, &["a", "b"]);
+    let c = LeaderElection::new(&y, &path, "c").unwrap().join().unwrap();
+    wait_ids(&a, &["a", "b", "c"]);
+    let (b_events, c_events) = (b.events(), c.events());
+    let results: Vec<_> = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| leadership.hand_over(WITHIN)))
+            .collect();
+        calls.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let b_token = elected(&b_events, "b");
+    for r in &results {
+        match r {
+            Ok(Some(s)) => assert_eq!((s.id.as_str(), s.token), ("b", b_token)),
+            Err(Error::NotLeader { .. }) => {}
+            other => panic!("a hand-over said {other:?}"),
+        }
+    }
+    assert!(results.iter().any(|r| r.is_ok()), "{results:?}");
+    assert!(!leadership.is_valid());
+    assert_quiet(&c_events, "c elected");
+    assert_eq!(b.token(), Some(b_token));
 }
