@@ -1,8 +1,7 @@
 //! `hand_over` to the next candidate, against a real server, for both styles (and two at
-//! once on one term): the old term
-//! ends first (not valid, its fenced writes refused, the resource's highest token the
-//! successor's), the next candidate leads and the one behind it is told nothing, nothing
-//! is done with nobody behind; and the leaderless time of a hand-over beside a plain
+//! once on one term): the old term ends first (not valid, its fenced writes refused, the
+//! resource's highest token the successor's), the next candidate leads and the one behind
+//! it is told nothing, nothing is done with nobody behind; and the leaderless time of a hand-over beside a plain
 //! resign's, printed (`cargo test --all-features --test election_hand_over -- --nocapture
 //! leaderless`; never asserted). (A Curator `LeaderLatch` as the next candidate:
 //! `tests/curator.rs`.)
