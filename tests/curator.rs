@@ -247,21 +247,34 @@ fn an_observer_follows_a_curator_leader_latch_then_zkguard_then_nobody() {
     assert_eq!(next(), LeaderChange::NoLeader);
 }
 
-/// A revocation request written into a zkguard leader's node (a data change on the node a
-/// queued Curator `LeaderLatch` watches) must not strand that latch: once the leader
-/// resigns, the latch leads.
+/// Why `zkguard revoke` on an election warns (a finding of issue 56): a revocation request
+/// written into a leader's node is a data change on the node the Curator `LeaderLatch`
+/// queued right behind it watches, and `LeaderLatch`'s watcher acts on `NodeDeleted` alone:
+/// the one-shot watch is spent, so when the leader then resigns, the latch is not told and
+/// does not lead (it is the head of the queue, yet nobody leads) until its own connection
+/// is reset. Seen with Debian's Curator 5.4 and with 5.7.1. This test pins that limit, which
+/// the docs state (docs/recipes.md, "Revocation"); if Curator's latch ever leads here, the
+/// warning can go.
 #[test]
-fn a_curator_latch_behind_a_revoked_zkguard_leader_leads_once_it_resigns() {
+fn a_revocation_request_strands_a_curator_latch_watching_the_revoked_leader() {
     let (z, election, led, mut java) = zk_leader_latch_behind("cur-latch-revoke");
     let revoked = led.revocation();
+    // The latch's watch on the leader's node is set (beside the leader's own).
+    wait_until(WITHIN, "Curator's latch watching the leader's node", || {
+        common::watches_by_path()
+            .get(led.path())
+            .is_some_and(|sessions| sessions.len() >= 2)
+    });
     zkguard::revoke(&z, led.path()).unwrap();
     recv(&revoked, WITHIN, "the zkguard leader told");
     led.confirm().unwrap();
-    java.assert_quiet(JAVA_QUIET, "Curator's latch led beside zkguard's leader");
     led.resign().unwrap();
-    java.expect("acquired");
     assert_eq!(election.leader().unwrap().unwrap().id(), "java-1");
-    java.release();
+    java.assert_quiet(
+        JAVA_QUIET,
+        "Curator's latch led after a revoked leader resigned",
+    );
+    drop(java); // killed: it would wait on
 }
 
 /// A hand-over from a zkguard leader whose next candidate is a Curator `LeaderLatch`: the

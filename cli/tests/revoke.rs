@@ -90,6 +90,7 @@ fn revoke_reaches_an_elections_leader_and_every_permits_holder() {
     let (code, _, err) = output(zkguard(&cs).args(["revoke", &path]));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("leader-h"), "{err}");
+    assert!(err.contains("warning: a Curator LeaderLatch"), "{err}");
     assert_eq!(h.wait(PATIENCE), 7, "{}", h.stderr());
     assert_eq!(s.lines("term"), ["term"], "SIGTERM, once");
     match events.recv_timeout(PATIENCE) {
@@ -107,6 +108,7 @@ fn revoke_reaches_an_elections_leader_and_every_permits_holder() {
     let (code, _, err) = output(zkguard(&cs).args(["revoke", &path]));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains(permit.path()), "{err}");
+    assert!(!err.contains("LeaderLatch"), "{err}");
     assert_eq!(h.wait(PATIENCE), 7, "{}", h.stderr());
     revoked
         .recv_timeout(PATIENCE)

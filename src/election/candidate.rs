@@ -60,7 +60,9 @@ pub enum LeaderEvent {
     /// Someone asked this leader to step down: [`revoke`](crate::revoke) on its term's node
     /// ([`LeaderTerm::path`]), as `zkguard revoke` does. Said once per term, while it
     /// leads; the term goes on: stepping down ([`Candidate::resign`]) is up to the caller. A
-    /// receiver taken after it was said does not hear it.
+    /// receiver taken after it was said does not hear it. (A Curator `LeaderLatch` right
+    /// behind this leader loses its watch to the request and does not lead when it
+    /// resigns: see docs/recipes.md, "Revocation".)
     Revoked,
     /// The session was lost, and the client now has a new session (its id is
     /// [`Client::session_id`](crate::Client::session_id) when this is said), in which the

@@ -25,7 +25,9 @@ use super::hand_over::{hand_over, Successor, Term};
 /// guard says [`Error::LockLost`](crate::Error::LockLost), `confirm` and `release` (which is
 /// [`resign`](Leadership::resign)) say [`Error::NotLeader`](crate::Error::NotLeader).
 /// [`revocation`](Leadership::revocation) fires when someone asks the leader to step down
-/// with [`revoke`](crate::revoke) on its node; stepping down is up to the leader.
+/// with [`revoke`](crate::revoke) on its node; stepping down is up to the leader. (The
+/// request spends the watch of a Curator `LeaderLatch` right behind the leader, which then
+/// does not lead when it resigns: docs/recipes.md, "Revocation".)
 ///
 /// A leader should stop its work as soon as it is not valid (Curator's standard policy),
 /// and pass [`token`](Leadership::token) to the resources it writes, so that one paused
