@@ -188,7 +188,10 @@ pub use client::{
 /// leader events) is a [`channel::Receiver`], and [`channel::select!`] waits on several at
 /// once, with no dependency of your own to add.
 pub use crossbeam_channel as channel;
-pub use election::{Candidate, LeaderElection, LeaderEvent, LeaderTerm, Leadership};
+pub use election::{
+    Candidate, LeaderChange, LeaderElection, LeaderEvent, LeaderObserver, LeaderTerm, Leadership,
+    Successor,
+};
 pub use error::{
     escape, escape_bytes, ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause,
     Result,

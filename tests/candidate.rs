@@ -281,3 +281,41 @@ fn closing_a_leading_candidates_client_reports_lost_before_the_successor_is_elec
         wrong.join("\n")
     );
 }
+
+/// `zkguard::revoke` on a leading candidate's term node says `Revoked` to it (once), not to
+/// the candidate behind it, and ends nothing; once it resigns, the one behind leads (the
+/// request's data change on the node it watches did not stop it waiting).
+#[test]
+fn a_revoked_leader_candidate_is_told_and_its_successor_still_takes_over_on_its_resign() {
+    let cs = shared_cluster().connect_string();
+    let (x, other) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let path = unique("cand-revoke");
+    let a = LeaderElection::new(&x, &path, "a").unwrap().join().unwrap();
+    let a_events = a.events();
+    let a_token = expect_elected(&a_events, "a");
+    let b = LeaderElection::new(&other, &path, "b")
+        .unwrap()
+        .join()
+        .unwrap();
+    let b_events = b.events();
+    wait_ids(a.election(), &["a", "b"]);
+    let term = a.term().expect("a leads");
+    zkguard::revoke(&other, term.path()).unwrap();
+    assert_eq!(next_event(&a_events, "a"), LeaderEvent::Revoked);
+    assert!(a.is_leader(), "a request is not a loss");
+    a.confirm().unwrap();
+    assert_eq!(a.token(), Some(a_token));
+    // Asked again in the same term: said once.
+    zkguard::revoke(&other, term.path()).unwrap();
+    a.confirm().unwrap();
+    assert_quiet(&a_events, "a told twice in one term");
+    assert_quiet(&b_events, "b told");
+    a.resign().unwrap();
+    assert_eq!(next_event(&a_events, "a"), LeaderEvent::Resigned);
+    let b_token = expect_elected(&b_events, "b");
+    assert!(b_token > a_token);
+    // Behind b now, a is asked nothing; b is told when its own node is asked.
+    zkguard::revoke(&x, b.term().expect("b leads").path()).unwrap();
+    assert_eq!(next_event(&b_events, "b"), LeaderEvent::Revoked);
+    assert_quiet(&a_events, "a told of b's request");
+}

@@ -828,3 +828,37 @@ fn semaphore_permit_count_stays_recorded_while_a_user_is_alive() {
         Err(e) => panic!("expected PermitMismatch, got {e}"),
     }
 }
+
+/// `zkguard::revoke` on a permit's lease node (its guard's `path()`, as
+/// `participants()` lists it under `leases`) reaches that permit's holder alone, and is no
+/// loss; the holder lets go and a waiter takes the permit.
+#[test]
+fn a_revoked_permits_holder_is_told_and_the_other_holder_is_not() {
+    let cs = shared_cluster().connect_string();
+    let (x, other) = (
+        connect(&cs, Duration::from_secs(10)),
+        connect(&cs, Duration::from_secs(10)),
+    );
+    let path = unique("sem-revoke");
+    let sem = Semaphore::new(&x, &path, 2).unwrap();
+    let (p1, p2) = (sem.acquire().unwrap(), sem.acquire().unwrap());
+    let (r1, r2) = (p1.revocation(), p2.revocation());
+    assert!(
+        p1.path().starts_with(&format!("{path}/leases/")),
+        "{}",
+        p1.path()
+    );
+    let waiting = {
+        let sem = Semaphore::new(&other, &path, 2).unwrap();
+        spawn(move || sem.acquire().unwrap())
+    };
+    zkguard::revoke(&other, p1.path()).unwrap();
+    recv(&r1, WITHIN, "the revoked permit's holder told");
+    assert!(p1.is_valid(), "a request is not a loss");
+    p1.confirm().unwrap();
+    assert_quiet(&r2, "the other permit's holder told");
+    drop(p1);
+    let p3 = recv(&waiting, WITHIN, "the waiter takes the permit let go");
+    p3.confirm().unwrap();
+    assert!(r2.try_recv().is_err());
+}

@@ -140,6 +140,15 @@ fn revoke_on(client: &Client, args: &RevokeArgs, say: Say) -> Result<i32, Fail> 
         say.say(format!("nobody holds {path}: nothing to revoke"));
         return Ok(EXIT_NOTHING);
     }
+    if list.kind == "election" {
+        // A data change on the leader's node spends the one-shot watch of a Curator
+        // LeaderLatch right behind it, which acts on NodeDeleted alone (tests/curator.rs).
+        say.say(format!(
+            "warning: a Curator LeaderLatch queued right behind the leader of {path} stops \
+             watching it on this request and does not lead when it resigns (until its \
+             connection resets); zkguard candidates are not affected"
+        ));
+    }
     let mut asked = Vec::new();
     for c in rows {
         let node = zkguard::escape(&c.full);

@@ -7,8 +7,8 @@ use crossbeam_channel::{Receiver, TryRecvError};
 
 use serde_json::json;
 use zkguard::{
-    Client, Error, LeaderElection, Mutex, Participant, RwLock, Semaphore, Stat, UnfairMutex,
-    WatchedEvent,
+    Client, Error, LeaderChange, LeaderElection, Mutex, Participant, RwLock, Semaphore, Stat,
+    UnfairMutex, WatchedEvent,
 };
 
 use crate::hold::seconds;
@@ -295,7 +295,9 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> 
     check_path(&args.path)?;
     let client = conn.connect(say)?;
     let path = args.path.as_str();
-    let result = if args.watch {
+    let result = if args.watch && election && !args.json {
+        watch_leader(&client, path)
+    } else if args.watch {
         watch(&client, args, election, say)
     } else {
         Listing::read(&client, path, election).map(|l| {
@@ -310,8 +312,8 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> 
     result
 }
 
-/// `--watch`: prints the listing again after each change (for `leader` without `--json`,
-/// the new leader's id, as `etcdctl elect -l`), until SIGINT, SIGTERM or SIGHUP (exit 0).
+/// `--watch` (but `leader --watch` without `--json`: [`watch_leader`]): prints the listing
+/// again after each change, until SIGINT, SIGTERM or SIGHUP (exit 0).
 /// A failed read is said on stderr; the next event (a change, the session's) reads again.
 fn watch(client: &Client, args: &ShowArgs, election: bool, say: Say) -> Result<i32, Fail> {
     let path = args.path.as_str();
@@ -323,19 +325,11 @@ fn watch(client: &Client, args: &ShowArgs, election: bool, say: Say) -> Result<i
         let changed = watches(client, path);
         match Listing::read(client, path, election) {
             Ok(l) => {
-                let leader_only = election && !args.json;
-                let key = match leader_only {
-                    true => json!(l.leader()),
-                    false => l.json(path, false),
-                };
+                let key = l.json(path, false);
                 if last.as_ref() != Some(&key) {
-                    match (leader_only, args.json) {
-                        (true, _) => match l.leader() {
-                            Some(id) => println!("{}", zkguard::escape(&id)),
-                            None => println!("(no leader)"),
-                        },
-                        (false, true) => println!("{}", json_line(&l.json(path, true))),
-                        (false, false) => {
+                    match args.json {
+                        true => println!("{}", json_line(&l.json(path, true))),
+                        false => {
                             l.print_table(path);
                             println!();
                         }
@@ -371,6 +365,35 @@ fn watch(client: &Client, args: &ShowArgs, election: bool, say: Say) -> Result<i
                 },
             }
         }
+    }
+}
+
+/// `leader --watch` (and `elect -l`): the library's observer (`LeaderElection::observe`),
+/// one line per change (each new term's leader id, `(no leader)` when nobody leads), in
+/// order and never an older leader after a newer one, across reconnects and expiry; until
+/// SIGINT, SIGTERM or SIGHUP (exit 0).
+fn watch_leader(client: &Client, path: &str) -> Result<i32, Fail> {
+    let signals = crate::child::signals()?;
+    // An unfair election's node is the path itself; anything else is watched as a queue.
+    let unfair = matches!(kind(client, path, false), Ok((_, Kind::Single)));
+    let election = match unfair {
+        true => LeaderElection::unfair(client, path, "observer"),
+        false => LeaderElection::new(client, path, "observer"),
+    };
+    let fail = |e| Fail::zk(format_args!("cannot watch {path}"), e);
+    let observer = election.and_then(|e| e.observe()).map_err(fail)?;
+    loop {
+        crossbeam_channel::select! {
+            recv(observer.events()) -> change => match change {
+                Ok(LeaderChange::Leader { id, .. }) => println!("{}", zkguard::escape(&id)),
+                Ok(_) => println!("(no leader)"),
+                Err(_) => return Err(fail(Error::Closed)),
+            },
+            recv(signals) -> sig => if sig.is_ok_and(|s| s != crate::child::RESUMED) {
+                return Ok(0);
+            },
+        }
+        let _ = std::io::stdout().flush();
     }
 }
 

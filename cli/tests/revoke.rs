@@ -61,6 +61,62 @@ fn revoke_makes_a_zkguard_holder_let_go() {
     assert!(err.contains("nobody holds"), "{err}");
 }
 
+/// `revoke` on an election asks its leader (a `zkguard elect` leader lets go as a lock's
+/// holder does: SIGTERM, resigned after its command exits, and the candidate behind it, a
+/// library candidate, is told nothing and leads); on a semaphore it asks each permit's
+/// holder (the `zkguard lock --permits` holder lets go, the library holder is told on its
+/// guard).
+#[test]
+fn revoke_reaches_an_elections_leader_and_every_permits_holder() {
+    let cs = cluster().connect_string();
+    let c = client(&cs);
+    let trap = |s: &Scratch| {
+        s.ticker(&format!(
+            "trap 'echo term >> \"{}\"; exit 7' TERM;",
+            s.path("term").display()
+        ))
+    };
+
+    let (s, path) = (Scratch::new(), unique("revoke-elect"));
+    let args = ["elect", &path, "--id", "leader-h", "--kill-after", "30s"];
+    let mut h = start_sh(&cs, &s, "leader", &args, &trap(&s));
+    s.ticker_pid();
+    let behind = zkguard::LeaderElection::new(&c, &path, "behind")
+        .unwrap()
+        .join()
+        .unwrap();
+    let events = behind.events();
+    wait_contenders(&c, &path, 2);
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("leader-h"), "{err}");
+    assert!(err.contains("warning: a Curator LeaderLatch"), "{err}");
+    assert_eq!(h.wait(PATIENCE), 7, "{}", h.stderr());
+    assert_eq!(s.lines("term"), ["term"], "SIGTERM, once");
+    match events.recv_timeout(PATIENCE) {
+        Ok(zkguard::LeaderEvent::Elected { .. }) => {}
+        other => panic!("the candidate behind: {other:?}"),
+    }
+
+    let (s, path) = (Scratch::new(), unique("revoke-sem"));
+    let args = ["lock", &path, "--permits", "2", "--kill-after", "30s"];
+    let mut h = start_sh(&cs, &s, "holder", &args, &trap(&s));
+    s.ticker_pid();
+    let sem = zkguard::Semaphore::new(&c, &path, 2).unwrap();
+    let permit = sem.acquire().unwrap();
+    let revoked = permit.revocation();
+    let (code, _, err) = output(zkguard(&cs).args(["revoke", &path]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(permit.path()), "{err}");
+    assert!(!err.contains("LeaderLatch"), "{err}");
+    assert_eq!(h.wait(PATIENCE), 7, "{}", h.stderr());
+    revoked
+        .recv_timeout(PATIENCE)
+        .expect("the library holder told");
+    assert!(permit.is_valid(), "a revocation is a request, not a loss");
+    permit.release().unwrap();
+}
+
 /// A library holder sees the CLI's revocation on its guard (`--node` names it).
 #[test]
 fn revoke_reaches_a_library_guard() {

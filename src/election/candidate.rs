@@ -27,6 +27,7 @@ pub use self::leader_term::LeaderTerm;
 use self::machine::Inner;
 
 use super::elect::LeaderElection;
+use super::hand_over;
 
 /// What happened to a [`Candidate`], in order.
 ///
@@ -56,6 +57,13 @@ pub enum LeaderEvent {
     Lost,
     /// [`Candidate::resign`] stepped down; the candidate is queued again at the back.
     Resigned,
+    /// Someone asked this leader to step down: [`revoke`](crate::revoke) on its term's node
+    /// ([`LeaderTerm::path`]), as `zkguard revoke` does. Said once per term, while it
+    /// leads; the term goes on: stepping down ([`Candidate::resign`]) is up to the caller. A
+    /// receiver taken after it was said does not hear it. (A Curator `LeaderLatch` right
+    /// behind this leader loses its watch to the request and does not lead when it
+    /// resigns: see docs/recipes.md, "Revocation".)
+    Revoked,
     /// The session was lost, and the client now has a new session (its id is
     /// [`Client::session_id`](crate::Client::session_id) when this is said), in which the
     /// candidate queues again. Said once per new session after a loss.
@@ -121,6 +129,8 @@ struct Shared {
     changed: Condvar,
     /// Wakes the thread out of its leading phase (a resign, a drop), ringing `bell`.
     wake: Ringing<()>,
+    /// The same channel's sender, for a term's revocation request to wake the thread with.
+    wake_tx: crossbeam_channel::Sender<()>,
     /// What the leading phase's sources ring (its [`queue::wake`]).
     bell: Bell,
 }
@@ -133,7 +143,8 @@ impl Candidate {
             election,
             inner: Mutex::new(Inner::new()),
             changed: Condvar::new(),
-            wake: Ringing::new(wake, Some(bell.clone())),
+            wake: Ringing::new(wake.clone(), Some(bell.clone())),
+            wake_tx: wake,
             bell,
         });
         let sink: Arc<dyn SessionSink> = shared.clone();
@@ -305,6 +316,41 @@ impl Candidate {
         }
     }
 
+    /// Hands leadership to the next candidate in the queue and says who took over, as
+    /// [`Leadership::hand_over`](crate::Leadership::hand_over) does; the term ends as a
+    /// [`resign`](Candidate::resign) ends it ([`LeaderEvent::Resigned`], this candidate
+    /// queued again at the back), and only if someone is queued behind it: `Ok(None)`, with
+    /// nothing done, if nobody is. The successor is the one behind, unless it left
+    /// meanwhile (then whoever leads next, this candidate again if it is alone).
+    ///
+    /// ```no_run
+    /// # fn f(candidate: &zkguard::Candidate) -> zkguard::Result<()> {
+    /// use std::time::Duration;
+    /// match candidate.hand_over(Duration::from_secs(10))? {
+    ///     Some(s) => println!("{} leads now (token {})", zkguard::escape(&s.id), s.token),
+    ///     None => println!("nobody to hand over to: still leading"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Leadership::hand_over`](crate::Leadership::hand_over): [`Error::NotLeader`] if
+    /// it does not lead, [`Error::Timeout`] if the term ended and no successor was seen
+    /// within `within`.
+    pub fn hand_over(&self, within: Duration) -> Result<Option<hand_over::Successor>> {
+        let term = self.current()?;
+        let election = &self.shared.election;
+        let t = hand_over::Term {
+            client: election.client(),
+            election: election.path(),
+            fair: election.is_fair(),
+            node: term.path(),
+            token: term.token(),
+        };
+        hand_over::hand_over(&t, within, || self.resign())
+    }
+
     /// The election this candidate takes part in.
     pub fn election(&self) -> &LeaderElection {
         &self.shared.election
@@ -392,6 +438,10 @@ impl Shared {
         // The guard keeps a watch on our node from the grant on, so its deletion by someone
         // else ends the term.
         let lost = h.lost(&self.bell);
+        // A revocation request wakes the thread as a resign would; it tells it apart by
+        // asking the node (once per term).
+        h.ring_revoked(self.wake_tx.clone(), &self.bell);
+        let mut revoked = false;
         // While suspended on a live connection whose proof failed (a slow server): when to
         // try the proof again.
         let mut retry: Option<Instant> = None;
@@ -399,6 +449,10 @@ impl Shared {
         loop {
             // `wake` (a resign, a drop) in the cancel's place; `retry` as the tick.
             let woke = queue::wake(&self.bell, &[], Some(&lost), &events.rx, wake, None, retry);
+            if !revoked && h.is_revoked() {
+                revoked = true;
+                self.revoked(&h);
+            }
             match heard(woke, || self.inner.lock().is_term(&h)) {
                 Heard::Wait => continue,
                 Heard::Prove => {}

@@ -7,6 +7,7 @@ use crate::queue::{self, names, Canceller, Kind, Participant, Rule, Wait};
 
 use super::candidate::Candidate;
 use super::leadership::Leadership;
+use super::observe::LeaderObserver;
 
 /// Largest participant id accepted: ZooKeeper refuses node data near 1 MB.
 const MAX_ID: usize = 512 * 1024;
@@ -40,7 +41,8 @@ const MAX_ID: usize = 512 * 1024;
 ///   (across session expiry too) and reports through events.
 ///
 /// Anyone can observe with [`leader`](LeaderElection::leader) and
-/// [`participants`](LeaderElection::participants).
+/// [`participants`](LeaderElection::participants) (a read each), or follow who leads with
+/// [`observe`](LeaderElection::observe).
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {
@@ -177,6 +179,42 @@ impl LeaderElection {
         }
     }
 
+    /// Follows who leads, without taking part: a [`LeaderObserver`] whose
+    /// [`events`](LeaderObserver::events) say each new leader (with its token) and when
+    /// nobody leads, in order, never an older leader after a newer one (see
+    /// [`LeaderChange`](crate::LeaderChange)). Works for any client, and on a Curator
+    /// `LeaderLatch` election at the same path; the id given to
+    /// [`new`](LeaderElection::new) is not used. One watch per observer; it goes on across
+    /// reconnects and session expiry.
+    ///
+    /// ```
+    /// # #[cfg(feature = "testing")]
+    /// # fn main() -> zkguard::Result<()> {
+    /// # let cluster = zkguard::testing::TestCluster::start(1)?;
+    /// # let client = zkguard::Client::connect(&cluster.connect_string())?;
+    /// use std::time::Duration;
+    /// use zkguard::LeaderChange;
+    /// let election = zkguard::LeaderElection::new(&client, "/doc/observe", "host-a")?;
+    /// let observer = election.observe()?;
+    /// let next = || observer.events().recv_timeout(Duration::from_secs(60));
+    /// assert_eq!(next(), Ok(LeaderChange::NoLeader));
+    /// let leadership = election.lead()?;
+    /// let token = leadership.token();
+    /// assert_eq!(next(), Ok(LeaderChange::Leader { id: "host-a".into(), token }));
+    /// drop(leadership); // the last candidate leaves
+    /// assert_eq!(next(), Ok(LeaderChange::NoLeader));
+    /// # Ok(()) }
+    /// # #[cfg(not(feature = "testing"))] fn main() {}
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] if the client is closed, [`Error::Spawn`] if the observer's thread
+    /// cannot be started.
+    pub fn observe(&self) -> Result<LeaderObserver> {
+        LeaderObserver::start(&self.base.client, &self.base.path, self.fair)
+    }
+
     /// Every candidate in queue order, the leader first (`holds` is true for it alone),
     /// with its id as data. An unfair election has no queue: only the leader is listed.
     ///
@@ -216,7 +254,7 @@ recipe_options!(
 );
 
 /// The id in an unfair election node's data (`<id>\n<uuid>`); other data is shown whole.
-fn unfair_id(data: &[u8]) -> &[u8] {
+pub(super) fn unfair_id(data: &[u8]) -> &[u8] {
     match data.iter().rposition(|&b| b == b'\n') {
         Some(i) => &data[..i],
         None => data,

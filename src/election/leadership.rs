@@ -4,6 +4,8 @@ use crate::error::{Error, Result};
 use crate::lock::Holding;
 use crate::lock::{guard_api, Guard, OneNode};
 
+use super::hand_over::{hand_over, Successor, Term};
+
 /// Leadership of a [`LeaderElection`](crate::LeaderElection), won by
 /// [`lead`](crate::LeaderElection::lead). Dropping it resigns: the node is deleted and the
 /// next candidate takes over.
@@ -23,7 +25,9 @@ use crate::lock::{guard_api, Guard, OneNode};
 /// guard says [`Error::LockLost`](crate::Error::LockLost), `confirm` and `release` (which is
 /// [`resign`](Leadership::resign)) say [`Error::NotLeader`](crate::Error::NotLeader).
 /// [`revocation`](Leadership::revocation) fires when someone asks the leader to step down
-/// with [`revoke`](crate::revoke) on its node; stepping down is up to the leader.
+/// with [`revoke`](crate::revoke) on its node; stepping down is up to the leader. (The
+/// request spends the watch of a Curator `LeaderLatch` right behind the leader, which then
+/// does not lead when it resigns: docs/recipes.md, "Revocation".)
 ///
 /// A leader should stop its work as soon as it is not valid (Curator's standard policy),
 /// and pass [`token`](Leadership::token) to the resources it writes, so that one paused
@@ -75,6 +79,72 @@ impl Leadership {
     /// [`Error::NotLeader`] if leadership had already been lost.
     pub fn resign(self) -> Result<()> {
         Guard::release(self)
+    }
+
+    /// Hands leadership to the next candidate in the queue, and says who took over.
+    ///
+    /// With nobody queued behind this leader (a fair election), it does nothing and returns
+    /// `Ok(None)`: this process still leads (a resign would leave nobody leading). Otherwise
+    /// the term ends first, before anything is sent: from then on
+    /// [`is_valid`](Leadership::is_valid) is false and [`fenced_multi`](Leadership::fenced_multi)
+    /// is refused ([`Error::NotLeader`]); then the node is deleted, exactly as
+    /// [`resign`](Leadership::resign) does (the next candidate, zkguard's or a Curator
+    /// `LeaderLatch`, takes over on the deletion's notification, as after a resign: nobody
+    /// is skipped, and there are never two valid leaders), and it waits, at most
+    /// `within`, until a successor is seen leading: `Ok(Some(successor))`, its token larger
+    /// than this term's. An unfair election has no queue: there the term always ends and
+    /// the fastest candidate is the successor.
+    ///
+    /// ```
+    /// # #[cfg(feature = "testing")]
+    /// # fn main() -> zkguard::Result<()> {
+    /// # let cluster = zkguard::testing::TestCluster::start(1)?;
+    /// # let client = zkguard::Client::connect(&cluster.connect_string())?;
+    /// use std::time::Duration;
+    /// let a = zkguard::LeaderElection::new(&client, "/doc/hand-over", "host-a")?;
+    /// let leadership = a.lead()?;
+    /// // Alone in the queue: nothing to hand over to; still leading.
+    /// assert_eq!(leadership.hand_over(Duration::from_secs(30))?, None);
+    /// assert!(leadership.is_valid());
+    /// let b = zkguard::LeaderElection::new(&client, "/doc/hand-over", "host-b")?.join()?;
+    /// # while a.participants()?.len() < 2 { std::thread::sleep(Duration::from_millis(10)) }
+    /// let successor = leadership.hand_over(Duration::from_secs(30))?.expect("b queued");
+    /// assert_eq!(successor.id, "host-b");
+    /// assert!(successor.token > leadership.token());
+    /// assert!(!leadership.is_valid()); // this term is over
+    /// # Ok(()) }
+    /// # #[cfg(not(feature = "testing"))] fn main() {}
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotLeader`] if leadership had been lost already (nothing done);
+    /// [`Error::Timeout`] if the term ended but no successor was seen leading within
+    /// `within` (the one behind left meanwhile, or is slow); the errors every request can
+    /// return (see [`Client`](crate::Client#errors-every-request-can-return)) from the
+    /// queue's read (nothing done).
+    pub fn hand_over(&self, within: std::time::Duration) -> Result<Option<Successor>> {
+        let h = &self.term.holding;
+        if h.is_gone() {
+            return Err(not_leader(
+                Error::LockLost {
+                    path: h.path().to_string(),
+                },
+                &self.term.election,
+            ));
+        }
+        let term = Term {
+            client: h.client(),
+            election: &self.term.election,
+            fair: !h.single(),
+            node: h.path(),
+            token: h.token(),
+        };
+        hand_over(&term, within, || match h.release() {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_connection_error() => Ok(()), // deleted in the background
+            Err(e) => Err(not_leader(e, &self.term.election)),
+        })
     }
 }
 

@@ -3,8 +3,12 @@
 
 mod candidate;
 mod elect;
+mod hand_over;
 mod leadership;
+mod observe;
 
 pub use candidate::{Candidate, LeaderEvent, LeaderTerm};
 pub use elect::LeaderElection;
+pub use hand_over::Successor;
 pub use leadership::Leadership;
+pub use observe::{LeaderChange, LeaderObserver};

@@ -223,6 +223,16 @@ impl Holding {
         &self.acquired.path
     }
 
+    /// The client that holds the node.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Whether the node is the single node (an unfair lock's or election's), not a queue's.
+    pub(crate) fn single(&self) -> bool {
+        self.kind.single()
+    }
+
     pub(crate) fn token(&self) -> u64 {
         self.acquired.token
     }
@@ -266,6 +276,18 @@ impl Holding {
     /// `tx` gets `()` once someone asks the holder to let go.
     pub(crate) fn notify_revoked(&self, tx: Sender<()>) {
         self.state.revoked.notify(Ringing::new(tx, None));
+    }
+
+    /// `tx` gets `()` once someone asks the holder to let go, as `bell` rings.
+    pub(crate) fn ring_revoked(&self, tx: Sender<()>, bell: &Bell) {
+        self.state
+            .revoked
+            .notify(Ringing::new(tx, Some(bell.clone())));
+    }
+
+    /// Whether someone has asked the holder to let go.
+    pub(crate) fn is_revoked(&self) -> bool {
+        self.state.revoked.is_fired()
     }
 
     /// Proves that the node is still ours at this instant. One round trip: a read of our

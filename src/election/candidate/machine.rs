@@ -29,7 +29,9 @@
 //! `Rejoined`, by the next new session: so `Rejoined` comes once the new session exists,
 //! its id known to the client, never while the client is still without one): inputs of
 //! the table, not states of the term. [`fail`] only reports an error
-//! ([`LeaderEvent::Failed`]); the phase stays Queued.
+//! ([`LeaderEvent::Failed`]); the phase stays Queued. [`revoked`] only reports a revocation
+//! request to the current term, Leading or Suspended ([`LeaderEvent::Revoked`]); the phase
+//! stays.
 //!
 //! [`begin`]: Shared::begin
 //! [`on_session`]: Shared::on_session
@@ -39,6 +41,7 @@
 //! [`stop`]: Shared::stop
 //! [`end`]: Shared::end
 //! [`fail`]: Shared::fail
+//! [`revoked`]: Shared::revoked
 //! [`subscribed`]: Shared::subscribed
 //! [`Candidate::resign`]: super::Candidate::resign
 //! [`Candidate`]: super::Candidate
@@ -409,6 +412,15 @@ impl Shared {
         let r = self.inner.lock().moved(|m, out| m.resign(out));
         self.changed.notify_all();
         r
+    }
+
+    /// `h`'s term was asked to step down ([`LeaderEvent::Revoked`]), if it is still the
+    /// current term: said, the phase unchanged.
+    pub(super) fn revoked(&self, h: &Arc<Holding>) {
+        let mut inner = self.inner.lock();
+        if inner.term().is_some_and(|t| t.same(h)) {
+            inner.emit(LeaderEvent::Revoked);
+        }
     }
 
     /// An error that is not about the connection; the thread pauses, then queues again.
