@@ -281,6 +281,26 @@ impl TestCluster {
         format!("127.0.0.1:{}", self.server(i).client_port)
     }
 
+    /// Which server of this cluster `client` is connected to now (by its client or TLS
+    /// port), or `None` when it is not connected, or connected elsewhere (through a
+    /// [`FaultProxy`](crate::testing::FaultProxy), say: ask the proxy's upstream then).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = zkguard::testing::TestCluster::start(3)?;
+    /// let client = zkguard::Client::connect(&cluster.connect_string())?;
+    /// if let Some(i) = cluster.server_of(&client) {
+    ///     cluster.kill(i)?; // the client's own server
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn server_of(&self, client: &crate::Client) -> Option<usize> {
+        let on = client.connected_server()?;
+        (0..self.servers.len())
+            .find(|&i| self.client_addr(i) == on || self.secure_client_addr(i) == Some(on))
+    }
+
     /// The client address of server `i` (it stays the same across restarts).
     pub fn client_addr(&self, i: usize) -> SocketAddr {
         self.server(i).addr()

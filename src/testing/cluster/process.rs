@@ -82,7 +82,7 @@ impl TestCluster {
         let cluster = TestCluster::prepare(settings, dist).map_err(plain)?;
         log::info!(
             "zkguard TestCluster: starting {} server(s) in {} using {}",
-            settings.servers,
+            settings.members(),
             cluster.dir.display(),
             dist.source
         );
@@ -145,7 +145,7 @@ impl TestCluster {
             servers: Vec::new(),
             peers: Vec::new(),
             isolated: Mutex::new(vec![false; settings.total()]),
-            members: Mutex::new((0..settings.servers).collect()),
+            members: Mutex::new((0..settings.members()).collect()),
             watchdog: Mutex::new(None),
             keep_dir: AtomicBool::new(false),
             pki: None,
@@ -278,8 +278,26 @@ impl TestCluster {
                         }
                         None => (quorum, election),
                     };
-                    let _ = writeln!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", k + 1);
+                    let observer = if k >= settings.servers {
+                        ":observer"
+                    } else {
+                        ""
+                    };
+                    let _ = writeln!(
+                        cfg,
+                        "server.{}=127.0.0.1:{quorum}:{election}{observer}",
+                        k + 1
+                    );
                 }
+                if settings.observers > 0 {
+                    let _ = writeln!(cfg, "standaloneEnabled=false");
+                }
+                if i >= settings.servers {
+                    let _ = writeln!(cfg, "peerType=observer");
+                }
+            }
+            for (key, value) in &settings.properties {
+                let _ = writeln!(cfg, "{key}={value}");
             }
             if ensemble {
                 let myid = data.join("myid");
