@@ -174,11 +174,15 @@ mod cluster;
 mod curator;
 mod discover;
 mod kdc;
+#[cfg(feature = "tls")]
 mod pki;
 mod proxy;
+mod shared;
 
 pub use cluster::{ClientAuth, TestCluster, TestClusterBuilder};
 pub use curator::CuratorJava;
 pub use kdc::TestKdc;
+#[cfg(feature = "tls")]
 pub use pki::{PemPair, TestPki};
 pub use proxy::FaultProxy;
+pub use shared::TestChroot;

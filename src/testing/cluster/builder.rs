@@ -387,6 +387,7 @@ impl TestClusterBuilder {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(feature = "tls")]
     pub fn tls(mut self, client_auth: ClientAuth) -> Self {
         self.settings.tls = Some(client_auth);
         self
@@ -396,6 +397,7 @@ impl TestClusterBuilder {
     /// ([`TestPki::generate_with_expired_server_cert`](crate::testing::TestPki::generate_with_expired_server_cert)),
     /// for tests that expect a client to refuse them (default `false`). Starting fails
     /// with [`io::ErrorKind::InvalidInput`] without `tls`.
+    #[cfg(feature = "tls")]
     pub fn tls_expired_server_cert(mut self, on: bool) -> Self {
         self.settings.tls_expired_server_cert = on;
         self

@@ -30,6 +30,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::discover::Distribution;
+#[cfg(feature = "tls")]
 use super::pki::TestPki;
 use super::proxy::FaultProxy;
 
@@ -188,6 +189,7 @@ pub struct TestCluster {
     watchdog: Mutex<Option<(Child, Option<ChildStdin>)>>,
     keep_dir: AtomicBool,
     /// With TLS: the certificates, in `dir/pki`.
+    #[cfg(feature = "tls")]
     pki: Option<TestPki>,
     /// With SASL: the JAAS file.
     jaas: Option<PathBuf>,
@@ -308,6 +310,7 @@ impl TestCluster {
 
     /// With [`tls`](TestClusterBuilder::tls): the throwaway CA and certificates the servers
     /// use (in the `pki` folder of [`dir`](Self::dir)); `None` otherwise.
+    #[cfg(feature = "tls")]
     pub fn pki(&self) -> Option<&TestPki> {
         self.pki.as_ref()
     }

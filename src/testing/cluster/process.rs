@@ -22,6 +22,7 @@ use super::{
 use super::{reconfig, security};
 use crate::admin::Srvr;
 use crate::testing::discover::Distribution;
+#[cfg(feature = "tls")]
 use crate::testing::pki::TestPki;
 use crate::testing::proxy::FaultProxy;
 
@@ -148,9 +149,11 @@ impl TestCluster {
             members: Mutex::new((0..settings.members()).collect()),
             watchdog: Mutex::new(None),
             keep_dir: AtomicBool::new(false),
+            #[cfg(feature = "tls")]
             pki: None,
             jaas: None,
         };
+        #[cfg(feature = "tls")]
         if settings.tls.is_some() {
             let pki_dir = dir.join("pki");
             let pki = if settings.tls_expired_server_cert {
@@ -250,6 +253,7 @@ impl TestCluster {
                 if settings.force_sync { "yes" } else { "no" }
             );
             let _ = writeln!(cfg, "autopurge.purgeInterval=0");
+            #[cfg(feature = "tls")]
             if let (Some(auth), Some(pki), Some(port)) =
                 (settings.tls, &cluster.pki, secure_ports[i])
             {

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
+#[cfg(feature = "tls")]
 use crate::testing::pki::TestPki;
 
 /// Whether a TLS server asks clients for a certificate: ZooKeeper's `ssl.clientAuth`.
@@ -33,6 +34,7 @@ impl ClientAuth {
 }
 
 /// The connection factory that serves `secureClientPort` (the default NIO one cannot).
+#[cfg(feature = "tls")]
 pub(super) const NETTY_FACTORY: &str = "org.apache.zookeeper.server.NettyServerCnxnFactory";
 /// The SASL authentication provider.
 pub(super) const SASL_PROVIDER: &str =
@@ -147,6 +149,7 @@ pub(super) fn loopback_name_check(getent: Option<&str>) -> io::Result<()> {
 }
 
 /// `zoo.cfg` lines for a `secureClientPort` with the PKI's server certificate.
+#[cfg(feature = "tls")]
 pub(super) fn tls_config(cfg: &mut String, secure_port: u16, pki: &TestPki, auth: ClientAuth) {
     let _ = writeln!(cfg, "serverCnxnFactory={NETTY_FACTORY}");
     let _ = writeln!(cfg, "secureClientPort={secure_port}");

@@ -173,6 +173,7 @@ impl FaultProxy {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(feature = "tls")]
     pub fn for_cluster_secure(cluster: &TestCluster) -> io::Result<FaultProxy> {
         let upstreams = (0..cluster.len())
             .map(|i| cluster.secure_client_addr(i))
