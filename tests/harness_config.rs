@@ -138,3 +138,17 @@ fn server_of_follows_the_client() {
     pinned.close();
     assert_eq!(cluster.server_of(&pinned), None);
 }
+
+/// A server that cannot start: the error, printed with `{}`, quotes the server's log tail
+/// line by line (what docs/testing.md tells users to print), and names the log.
+#[test]
+fn a_start_error_prints_the_log_tail_as_lines() {
+    let err = TestCluster::builder()
+        .property("tickTime", "not-a-number")
+        .start()
+        .expect_err("a server with tickTime=not-a-number");
+    let shown = format!("{err}");
+    assert!(shown.contains("not-a-number"), "{shown}");
+    assert!(shown.lines().count() > 3, "not line by line: {shown}");
+    assert!(!shown.contains("\\n"), "escaped newlines: {shown}");
+}
