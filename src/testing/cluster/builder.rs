@@ -475,7 +475,7 @@ impl TestClusterBuilder {
     /// `kerberos.removeHostFromPrincipal` and `kerberos.removeRealmFromPrincipal` are
     /// unset, so nothing is removed).
     ///
-    /// Combines with [`tls`](Self::tls) (Kerberos logins over TLS). It cannot be combined
+    /// Combines with `tls` (Kerberos logins over TLS). It cannot be combined
     /// with [`sasl_digest_users`](Self::sasl_digest_users): a ZooKeeper server whose
     /// `Server` login holds a Kerberos principal offers GSSAPI only, so
     /// [`start`](Self::start) fails with [`io::ErrorKind::InvalidInput`].

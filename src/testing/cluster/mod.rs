@@ -315,7 +315,7 @@ impl TestCluster {
         self.pki.as_ref()
     }
 
-    /// With [`tls`](TestClusterBuilder::tls): the connect string naming every server's
+    /// With `tls`: the connect string naming every server's
     /// `secureClientPort`, `"127.0.0.1:s1,127.0.0.1:s2,…"`; `None` otherwise.
     /// ([`connect_string`](Self::connect_string) always names the plaintext ports.)
     pub fn secure_connect_string(&self) -> Option<String> {
@@ -332,7 +332,7 @@ impl TestCluster {
         self.server(i).admin_port
     }
 
-    /// With [`tls`](TestClusterBuilder::tls): server `i`'s `secureClientPort` address (it
+    /// With `tls`: server `i`'s `secureClientPort` address (it
     /// stays the same across restarts); `None` otherwise.
     pub fn secure_client_addr(&self, i: usize) -> Option<SocketAddr> {
         self.server(i).secure_addr()

@@ -9,7 +9,7 @@ use crate::testing::pki::TestPki;
 
 /// Whether a TLS server asks clients for a certificate: ZooKeeper's `ssl.clientAuth`.
 ///
-/// Used with [`TestClusterBuilder::tls`](crate::testing::TestClusterBuilder::tls).
+/// Used with `TestClusterBuilder::tls` (with the `tls` feature).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClientAuth {
     /// `ssl.clientAuth=none`: the server does not ask; plain server-authenticated TLS.
@@ -18,7 +18,7 @@ pub enum ClientAuth {
     /// accepted, a client with one must present one signed by the test CA.
     Want,
     /// `ssl.clientAuth=need`: mutual TLS; the handshake fails unless the client presents a
-    /// certificate signed by the test CA (such as [`TestPki::client`]).
+    /// certificate signed by the test CA (such as `TestPki::client`).
     Need,
 }
 
