@@ -180,6 +180,72 @@ fn proxy_delay_delays_each_direction_and_keeps_order() {
     echo(&mut a, "fast again");
 }
 
+/// `delay(d)` holds each chunk `d` in each direction, counted from its arrival, for `d`
+/// from 100 µs to 1 s, and keeps the order. An echo's round trip through the proxy is
+/// never shorter than `2 d` (which a pump delaying one direction only, or delivering
+/// early, breaks); how much longer it is, is printed, not asserted (a loaded machine may
+/// stretch it): `cargo test --all-features --test harness_proxy proxy_delay_is_accurate
+/// -- --nocapture`.
+#[test]
+fn proxy_delay_is_accurate_from_100_us_to_1_s() {
+    let proxy = FaultProxy::start(&[echo_server()]).expect("proxy");
+    let mut a = connect(&proxy);
+    a.set_nodelay(true).expect("nodelay");
+    let mut seq = 0u32;
+    let mut round_trips = |a: &mut TcpStream, rounds: usize, at_least: Duration| {
+        let mut rtts = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            seq += 1;
+            let t = Instant::now();
+            echo(a, &format!("<{seq}>"));
+            let rtt = t.elapsed();
+            assert!(
+                rtt >= at_least,
+                "a round trip took {rtt:?}, less than twice the delay ({at_least:?})"
+            );
+            rtts.push(rtt);
+        }
+        rtts.sort();
+        rtts
+    };
+    let base = round_trips(&mut a, 50, Duration::ZERO);
+    let base_median = base[base.len() / 2];
+    eprintln!("no delay: median round trip {base_median:?}");
+    for (d, rounds) in [
+        (Duration::from_micros(100), 50),
+        (Duration::from_millis(1), 50),
+        (Duration::from_millis(5), 30),
+        (Duration::from_millis(50), 10),
+        (Duration::from_secs(1), 1),
+    ] {
+        proxy.delay(d);
+        let rtts = round_trips(&mut a, rounds, 2 * d);
+        let median = rtts[rtts.len() / 2];
+        eprintln!(
+            "delay {d:?}: round trips min {:?}, median {median:?}, max {:?}; median - 2 d = \
+             {:?} ({:?} without the delay)",
+            rtts[0],
+            rtts[rtts.len() - 1],
+            median - 2 * d,
+            base_median,
+        );
+        // A burst of small writes, each its own chunk or not: the bytes come back in order.
+        let burst: String = (0..20).map(|i| format!("[{i}]")).collect();
+        for i in 0..20 {
+            a.write_all(format!("[{i}]").as_bytes()).expect("write");
+        }
+        let mut reply = vec![0u8; burst.len()];
+        a.read_exact(&mut reply).expect("the burst's echo");
+        assert_eq!(
+            String::from_utf8_lossy(&reply),
+            burst,
+            "order kept at {d:?}"
+        );
+    }
+    proxy.heal();
+    echo(&mut a, "fast again");
+}
+
 #[test]
 fn proxy_closes_clients_when_upstream_is_down() {
     let dead = {

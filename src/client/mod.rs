@@ -14,6 +14,8 @@ mod config;
 mod conn;
 mod ensemble;
 mod ensure;
+#[cfg(feature = "testing")]
+mod faults;
 #[cfg(feature = "kerberos")]
 #[allow(unsafe_code)] // the RFC 2744 FFI and the run-time loading: the crate's only unsafe code
 mod gssapi;

@@ -203,6 +203,12 @@ impl Candidate {
     /// (`Ok(Some(token))`), or `Ok(None)` once `timeout` passes, as the locks'
     /// `acquire_timeout` and [`LeaderElection::lead_timeout`] do.
     ///
+    /// It returns as soon as the term begins: the term's [`LeaderEvent::Elected`] is
+    /// already in every receiver of [`events`](Self::events) taken before, but what comes
+    /// next (a suspension, the term's end, a new term) may arrive right after it returns,
+    /// so a term can end before the caller uses the token. Read the receiver, or check
+    /// [`term`](Self::term) where it matters.
+    ///
     /// # Errors
     ///
     /// [`Error::Closed`] once the candidate has stopped for good (its client was closed, or

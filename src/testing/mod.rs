@@ -11,9 +11,16 @@
 //!   [`stall_server_to_client`](FaultProxy::stall_server_to_client)),
 //!   flaps ([`flap`](FaultProxy::flap)) or resets the client's traffic on command:
 //!   partitions and session expiry on demand.
-//! - Secured servers: [`tls`](TestClusterBuilder::tls) adds a TLS `secureClientPort` to
-//!   every server, with certificates from a throwaway [`TestPki`] (mutual TLS with
-//!   [`ClientAuth::Need`]); [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users)
+//! - Without a proxy: [`Client::expire_session`](crate::Client::expire_session) has the
+//!   server expire a client's session now (the client hears the server say so), and
+//!   [`Client::drop_connection`](crate::Client::drop_connection) cuts its connection (the
+//!   session is resumed); [`TestCluster::server_of`] says which server a client is on.
+//! - [`TestChroot`]: a fresh chroot per test on one server shared by the test binary.
+//! - Server settings: [`observers`](TestClusterBuilder::observers), any `zoo.cfg` line
+//!   ([`property`](TestClusterBuilder::property)), session bounds, `syncLimit`.
+//! - Secured servers (TLS with the `tls` feature as well): `TestClusterBuilder::tls` adds a
+//!   TLS `secureClientPort` to every server, with certificates from a throwaway `TestPki`
+//!   (mutual TLS with [`ClientAuth::Need`]); [`sasl_digest_users`](TestClusterBuilder::sasl_digest_users)
 //!   makes the servers require SASL DIGEST-MD5 logins.
 //! - Kerberos: [`TestKdc`] is a throwaway MIT KDC on loopback, and
 //!   [`kerberos`](TestClusterBuilder::kerberos) makes the servers require SASL GSSAPI
@@ -148,10 +155,10 @@
 //! (`zookeeper.extendedTypesEnabled`) and a small JVM
 //! (`-Xmx256m`, serial GC, C1 only). Ensembles are static (`reconfigEnabled=false`).
 //!
-//! With [`tls`](TestClusterBuilder::tls), every server also gets
+//! With `TestClusterBuilder::tls`, every server also gets
 //! `serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory`, a
 //! `secureClientPort` on 127.0.0.1, `ssl.keyStore.location` / `ssl.trustStore.location`
-//! with `ssl.keyStore.type=PEM` and `ssl.trustStore.type=PEM` (the files of a [`TestPki`]
+//! with `ssl.keyStore.type=PEM` and `ssl.trustStore.type=PEM` (the files of a `TestPki`
 //! in the cluster's `pki` folder) and `ssl.clientAuth` from [`ClientAuth`]; `zoo.cfg` keys
 //! ZooKeeper does not know become `zookeeper.<key>` system properties, which is how the
 //! `ssl.*` keys reach the server. The plaintext `clientPort` stays: readiness checks and
@@ -174,11 +181,15 @@ mod cluster;
 mod curator;
 mod discover;
 mod kdc;
+#[cfg(feature = "tls")]
 mod pki;
 mod proxy;
+mod shared;
 
 pub use cluster::{ClientAuth, TestCluster, TestClusterBuilder};
 pub use curator::CuratorJava;
 pub use kdc::TestKdc;
+#[cfg(feature = "tls")]
 pub use pki::{PemPair, TestPki};
 pub use proxy::FaultProxy;
+pub use shared::TestChroot;

@@ -258,7 +258,7 @@ impl Shared {
     /// and sends `closeSession`, waiting for the reply (the server has deleted the session's
     /// ephemeral nodes by then). `Gone` if the server no longer has the session. An error
     /// says whether the server was reached (`true`: the attempt counts as a failed close).
-    fn close_abandoned(
+    pub(super) fn close_abandoned(
         &self,
         host: &str,
         addr: SocketAddr,

@@ -34,6 +34,8 @@ use crate::metrics::Meter;
 
 mod clock;
 mod connect;
+#[cfg(feature = "testing")]
+mod expire;
 mod frame;
 mod hash;
 mod link;

@@ -38,6 +38,10 @@ pub(super) struct Settings {
     /// `Some(spares)`: dynamic reconfiguration on, with this many servers prepared but not
     /// members (`reconfig.rs`).
     pub(super) reconfig: Option<usize>,
+    /// Observers, after the voting servers: servers `servers..servers + observers`.
+    pub(super) observers: usize,
+    /// `key=value` lines added to every server's `zoo.cfg`, after the harness's own.
+    pub(super) properties: Vec<(String, String)>,
 }
 
 impl Default for Settings {
@@ -60,6 +64,8 @@ impl Default for Settings {
             sasl_required: true,
             client_port: None,
             reconfig: None,
+            observers: 0,
+            properties: Vec::new(),
         }
     }
 }
@@ -67,7 +73,12 @@ impl Default for Settings {
 impl Settings {
     /// Every server the cluster prepares: the members, and the spares of `reconfig`.
     pub(super) fn total(&self) -> usize {
-        self.servers + self.reconfig.unwrap_or(0)
+        self.members() + self.reconfig.unwrap_or(0)
+    }
+
+    /// The servers started at first: the voters, then the observers.
+    pub(super) fn members(&self) -> usize {
+        self.servers + self.observers
     }
 
     pub(super) fn min_session(&self) -> Duration {
@@ -94,6 +105,28 @@ impl Settings {
                  has no peers to be cut off from"
                     .into(),
             ));
+        }
+        if self.observers > 0 && self.reconfig.is_some() {
+            return Err(invalid(
+                "observers(..) and reconfig(..) cannot be combined: the dynamic \
+                 configuration's members are all participants"
+                    .into(),
+            ));
+        }
+        for (key, value) in &self.properties {
+            let bad = |c: char| c.is_control() || c == '=' || c == ':' || c.is_whitespace();
+            if key.is_empty() || key.chars().any(bad) || key.starts_with('#') {
+                return Err(invalid(format!(
+                    "property({key:?}, ..): a zoo.cfg key must be non-empty, without \
+                     whitespace, '=', ':' or control characters, and not start with '#'"
+                )));
+            }
+            if value.chars().any(|c| c == '\n' || c == '\r' || c == '\\') {
+                return Err(invalid(format!(
+                    "property({key:?}, {value:?}): a zoo.cfg value must be one line, \
+                     without a backslash"
+                )));
+            }
         }
         if self.total() > 255 {
             return Err(invalid(format!(
@@ -164,6 +197,46 @@ impl TestClusterBuilder {
     /// (`ZooKeeperServerMain`), 2 or more an ensemble (`QuorumPeerMain`).
     pub fn servers(mut self, n: usize) -> Self {
         self.settings.servers = n;
+        self
+    }
+
+    /// Observers beside the [`servers`](Self::servers) (default 0): servers that follow
+    /// the leader and serve clients but do not vote, so they neither count towards a
+    /// quorum nor can become leader (`peerType=observer`, `server.N=…:observer`). They
+    /// are servers `servers..servers + n` of the cluster (the voters come first), in
+    /// [`connect_string`](TestCluster::connect_string) and every per-server method;
+    /// [`mode`](TestCluster::mode) says `"observer"`. With observers a single voter runs
+    /// as an ensemble too (`standaloneEnabled=false`). Starting fails with
+    /// [`io::ErrorKind::InvalidInput`] combined with [`reconfig`](Self::reconfig).
+    pub fn observers(mut self, n: usize) -> Self {
+        self.settings.observers = n;
+        self
+    }
+
+    /// Adds `key=value` to every server's `zoo.cfg`, after the lines the harness writes,
+    /// so it overrides them (ZooKeeper reads `zoo.cfg` as Java properties: the last line
+    /// of a key wins): any server setting the builder has no method for, such as
+    /// `maxClientCnxns`, `globalOutstandingLimit`, `snapCount` or `jute.maxbuffer`. Called
+    /// again with the same key, the last value wins. The harness relies on its
+    /// `clientPort`, `dataDir`, `server.N` and `4lw.commands.whitelist` lines (`srvr` is
+    /// how it sees a server serve): override those and the start may fail.
+    ///
+    /// Starting fails with [`io::ErrorKind::InvalidInput`] for an empty key, a key with
+    /// whitespace, `=`, `:` or control characters, or a value of more than one line.
+    ///
+    /// ```no_run
+    /// # fn main() -> std::io::Result<()> {
+    /// let cluster = zkguard::testing::TestCluster::builder()
+    ///     .property("maxClientCnxns", "2")
+    ///     .start()?;
+    /// assert!(cluster.four_letter(0, "conf")?.contains("maxClientCnxns=2"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn property(mut self, key: &str, value: &str) -> Self {
+        self.settings
+            .properties
+            .push((key.to_string(), value.to_string()));
         self
     }
 
@@ -314,6 +387,7 @@ impl TestClusterBuilder {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(feature = "tls")]
     pub fn tls(mut self, client_auth: ClientAuth) -> Self {
         self.settings.tls = Some(client_auth);
         self
@@ -323,6 +397,7 @@ impl TestClusterBuilder {
     /// ([`TestPki::generate_with_expired_server_cert`](crate::testing::TestPki::generate_with_expired_server_cert)),
     /// for tests that expect a client to refuse them (default `false`). Starting fails
     /// with [`io::ErrorKind::InvalidInput`] without `tls`.
+    #[cfg(feature = "tls")]
     pub fn tls_expired_server_cert(mut self, on: bool) -> Self {
         self.settings.tls_expired_server_cert = on;
         self
@@ -400,7 +475,7 @@ impl TestClusterBuilder {
     /// `kerberos.removeHostFromPrincipal` and `kerberos.removeRealmFromPrincipal` are
     /// unset, so nothing is removed).
     ///
-    /// Combines with [`tls`](Self::tls) (Kerberos logins over TLS). It cannot be combined
+    /// Combines with `tls` (Kerberos logins over TLS). It cannot be combined
     /// with [`sasl_digest_users`](Self::sasl_digest_users): a ZooKeeper server whose
     /// `Server` login holds a Kerberos principal offers GSSAPI only, so
     /// [`start`](Self::start) fails with [`io::ErrorKind::InvalidInput`].

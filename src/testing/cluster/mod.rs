@@ -30,6 +30,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::discover::Distribution;
+#[cfg(feature = "tls")]
 use super::pki::TestPki;
 use super::proxy::FaultProxy;
 
@@ -188,6 +189,7 @@ pub struct TestCluster {
     watchdog: Mutex<Option<(Child, Option<ChildStdin>)>>,
     keep_dir: AtomicBool,
     /// With TLS: the certificates, in `dir/pki`.
+    #[cfg(feature = "tls")]
     pki: Option<TestPki>,
     /// With SASL: the JAAS file.
     jaas: Option<PathBuf>,
@@ -281,6 +283,26 @@ impl TestCluster {
         format!("127.0.0.1:{}", self.server(i).client_port)
     }
 
+    /// Which server of this cluster `client` is connected to now (by its client or TLS
+    /// port), or `None` when it is not connected, or connected elsewhere (through a
+    /// [`FaultProxy`](crate::testing::FaultProxy), say: ask the proxy's upstream then).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let cluster = zkguard::testing::TestCluster::start(3)?;
+    /// let client = zkguard::Client::connect(&cluster.connect_string())?;
+    /// if let Some(i) = cluster.server_of(&client) {
+    ///     cluster.kill(i)?; // the client's own server
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn server_of(&self, client: &crate::Client) -> Option<usize> {
+        let on = client.connected_server()?;
+        (0..self.servers.len())
+            .find(|&i| self.client_addr(i) == on || self.secure_client_addr(i) == Some(on))
+    }
+
     /// The client address of server `i` (it stays the same across restarts).
     pub fn client_addr(&self, i: usize) -> SocketAddr {
         self.server(i).addr()
@@ -288,11 +310,12 @@ impl TestCluster {
 
     /// With [`tls`](TestClusterBuilder::tls): the throwaway CA and certificates the servers
     /// use (in the `pki` folder of [`dir`](Self::dir)); `None` otherwise.
+    #[cfg(feature = "tls")]
     pub fn pki(&self) -> Option<&TestPki> {
         self.pki.as_ref()
     }
 
-    /// With [`tls`](TestClusterBuilder::tls): the connect string naming every server's
+    /// With `tls`: the connect string naming every server's
     /// `secureClientPort`, `"127.0.0.1:s1,127.0.0.1:s2,…"`; `None` otherwise.
     /// ([`connect_string`](Self::connect_string) always names the plaintext ports.)
     pub fn secure_connect_string(&self) -> Option<String> {
@@ -309,7 +332,7 @@ impl TestCluster {
         self.server(i).admin_port
     }
 
-    /// With [`tls`](TestClusterBuilder::tls): server `i`'s `secureClientPort` address (it
+    /// With `tls`: server `i`'s `secureClientPort` address (it
     /// stays the same across restarts); `None` otherwise.
     pub fn secure_client_addr(&self, i: usize) -> Option<SocketAddr> {
         self.server(i).secure_addr()

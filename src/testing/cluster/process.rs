@@ -22,6 +22,7 @@ use super::{
 use super::{reconfig, security};
 use crate::admin::Srvr;
 use crate::testing::discover::Distribution;
+#[cfg(feature = "tls")]
 use crate::testing::pki::TestPki;
 use crate::testing::proxy::FaultProxy;
 
@@ -82,7 +83,7 @@ impl TestCluster {
         let cluster = TestCluster::prepare(settings, dist).map_err(plain)?;
         log::info!(
             "zkguard TestCluster: starting {} server(s) in {} using {}",
-            settings.servers,
+            settings.members(),
             cluster.dir.display(),
             dist.source
         );
@@ -145,12 +146,14 @@ impl TestCluster {
             servers: Vec::new(),
             peers: Vec::new(),
             isolated: Mutex::new(vec![false; settings.total()]),
-            members: Mutex::new((0..settings.servers).collect()),
+            members: Mutex::new((0..settings.members()).collect()),
             watchdog: Mutex::new(None),
             keep_dir: AtomicBool::new(false),
+            #[cfg(feature = "tls")]
             pki: None,
             jaas: None,
         };
+        #[cfg(feature = "tls")]
         if settings.tls.is_some() {
             let pki_dir = dir.join("pki");
             let pki = if settings.tls_expired_server_cert {
@@ -250,6 +253,7 @@ impl TestCluster {
                 if settings.force_sync { "yes" } else { "no" }
             );
             let _ = writeln!(cfg, "autopurge.purgeInterval=0");
+            #[cfg(feature = "tls")]
             if let (Some(auth), Some(pki), Some(port)) =
                 (settings.tls, &cluster.pki, secure_ports[i])
             {
@@ -278,8 +282,26 @@ impl TestCluster {
                         }
                         None => (quorum, election),
                     };
-                    let _ = writeln!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", k + 1);
+                    let observer = if k >= settings.servers {
+                        ":observer"
+                    } else {
+                        ""
+                    };
+                    let _ = writeln!(
+                        cfg,
+                        "server.{}=127.0.0.1:{quorum}:{election}{observer}",
+                        k + 1
+                    );
                 }
+                if settings.observers > 0 {
+                    let _ = writeln!(cfg, "standaloneEnabled=false");
+                }
+                if i >= settings.servers {
+                    let _ = writeln!(cfg, "peerType=observer");
+                }
+            }
+            for (key, value) in &settings.properties {
+                let _ = writeln!(cfg, "{key}={value}");
             }
             if ensemble {
                 let myid = data.join("myid");

@@ -4,11 +4,12 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
+#[cfg(feature = "tls")]
 use crate::testing::pki::TestPki;
 
 /// Whether a TLS server asks clients for a certificate: ZooKeeper's `ssl.clientAuth`.
 ///
-/// Used with [`TestClusterBuilder::tls`](crate::testing::TestClusterBuilder::tls).
+/// Used with `TestClusterBuilder::tls` (with the `tls` feature).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClientAuth {
     /// `ssl.clientAuth=none`: the server does not ask; plain server-authenticated TLS.
@@ -17,7 +18,7 @@ pub enum ClientAuth {
     /// accepted, a client with one must present one signed by the test CA.
     Want,
     /// `ssl.clientAuth=need`: mutual TLS; the handshake fails unless the client presents a
-    /// certificate signed by the test CA (such as [`TestPki::client`]).
+    /// certificate signed by the test CA (such as `TestPki::client`).
     Need,
 }
 
@@ -33,6 +34,7 @@ impl ClientAuth {
 }
 
 /// The connection factory that serves `secureClientPort` (the default NIO one cannot).
+#[cfg(feature = "tls")]
 pub(super) const NETTY_FACTORY: &str = "org.apache.zookeeper.server.NettyServerCnxnFactory";
 /// The SASL authentication provider.
 pub(super) const SASL_PROVIDER: &str =
@@ -147,6 +149,7 @@ pub(super) fn loopback_name_check(getent: Option<&str>) -> io::Result<()> {
 }
 
 /// `zoo.cfg` lines for a `secureClientPort` with the PKI's server certificate.
+#[cfg(feature = "tls")]
 pub(super) fn tls_config(cfg: &mut String, secure_port: u16, pki: &TestPki, auth: ClientAuth) {
     let _ = writeln!(cfg, "serverCnxnFactory={NETTY_FACTORY}");
     let _ = writeln!(cfg, "secureClientPort={secure_port}");

@@ -175,6 +175,7 @@ impl FaultProxy {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(feature = "tls")]
     pub fn for_cluster_secure(cluster: &TestCluster) -> io::Result<FaultProxy> {
         let upstreams = (0..cluster.len())
             .map(|i| cluster.secure_client_addr(i))
@@ -232,7 +233,12 @@ impl FaultProxy {
         );
     }
 
-    /// Forwards every chunk `d` late, in both directions, keeping the order. Replaces a
+    /// Forwards every chunk `d` late, in both directions, keeping the order: a round trip
+    /// through the proxy takes `2 d` more. The delay is counted from the chunk's arrival
+    /// at the proxy and kept to about a tenth of a millisecond on an idle Linux machine
+    /// (a thread per direction sleeps until the chunk is due), from microseconds to
+    /// seconds, so `delay(Duration::from_millis(1))` emulates a 1 ms network. Never less
+    /// than `d`; a loaded machine may add its scheduling latency. Replaces a
     /// black hole (the connections that lost bytes stay open until [`heal`](Self::heal)
     /// or [`reset`](Self::reset); hanging new connections are connected).
     pub fn delay(&self, d: Duration) {

@@ -1,22 +1,25 @@
 //! The proxy's inside: its shared state, the accept loop, and the pumps that forward each
 //! connection's bytes in the current mode.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::thread::{self, JoinHandle, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use super::frames::Frames;
 
 /// How long the proxy waits for an upstream server to accept a connection.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// How often a pump that is waiting to deliver delayed bytes after EOF looks for a close.
+/// How often a pump's writer waiting to deliver delayed bytes looks for a close.
 const DRAIN_STEP: Duration = Duration::from_millis(20);
+/// How long before a delayed chunk is due its writer stops sleeping and spins (yielding).
+const LATE_SPIN: Duration = Duration::from_micros(200);
 const BUF_SIZE: usize = 32 * 1024;
 /// How often a pump held back by a stall looks for a close it was not woken for.
 const STALL_CHECK: Duration = Duration::from_millis(100);
@@ -281,6 +284,9 @@ fn run_conn(
     });
 }
 
+/// A delayed chunk on its way to the writer: when it is due, and its bytes.
+type Late = (Instant, Vec<u8>);
+
 enum Action {
     Discard,
     Now,
@@ -343,119 +349,136 @@ fn forward_election_hello(
 
 /// Forwards `src` to `dst` (direction `dir`) until EOF, an error, or a close; obeys the
 /// mode per chunk.
+///
+/// The pump's thread reads and stamps each chunk as it arrives. A delayed chunk, and any
+/// chunk behind one still delayed (the order is kept), goes to a writer of its own
+/// (`deliver_late`, started at the first delayed chunk) that sleeps until the chunk is
+/// due and writes it: the delay is measured from the chunk's arrival, with the
+/// precision of `thread::sleep` (about a tenth of a millisecond on Linux), not of a
+/// socket timeout, which the kernel rounds up to its tick.
 fn pump(shared: &Shared, conn: &Conn, dir: Dir, mut src: &TcpStream, mut dst: &TcpStream) {
-    let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
     let mut buf = vec![0u8; BUF_SIZE];
-    let mut read_timeout: Option<Duration> = None;
     let mut first_chunk = true;
     // Server-to-client frames, for a cut after a notification.
     let mut frames = Frames::default();
-    loop {
-        if conn.is_closed() || shared.is_shutdown() {
-            return;
-        }
-        if !queue.is_empty() {
-            if shared.mode_for_chunk(conn, dir) == Mode::Blackhole {
-                queue.clear();
+    // Chunks handed to the writer and not yet written or dropped by it.
+    let pending = &AtomicUsize::new(0);
+    thread::scope(|scope| {
+        let mut late: Option<(Sender<Late>, ScopedJoinHandle<'_, ()>)> = None;
+        let at_eof = loop {
+            if conn.is_closed() || shared.is_shutdown() {
+                break false;
             }
-            let now = Instant::now();
-            while queue.front().is_some_and(|(due, _)| *due <= now) {
-                if let Some((_, bytes)) = queue.pop_front() {
-                    if dst.write_all(&bytes).is_err() {
+            let n = match src.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue
+                }
+                Err(_) => {
+                    // In a black hole the peer must not learn about the error either.
+                    if shared.mode_for_chunk(conn, dir) != Mode::Blackhole {
                         conn.close();
-                        return;
                     }
+                    break false;
                 }
-            }
-        }
-        // Block until data arrives, or until the next delayed chunk is due.
-        let want = queue.front().map(|(due, _)| {
-            due.saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1))
-        });
-        if want != read_timeout {
-            if src.set_read_timeout(want).is_err() {
+            };
+            let arrived = Instant::now();
+            let mode = shared.mode_for_chunk(conn, dir);
+            let behind = pending.load(Ordering::SeqCst) > 0;
+            // A cut armed: the chunk ends with the first notification that ends in it, and
+            // the connection is closed once that is delivered.
+            let (n, cut) = match frames_end(&mut frames, dir, &buf[..n]) {
+                Some(end) if mode == Mode::Normal && !behind && shared.take_cut() => (end, true),
+                _ => (n, false),
+            };
+            let flap = dir == Dir::Down && first_chunk && mode == Mode::Flap;
+            first_chunk = false;
+            if flap && !behind {
+                let _ = dst.write_all(&buf[..n]);
                 conn.close();
-                return;
+                shared.flapped.fetch_add(1, Ordering::SeqCst);
+                log::info!(
+                    "zkguard FaultProxy: flap: closed a connection after the server's \
+                     first {n} bytes"
+                );
+                break false;
             }
-            read_timeout = want;
-        }
-        match src.read(&mut buf) {
-            Ok(0) => {
-                finish_at_eof(shared, conn, dir, queue, dst);
-                return;
-            }
-            Ok(n) => {
-                let mode = shared.mode_for_chunk(conn, dir);
-                // A cut armed: the chunk ends with the first notification that ends in it,
-                // and the connection is closed once that is delivered.
-                let (n, cut) = match frames_end(&mut frames, dir, &buf[..n]) {
-                    Some(end) if mode == Mode::Normal && queue.is_empty() && shared.take_cut() => {
-                        (end, true)
+            let action = match mode {
+                Mode::Blackhole => Action::Discard,
+                Mode::Normal | Mode::Flap => Action::Now,
+                Mode::Delay(d) => Action::At(arrived + d),
+                // Down: the stall does not apply. Up: only when the connection or
+                // the proxy closed while the chunk was held.
+                Mode::StallUpstream if dir == Dir::Down => Action::Now,
+                Mode::StallUpstream => Action::Discard,
+                Mode::StallDownstream if dir == Dir::Up => Action::Now,
+                Mode::StallDownstream => Action::Discard,
+            };
+            let due = match action {
+                Action::Discard => continue,
+                Action::Now if !behind => {
+                    if dst.write_all(&buf[..n]).is_err() {
+                        conn.close();
+                        break false;
                     }
-                    _ => (n, false),
-                };
-                let flap = dir == Dir::Down && first_chunk && mode == Mode::Flap;
-                first_chunk = false;
-                if flap && queue.is_empty() {
-                    let _ = dst.write_all(&buf[..n]);
-                    conn.close();
-                    shared.flapped.fetch_add(1, Ordering::SeqCst);
-                    log::info!(
-                        "zkguard FaultProxy: flap: closed a connection after the server's \
-                         first {n} bytes"
-                    );
-                    return;
-                }
-                let action = match mode {
-                    Mode::Blackhole => Action::Discard,
-                    Mode::Normal | Mode::Flap => Action::Now,
-                    Mode::Delay(d) => Action::At(Instant::now() + d),
-                    // Down: the stall does not apply. Up: only when the connection or
-                    // the proxy closed while the chunk was held.
-                    Mode::StallUpstream if dir == Dir::Down => Action::Now,
-                    Mode::StallUpstream => Action::Discard,
-                    Mode::StallDownstream if dir == Dir::Up => Action::Now,
-                    Mode::StallDownstream => Action::Discard,
-                };
-                match action {
-                    Action::Discard => {}
-                    Action::Now if queue.is_empty() => {
-                        if dst.write_all(&buf[..n]).is_err() {
-                            conn.close();
-                            return;
-                        }
-                        if cut {
-                            conn.close();
-                            shared.notification_cuts.fetch_add(1, Ordering::SeqCst);
-                            log::info!(
-                                "zkguard FaultProxy: closed a connection right after a \
-                                 notification (and dropped what followed it)"
-                            );
-                            return;
-                        }
+                    if cut {
+                        conn.close();
+                        shared.notification_cuts.fetch_add(1, Ordering::SeqCst);
+                        log::info!(
+                            "zkguard FaultProxy: closed a connection right after a \
+                             notification (and dropped what followed it)"
+                        );
+                        break false;
                     }
-                    // Behind bytes still delayed: keep the order.
-                    Action::Now => queue.push_back((Instant::now(), buf[..n].to_vec())),
-                    Action::At(due) => queue.push_back((due, buf[..n].to_vec())),
+                    continue;
+                }
+                // Behind bytes still delayed: keep the order.
+                Action::Now => arrived,
+                Action::At(due) => due,
+            };
+            if late.is_none() {
+                let (tx, rx) = crossbeam_channel::unbounded();
+                let spawned = thread::Builder::new()
+                    .name("zkguard-proxy-late".to_string())
+                    .spawn_scoped(scope, move || {
+                        deliver_late(shared, conn, dir, &rx, dst, pending);
+                    });
+                match spawned {
+                    Ok(handle) => late = Some((tx, handle)),
+                    Err(e) => {
+                        log::warn!("zkguard FaultProxy: cannot spawn a delay thread: {e}");
+                        conn.close();
+                        break false;
+                    }
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
-            Err(_) => {
-                // In a black hole the peer must not learn about the error either.
-                if shared.mode_for_chunk(conn, dir) != Mode::Blackhole {
-                    conn.close();
-                }
-                return;
+            pending.fetch_add(1, Ordering::SeqCst);
+            let sent = late
+                .as_ref()
+                .is_some_and(|(tx, _)| tx.send((due, buf[..n].to_vec())).is_ok());
+            if !sent {
+                // The writer ended: the connection is closed.
+                break false;
             }
+        };
+        // The writer delivers what is still delayed, then ends; the EOF goes after it.
+        if let Some((tx, handle)) = late {
+            drop(tx);
+            let _ = handle.join();
         }
-    }
+        if at_eof && !conn.is_closed() && shared.mode_for_chunk(conn, dir) != Mode::Blackhole {
+            // Pass the EOF on: a half-close.
+            let _ = dst.shutdown(Shutdown::Write);
+        }
+    });
 }
 
 /// Where the first notification ending in `chunk` ends, for bytes going down (the frames
@@ -464,16 +487,18 @@ fn frames_end(frames: &mut Frames, dir: Dir, chunk: &[u8]) -> Option<usize> {
     (dir == Dir::Down).then(|| frames.feed(chunk)).flatten()
 }
 
-/// The source sent EOF: deliver what is still delayed, then pass the EOF on (a
-/// half-close), unless a black hole swallows it.
-fn finish_at_eof(
+/// A pump's writer of delayed chunks: writes each when it is due, in order, until the
+/// reader drops its sender (and every chunk is written) or the connection closes. A black
+/// hole drops what is due and what is queued behind it.
+fn deliver_late(
     shared: &Shared,
     conn: &Conn,
     dir: Dir,
-    mut queue: VecDeque<(Instant, Vec<u8>)>,
+    chunks: &Receiver<Late>,
     mut dst: &TcpStream,
+    pending: &AtomicUsize,
 ) {
-    while let Some((due, bytes)) = queue.pop_front() {
+    for (due, bytes) in chunks.iter() {
         loop {
             if conn.is_closed() || shared.is_shutdown() {
                 return;
@@ -482,18 +507,24 @@ fn finish_at_eof(
             if due <= now {
                 break;
             }
-            thread::sleep((due - now).min(DRAIN_STEP));
+            let left = due - now;
+            if left > LATE_SPIN {
+                // In steps, so that a close is seen while a long delay runs; woken a little
+                // early, as a sleep oversleeps by the timer's slack and the wake-up.
+                thread::sleep((left - LATE_SPIN).min(DRAIN_STEP));
+            } else {
+                thread::yield_now();
+            }
         }
         if shared.mode_for_chunk(conn, dir) == Mode::Blackhole {
-            return;
+            let dropped = 1 + chunks.try_iter().count();
+            pending.fetch_sub(dropped, Ordering::SeqCst);
+            continue;
         }
         if dst.write_all(&bytes).is_err() {
             conn.close();
             return;
         }
+        pending.fetch_sub(1, Ordering::SeqCst);
     }
-    if shared.mode_for_chunk(conn, dir) == Mode::Blackhole || conn.is_closed() {
-        return;
-    }
-    let _ = dst.shutdown(Shutdown::Write);
 }
