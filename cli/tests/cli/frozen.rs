@@ -455,22 +455,24 @@ fn process_with_pid(pid: i32) -> std::process::Child {
     }
 }
 
-/// A watchdog stopped, its zkguard SIGKILLed within a bound of that (30 s session: it is
-/// not replaced yet), the command gone with zkguard, and its pid taken by another process
-/// leading a group of that id; the watchdog, orphaned, continued: it signals nothing (the
-/// group's leader has another start time than the one recorded) and exits. Before the
-/// start time was recorded it SIGKILLed that other process's group.
+/// A watchdog stopped, its zkguard SIGKILLed at once (30 s session: within the bound, the
+/// watchdog not replaced yet), the command's job a forked worker: the kernel continues the
+/// orphaned watchdog (SIGHUP and SIGCONT to a stopped process whose group is orphaned),
+/// which SIGKILLs the command's group, the worker with it. Before, the watchdog died of
+/// the SIGHUP and the worker, which the parent-death signal misses, ran on.
 #[test]
-fn an_orphaned_watchdog_continued_later_signals_nothing_that_is_not_its_job_s() {
+fn a_stopped_watchdog_of_a_killed_zkguard_still_kills_the_forked_worker() {
     let (cs, s, path) = setup("frozen-orphan");
     let mut a = start_sh(
         &cs,
         &s,
         "a",
         &["--session-timeout", "30s", "lock", &path],
-        &s.ticker(""),
+        &forking_writer(&s, "a"),
     );
-    let pid = s.ticker_pid();
+    s.wait_lines("log", "the holder's command writing", |l| !l.is_empty());
+    let worker: i32 = s.lines("a.worker")[0].parse().unwrap();
+    let _worker = KillOnDrop(worker);
     let dog = watchdog_of(a.pid());
     let _dog = KillOnDrop(dog);
     signal(dog, libc::SIGSTOP);
@@ -481,22 +483,86 @@ fn an_orphaned_watchdog_continued_later_signals_nothing_that_is_not_its_job_s() 
     a.signal(libc::SIGKILL);
     assert_eq!(a.wait(PATIENCE), 128 + 9);
     wait_until(
-        || format!("the command's group lives on: {:?}", group_members(pid)),
-        || group_members(pid).is_empty() && proc_state(pid).is_none(),
+        || {
+            format!(
+                "the forked worker {worker} outlived its killed zkguard (the watchdog: {:?})",
+                proc_state(dog)
+            )
+        },
+        || is_dead(worker),
     );
-    let mut other = process_with_pid(pid);
-    signal(dog, libc::SIGCONT);
+}
+
+/// A watchdog left stopped past its command's end, continued later: its command (`sleep`
+/// in a group of its own, started by this test, which stands for zkguard and keeps the
+/// watchdog's group from being orphaned, as a subreaper in zkguard's session does) is gone
+/// and its pid taken by another process leading a group of that id; the watchdog's stdin
+/// closes (its zkguard gone) and it is continued: it signals nothing (the leader's start
+/// time is not the one recorded) and exits. Run the same way, the watchdog before the
+/// start time (`GROUP BOUND_MS kill KILL_AFTER_MS say`) SIGKILLed the other process.
+#[test]
+fn an_orphaned_watchdog_continued_later_signals_nothing_that_is_not_its_job_s() {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let mut job = Command::new("sleep")
+        .arg("600")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = job.id() as i32;
+    let start = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start = start
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .to_string();
+    let mut dog = Command::new(env!("CARGO_BIN_EXE_zkguard"))
+        .args([
+            "__watchdog",
+            &pid.to_string(),
+            &start,
+            "600000",
+            "kill",
+            "10",
+            "say",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let _dog = KillOnDrop(dog.id() as i32);
+    signal(dog.id() as i32, libc::SIGSTOP);
     wait_until(
-        || "the continued orphaned watchdog did not exit".into(),
-        || is_dead(dog),
+        || {
+            format!(
+                "the watchdog is not running: {:?}",
+                proc_state(dog.id() as i32)
+            )
+        },
+        || proc_state(dog.id() as i32) == Some('T'),
     );
+    let _ = job.kill();
+    let _ = job.wait();
+    let mut other = process_with_pid(pid);
+    drop(dog.stdin.take());
+    signal(dog.id() as i32, libc::SIGCONT);
+    let mut said = String::new();
+    let _ = std::io::Read::read_to_string(&mut dog.stderr.take().unwrap(), &mut said);
+    let status = dog.wait().unwrap();
     let survived = other.try_wait().unwrap().is_none();
     let _ = other.kill();
     let _ = other.wait();
     assert!(
         survived,
-        "the orphaned watchdog signalled process {pid}, which is not its job's"
+        "the continued watchdog ({status}) signalled process {pid}, which is not its job's"
     );
+    assert_eq!(status.code(), Some(0), "the watchdog: {status}: {said}");
+    assert!(said.contains("signalling nothing"), "{said}");
 }
 
 /// A session timeout below the floor (2 s) for a command under the lock: refused before
