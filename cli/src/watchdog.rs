@@ -22,12 +22,29 @@
 //! frozen watchdog never stalls zkguard; its socket buffer holds hours of heartbeats), and
 //! the watchdog does nothing but wait for bytes with a deadline; at a normal end zkguard
 //! kills it (SIGKILL, which even a stopped watchdog obeys) and reaps it. If zkguard dies
-//! (its end of the socket closed) the watchdog SIGKILLs the group, as the
-//! command's `PR_SET_PDEATHSIG` does. If the watchdog dies, zkguard sees its pipe close,
-//! says so and starts another; if it cannot, it terminates the command. What it cannot
-//! cover: the whole host frozen (zkguard, the watchdog and the command together). When
-//! the host resumes, the command may run a moment before either acts, after another holder
-//! has taken over: only writes fenced with `ZKGUARD_TOKEN` are safe then.
+//! (its end of the socket closed) the watchdog SIGKILLs the group, as the command's
+//! `PR_SET_PDEATHSIG` does for the command alone (not for workers it forked); a watchdog
+//! stopped when zkguard dies is continued by the kernel (its group orphaned: SIGHUP, which
+//! it catches, and SIGCONT) and does the same. If the watchdog dies, zkguard sees its pipe
+//! close, says so and starts another; if it cannot, it terminates the command. A watchdog
+//! that has not answered for the bound while zkguard beat (stopped, frozen, stalled) is
+//! killed and replaced the same way, so a frozen watchdog is trusted for no longer than the
+//! bound: zkguard frozen after that has a live watchdog over its command.
+//!
+//! Before every signal the watchdog checks that the group is still its command's: the
+//! group's leader, if `/proc` shows a process of that pid, must have the start time zkguard
+//! read when it spawned the command (`START`, [`start_time`]). A watchdog stopped until its
+//! command's group ended and its pid went to another process, then continued, signals
+//! nothing and exits (a pid is not reused while a group of that id has members, so a group
+//! whose leader is gone is still the command's).
+//!
+//! What it cannot cover: zkguard and its watchdog both frozen within one bound of each
+//! other (the watchdog is replaced only after a bound unanswered), zkguard killed within a
+//! bound of its watchdog's freeze when that does not orphan the watchdog's group (a
+//! subreaper in zkguard's session adopts it: the command's forked workers run on until the
+//! watchdog is continued), and the whole host frozen (zkguard, the watchdog and the command
+//! together). When they resume, the command may run a moment before either acts, after
+//! another holder has taken over: only writes fenced with `ZKGUARD_TOKEN` are safe then.
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -333,6 +350,13 @@ pub fn main(args: &[String]) -> i32 {
         ));
         return EXIT_USAGE;
     };
+    // Caught, so not the death it is by default: when zkguard dies while this watchdog is
+    // stopped, its process group is orphaned and the kernel sends it SIGHUP and SIGCONT; it
+    // must live on to SIGKILL the command's group (workers the command forked included).
+    let _ = signal_hook::flag::register(
+        Signal::SIGHUP as i32,
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     let (tx, bytes) = crossbeam_channel::unbounded();
     std::thread::spawn(move || {
         let mut stdin = std::io::stdin().lock();
