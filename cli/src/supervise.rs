@@ -20,6 +20,7 @@
 //! | Confirming | the lock is not ours ([`confirmed`]) | ended, terminated | |
 //! | any | the guard's `lost()` ([`lost`]) | ended, terminated | |
 //! | any | a revocation request (`zkguard revoke`, Curator's `Revoker`) ([`revoked`]) | unchanged | SIGTERM to the group, once (a stopped group sees it when continued); released after it exits |
+//! | any | the watchdog gone, or unanswered for its bound ([`replace_watchdog`]) | unchanged (had the old one fired: as its report) | another started, the old one SIGKILLed; none: ended, terminated |
 //! | any | the command exited | ended with its status | |
 //!
 //! [`suspend`]: Supervisor::suspend
@@ -31,6 +32,7 @@
 //! [`confirmed`]: Supervisor::confirmed
 //! [`lost`]: Supervisor::lost
 //! [`revoked`]: Supervisor::revoked
+//! [`replace_watchdog`]: Supervisor::replace_watchdog
 //!
 //! A signal for zkguard (SIGINT, SIGTERM, SIGHUP) is forwarded to the command's group in
 //! every state and changes none ([`Supervisor::forward`]); it is remembered, so that
