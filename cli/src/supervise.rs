@@ -224,8 +224,10 @@ pub fn watch(
 impl Supervisor<'_> {
     /// After every event: the transitions the guard's validity and the clock call for.
     fn look(&mut self) -> Option<End> {
-        let unanswered = self.dog.unanswered_for();
-        if unanswered > watchdog::bound(self.client.session_timeout()) {
+        let bound = watchdog::bound(self.client.session_timeout());
+        // A new watchdog gets one bound to start before its silence counts.
+        let unanswered = self.dog.unanswered_for(bound);
+        if unanswered > bound {
             let why = format!(
                 "has not answered for {} (stopped or frozen: it would not act)",
                 humantime::format_duration(Duration::from_millis(unanswered.as_millis() as u64))

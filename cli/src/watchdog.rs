@@ -194,6 +194,8 @@ pub struct Watchdog {
     pub reports: Receiver<Report>,
     /// Since when a heartbeat has gone unanswered (None: all answered).
     unanswered: Arc<Mutex<Option<Instant>>>,
+    /// When it was started.
+    started: Instant,
 }
 
 impl Watchdog {
@@ -264,6 +266,7 @@ impl Watchdog {
             process,
             reports,
             unanswered,
+            started: Instant::now(),
         })
     }
 
@@ -278,9 +281,14 @@ impl Watchdog {
         let _ = (&self.beats).write(&[BEAT]);
     }
 
-    /// How long the oldest unanswered heartbeat has waited (zero: all answered).
-    pub fn unanswered_for(&self) -> Duration {
-        lock(&self.unanswered).map_or(Duration::ZERO, |since| since.elapsed())
+    /// How long the oldest unanswered heartbeat has waited (zero: all answered), counted
+    /// from `grace` after the watchdog's start at the earliest: a new process on a loaded
+    /// host may take a while to start answering.
+    pub fn unanswered_for(&self, grace: Duration) -> Duration {
+        let from = self.started + grace;
+        lock(&self.unanswered).map_or(Duration::ZERO, |since| {
+            Instant::now().saturating_duration_since(since.max(from))
+        })
     }
 
     /// zkguard itself went unheard (frozen, stalled): the heartbeats it owed were not the
