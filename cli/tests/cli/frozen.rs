@@ -431,6 +431,21 @@ fn a_stopped_watchdog_is_replaced_before_its_zkguard_is_killed() {
     frozen_watchdog_then("frozen-dog-kill", true);
 }
 
+/// Whether every thread of process `pid` is stopped (`T`).
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let states: Vec<Option<char>> = dir
+        .flatten()
+        .map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            stat.rsplit_once(')')?.1.trim_start().chars().next()
+        })
+        .collect();
+    !states.is_empty() && states.iter().all(|s| *s == Some('T'))
+}
+
 /// Starts `sleep 600` in a process group of its own with the pid `pid` (free by now):
 /// through `ns_last_pid` where it may be written, else by cycling through the pids.
 fn process_with_pid(pid: i32) -> std::process::Child {
@@ -476,9 +491,11 @@ fn a_stopped_watchdog_of_a_killed_zkguard_still_kills_the_forked_worker() {
     let dog = watchdog_of(a.pid());
     let _dog = KillOnDrop(dog);
     signal(dog, libc::SIGSTOP);
+    // Every thread: the kernel continues an orphaned group only once it is wholly stopped
+    // (its main thread may show `T` while another has yet to stop).
     wait_until(
         || "the watchdog never stopped".into(),
-        || proc_state(dog) == Some('T'),
+        || all_threads_stopped(dog),
     );
     a.signal(libc::SIGKILL);
     assert_eq!(a.wait(PATIENCE), 128 + 9);
