@@ -40,6 +40,9 @@ use crate::{Fail, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SOFTWARE};
 pub struct Child {
     /// Its pid, which is also its process group's id.
     pub pid: Pid,
+    /// Its start time ([`crate::watchdog::start_time`]), read while the gate waits: the
+    /// watchdog signals the group only while its leader is this process.
+    pub start: Option<u64>,
     /// Gets its status once (the waiting thread reaps it), as a shell reports it: the exit
     /// code, or 128 + the signal that killed it ([`EXIT_SOFTWARE`] if it cannot be waited for).
     pub exited: Receiver<i32>,
@@ -172,6 +175,8 @@ pub fn spawn(
     drop(c);
     drop(theirs);
     let pid = Pid::from_raw(child.id() as i32);
+    // Read before anything can reap it: the gate waits for the go.
+    let start = crate::watchdog::start_time(pid);
     GROUP.store(pid.as_raw(), Ordering::SeqCst);
     // Reaped by waitpid below, not by `child` (which has no Drop that waits or kills).
     drop(child);
@@ -194,6 +199,7 @@ pub fn spawn(
     });
     Ok(Child {
         pid,
+        start,
         exited,
         stopped,
         terminal,

@@ -35,8 +35,10 @@ Exit status:
   0             without CMD (or with --watch): ended by SIGINT, SIGTERM or SIGHUP
   1             the lock or leadership was not obtained (--nonblock, --timeout);
                 --conflict-exit-code changes it
-  2             bad input: usage, a bad path, duration, option or credentials
-  69            ZooKeeper could not be reached (or started), or failed a request
+  2             bad input: usage, a bad path, duration, option or credentials; with
+                CMD, a --session-timeout below 2s (the watchdog's floor)
+  69            ZooKeeper could not be reached (or started), or failed a request;
+                with CMD, the server granted a session timeout below 2s
   70            internal error (signals cannot be handled, CMD cannot be waited for)
   75            the lock or leadership was lost while CMD ran; CMD was terminated
   77            ZooKeeper refused the credentials or the access (ACL), or the lock's

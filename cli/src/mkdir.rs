@@ -10,6 +10,9 @@
 //! marker in its directory. Idempotent: a directory that exists and whose ACL lets nobody
 //! but this identity (and `--trust`'s) create, delete or administer there is kept (its
 //! marker added if missing); one whose ACL is open is refused (77), as the locks would.
+//! "Kept" is said only of the directory judged: once its marker exists, the directory's ACL
+//! and stat are read again, and a directory made again at the path since (same path, other
+//! `czxid` or `aversion`, or an ACL that no longer passes) is refused (77) as swapped.
 
 use zkguard::{Acl, Client, CreateMode, Error, NodeAcl, Op, DIRECTORY_MARKER};
 
@@ -27,7 +30,8 @@ Exit status:
   69  ZooKeeper could not be reached or failed a request
   77  refused: the ACL (named) does not let this identity create there, or the directory
       exists and its ACL lets others create, delete or change the ACL there, or its
-      marker has children (it could go and leave the directory empty)";
+      marker has children (it could go and leave the directory empty), or it was
+      swapped (deleted and made again) while mkdir added its marker";
 
 #[derive(Args)]
 pub struct MkdirArgs {
@@ -106,7 +110,7 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
         }
     }
     // It exists: kept only if its ACL keeps out whom the locks would refuse.
-    let (entries, _) = client
+    let (entries, judged) = client
         .get_acl(path)
         .map_err(|e| Fail::zk(format_args!("cannot read the ACL of {path}"), e))?;
     let ours = match client.own_identities(path) {
@@ -141,13 +145,13 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
             ),
         ));
     }
-    match client.multi(&[create(&marker)]) {
-        Ok(_) => say.say(format!(
+    let kept = match client.multi(&[create(&marker)]) {
+        Ok(_) => format!(
             "{path} exists with ACL {}: kept; added its marker {DIRECTORY_MARKER}",
             acl_text(&entries)
-        )),
+        ),
         Err(Error::Multi { source, .. }) if matches!(*source, Error::NodeExists { .. }) => {
-            return keep_marker(client, path, &entries, acl, &ours, say)
+            keep_marker(client, path, &entries, acl, &ours)?
         }
         Err(e) => {
             return Err(refused(
@@ -157,8 +161,68 @@ fn make(client: &Client, path: &str, acl: &NodeAcl, say: Say) -> Result<i32, Fai
                 e,
             ))
         }
-    }
+    };
+    still_judged(client, path, &judged, acl, &ours)?;
+    say.say(kept);
     Ok(0)
+}
+
+/// After the marker exists: the directory is still the one judged (`judged`, its stat
+/// when its ACL was read and passed), not another made at its path since (deleted and
+/// made again open by someone the old ACL's parent let in, between the judging and the
+/// marker's create, which is not bound to it): the same creation (`czxid`) and ACL
+/// version (`aversion`), and an ACL that still passes. Otherwise 77, naming the swap:
+/// never "kept".
+fn still_judged(
+    client: &Client,
+    path: &str,
+    judged: &zkguard::Stat,
+    acl: &NodeAcl,
+    ours: &[Acl],
+) -> Result<(), Fail> {
+    let (entries, now) = match client.get_acl(path) {
+        Ok(read) => read,
+        Err(Error::NoNode { .. }) => {
+            return Err(Fail::new(
+                EXIT_NOPERM,
+                format!(
+                    "{path} was deleted while mkdir added its marker (someone may delete it: \
+                     its parent's ACL lets them): not kept; look at who can, then run mkdir \
+                     again"
+                ),
+            ))
+        }
+        Err(e) => {
+            return Err(Fail::zk(
+                format_args!("cannot read the ACL of {path} again"),
+                e,
+            ))
+        }
+    };
+    let open = acl.untrusted(&entries, ours);
+    if (now.czxid, now.aversion) == (judged.czxid, judged.aversion) && open.is_empty() {
+        return Ok(());
+    }
+    Err(Fail::new(
+        EXIT_NOPERM,
+        format!(
+            "{path} was swapped while mkdir added its marker: the directory judged (created at \
+             zxid 0x{:x}, ACL version {}) is not the one there now (created at zxid 0x{:x}, ACL \
+             version {}, ACL {}{}): not kept. Someone its parent's ACL lets in deleted and \
+             made it again; look at who, then delete it and run mkdir again, or choose \
+             another path",
+            judged.czxid,
+            judged.aversion,
+            now.czxid,
+            now.aversion,
+            acl_text(&entries),
+            if open.is_empty() {
+                String::new()
+            } else {
+                format!(", which lets {} in", acl_text(&open))
+            }
+        ),
+    ))
 }
 
 /// Whether a directory's marker, as `get_acl` read it (`acl`, `stat`), keeps the directory
@@ -180,15 +244,15 @@ pub fn lasting(stat: &zkguard::Stat, acl: &[Acl], open_to: impl Fn(&[Acl]) -> Ve
 /// could create there before the ACL was closed, which goes with its session; a node
 /// with a child or that had one, perhaps a container, which the server deletes once empty;
 /// one whose ACL lets others in) replaced by a persistent one with the ACL, in one
-/// transaction that deletes it only at the version read.
+/// transaction that deletes it only at the version read. Returns what to say once the
+/// directory is known to be the one judged.
 fn keep_marker(
     client: &Client,
     path: &str,
     entries: &[Acl],
     acl: &NodeAcl,
     ours: &[Acl],
-    say: Say,
-) -> Result<i32, Fail> {
+) -> Result<String, Fail> {
     let marker = format!("{path}/{DIRECTORY_MARKER}");
     let gone = || {
         Fail::new(
@@ -210,11 +274,10 @@ fn keep_marker(
     };
     if let Some(a) = &marker_acl {
         if lasting(&stat, a, |a| acl.untrusted(a, ours)) {
-            say.say(format!(
+            return Ok(format!(
                 "{path} exists with ACL {} and its marker: nothing to do",
                 acl_text(entries)
             ));
-            return Ok(0);
         }
     }
     let delete = Op::Delete {
@@ -246,7 +309,7 @@ fn keep_marker(
             ))
         }
     }
-    say.say(format!(
+    Ok(format!(
         "{path} exists with ACL {}: kept; replaced its marker {DIRECTORY_MARKER} (owner \
          0x{:x}, {} children made in it, ACL {}), which could have gone and left the \
          directory empty, with a persistent one",
@@ -254,8 +317,7 @@ fn keep_marker(
         stat.ephemeral_owner,
         stat.cversion,
         marker_acl.as_deref().map_or("unreadable".into(), acl_text)
-    ));
-    Ok(0)
+    ))
 }
 
 /// A persistent node at `p` with `acl`, as a `multi`'s op.

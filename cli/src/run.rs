@@ -22,7 +22,7 @@ use crate::{
 pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
     let acl = node_acl(args.acl.as_ref(), &args.trust)?;
-    let client = conn.connect(say)?;
+    let client = connect(conn, &args.supervise, say)?;
     conn.warn_cleartext(Some(&acl), say);
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
     let made = |e| Fail::zk(format_args!("lock {}", args.path), e);
@@ -80,7 +80,7 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
 pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail> {
     check_path(&args.path)?;
     let acl = node_acl(args.acl.as_ref(), &args.trust)?;
-    let client = conn.connect(say)?;
+    let client = connect(conn, &args.supervise, say)?;
     conn.warn_cleartext(Some(&acl), say);
     warn_open_acl(conn, args.acl.as_ref(), &args.path, say);
     let id = args.id.clone().unwrap_or_else(zkguard::host_id);
@@ -99,6 +99,25 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
     let code = session(&client, Arc::new(target), args, say, args.repeat);
     client.close();
     code
+}
+
+/// The session for `lock` and `elect`: with a command to run, one whose session timeout,
+/// asked and granted, is not below the watchdog's floor ([`watchdog::check_floor`]),
+/// refused before anything is taken or run.
+fn connect(conn: &Connection, sup: &Supervise, say: Say) -> Result<Client, Fail> {
+    let supervised = !sup.argv().is_empty();
+    if supervised {
+        watchdog::check_floor(conn.session_timeout, None)?;
+    }
+    let client = conn.connect(say)?;
+    if supervised {
+        if let Err(f) = watchdog::check_floor(conn.session_timeout, Some(client.session_timeout()))
+        {
+            client.close();
+            return Err(f);
+        }
+    }
+    Ok(client)
 }
 
 /// The ACL of `--acl` (open without it), trusting each `--trust SCHEME:ID`.

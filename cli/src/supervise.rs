@@ -20,6 +20,7 @@
 //! | Confirming | the lock is not ours ([`confirmed`]) | ended, terminated | |
 //! | any | the guard's `lost()` ([`lost`]) | ended, terminated | |
 //! | any | a revocation request (`zkguard revoke`, Curator's `Revoker`) ([`revoked`]) | unchanged | SIGTERM to the group, once (a stopped group sees it when continued); released after it exits |
+//! | any | the watchdog gone, or unanswered for its bound ([`replace_watchdog`]) | unchanged (had the old one fired: as its report) | another started, the old one SIGKILLed; none: ended, terminated |
 //! | any | the command exited | ended with its status | |
 //!
 //! [`suspend`]: Supervisor::suspend
@@ -31,6 +32,7 @@
 //! [`confirmed`]: Supervisor::confirmed
 //! [`lost`]: Supervisor::lost
 //! [`revoked`]: Supervisor::revoked
+//! [`replace_watchdog`]: Supervisor::replace_watchdog
 //!
 //! A signal for zkguard (SIGINT, SIGTERM, SIGHUP) is forwarded to the command's group in
 //! every state and changes none ([`Supervisor::forward`]); it is remembered, so that
@@ -102,7 +104,14 @@ pub fn watch(
     label: &str,
 ) -> Result<(End, bool), Fail> {
     let bound = watchdog::bound(client.session_timeout());
-    let dog = match Watchdog::start(child.pid, bound, sup.on_suspend, sup.kill_after, say) {
+    let dog = match Watchdog::start(
+        child.pid,
+        child.start,
+        bound,
+        sup.on_suspend,
+        sup.kill_after,
+        say,
+    ) {
         Ok(dog) => dog,
         Err(f) => {
             say.say(format!("{}: not running the command without it", f.msg));
@@ -131,14 +140,18 @@ pub fn watch(
     let lost = s.lost.clone();
     let mut revoked = held.revocation();
     let events = client.events();
-    let tick = crossbeam_channel::tick(Duration::from_millis(100));
+    let tick = crossbeam_channel::tick(watchdog::step(bound));
     // When the watchdog was last heartbeaten, and whether zkguard ever went unheard past its
     // bound since (frozen or stalled: the watchdog may have acted). Kept across turns: after
     // a thaw, a tick or another event may take a turn before the command's exit is seen.
     let mut last_beat = Instant::now();
     let mut stalled = false;
     loop {
-        stalled |= last_beat.elapsed() > bound;
+        if last_beat.elapsed() > bound {
+            // zkguard itself was unheard: the watchdog owed no answer meanwhile.
+            stalled = true;
+            s.dog.excuse();
+        }
         s.dog.beat();
         last_beat = Instant::now();
         let confirmation = match &s.state {
@@ -199,7 +212,7 @@ pub fn watch(
             recv(confirmation) -> r => s.confirmed(r.unwrap_or(Err(Error::Closed))),
             recv(reports) -> r => match r.unwrap_or(Report::Died) {
                 Report::Fired => s.frozen(),
-                Report::Died => s.restart_watchdog(),
+                Report::Died => s.replace_watchdog("is gone"),
             },
         };
         if let Some(end) = ended.or_else(|| s.look()) {
@@ -211,6 +224,18 @@ pub fn watch(
 impl Supervisor<'_> {
     /// After every event: the transitions the guard's validity and the clock call for.
     fn look(&mut self) -> Option<End> {
+        let bound = watchdog::bound(self.client.session_timeout());
+        // A new watchdog gets one bound to start before its silence counts.
+        let unanswered = self.dog.unanswered_for(bound);
+        if unanswered > bound {
+            let why = format!(
+                "has not answered for {} (stopped or frozen: it would not act)",
+                humantime::format_duration(Duration::from_millis(unanswered.as_millis() as u64))
+            );
+            if let Some(end) = self.replace_watchdog(&why) {
+                return Some(end);
+            }
+        }
         if self.kill_at.is_some_and(|at| Instant::now() >= at) {
             self.say
                 .say("the command outlived --kill-after after the revocation request: SIGKILL");
@@ -374,33 +399,38 @@ impl Supervisor<'_> {
         None
     }
 
-    /// The watchdog is gone: another one, or, if it cannot start, the command terminated.
-    fn restart_watchdog(&mut self) -> Option<End> {
+    /// The watchdog is gone, or has not answered for its bound (`why`): another one
+    /// started, the old one ended (SIGKILL) and what it reported before read (had it fired,
+    /// [`Supervisor::frozen`]); if none can start, the command terminated.
+    fn replace_watchdog(&mut self, why: &str) -> Option<End> {
         let bound = watchdog::bound(self.client.session_timeout());
         let old = self.dog.pid();
-        match Watchdog::start(
+        let dog = match Watchdog::start(
             self.child.pid,
+            self.child.start,
             bound,
             self.sup.on_suspend,
             self.sup.kill_after,
             self.say,
         ) {
-            Ok(dog) => {
-                self.say.say(format!(
-                    "the watchdog (pid {old}) is gone: started another (pid {})",
-                    dog.pid()
-                ));
-                self.dog = dog;
-                None
-            }
+            Ok(dog) => dog,
             Err(f) => {
                 self.say.say(format!(
-                    "the watchdog (pid {old}) is gone and {}: the command cannot run unguarded",
+                    "the watchdog (pid {old}) {why}, and {}: the command cannot run unguarded",
                     f.msg
                 ));
-                Some(self.terminate())
+                return Some(self.terminate());
             }
+        };
+        dog.beat();
+        self.say.say(format!(
+            "the watchdog (pid {old}) {why}: ended it, started another (pid {})",
+            dog.pid()
+        ));
+        if std::mem::replace(&mut self.dog, dog).end() {
+            return self.frozen();
         }
+        None
     }
 
     /// A signal for zkguard, passed on to the command's group.

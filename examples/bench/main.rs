@@ -9,9 +9,17 @@
 //! time over TLS right after the plaintext ones (their lines' `target` ends in `over TLS`);
 //! `BENCH_ONLY=ops,W1,W2,TLS` gives both side by side.
 //!
+//! `BENCH_RTT` runs the selected workloads through the harness's fault proxy at each round
+//! trip named (`1ms,5ms,16ms`; `0` for loopback without the proxy, the default when unset):
+//! each direction delayed by half of it (`FaultProxy::delay`), a `rtt` line with the round
+//! trip of a bare `exists` measured through it, and every time in µs of every line after it
+//! also in round trips (`…_rtt` keys: the time over that measured round trip; `rtt_us`).
+//! The workloads that start servers of their own (W9's ensemble) do not go through it.
+//!
 //! ```text
 //! cargo run --release --example bench --features testing
 //! BENCH_ONLY=W1,W6 BENCH_N=500 cargo run --release --example bench --features testing
+//! BENCH_RTT=0,1ms,5ms,16ms BENCH_ONLY=W1,W2:8 BENCH_N=200 cargo run --release --example bench --features testing
 //! ```
 //!
 //! Figures:
@@ -170,7 +178,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex as PlMutex;
-use zkguard::testing::TestCluster;
+use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{
     Candidate, Client, CreateMode, EventType, LeaderElection, LeaderEvent, MultiLock, Mutex,
     ReentrantMutex, RwLock, Semaphore, SessionState,
@@ -287,6 +295,7 @@ fn run() -> Res<bool> {
         drop(c);
         return Ok(true);
     }
+    let rtts = rtt_setting()?;
     let metrics = metrics_setting()?;
     let cluster;
     let (connect, target) = match std::env::var("ZK_CONNECT") {
@@ -343,6 +352,43 @@ fn run() -> Res<bool> {
         tls: None,
     };
 
+    // On loopback, unless BENCH_RTT leaves it out (it names `0` for it).
+    let mut ok = true;
+    if rtts.is_empty() || rtts.contains(&Duration::ZERO) {
+        ok = workloads(&ctx, cluster.as_ref(), &selected, &watchdog)?;
+    }
+    // The same workloads through a delaying proxy, at each round trip asked.
+    for rtt in rtts.into_iter().filter(|r| !r.is_zero()) {
+        let Some(c) = &cluster else {
+            return Err("BENCH_RTT needs the harness's server (not ZK_CONNECT)".into());
+        };
+        let _armed = watchdog.arm("BENCH_RTT setup", Duration::from_secs(60));
+        let (proxied, proxy) = rtt_ctx(c, &ctx, rtt)?;
+        drop(_armed);
+        ok &= workloads(&proxied, None, &selected, &watchdog)?;
+        set_rtt_us(None);
+        delete_tree(&proxied.client, &proxied.dir)?;
+        proxied.client.close();
+        drop(proxy);
+    }
+    let _armed = watchdog.arm("cleanup", Duration::from_secs(60));
+    delete_tree(&ctx.client, &ctx.dir)?;
+    ctx.client.close().into_result()?;
+    drop(cluster);
+    Ok(ok)
+}
+
+/// Every selected workload on `ctx` (and, with the harness's `cluster` and the `tls` feature,
+/// the TLS lines); whether every one succeeded.
+fn workloads(
+    ctx: &Ctx,
+    cluster: Option<&TestCluster>,
+    selected: &dyn Fn(&str) -> bool,
+    watchdog: &Watchdog,
+) -> Res<bool> {
+    #[cfg(not(feature = "tls"))]
+    let _ = cluster;
+    let n = ctx.n;
     // Budgets: generous for the default size, scaled with BENCH_N.
     let scale = (n as f64 / 2000.0).max(1.0);
     let budget = |secs: f64| Duration::from_secs_f64(secs * scale);
@@ -353,7 +399,7 @@ fn run() -> Res<bool> {
         }
         let _armed = watchdog.arm(name, budget(secs));
         let (cpu, wall) = (Cpu::now(), Instant::now());
-        let r = f(&ctx);
+        let r = f(ctx);
         let used = cpu.since();
         let (user, sys) = (used.user, used.sys);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
@@ -401,8 +447,8 @@ fn run() -> Res<bool> {
     }
     // The same round trips, W1 and W2 over TLS, against the same server in the same run.
     #[cfg(feature = "tls")]
-    if let (Some(c), true) = (&cluster, selected("TLS")) {
-        let tls_ctx = tls_ctx(c, &ctx)?;
+    if let (Some(c), true) = (cluster, selected("TLS")) {
+        let tls_ctx = tls_ctx(c, ctx)?;
         run_one("ops", 120.0, &|_: &Ctx| ops(&tls_ctx));
         run_one("W1", 120.0, &|_: &Ctx| w1(&tls_ctx));
         let base = PlMutex::new(None);
@@ -448,11 +494,81 @@ fn run() -> Res<bool> {
     run_one("W12", 300.0, &login::w12);
     run_one("W13", 120.0, &acl::w13);
 
-    let _armed = watchdog.arm("cleanup", Duration::from_secs(60));
-    delete_tree(&ctx.client, &ctx.dir)?;
-    ctx.client.close().into_result()?;
-    drop(cluster);
     Ok(ok)
+}
+
+/// `BENCH_RTT`: the round trips to run the workloads at, comma-separated (`1ms,5ms,16ms`;
+/// units `us`, `ms`, `s`; `0` for loopback without a proxy); none if unset.
+fn rtt_setting() -> Res<Vec<Duration>> {
+    let Ok(v) = std::env::var("BENCH_RTT") else {
+        return Ok(Vec::new());
+    };
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            parse_rtt(s).ok_or_else(|| {
+                format!("BENCH_RTT: {s:?} is not a round trip (like 500us, 1ms, 16ms, 0)").into()
+            })
+        })
+        .collect()
+}
+
+/// `500us`, `1ms`, `1.5ms`, `2s` or `0`.
+fn parse_rtt(s: &str) -> Option<Duration> {
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic())?);
+    let x: f64 = num.parse().ok().filter(|x: &f64| x.is_finite() && *x > 0.0)?;
+    let secs = match unit {
+        "us" | "µs" => x / 1e6,
+        "ms" => x / 1e3,
+        "s" => x,
+        _ => return None,
+    };
+    (secs <= 60.0).then(|| Duration::from_secs_f64(secs))
+}
+
+/// A context whose sessions reach the harness's server through a fault proxy delaying each
+/// direction by half of `rtt`, and the measured round trip of a bare request through it
+/// (the median of 200 `exists`), which every line printed from now on also expresses its
+/// times in (`set_rtt_us`).
+fn rtt_ctx(cluster: &TestCluster, plain: &Ctx, rtt: Duration) -> Res<(Ctx, FaultProxy)> {
+    let proxy = FaultProxy::for_cluster(cluster)?;
+    proxy.delay(rtt / 2);
+    let connect = proxy.connect_string();
+    let client = Client::connect(&connect)?;
+    let mut samples = Vec::with_capacity(200);
+    for _ in 0..200 {
+        let (took, r) = timed(|| client.exists("/"));
+        r?;
+        samples.push(took);
+    }
+    let measured = p50(&mut samples);
+    let dir = format!("{}-rtt-{}us", plain.dir, rtt.as_micros());
+    client.create(&dir, b"", CreateMode::Persistent)?;
+    let target = format!(
+        "{}, through a proxy at {rtt:?} round trip (measured {:.0} us)",
+        plain.target, measured
+    );
+    Line::new("rtt", &target)
+        .s("what", "the round trip of a bare exists through the proxy, p50 of 200")
+        .f("asked_us", rtt.as_secs_f64() * 1e6)
+        .f("measured_us", measured)
+        .print();
+    set_rtt_us(Some(measured));
+    let ctx = Ctx {
+        connect,
+        target,
+        n: plain.n,
+        n_given: plain.n_given,
+        dir,
+        client,
+        #[cfg(feature = "tls")]
+        tls: None,
+    };
+    Ok((ctx, proxy))
 }
 
 /// With the `metrics` feature: installs a Prometheus recorder if `BENCH_METRICS=recorder`;

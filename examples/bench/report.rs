@@ -1,5 +1,7 @@
 //! Output: one JSON line per figure, and the percentiles in it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::*;
 
 pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -77,9 +79,40 @@ impl Line {
             .f(&format!("{prefix}max_us"), percentile(samples, 1.0))
     }
 
+    /// Printed; in a run through a delaying proxy (`BENCH_RTT`), every time in µs (a key
+    /// ending `_us`) is also given in round trips (`…_rtt`: the time over the measured
+    /// round trip of a bare request, `rtt_us`).
     pub(crate) fn print(self) {
-        println!("{}", serde_json::Value::Object(self.0));
+        let mut line = self.0;
+        if let Some(rtt) = rtt_us() {
+            let in_rtt: Vec<(String, f64)> = line
+                .iter()
+                .filter_map(|(k, v)| {
+                    let stem = k.strip_suffix("_us")?;
+                    Some((format!("{stem}_rtt"), v.as_f64()? / rtt))
+                })
+                .collect();
+            for (k, v) in in_rtt {
+                line.insert(k, serde_json::Value::from((v * 100.0).round() / 100.0));
+            }
+            line.insert("rtt_us".into(), serde_json::Value::from(rtt.round()));
+        }
+        println!("{}", serde_json::Value::Object(line));
     }
+}
+
+/// The measured round trip of the run through a delaying proxy, in µs (bits of an `f64`;
+/// 0: none).
+static RTT_US: AtomicU64 = AtomicU64::new(0);
+
+/// The round trip lines are expressed in from now on (`None`: not a proxied run).
+pub(crate) fn set_rtt_us(rtt: Option<f64>) {
+    RTT_US.store(rtt.filter(|r| *r > 0.0).map_or(0, f64::to_bits), Ordering::Relaxed);
+}
+
+fn rtt_us() -> Option<f64> {
+    let bits = RTT_US.load(Ordering::Relaxed);
+    (bits != 0).then(|| f64::from_bits(bits))
 }
 
 pub(crate) fn p50(samples: &mut [Duration]) -> f64 {

@@ -206,7 +206,7 @@ fn a_command_never_runs_before_its_watchdog() {
 }
 
 /// The watchdog of the zkguard `pid` (its child running `zkguard __watchdog`), once there.
-fn watchdog_of(pid: i32) -> i32 {
+pub fn watchdog_of(pid: i32) -> i32 {
     let find = || {
         std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
             let p: i32 = e.file_name().to_str()?.parse().ok()?;
@@ -322,11 +322,307 @@ fn the_watchdog_refuses_a_group_that_is_not_a_command_s() {
     for group in ["0", "-7"] {
         let (code, _, err) = output(
             std::process::Command::new(env!("CARGO_BIN_EXE_zkguard"))
-                .args(["__watchdog", group, "100", "kill", "10", "say"])
+                .args(["__watchdog", group, "-", "100", "kill", "10", "say"])
                 .stdin(std::process::Stdio::null())
                 .process_group(0),
         );
         assert_eq!(code, 2, "group {group}: {err}");
         assert!(err.contains("__watchdog is for zkguard's own use"), "{err}");
+    }
+}
+
+/// SIGKILLs a process this test made (through zkguard) when dropped: a stopped watchdog is
+/// not left behind by a failing test.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        signal(self.0, libc::SIGKILL);
+    }
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: a plain kill(2) of a process this test started (through zkguard).
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// [`writer`] run by a worker the command forks (a background subshell; its pid in
+/// `NAME.worker`), the command waiting for it: the worker is in the command's group but is
+/// not zkguard's child, so the parent-death signal that kills the command misses it.
+fn forking_writer(s: &Scratch, name: &str) -> String {
+    format!(
+        "( {} ) & echo $! > '{}'; wait",
+        writer(s, name),
+        s.path(&format!("{name}.worker")).display()
+    )
+}
+
+/// Holder `a` (6 s session: bound 2 s) whose command's worker writes into the log, waiter
+/// `b`; `a`'s watchdog is stopped first, and once `a` has replaced it (it did not answer
+/// for the bound) `a` itself is stopped (`kill` false) or SIGKILLed: no line of `a`'s job
+/// follows `b`'s first, and `a`'s worker does not survive. Before the answers, a stopped
+/// watchdog looked healthy for ever: `a` never said it had not answered (the test's wait
+/// for it failed), and the job ran beside `b`'s.
+fn frozen_watchdog_then(name: &str, kill: bool) {
+    let (cs, s, path) = setup(name);
+    let c = client(&cs);
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &["--session-timeout", "6s", "lock", &path],
+        &forking_writer(&s, "a"),
+    );
+    s.wait_lines("log", "the holder's command writing", |l| l.len() >= 3);
+    let mut b = start_sh(
+        &cs,
+        &s,
+        "b",
+        &["lock", &path, "--timeout", "60s"],
+        &writer(&s, "b"),
+    );
+    wait_contenders(&c, &path, 2);
+    let dog = watchdog_of(a.pid());
+    let _old = KillOnDrop(dog);
+    signal(dog, libc::SIGSTOP);
+    a.wait_stderr("has not answered");
+    assert!(is_dead(dog), "the unanswering watchdog was not ended");
+    let worker: i32 = s.lines("a.worker")[0].parse().unwrap();
+    let _worker = KillOnDrop(worker);
+    let frozen = now();
+    a.signal(if kill { libc::SIGKILL } else { libc::SIGSTOP });
+    s.wait_lines("log", "the second command writing", |l| {
+        l.iter().filter(|l| l.starts_with("b ")).count() >= 5
+    });
+    if kill {
+        assert_eq!(a.wait(PATIENCE), 128 + 9);
+        assert!(is_dead(worker), "the holder's forked worker survived");
+    } else {
+        a.signal(libc::SIGCONT);
+        assert_eq!(a.wait(PATIENCE), 75, "the frozen holder: {}", a.stderr());
+    }
+    s.touch("stop");
+    assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
+    let log = entries(&s);
+    let first_b = log.iter().position(|(w, _)| w == "b").unwrap();
+    let last_a = log.iter().rposition(|(w, _)| w == "a").unwrap();
+    eprintln!(
+        "{name}: the holder's job last wrote {:.3} s after zkguard's freeze, the next job \
+         first {:.3} s after it",
+        log[last_a].1 - frozen,
+        log[first_b].1 - frozen,
+    );
+    assert!(
+        last_a < first_b,
+        "the two jobs ran at once: {log:?}\nholder's stderr:\n{}",
+        a.stderr()
+    );
+}
+
+#[test]
+fn a_stopped_watchdog_is_replaced_before_its_zkguard_freezes() {
+    frozen_watchdog_then("frozen-dog-stop", false);
+}
+
+#[test]
+fn a_stopped_watchdog_is_replaced_before_its_zkguard_is_killed() {
+    frozen_watchdog_then("frozen-dog-kill", true);
+}
+
+/// Whether every thread of process `pid` is stopped (`T`).
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let states: Vec<Option<char>> = dir
+        .flatten()
+        .map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            stat.rsplit_once(')')?.1.trim_start().chars().next()
+        })
+        .collect();
+    !states.is_empty() && states.iter().all(|s| *s == Some('T'))
+}
+
+/// Starts `sleep 600` in a process group of its own with the pid `pid` (free by now):
+/// through `ns_last_pid` where it may be written, else by cycling through the pids.
+fn process_with_pid(pid: i32) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let _ = std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string());
+        let mut c = std::process::Command::new("sleep")
+            .arg("600")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        if c.id() as i32 == pid {
+            return c;
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pid {pid} never came back to this test"
+        );
+    }
+}
+
+/// A watchdog stopped, its zkguard SIGKILLed at once (30 s session: within the bound, the
+/// watchdog not replaced yet), the command's job a forked worker: the kernel continues the
+/// orphaned watchdog (SIGHUP and SIGCONT to a stopped process whose group is orphaned),
+/// which SIGKILLs the command's group, the worker with it. Before, the watchdog died of
+/// the SIGHUP and the worker, which the parent-death signal misses, ran on.
+#[test]
+fn a_stopped_watchdog_of_a_killed_zkguard_still_kills_the_forked_worker() {
+    let (cs, s, path) = setup("frozen-orphan");
+    let mut a = start_sh(
+        &cs,
+        &s,
+        "a",
+        &["--session-timeout", "30s", "lock", &path],
+        &forking_writer(&s, "a"),
+    );
+    s.wait_lines("log", "the holder's command writing", |l| !l.is_empty());
+    let worker: i32 = s.lines("a.worker")[0].parse().unwrap();
+    let _worker = KillOnDrop(worker);
+    let dog = watchdog_of(a.pid());
+    let _dog = KillOnDrop(dog);
+    signal(dog, libc::SIGSTOP);
+    // Every thread: the kernel continues an orphaned group only once it is wholly stopped
+    // (its main thread may show `T` while another has yet to stop).
+    wait_until(
+        || "the watchdog never stopped".into(),
+        || all_threads_stopped(dog),
+    );
+    a.signal(libc::SIGKILL);
+    assert_eq!(a.wait(PATIENCE), 128 + 9);
+    wait_until(
+        || {
+            format!(
+                "the forked worker {worker} outlived its killed zkguard (the watchdog: {:?})",
+                proc_state(dog)
+            )
+        },
+        || is_dead(worker),
+    );
+}
+
+/// A watchdog left stopped past its command's end, continued later: its command (`sleep`
+/// in a group of its own, started by this test, which stands for zkguard and keeps the
+/// watchdog's group from being orphaned, as a subreaper in zkguard's session does) is gone
+/// and its pid taken by another process leading a group of that id; the watchdog's stdin
+/// closes (its zkguard gone) and it is continued: it signals nothing (the leader's start
+/// time is not the one recorded) and exits. Run the same way, the watchdog before the
+/// start time (`GROUP BOUND_MS kill KILL_AFTER_MS say`) SIGKILLed the other process.
+#[test]
+fn an_orphaned_watchdog_continued_later_signals_nothing_that_is_not_its_job_s() {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let mut job = Command::new("sleep")
+        .arg("600")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = job.id() as i32;
+    let start = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start = start
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .to_string();
+    let mut dog = Command::new(env!("CARGO_BIN_EXE_zkguard"))
+        .args([
+            "__watchdog",
+            &pid.to_string(),
+            &start,
+            "600000",
+            "kill",
+            "10",
+            "say",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let _dog = KillOnDrop(dog.id() as i32);
+    signal(dog.id() as i32, libc::SIGSTOP);
+    wait_until(
+        || {
+            format!(
+                "the watchdog is not running: {:?}",
+                proc_state(dog.id() as i32)
+            )
+        },
+        || proc_state(dog.id() as i32) == Some('T'),
+    );
+    let _ = job.kill();
+    let _ = job.wait();
+    let mut other = process_with_pid(pid);
+    drop(dog.stdin.take());
+    signal(dog.id() as i32, libc::SIGCONT);
+    let mut said = String::new();
+    let _ = std::io::Read::read_to_string(&mut dog.stderr.take().unwrap(), &mut said);
+    let status = dog.wait().unwrap();
+    let survived = other.try_wait().unwrap().is_none();
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(
+        survived,
+        "the continued watchdog ({status}) signalled process {pid}, which is not its job's"
+    );
+    assert_eq!(status.code(), Some(0), "the watchdog: {status}: {said}");
+    assert!(said.contains("signalling nothing"), "{said}");
+}
+
+/// A session timeout below the floor (2 s) for a command under the lock: refused before
+/// the command starts, whether asked (`--session-timeout 250ms`: 2) or granted (a server
+/// whose `maxSessionTimeout` is 1 s: 69). Before the floor, at 250 ms with `--on-suspend
+/// kill` the command ran and was killed at once by a watchdog that took a healthy zkguard
+/// for a frozen one.
+#[test]
+fn a_session_below_the_floor_is_refused_before_the_command_starts() {
+    let (cs, s, path) = setup("floor");
+    let ran = s.path("ran");
+    let touch = format!("touch '{}'", ran.display());
+    let (code, _, err) = output(
+        zkguard(&cs)
+            .args(["--session-timeout", "250ms", "lock", &path])
+            .args(["--on-suspend", "kill", "--", "sh", "-c", &touch]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--session-timeout 250ms") && err.contains("at least 2s"),
+        "{err}"
+    );
+    assert!(!ran.exists(), "the command ran: {err}");
+
+    let low = zkguard::testing::TestCluster::builder()
+        .tick_time(std::time::Duration::from_millis(100))
+        .max_session_timeout(std::time::Duration::from_secs(1))
+        .start()
+        .expect("a server with maxSessionTimeout 1 s");
+    for args in [
+        &["lock", "/floor", "--"][..],
+        &["elect", "/floor-elect", "--id", "e", "--"],
+    ] {
+        let (code, _, err) = output(
+            zkguard(&low.connect_string())
+                .args(args)
+                .args(["sh", "-c", &touch]),
+        );
+        assert_eq!(code, 69, "{args:?}: {err}");
+        assert!(
+            err.contains("granted a session timeout of 1s") && err.contains("maxSessionTimeout"),
+            "{args:?}: {err}"
+        );
+        assert!(!ran.exists(), "{args:?}: the command ran: {err}");
     }
 }

@@ -260,3 +260,88 @@ fn mkdir_does_not_keep_a_marker_that_goes_with_a_session() {
         "{err}"
     );
 }
+
+/// alice's closed directory without a marker (creator-read: anyone may list it), and an
+/// anonymous attacker who watches it: when `mkdir`'s identity probe appears, it streams
+/// transactions that delete the directory and make it again open until one lands (after
+/// the probe is gone, before the marker is made) or `mkdir` is done. Run until the swap
+/// has won three times (at most 40 runs): each run the attacker won ends in 77 naming the
+/// swap, never "kept"; each it lost keeps the directory (0). Before the second look,
+/// `mkdir` said "kept; added its marker" and exited 0 with the directory open.
+#[test]
+fn a_directory_swapped_between_its_probe_and_its_marker_is_never_kept() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use zkguard::Op;
+    let cs = cluster().connect_string();
+    let alice = as_user(&cs, "alice");
+    let (mut won, mut runs) = (0, 0);
+    while won < 3 && runs < 40 {
+        runs += 1;
+        let dir = unique("team-swap");
+        alice
+            .create_with_acl(
+                &dir,
+                b"",
+                CreateMode::Persistent,
+                zkguard::NodeAcl::creator_read().entries(),
+            )
+            .unwrap();
+        let judged = alice.exists(&dir).unwrap().unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let attacker = {
+            let (cs, dir, done) = (cs.clone(), dir.clone(), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let c = client(&cs);
+                loop {
+                    let (kids, _, watch) = c.get_children_w(&dir).unwrap();
+                    if !kids.is_empty() {
+                        break;
+                    }
+                    if done.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let _ = watch.recv_timeout(std::time::Duration::from_millis(200));
+                }
+                let swap = [
+                    Op::Delete {
+                        path: dir.clone(),
+                        version: None,
+                    },
+                    Op::Create {
+                        path: dir.clone(),
+                        data: Vec::new(),
+                        mode: CreateMode::Persistent,
+                    },
+                ];
+                while !done.load(Ordering::SeqCst) && c.multi(&swap).is_err() {}
+            })
+        };
+        let (code, _, err) =
+            output(
+                zkguard(&cs)
+                    .args(ALICE)
+                    .args(["mkdir", &dir, "--acl", "creator-read"]),
+            );
+        done.store(true, Ordering::SeqCst);
+        attacker.join().unwrap();
+        let now = alice.exists(&dir).unwrap().unwrap();
+        if now.czxid != judged.czxid {
+            won += 1;
+            assert_eq!(code, 77, "swapped, yet: {err}");
+            assert!(!err.contains("kept;"), "swapped, yet: {err}");
+            assert!(
+                err.contains("was swapped") || err.contains("was deleted"),
+                "{err}"
+            );
+        } else {
+            assert_eq!(code, 0, "not swapped: {err}");
+            assert!(err.contains("kept; added its marker"), "{err}");
+        }
+    }
+    eprintln!("the swap won {won} of {runs} runs");
+    assert!(
+        won > 0,
+        "the swap never won in {runs} runs: the test proves nothing"
+    );
+}

@@ -52,6 +52,46 @@ fn the_command_does_not_see_the_credentials_variables() {
     }
 }
 
+/// The watchdog `lock` starts beside its command is zkguard's own binary again: its
+/// environment (`/proc/PID/environ`, readable by the user's other processes) holds none of
+/// zkguard's secrets either. Before the scrub it held `ZKGUARD_AUTH` and
+/// `ZKGUARD_SASL_PASSWORD` as given.
+#[test]
+fn the_watchdog_does_not_keep_the_credentials_variables() {
+    let (cs, s, path) = setup("secrets-dog");
+    let mut c = zkguard(&cs);
+    c.env("ZKGUARD_AUTH", "alice:s3cret-auth")
+        .env("ZKGUARD_SASL_PASSWORD", "s3cret-sasl")
+        .env("ZKGUARD_TEST_ORDINARY", "plain-value")
+        .args(["lock", &path, "--", "sh", "-c"])
+        .arg(s.ticker(""));
+    let mut a = Running::start(c, &s, "a");
+    s.ticker_pid();
+    let dog = crate::frozen::watchdog_of(a.pid());
+    let environ = std::fs::read(format!("/proc/{dog}/environ")).expect("the watchdog's environ");
+    let vars: Vec<String> = environ
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    assert!(
+        vars.iter()
+            .any(|v| v == "ZKGUARD_TEST_ORDINARY=plain-value"),
+        "not the watchdog's environment: {vars:?}"
+    );
+    for secret in ["ZKGUARD_AUTH=", "ZKGUARD_SASL_PASSWORD="] {
+        assert!(
+            !vars.iter().any(|v| v.starts_with(secret)),
+            "the watchdog keeps {secret}…: {vars:?}"
+        );
+    }
+    assert!(
+        !vars.concat().contains("s3cret"),
+        "a secret in the watchdog's environment: {vars:?}"
+    );
+    s.touch("go");
+    assert_eq!(a.wait(PATIENCE), 0, "{}", a.stderr());
+}
+
 /// What the open-ACL warning says.
 const OPEN_ACL: &str = "get the open ACL";
 
