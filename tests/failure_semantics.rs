@@ -324,9 +324,16 @@ fn a_candidate_notices_a_delete_that_follows_a_write_to_its_node() {
             let p = e.participants().unwrap();
             format!("{path}/{}", p[0].node)
         };
+        // A revocation request is told (once per term), and is no loss; other bytes are
+        // nothing at all.
         other.set_data(&node, REVOKE, None).unwrap();
+        match recv(&events, WITHIN, "the revocation request told") {
+            LeaderEvent::Revoked => {}
+            other => panic!("unfair={unfair}: expected Revoked, got {other:?}"),
+        }
         other.set_data(&node, b"x", None).unwrap();
-        assert_quiet(&events, "an event after writes to the leader's node");
+        other.set_data(&node, REVOKE, None).unwrap();
+        assert_quiet(&events, "an event after more writes to the leader's node");
         assert!(cand.is_leader());
         other.delete(&node, None).unwrap();
         match recv(&events, WITHIN, "lost after the delete") {
