@@ -520,7 +520,10 @@ fn parse_rtt(s: &str) -> Option<Duration> {
         return Some(Duration::ZERO);
     }
     let (num, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic())?);
-    let x: f64 = num.parse().ok().filter(|x: &f64| x.is_finite() && *x > 0.0)?;
+    let x: f64 = num
+        .parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite() && *x > 0.0)?;
     let secs = match unit {
         "us" | "µs" => x / 1e6,
         "ms" => x / 1e3,
@@ -553,7 +556,10 @@ fn rtt_ctx(cluster: &TestCluster, plain: &Ctx, rtt: Duration) -> Res<(Ctx, Fault
         plain.target, measured
     );
     Line::new("rtt", &target)
-        .s("what", "the round trip of a bare exists through the proxy, p50 of 200")
+        .s(
+            "what",
+            "the round trip of a bare exists through the proxy, p50 of 200",
+        )
         .f("asked_us", rtt.as_secs_f64() * 1e6)
         .f("measured_us", measured)
         .print();

@@ -107,7 +107,10 @@ static RTT_US: AtomicU64 = AtomicU64::new(0);
 
 /// The round trip lines are expressed in from now on (`None`: not a proxied run).
 pub(crate) fn set_rtt_us(rtt: Option<f64>) {
-    RTT_US.store(rtt.filter(|r| *r > 0.0).map_or(0, f64::to_bits), Ordering::Relaxed);
+    RTT_US.store(
+        rtt.filter(|r| *r > 0.0).map_or(0, f64::to_bits),
+        Ordering::Relaxed,
+    );
 }
 
 fn rtt_us() -> Option<f64> {
