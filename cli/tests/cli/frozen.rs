@@ -37,29 +37,61 @@ fn entries(s: &Scratch) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// Holder `a` (`session` long, running `job`) and waiter `b` (the plain writer) on `path`,
+/// writing into one log: returns once `a`'s command writes and `b` is queued.
+fn holder_and_waiter(
+    cs: &str,
+    s: &Scratch,
+    path: &str,
+    session: &str,
+    job: &str,
+) -> (Running, Running) {
+    let c = client(cs);
+    let a = start_sh(
+        cs,
+        s,
+        "a",
+        &["--session-timeout", session, "lock", path],
+        job,
+    );
+    s.wait_lines("log", "the holder's command writing", |l| l.len() >= 3);
+    let b = start_sh(
+        cs,
+        s,
+        "b",
+        &["lock", path, "--timeout", "60s"],
+        &writer(s, "b"),
+    );
+    wait_contenders(&c, path, 2);
+    (a, b)
+}
+
+/// The log's check once both commands ended: no line of `a` after `b`'s first. Prints the
+/// two commands' times after `frozen` (`what` names the run).
+fn no_overlap(s: &Scratch, a: &Running, frozen: f64, what: &str) {
+    let log = entries(s);
+    let first_b = log.iter().position(|(w, _)| w == "b").unwrap();
+    let last_a = log.iter().rposition(|(w, _)| w == "a").unwrap();
+    eprintln!(
+        "{what}: the holder's command last wrote {:.3} s after the freeze, the next command \
+         first {:.3} s after it: {:.3} s of both",
+        log[last_a].1 - frozen,
+        log[first_b].1 - frozen,
+        (log[last_a].1 - log[first_b].1).max(0.0)
+    );
+    assert!(
+        last_a < first_b,
+        "the two commands ran at once: {log:?}\nholder's stderr:\n{}",
+        a.stderr()
+    );
+}
+
 /// Holder `a` (`session` long) and waiter `b` writing into one log; `a`'s zkguard
 /// frozen, `free` run at once, then checks that no line of `a` follows `b`'s first and
 /// prints the overlap (or the gap) between the two commands.
 fn frozen_holder(name: &str, session: &str, free: impl FnOnce(&str, &Scratch, &Running)) {
     let (cs, s, path) = setup(name);
-    let c = client(&cs);
-    let mut a = start_sh(
-        &cs,
-        &s,
-        "a",
-        &["--session-timeout", session, "lock", &path],
-        &writer(&s, "a"),
-    );
-    s.wait_lines("log", "the holder's command writing", |l| l.len() >= 3);
-    let mut b = start_sh(
-        &cs,
-        &s,
-        "b",
-        &["lock", &path, "--timeout", "60s"],
-        &writer(&s, "b"),
-    );
-    wait_contenders(&c, &path, 2);
-
+    let (mut a, mut b) = holder_and_waiter(&cs, &s, &path, session, &writer(&s, "a"));
     let frozen = now();
     a.signal(libc::SIGSTOP);
     free(&path, &s, &a);
@@ -70,22 +102,7 @@ fn frozen_holder(name: &str, session: &str, free: impl FnOnce(&str, &Scratch, &R
     assert_eq!(a.wait(PATIENCE), 75, "the frozen holder: {}", a.stderr());
     s.touch("stop");
     assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
-
-    let log = entries(&s);
-    let first_b = log.iter().position(|(w, _)| w == "b").unwrap();
-    let last_a = log.iter().rposition(|(w, _)| w == "a").unwrap();
-    eprintln!(
-        "{name} ({session} session): the frozen holder's command last wrote {:.3} s after the \
-         freeze, the next command first {:.3} s after it: {:.3} s of both",
-        log[last_a].1 - frozen,
-        log[first_b].1 - frozen,
-        (log[last_a].1 - log[first_b].1).max(0.0)
-    );
-    assert!(
-        last_a < first_b,
-        "the two commands ran at once: {log:?}\nholder's stderr:\n{}",
-        a.stderr()
-    );
+    no_overlap(&s, &a, frozen, &format!("{name} ({session} session)"));
     assert!(a.stderr().contains("watchdog: "), "{}", a.stderr());
 }
 
@@ -367,23 +384,7 @@ fn forking_writer(s: &Scratch, name: &str) -> String {
 /// for it failed), and the job ran beside `b`'s.
 fn frozen_watchdog_then(name: &str, kill: bool) {
     let (cs, s, path) = setup(name);
-    let c = client(&cs);
-    let mut a = start_sh(
-        &cs,
-        &s,
-        "a",
-        &["--session-timeout", "6s", "lock", &path],
-        &forking_writer(&s, "a"),
-    );
-    s.wait_lines("log", "the holder's command writing", |l| l.len() >= 3);
-    let mut b = start_sh(
-        &cs,
-        &s,
-        "b",
-        &["lock", &path, "--timeout", "60s"],
-        &writer(&s, "b"),
-    );
-    wait_contenders(&c, &path, 2);
+    let (mut a, mut b) = holder_and_waiter(&cs, &s, &path, "6s", &forking_writer(&s, "a"));
     let dog = watchdog_of(a.pid());
     let _old = KillOnDrop(dog);
     signal(dog, libc::SIGSTOP);
@@ -405,19 +406,11 @@ fn frozen_watchdog_then(name: &str, kill: bool) {
     }
     s.touch("stop");
     assert_eq!(b.wait(PATIENCE), 0, "{}", b.stderr());
-    let log = entries(&s);
-    let first_b = log.iter().position(|(w, _)| w == "b").unwrap();
-    let last_a = log.iter().rposition(|(w, _)| w == "a").unwrap();
-    eprintln!(
-        "{name}: the holder's job last wrote {:.3} s after zkguard's freeze, the next job \
-         first {:.3} s after it",
-        log[last_a].1 - frozen,
-        log[first_b].1 - frozen,
-    );
-    assert!(
-        last_a < first_b,
-        "the two jobs ran at once: {log:?}\nholder's stderr:\n{}",
-        a.stderr()
+    no_overlap(
+        &s,
+        &a,
+        frozen,
+        &format!("{name} (zkguard frozen after its watchdog)"),
     );
 }
 
