@@ -170,6 +170,7 @@ mod host;
 mod lock;
 pub mod metrics;
 mod queue;
+mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -2,12 +2,18 @@
 //! acquire, the semaphore's count, a retry's pause and a leader's watch all block here, for
 //! whichever comes first of their watches, a lost lock, a session event, a cancel, the
 //! caller's deadline and a slow tick.
+//!
+//! Model-checked with loom for lost wake-ups against a source that rings from another
+//! thread (`wake/loom.rs`, under `--cfg loom`: see `src/sync.rs`).
 
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvError, TryRecvError};
 
 use crate::client::{Bell, SessionEvent, WatchedEvent};
+
+#[cfg(all(test, loom))]
+mod loom;
 
 /// What ended a [`wake`].
 pub(crate) enum Wake {
@@ -87,6 +93,7 @@ fn ready(
 
 /// A message, or `Err` if the sender is gone; `None` if neither yet.
 fn taken<T>(rx: &Receiver<T>) -> Option<Result<T, RecvError>> {
+    crate::sync::channel_step();
     match rx.try_recv() {
         Ok(v) => Some(Ok(v)),
         Err(TryRecvError::Disconnected) => Some(Err(RecvError)),

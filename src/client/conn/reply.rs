@@ -12,12 +12,15 @@
 //!
 //! The slot's mutex is a leaf of the lock order: held only to put or take the reply, with
 //! nothing else taken under it, and the sender never waits on it but for that moment.
+//!
+//! Model-checked with loom for lost wake-ups (`reply/loom.rs`, under `--cfg loom`: see
+//! `src/sync.rs`).
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::sync::{Condvar, Mutex};
 use crossbeam_channel::RecvTimeoutError;
-use parking_lot::{Condvar, Mutex};
 
 use super::ReplyMsg;
 
@@ -122,6 +125,9 @@ impl ReplyRx {
         }
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom;
 
 #[cfg(test)]
 mod tests {

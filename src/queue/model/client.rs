@@ -351,7 +351,7 @@ impl Queue {
     /// `Waiter::grant`: a session that changed starts over; else the guard (`Holding::new`:
     /// lost at once if the session is lost, else its own-node watch is armed).
     fn grant(&self, s: &mut World, p: usize, seq: u8, owner: u8) {
-        if s.procs[p].session_id() != Some(owner) {
+        if s.procs[p].session_id() != Some(owner) && !self.config.seeded.grant_blind_to_session {
             return self.restart(s, p);
         }
         let proc = &mut s.procs[p];
@@ -369,6 +369,10 @@ impl Queue {
     /// The acquire returns a guard; a semaphore lets its internal lock go in the
     /// background.
     pub(super) fn hold(&self, s: &mut World, p: usize, seq: u8, owner: u8) {
+        // Handed out valid: its node there, in the holder's live session (or deleted by
+        // another party, which nothing can tell sooner).
+        let there = s.node(seq).is_some_and(|n| n.owner == owner) || s.tampered.contains(&seq);
+        s.handed_invalid |= !there || s.procs[p].session_id() != Some(owner);
         s.procs[p].guard = Some(holding(s, p, seq, owner));
         let proc = &mut s.procs[p];
         proc.events.clear();

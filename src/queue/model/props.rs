@@ -17,6 +17,9 @@ pub(super) const FAST_PATH: &str =
      its own node's watch quiet, holds without listing again";
 pub(super) const PARTICIPANTS: &str =
     "participants() says every valid holder whose node is there holds";
+pub(super) const HANDED_VALID: &str =
+    "a guard is valid when it is handed out: its node exists in the holder's live session \
+     (unless another party deleted it)";
 pub(super) const NOTHING_LEFT: &str =
     "nothing left behind: a process not acquiring or holding, with no background delete \
      pending, has no node in its live session";
@@ -29,6 +32,7 @@ pub(super) fn all() -> Vec<Property> {
         (GONE_READS_INVALID, gone_reads_invalid),
         (FENCE, |_, s| !s.fence_broken),
         (FAST_PATH, |_, s| !s.fast_missed),
+        (HANDED_VALID, |_, s| !s.handed_invalid),
         (PARTICIPANTS, participants),
         (NOTHING_LEFT, nothing_left),
     ]

@@ -2,14 +2,15 @@
 //! model-checked with the same checker: every interleaving of a few processes racing to
 //! create one ephemeral node, with faults (a create applied whose reply is lost, a broken
 //! link, a loss clock running out and the server's expiry, another party deleting the node,
-//! a call given up).
+//! a call given up, a reconnect whose close of the given-up session failed: its node stays
+//! until the server expires it).
 //!
 //! The library's decisions are called: whose a node read back is (`single::whose`), which
 //! errors leave a create's outcome unknown (`single::trouble`) and what a wait for the
 //! holder ends in (`single::waited`). Re-described: `race` (a round: create, read back on
 //! `NodeExists` or a lost reply, wait on the holder's node), `give_up`'s background delete
 //! checked by our data, and the guard (valid while not lost, connected in its node's
-//! session). Left out: parents, ACLs and the tenancy check, `Wait::Try`, the tick.
+//! session; handed out only with its node there in the holder's live session). Left out: parents, ACLs and the tenancy check, `Wait::Try`, the tick.
 
 use std::fmt::Write as _;
 
@@ -76,6 +77,8 @@ struct World {
     declared: u16,
     procs: Vec<Proc>,
     faults: Faults,
+    /// A guard was handed out invalid: its node not there in the holder's live session.
+    handed_invalid: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -84,6 +87,9 @@ struct Faults {
     expiries: u8,
     tampers: u8,
     give_ups: u8,
+    /// Reconnects whose close of the given-up session failed (`close_abandoned` gave up):
+    /// the old session's node stays until the server expires it.
+    unclosed: u8,
 }
 
 /// Deliberate mistakes (in the model, never in the library): each must be caught.
@@ -95,6 +101,9 @@ struct Seeded {
     give_up_forgets: bool,
     /// A create answered `NodeExists` is taken as our own create, won.
     exists_is_won: bool,
+    /// The read back asks `whose` with the node's session taken for ours (`whose` without
+    /// its session check).
+    whose_blind_to_session: bool,
 }
 
 struct Single {
@@ -115,12 +124,16 @@ enum Action {
     GiveUp(usize),
     /// The link breaks and the loss clock runs out (the client calls the session lost).
     ClockOut(usize),
-    Reconnect(usize),
+    /// A new session; `bool`: the given-up session's close failed, its node left to the
+    /// server's expiry (a fault).
+    Reconnect(usize, bool),
     Expire(u8),
     Tamper,
 }
 
 const EXCLUSION: &str = "mutual exclusion: at most one valid holder of the single node";
+const HANDED_VALID: &str = "a guard is valid when it is handed out: its node exists in the \
+                            holder's live session";
 const NOTHING_LEFT: &str = "nothing left behind: an idle process with no background delete \
                             pending has no node in its live session";
 
@@ -162,9 +175,14 @@ impl Single {
             Err(_) if self.seeded.no_read_back => false,
             // Session ids are shifted by one: the library reads owner 0 as "persistent".
             Err(_) => s.node.is_some_and(|n| {
+                let owner = if self.seeded.whose_blind_to_session {
+                    sid
+                } else {
+                    n.owner
+                };
                 whose(
                     &[n.data.0, n.data.1],
-                    i64::from(n.owner) + 1,
+                    i64::from(owner) + 1,
                     &[data.0, data.1],
                     i64::from(sid) + 1,
                 ) == Whose::Ours
@@ -179,6 +197,8 @@ impl Single {
             };
             proc.read_back = r.is_err();
             proc.guard = Some((owner, false));
+            let there = s.node.is_some_and(|n| n.owner == owner);
+            s.handed_invalid |= !there || !proc.up || proc.clock_out || owner != proc.sid;
             proc.phase = Doing::Held;
         } else {
             // Someone else holds it: wait on its node.
@@ -223,6 +243,7 @@ impl Model for Single {
             declared: 0,
             procs,
             faults: self.faults,
+            handed_invalid: false,
         }]
     }
 
@@ -254,7 +275,10 @@ impl Model for Single {
                 out.push(Action::ClockOut(p));
             }
             if !proc.up {
-                out.push(Action::Reconnect(p));
+                out.push(Action::Reconnect(p, false));
+                if s.faults.unclosed > 0 {
+                    out.push(Action::Reconnect(p, true));
+                }
             }
         }
         if let Some(n) = s.node {
@@ -330,10 +354,13 @@ impl Model for Single {
                 }
                 t.declared |= 1 << proc.sid;
             }
-            Action::Reconnect(p) => {
+            Action::Reconnect(p, unclosed) => {
                 let old = t.procs[p].sid;
-                // The given-up session is closed first (its node goes), then the new one.
-                if t.node.is_some_and(|n| n.owner == old) {
+                // The given-up session is closed first (its node goes), then the new one;
+                // unless the close failed (the fault): its node waits for the expiry.
+                if unclosed {
+                    t.faults.unclosed -= 1;
+                } else if t.node.is_some_and(|n| n.owner == old) {
                     t.delete_node();
                 }
                 let proc = &mut t.procs[p];
@@ -371,7 +398,11 @@ impl Model for Single {
     fn progress(&self, a: &Action) -> bool {
         !matches!(
             a,
-            Action::Create(_, true) | Action::GiveUp(_) | Action::ClockOut(_) | Action::Tamper
+            Action::Create(_, true)
+                | Action::GiveUp(_)
+                | Action::ClockOut(_)
+                | Action::Reconnect(_, true)
+                | Action::Tamper
         )
     }
 
@@ -380,6 +411,7 @@ impl Model for Single {
             (EXCLUSION, |_, s| {
                 s.procs.iter().filter(|p| p.valid()).count() <= 1
             }),
+            (HANDED_VALID, |_, s| !s.handed_invalid),
             (NOTHING_LEFT, |_, s| {
                 s.procs.iter().all(|p| {
                     p.phase != Doing::Idle
@@ -460,8 +492,27 @@ fn single_node_with_every_fault() {
                 expiries: 1,
                 tampers: 1,
                 give_ups: 1,
+                ..Faults::default()
             },
         ),
+    );
+}
+
+/// A create's reply lost, the session given up, the new one made without closing it.
+fn abandoned() -> Faults {
+    Faults {
+        lost_replies: 1,
+        expiries: 1,
+        unclosed: 1,
+        ..Faults::default()
+    }
+}
+
+#[test]
+fn single_node_with_a_session_left_unclosed() {
+    holds(
+        "single 2x1, a lost reply, a session loss, its close failed",
+        &single(2, 1, abandoned()),
     );
 }
 
@@ -492,4 +543,13 @@ fn seeded_single_node_faults_are_caught() {
     let mut m = single(2, 1, Faults::default());
     m.seeded.exists_is_won = true;
     caught("seeded: single, NodeExists taken as won", &m, EXCLUSION);
+    // Our create's reply lost, the session given up and its close failed: the new session
+    // finds our own call's node, of the old session, and must not take it for its own.
+    let mut m = single(1, 1, abandoned());
+    m.seeded.whose_blind_to_session = true;
+    caught(
+        "seeded: single, whose blind to the session",
+        &m,
+        HANDED_VALID,
+    );
 }

@@ -68,6 +68,9 @@ pub(crate) struct Seeded {
     /// Every view says its next node's deletion leaves the blocker the last one ahead
     /// (`View::next_is_last`), even with other nodes ahead of the next.
     pub next_always_last: bool,
+    /// The grant does not check that the waiter's session is still the node's (no restart
+    /// on a session declared lost).
+    pub grant_blind_to_session: bool,
 }
 
 /// A model configuration.
@@ -314,6 +317,9 @@ pub(crate) struct World {
     pub fence_broken: bool,
     /// A waiter did not take the fast path where it should have (`props::FAST_PATH`).
     pub fast_missed: bool,
+    /// A guard was handed out invalid: its node not there in the holder's live session
+    /// (`props::HANDED_VALID`).
+    pub handed_invalid: bool,
     /// Held nodes deleted by another party (their holders are exempt until they learn).
     pub tampered: Vec<u8>,
 }
@@ -356,6 +362,7 @@ impl World {
             fence: 0,
             fence_broken: false,
             fast_missed: false,
+            handed_invalid: false,
             tampered: Vec::new(),
         }
     }

@@ -4,8 +4,8 @@
 
 use super::check::{self, LIVENESS};
 use super::props::{
-    EXCLUSION, FAST_PATH, FENCE, GONE_READS_INVALID, NOTHING_LEFT, PARTICIPANTS, PERMITS,
-    READ_WRITE,
+    EXCLUSION, FAST_PATH, FENCE, GONE_READS_INVALID, HANDED_VALID, NOTHING_LEFT, PARTICIPANTS,
+    PERMITS, READ_WRITE,
 };
 use super::{Config, Faults, Modelled, ProcSpec, Queue, Seeded};
 
@@ -198,6 +198,15 @@ fn seeded_release_that_drops_its_failed_delete_is_caught() {
         c,
         LIVENESS,
     );
+}
+
+#[test]
+fn seeded_grant_blind_to_its_session_is_caught() {
+    // The waiter's session declared lost while it waits: granted anyway, its guard is of a
+    // session the client has given up.
+    let mut c = config(Modelled::Mutex, procs("ww", 1), faults(1, 1, 0, 0));
+    c.seeded.grant_blind_to_session = true;
+    caught("seeded: grant blind to its session", c, HANDED_VALID);
 }
 
 #[test]
