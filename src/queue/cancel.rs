@@ -344,6 +344,28 @@ mod tests {
     }
 
     #[test]
+    fn an_acquire_that_ends_leaves_the_others_registered() {
+        // Two acquires blocked at once on one lock object (and a call beside them): the
+        // first one's end takes only its own entry out, and a cancel still reaches the rest.
+        let lock = Canceller::default();
+        let first = lock.register(&Bell::default());
+        let second = lock.register(&Bell::default());
+        let call = lock.call();
+        let in_call = call.canceller.register(&Bell::default());
+        drop(first);
+        assert_eq!(lock.waiting.lock().list.len(), 2, "the other entries went too");
+        lock.cancel();
+        assert!(second.is_cancelled(), "a blocked acquire not cancelled");
+        assert!(in_call.is_cancelled(), "a blocked call not cancelled");
+        // A call that ends leaves the plain acquires alone, too.
+        let lock = Canceller::default();
+        let blocked = lock.register(&Bell::default());
+        drop(lock.call());
+        lock.cancel();
+        assert!(blocked.is_cancelled());
+    }
+
+    #[test]
     fn a_cancel_is_a_state_that_outlives_its_message() {
         // Taken by a wait that does not act on it (a pause), the message is gone; the
         // registration stays cancelled.
