@@ -353,7 +353,11 @@ mod tests {
         let call = lock.call();
         let in_call = call.canceller.register(&Bell::default());
         drop(first);
-        assert_eq!(lock.waiting.lock().list.len(), 2, "the other entries went too");
+        assert_eq!(
+            lock.waiting.lock().list.len(),
+            2,
+            "the other entries went too"
+        );
         lock.cancel();
         assert!(second.is_cancelled(), "a blocked acquire not cancelled");
         assert!(in_call.is_cancelled(), "a blocked call not cancelled");
