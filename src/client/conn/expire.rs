@@ -6,14 +6,9 @@ use std::net::SocketAddr;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::frame::FrameReader;
-use super::link::Link;
 use super::session::Settled;
 use super::Shared;
-use crate::client::proto::{self, code, op, Reader};
 
-/// The xid of the `closeSession` a second connection sends for the session.
-const CLOSE_XID: i32 = 1;
 /// The pause before another try, after the client took its session back meanwhile.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
@@ -40,9 +35,11 @@ impl Shared {
     /// a connection of its own resumes the session with its id and password at `addr`
     /// (the server closes this client's connection to it), then sends `closeSession`. The
     /// server deletes the session and its ephemeral nodes; this client, resuming, is told
-    /// it expired. Without a SASL login the `closeSession` goes out with the handshake, in
-    /// one write, so that the client, reconnecting at once, cannot take the session back
-    /// in between; if it does all the same, the whole is tried again until `deadline`.
+    /// it expired. This is `close_abandoned` (`connect.rs`), which a reconnect uses for a
+    /// session it gave up: without credentials the `closeSession` goes out with the
+    /// handshake, in one write, so that the client, reconnecting at once, cannot take the
+    /// session back in between; if it does all the same (with a login in between, say),
+    /// the whole is tried again until `deadline`.
     ///
     /// `Ok` once the server confirmed the close or said the session is gone.
     pub fn expire_on_server(
@@ -56,13 +53,9 @@ impl Shared {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            let outcome = if self.cfg.sasl.is_some() {
-                // A login first: the close cannot go out with the handshake.
-                self.close_abandoned(&host, addr, session_id, passwd, deadline)
-                    .map_err(|(_, e)| e.to_string())
-            } else {
-                self.close_in_one_write(&host, addr, session_id, passwd, deadline)
-            };
+            let outcome = self
+                .close_abandoned(&host, addr, session_id, passwd, deadline)
+                .map_err(|(_, e)| e.to_string());
             match outcome {
                 Ok(Settled::Closed | Settled::Gone) => return Ok(()),
                 Ok(Settled::Failed) => {}
@@ -80,49 +73,5 @@ impl Shared {
             }
             thread::sleep(RETRY_PAUSE);
         }
-    }
-
-    /// One try of `expire_on_server` without a login: the handshake resuming the session
-    /// and its `closeSession` in one write, then their replies.
-    fn close_in_one_write(
-        &self,
-        host: &str,
-        addr: SocketAddr,
-        session_id: i64,
-        passwd: &[u8],
-        deadline: Instant,
-    ) -> Result<Settled, String> {
-        let stream = Link::connect(addr, host, self.cfg.tls.as_ref(), deadline)
-            .map_err(|e| e.to_string())?;
-        let timeout_ms = self.cfg.session_timeout.as_millis().min(i32::MAX as u128) as i32;
-        // Seen zxid 0: this connection reads nothing, so no server is too far behind for it.
-        let mut out = proto::connect_request(0, timeout_ms, session_id, passwd);
-        out.extend_from_slice(&proto::request_frame(CLOSE_XID, op::CLOSE, &[]));
-        let result = (|| {
-            stream.write_all(&out).map_err(|e| e.to_string())?;
-            let mut frames = FrameReader::new(self.cfg.max_reply);
-            let resp = frames
-                .read_frame_by(&stream, deadline)
-                .map_err(|e| format!("the handshake's reply: {e}"))?;
-            let resp = proto::decode_connect_response(&resp).map_err(|m| m.0)?;
-            if resp.timeout_ms <= 0 || resp.session_id != session_id {
-                return Ok(Settled::Gone);
-            }
-            loop {
-                let frame = frames
-                    .read_frame_by(&stream, deadline)
-                    .map_err(|e| format!("closeSession's reply: {e}"))?;
-                let h = proto::decode_reply_header(&mut Reader::new(&frame)).map_err(|m| m.0)?;
-                if h.xid == CLOSE_XID {
-                    return match h.err {
-                        code::OK => Ok(Settled::Closed),
-                        code::SESSION_EXPIRED => Ok(Settled::Gone),
-                        err => Err(format!("the server answered closeSession with error {err}")),
-                    };
-                }
-            }
-        })();
-        stream.shutdown();
-        result
     }
 }
