@@ -130,7 +130,7 @@ enum Answer {
     /// that another delete would not mend (logged).
     Done,
     /// The connection failed under it: delete again, as this job.
-    Again(Job),
+    Again(Box<Job>),
     /// The client is closed (or its login refused): nothing more can be sent.
     Stop,
 }
@@ -140,11 +140,11 @@ fn answer(sent: super::Pending<()>, path: String, check: Check, session: i64) ->
     match sent.wait() {
         Ok(()) | Err(Error::NoNode { .. }) | Err(Error::SessionExpired) => Answer::Done,
         Err(Error::Closed) | Err(Error::AuthFailed) => Answer::Stop,
-        Err(e) if e.is_connection_error() => Answer::Again(Job::Path {
+        Err(e) if e.is_connection_error() => Answer::Again(Box::new(Job::Path {
             path,
             check,
             session,
-        }),
+        })),
         Err(e) => {
             log::warn!(
                 "zkguard: background delete of {} failed: {e}",
@@ -187,7 +187,7 @@ fn reap(jobs: &mut Vec<Job>) -> Reaped {
             Answer::Done => {}
             Answer::Again(job) => {
                 r.again = true;
-                jobs.push(job);
+                jobs.push(*job);
             }
             Answer::Stop => r.stop = true,
         }
