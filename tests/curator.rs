@@ -45,6 +45,22 @@ fn curator_mutex_and_zkguard_mutexes_on_one_path_never_hold_together_and_all_pro
     assert_eq!(java.violations(30), 0, "Curator held with another");
 }
 
+/// A dropped guard writes its delete and returns (docs/semantics.md, "What a returned
+/// drop means"): the Curator waiter behind gets the lock, though the holder's client stays
+/// open (a node left behind would keep it waiting for good).
+#[test]
+fn a_curator_waiter_gets_the_lock_a_dropped_zkguard_guard_held() {
+    let path = unique("cur-mx-drop");
+    let z = connect(&shared_cluster().connect_string(), Duration::from_secs(30));
+    let guard = Mutex::new(&z, &path).unwrap().acquire().unwrap();
+    let mut java = Peer::start(&["mutex", &path, "hold"]);
+    wait_until(WITHIN, "Curator queued", || children(&z, &path).len() == 2);
+    drop(guard);
+    java.expect("acquired");
+    java.release();
+    assert_eq!(z.state(), zkguard::SessionState::Connected);
+}
+
 #[test]
 fn the_marker_check_sees_the_overlap_when_curator_and_zkguard_lock_different_paths() {
     let dir = slot_dir();

@@ -22,6 +22,14 @@ fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// The task ids of this process now.
+fn tasks() -> std::collections::HashSet<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
 fn thread_count() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }
@@ -94,4 +102,38 @@ fn one_thread_per_client_and_none_left_after_drop() {
             zkguard::EventType::Closed
         );
     }
+}
+
+#[test]
+fn many_drops_in_a_row_start_no_thread_each() {
+    let _serial = SERIAL.lock();
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let path = format!("/release-many-{}", uuid::Uuid::new_v4().simple());
+    let a = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let lock = zkguard::Mutex::new(&a, &path).unwrap();
+    // One cycle first: whatever a release starts once (the background deletes' thread,
+    // which lingers) is counted in.
+    drop(lock.acquire().unwrap());
+    let before = tasks();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..200 {
+        drop(lock.acquire().unwrap());
+        seen.extend(tasks().difference(&before).cloned());
+    }
+    // At most the background deletes' one thread, should it have ended and started again
+    // (it lingers ten seconds idle); a thread per drop would show up by the hundred.
+    assert!(
+        seen.len() <= 2,
+        "{} new threads during 200 drops: {seen:?}",
+        seen.len()
+    );
+    // And the last drop's delete is done: the next holder (another client) gets the lock.
+    let b = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let g = zkguard::Mutex::new(&b, &path)
+        .unwrap()
+        .acquire_timeout(WITHIN)
+        .unwrap()
+        .expect("the next holder waited: the last node stayed");
+    assert!(g.is_valid());
 }

@@ -34,6 +34,9 @@
 //!   own-node watch written and not waited for, then delete), so `ratio_to_same_requests`
 //!   is the library's own overhead; `ratio_to_create_list_delete` leaves out the own-node
 //!   watch (what that key measured before f9d069f, and what Curator's cycle sends).
+//!   `drop_cycle_`: acquire + drop (the guard dropped, not released), `BENCH_N` back to
+//!   back, each timed, with their client CPU (`drop_cycle_cpu_…`): the drop writes its
+//!   delete and returns, so the next acquire goes out behind it.
 //! - `W2:K`: K sessions, one thread each, acquire → release until `BENCH_N` acquisitions in
 //!   all: throughput, handoff (from just before a holder's release to the next holder's
 //!   acquire returning), the holders' release (delete) time, mutual-exclusion violations;

@@ -93,6 +93,16 @@ pub(crate) fn w1(ctx: &Ctx) -> Res<()> {
         g.release()?;
         Ok((acquired, t.elapsed()))
     };
+    // The cycle a program dropping its guard makes: the drop writes the delete and
+    // returns, so the next acquire goes out behind it (docs/semantics.md, "What a returned
+    // drop means").
+    let drop_cycle = || -> Res<()> {
+        let g = lock
+            .acquire_timeout(LOCK_WAIT)?
+            .ok_or("W1: uncontended acquire timed out")?;
+        drop(g);
+        Ok(())
+    };
     let plain_cycle = || -> Res<()> {
         let c = client.create(&plain_prefix, b"", CreateMode::EphemeralSequential)?;
         client.delete(&c.path, None)?;
@@ -165,6 +175,16 @@ pub(crate) fn w1(ctx: &Ctx) -> Res<()> {
         r?;
         sames.push(d);
     }
+    // Drop cycles back to back, each timed (the steady state of a loop that drops its
+    // guard), and their client CPU.
+    let drop_cpu = Cpu::now();
+    let mut drops = Vec::with_capacity(ctx.n);
+    for _ in 0..ctx.n {
+        let (d, r) = timed(drop_cycle);
+        r?;
+        drops.push(d);
+    }
+    let drop_cpu = drop_cpu.since();
     let lock_total: f64 = locks.iter().map(Duration::as_secs_f64).sum();
     let plain_p50 = p50(&mut plains);
     let wire_p50 = p50(&mut wires);
@@ -194,6 +214,8 @@ pub(crate) fn w1(ctx: &Ctx) -> Res<()> {
             "lock cycle p50 / the lock's four requests by hand (create + listing pipelined, the own-node watch written and not waited for, delete); before f9d069f this key was against the first three only (now ratio_to_create_list_delete)",
         )
         .cpu_used("cycle", cpu, ctx.n)
+        .lat("drop_cycle_", &mut drops)
+        .cpu_used("drop_cycle", drop_cpu, ctx.n)
         .print();
     Ok(())
 }

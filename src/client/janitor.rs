@@ -1,9 +1,20 @@
 //! Background deletes: a node that must go (an abandoned queue node, a released lock whose
 //! delete hit a connection problem) is handed here and deleted as soon as the session can.
 //!
-//! A helper thread exists only while there is work, and ends when the list is empty, the
-//! session that owned the nodes is gone (ephemeral nodes go with it), or the client is
-//! dropped. It never holds the client open for longer than one short request.
+//! A helper thread exists while there is work and lingers idle for [`LINGER`] after it,
+//! so a release after release starts no thread (the drop of a guard hands its sent delete
+//! here every time); it ends once idle that long, when the session that owned the nodes is
+//! gone (ephemeral nodes go with it), or when the client is dropped. It never holds the
+//! client open for longer than one short request.
+//!
+//! A delete sent and not waited for (`Job::Sent`: a dropped guard's, a semaphore gate's)
+//! needs no wake-up: its reply is looked at, never waited for, whenever the list is
+//! touched: by the next hand-over (on the caller's thread, `reap`) and by the thread's
+//! passes. Only a failed one needs work (the delete again, on the same session), and a
+//! failure comes with a session event the thread is woken by: the connection thread fails
+//! the requests in flight *before* it says `Suspended` (`after_disconnect`), and a request
+//! never written fails on the caller's thread before the hand-over. So the holder's
+//! thread waits for nothing, and no thread is woken per release.
 //!
 //! A delete for a node of session S is written only on a connection of session S (the
 //! requests are pinned to it): once S is gone, the server has removed the node or will, and
@@ -12,9 +23,9 @@
 
 use crate::error::escape;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 
 use super::{Client, Owner};
 use crate::backoff::Backoff;
@@ -37,11 +48,12 @@ pub(crate) enum Job {
         uuid: String,
         session: i64,
     },
-    /// A delete of `path` already sent: see that its reply comes, and delete again if the
-    /// connection failed under it.
+    /// A delete of `path` already sent: see that its reply comes, and delete again (if it
+    /// passes `check`) if the connection failed under it.
     Sent {
         sent: super::Pending<()>,
         path: String,
+        check: Check,
         session: i64,
     },
 }
@@ -102,10 +114,86 @@ pub(crate) enum Check {
 pub(crate) struct Janitor {
     jobs: Vec<Job>,
     running: bool,
+    /// Wakes the running thread for a job that needs work now (not for a `Sent` one).
+    kick: Option<Sender<()>>,
 }
 
 /// How long one background request may take.
 const STEP: Duration = Duration::from_secs(2);
+
+/// How long the thread stays idle (no job at all) before it ends.
+pub(crate) const LINGER: Duration = Duration::from_secs(10);
+
+/// What a sent delete's reply means.
+enum Answer {
+    /// Done: deleted, not there, or its session gone (the node with it); or a failure
+    /// that another delete would not mend (logged).
+    Done,
+    /// The connection failed under it: delete again, as this job.
+    Again(Box<Job>),
+    /// The client is closed (or its login refused): nothing more can be sent.
+    Stop,
+}
+
+/// Judges a sent delete's reply (`sent` must be settled, or this waits for it).
+fn answer(sent: super::Pending<()>, path: String, check: Check, session: i64) -> Answer {
+    match sent.wait() {
+        Ok(()) | Err(Error::NoNode { .. }) | Err(Error::SessionExpired) => Answer::Done,
+        Err(Error::Closed) | Err(Error::AuthFailed) => Answer::Stop,
+        Err(e) if e.is_connection_error() => Answer::Again(Box::new(Job::Path {
+            path,
+            check,
+            session,
+        })),
+        Err(e) => {
+            log::warn!(
+                "zkguard: background delete of {} failed: {e}",
+                escape(&path)
+            );
+            Answer::Done
+        }
+    }
+}
+
+/// What [`reap`] found.
+#[derive(Default)]
+struct Reaped {
+    /// A sent delete failed on connection trouble: its retry is in the list.
+    again: bool,
+    /// The client is closed: nothing more can be sent.
+    stop: bool,
+}
+
+/// Takes the answered `Sent` jobs out of `jobs`, leaving their retries in their place.
+/// Never waits.
+fn reap(jobs: &mut Vec<Job>) -> Reaped {
+    let mut r = Reaped::default();
+    let mut i = 0;
+    while i < jobs.len() {
+        if !matches!(&jobs[i], Job::Sent { sent, .. } if sent.is_settled()) {
+            i += 1;
+            continue;
+        }
+        let Job::Sent {
+            sent,
+            path,
+            check,
+            session,
+        } = jobs.swap_remove(i)
+        else {
+            unreachable!("matched above");
+        };
+        match answer(sent, path, check, session) {
+            Answer::Done => {}
+            Answer::Again(job) => {
+                r.again = true;
+                jobs.push(*job);
+            }
+            Answer::Stop => r.stop = true,
+        }
+    }
+    r
+}
 
 impl Client {
     /// Deletes `path`, an ephemeral node of session `owner` that passes `check`, now if
@@ -143,55 +231,86 @@ impl Client {
         }
     }
 
-    /// Sends a delete of `path`, an ephemeral node of session `owner` (no check: the path is
-    /// ours), without waiting for its reply: the caller goes on at once, and the background
-    /// sees the reply come (or deletes again if the connection failed under it). Never
-    /// blocks.
-    pub(crate) fn delete_unwaited(&self, path: &str, owner: i64) {
-        let later = || Job::Path {
-            path: path.to_string(),
-            check: Check::None,
-            session: owner,
-        };
-        if self.session_id() != owner || self.state() != SessionState::Connected {
-            return self.delete_in_background(later());
+    /// Sends a delete of `path`, an ephemeral node of session `owner` whose path is ours
+    /// (a plain delete: `check` is what a delete again must pass), without waiting for its
+    /// reply: the caller goes on at once, its delete written on the socket (when connected:
+    /// the process may exit next), and the background sees to the reply (see the module
+    /// doc). Waits only for the `io` lock, as any request's write does.
+    pub(crate) fn delete_unwaited(&self, path: &str, check: Check, owner: i64) {
+        let current = self.session_id();
+        let state = self.state();
+        if state == SessionState::Closed || (current != 0 && current != owner) {
+            // Its session is gone, and the node with it (as `delete_owned` says).
+            return;
+        }
+        if current != owner || state != SessionState::Connected {
+            return self.delete_in_background(Job::Path {
+                path: path.to_string(),
+                check,
+                session: owner,
+            });
         }
         let sent = self.pinned(owner).pipeline(|p| p.delete(path, None));
         self.delete_in_background(Job::Sent {
             sent,
             path: path.to_string(),
+            check,
             session: owner,
         });
     }
 
-    /// Hands a delete to the background. Never blocks.
+    /// Hands a delete to the background. Never blocks. The answered sent deletes are taken
+    /// out on the way (`reap`), so the list holds only what is in flight or to retry.
     pub(crate) fn delete_in_background(&self, job: Job) {
         log::debug!("zkguard: background delete {job:?}");
+        let urgent = !matches!(job, Job::Sent { .. });
         let start = {
             let mut j = self.owner.janitor.lock();
             j.jobs.push(job);
-            !std::mem::replace(&mut j.running, true)
+            let reaped = reap(&mut j.jobs);
+            if reaped.stop {
+                j.jobs.clear();
+            }
+            if j.jobs.is_empty() {
+                None
+            } else if j.running {
+                if urgent || reaped.again {
+                    if let Some(kick) = &j.kick {
+                        let _ = kick.try_send(());
+                    }
+                }
+                None
+            } else {
+                j.running = true;
+                let (tx, rx) = crossbeam_channel::bounded(1);
+                j.kick = Some(tx);
+                Some(rx)
+            }
         };
-        if start {
+        if let Some(kick) = start {
             let shared = self.shared.clone();
             let owner = Arc::downgrade(&self.owner);
             let events = shared.subscribe();
             let spawned = std::thread::Builder::new()
                 .name("zkguard-janitor".into())
-                .spawn(move || run(owner, shared.negotiated_timeout().min(STEP), events));
+                .spawn(move || run(owner, shared.negotiated_timeout().min(STEP), events, kick));
             if let Err(e) = spawned {
                 log::error!("zkguard: cannot start the background delete thread: {e}");
-                self.owner.janitor.lock().running = false;
+                let mut j = self.owner.janitor.lock();
+                j.running = false;
+                j.kick = None;
             }
         }
     }
 }
 
-fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
+fn run(weak: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>, kick: Receiver<()>) {
     // Between passes that left deletes undone (connection trouble).
     let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
+    // Since when the list has been empty (the thread ends after `LINGER` of it).
+    let mut idle_since: Option<Instant> = None;
     loop {
-        let Some(owner) = owner.upgrade() else {
+        let Some(owner) = weak.upgrade() else {
             return;
         };
         let client = Client {
@@ -200,33 +319,18 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
             timeout,
             pin: None,
         };
-        let jobs = std::mem::take(&mut client.owner.janitor.lock().jobs);
+        let mut jobs = std::mem::take(&mut client.owner.janitor.lock().jobs);
+        // The sent deletes answered (never waited for: see the module doc), their failures
+        // turned into deletes again; the others stay in flight.
+        if reap(&mut jobs).stop {
+            return stop(&client);
+        }
         let mut left = Vec::new();
         for job in jobs {
-            // A delete sent by its caller: done once answered, else retried like any other.
-            let job = match job {
-                Job::Sent {
-                    sent,
-                    path,
-                    session,
-                } => match sent.wait() {
-                    Ok(()) | Err(Error::NoNode { .. }) | Err(Error::SessionExpired) => continue,
-                    Err(Error::Closed) | Err(Error::AuthFailed) => return stop(&client),
-                    Err(e) if e.is_connection_error() => Job::Path {
-                        path,
-                        check: Check::None,
-                        session,
-                    },
-                    Err(e) => {
-                        log::warn!(
-                            "zkguard: background delete of {} failed: {e}",
-                            escape(&path)
-                        );
-                        continue;
-                    }
-                },
-                job => job,
-            };
+            if matches!(job, Job::Sent { .. }) {
+                left.push(job);
+                continue;
+            }
             let current = client.session_id();
             if job.session() == 0 || (current != 0 && current != job.session()) {
                 // The session that owned the node is gone; so is the node (ephemeral), or
@@ -244,30 +348,53 @@ fn run(owner: Weak<Owner>, timeout: Duration, events: Receiver<SessionEvent>) {
                 Err(e) => log::warn!("zkguard: background delete {job:?} failed: {e}"),
             }
         }
-        let (idle, fresh) = {
+        // Whether deletes wait to be tried again (not only sent ones to hear from).
+        let retries = left.iter().any(|job| !matches!(job, Job::Sent { .. }));
+        let fresh = {
             let mut j = client.owner.janitor.lock();
             // Jobs handed over during this pass go out at once; only retries wait.
-            let fresh = !j.jobs.is_empty();
+            let fresh = j.jobs.iter().any(|job| !matches!(job, Job::Sent { .. }));
             j.jobs.extend(left);
-            if j.jobs.is_empty() {
+            if !j.jobs.is_empty() {
+                idle_since = None;
+            } else if idle_since.is_some_and(|t| t.elapsed() >= LINGER) {
                 j.running = false;
-                (true, false)
+                j.kick = None;
+                return;
             } else {
-                (false, fresh)
+                idle_since.get_or_insert_with(Instant::now);
             }
+            fresh
         };
-        if idle {
-            return;
-        }
         if fresh {
             backoff.reset();
             continue;
         }
-        // Wait for the session to change (or the back-off's pause), without holding the
-        // client.
+        // Wait for a session event (a sent delete's failure comes with one), a job that
+        // needs work, the back-off's pause before a retry, or the end of the lingering,
+        // without holding the client.
         drop(client);
-        if events.recv_timeout(backoff.next_pause()).is_ok() {
-            backoff.reset();
+        let pause = if retries {
+            backoff.next_pause()
+        } else {
+            idle_since.map_or(LINGER, |t| LINGER.saturating_sub(t.elapsed()))
+        };
+        crossbeam_channel::select! {
+            recv(events) -> ev => match ev {
+                Ok(_) => backoff.reset(),
+                // The client's session machinery is gone: so is the client.
+                Err(_) => {
+                    if let Some(owner) = weak.upgrade() {
+                        let mut j = owner.janitor.lock();
+                        j.jobs.clear();
+                        j.running = false;
+                        j.kick = None;
+                    }
+                    return;
+                }
+            },
+            recv(kick) -> _ => {}
+            default(pause) => {}
         }
     }
 }
@@ -276,6 +403,7 @@ fn stop(client: &Client) {
     let mut j = client.owner.janitor.lock();
     j.jobs.clear();
     j.running = false;
+    j.kick = None;
 }
 
 /// Deletes `path` if it passes `check`: `Ok(true)` if it did, `Ok(false)` if the node was
@@ -303,7 +431,7 @@ fn delete_checked(client: &Client, path: &str, check: &Check) -> crate::error::R
 fn attempt(client: &Client, job: &Job) -> crate::error::Result<()> {
     match job {
         Job::Path { path, check, .. } => delete_checked(client, path, check).map(|_| ()),
-        // Resolved before any attempt (see `run`).
+        // Answered before any attempt (see `run`).
         Job::Sent { .. } => Ok(()),
         Job::Uuid { dir, uuid, .. } => {
             let names = match client.get_children(dir) {

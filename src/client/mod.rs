@@ -121,8 +121,9 @@ struct Owner {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
     done: Receiver<()>,
-    /// Deletes waiting to be retried (see `janitor.rs`). A leaf lock: taken with no other
-    /// lock held, and nothing taken under it.
+    /// Deletes waiting to be retried or answered (see `janitor.rs`). Taken with no other
+    /// lock held; nothing taken under it but a reply slot's mutex (a leaf: `conn/reply.rs`),
+    /// to read a sent delete's answer.
     janitor: Ranked<janitor::Janitor>,
     /// What the co-tenant check learned (see `queue/tenancy.rs`).
     tenancy: acl::Tenancy,

@@ -88,6 +88,12 @@ pub struct Pending<T> {
 }
 
 impl<T> Pending<T> {
+    /// Whether [`wait`](Pending::wait) would return at once: the reply (or the news of
+    /// none) came, or the request was refused before sending. Never waits.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.state.as_ref().map_or(true, ReplyRx::is_done)
+    }
+
     /// Waits for the reply, until the deadline: the handle's timeout, counted from the start
     /// of the [`Client::pipeline`] call. The server answers a session's requests in order,
     /// and this returns once the pipeline's last reply is in too (or known not to come): the

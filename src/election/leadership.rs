@@ -7,8 +7,10 @@ use crate::lock::{guard_api, Guard, OneNode};
 use super::hand_over::{hand_over, Successor, Term};
 
 /// Leadership of a [`LeaderElection`](crate::LeaderElection), won by
-/// [`lead`](crate::LeaderElection::lead). Dropping it resigns: the node is deleted and the
-/// next candidate takes over.
+/// [`lead`](crate::LeaderElection::lead). Dropping it resigns: the node's delete is
+/// written and the drop returns (its answer is the background's, docs/semantics.md, "What
+/// a returned drop means"), and the next candidate takes over;
+/// [`resign`](Leadership::resign) waits for the answer.
 ///
 /// # Valid, suspended, lost
 ///

@@ -352,9 +352,11 @@ pub trait Guard: Sealed + std::fmt::Debug {
         self.core().confirm()
     }
 
-    /// Releases and reports how the delete went: [`Error::LockLost`] if the lock had already
-    /// been lost; on a connection error the delete is retried in the background (dropping
-    /// the guard does the same, quietly). For a [`Leadership`](crate::Leadership) this is
+    /// Releases and reports how the delete went, waiting for its answer:
+    /// [`Error::LockLost`] if the lock had already been lost; on a connection error the
+    /// delete is retried in the background. Dropping the guard releases without waiting:
+    /// the delete is written and the answer left to the background (docs/semantics.md,
+    /// "What a returned drop means"). For a [`Leadership`](crate::Leadership) this is
     /// resigning ([`Error::NotLeader`] if it was lost); for a
     /// [`ReentrantMutexGuard`](crate::ReentrantMutexGuard), giving up one level (the lock is
     /// released with the outermost); for a [`MultiLockGuard`](crate::MultiLockGuard), every

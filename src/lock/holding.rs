@@ -395,9 +395,30 @@ impl Holding {
     }
 }
 
+impl Holding {
+    /// Deletes the node without waiting for the answer: invalid at once, the delete written
+    /// on the socket (when connected) before this returns, its answer seen to by the
+    /// background deletes (`client/janitor.rs`: a failure there is a delete again on the
+    /// same session). What drop does for a queue's node. The single node (an unfair
+    /// lock's or election's) is deleted only if it is still the one we created, a read
+    /// before the delete (its path is shared: a plain delete could take the next holder's
+    /// node), so it waits as [`release_quietly`](Holding::release_quietly) does.
+    fn release_unwaited(&self) {
+        if self.kind.single() {
+            return self.release_quietly();
+        }
+        if self.state.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.state.ended(None, Instant::now());
+        self.client
+            .delete_unwaited(&self.acquired.path, Check::None, self.acquired.owner);
+    }
+}
+
 impl Drop for Holding {
     fn drop(&mut self) {
-        self.release_quietly();
+        self.release_unwaited();
     }
 }
 

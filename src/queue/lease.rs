@@ -23,7 +23,7 @@ use super::kind::Kind;
 use super::names;
 use super::rules::{lease_count, Count};
 use super::wake::Wake;
-use crate::client::{Client, EventType, Names, Pending, WatchedEvent};
+use crate::client::{Check, Client, EventType, Names, Pending, WatchedEvent};
 use crate::error::{escape, Error};
 
 /// The gate while we hold it (a semaphore's internal lock). Dropping it lets go in the
@@ -45,7 +45,7 @@ impl Gate {
 impl Drop for Gate {
     fn drop(&mut self) {
         self.client
-            .delete_unwaited(&self.node.path, self.node.owner);
+            .delete_unwaited(&self.node.path, Check::None, self.node.owner);
     }
 }
 

@@ -97,6 +97,11 @@ impl Settled {
 }
 
 impl ReplyRx {
+    /// Whether the reply (or the news of none) came: never waits.
+    pub(crate) fn is_done(&self) -> bool {
+        !matches!(*self.0.state.lock(), State::Waiting)
+    }
+
     /// A [`Settled`] of the same slot.
     pub(crate) fn settled(&self) -> Settled {
         Settled(self.0.clone())
