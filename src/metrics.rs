@@ -5,8 +5,11 @@
 //! Two ways to read the same measurements:
 //!
 //! - **[`Client::stats`](crate::Client::stats)**, always: a pull snapshot of one client's
-//!   counts and gauges ([`ClientStats`](crate::ClientStats): guards held, waiters queued,
-//!   acquires by outcome, losses by reason, reconnects, watch re-arms, leadership).
+//!   counts and gauges ([`ClientStats`](crate::ClientStats)): of the table below, guards
+//!   held, waiters queued, acquires by outcome, losses by reason, reconnects, watch re-arms,
+//!   leadership (no histogram, no session state); and beside them counters of the client's
+//!   own that the facade does not record (watch notifications, connection attempts,
+//!   sessions, requests written).
 //! - **The [`metrics`](https://docs.rs/metrics/0.24) facade**, with the cargo feature
 //!   `metrics`: zkguard records, the application installs the exporter it likes
 //!   (Prometheus, `StatsD`, …; `examples/metrics_prometheus.rs` serves `/metrics`). Without a
@@ -34,7 +37,7 @@
 //! | `zkguard_session_state` | gauge | `state` | clients in each session state: `connecting`, `connected`, `suspended`, `lost` (closed clients leave the gauge) |
 //! | `zkguard_session_transitions_total` | counter | `to` | session state changes, by the state entered: `connected`, `suspended`, `lost`, `closed` |
 //! | `zkguard_reconnects_total` | counter | `session` | connections after a client's first: `resumed` (same session) or `new` (after a loss) |
-//! | `zkguard_request_seconds` | histogram | `op` | from writing a request to its reply, by operation (`create`, `delete`, `exists`, `get_data`, `set_data`, `get_acl`, `set_acl`, `sync`, `get_children`, `check`, `multi`, `other`) |
+//! | `zkguard_request_seconds` | histogram | `op` | from writing a request to its reply, by the name the request was made with (`create`, `delete`, `exists`, `get_data`, `set_data`, `get_acl`, `set_acl`, `sync`, `get_children`, `multi`, `who_am_i`, `get_config`, `reconfig`, `close`); the watches the connection thread re-arms by itself are `get_data` too |
 //! | `zkguard_watch_rearms_total` | counter | none | watches re-armed on a resumed session after a reconnect (each SetWatches path) |
 //!
 //! The `kind` label is the recipe: `mutex`, `reentrant_mutex`, `read_lock`, `write_lock`,
@@ -351,31 +354,11 @@ impl Meter {
         ::metrics::counter!(WATCH_REARMS).increment(n);
     }
 
-    /// A request of operation `op` (a name from [`op_name`]) was answered `took` after it
-    /// was written.
+    /// A request named `op` (the name its request was made with, `client::proto::Name`) was
+    /// answered `took` after it was written.
     #[cfg(feature = "metrics")]
     pub(crate) fn request(&self, op: &'static str, took: Duration) {
         ::metrics::histogram!(REQUEST, "op" => op).record(took.as_secs_f64());
-    }
-}
-
-/// The `op` label of a request's op code (`ZooDefs.OpCode`).
-#[cfg(feature = "metrics")]
-pub(crate) fn op_name(code: i32) -> &'static str {
-    match code {
-        1 | 15 | 19 | 21 => "create",
-        2 => "delete",
-        3 => "exists",
-        4 => "get_data",
-        5 => "set_data",
-        6 => "get_acl",
-        7 => "set_acl",
-        9 => "sync",
-        8 | 12 => "get_children",
-        11 => "ping",
-        13 => "check",
-        14 => "multi",
-        _ => "other",
     }
 }
 
@@ -407,6 +390,7 @@ mod tests {
 #[cfg(all(test, feature = "metrics"))]
 mod table {
     use super::*;
+    use crate::client::proto::Name;
     use crate::queue::Kind;
     use metrics_util::debugging::DebuggingRecorder;
     use metrics_util::MetricKind;
@@ -438,9 +422,26 @@ mod table {
     /// The session's way through its states, as `client::conn::session` reports it.
     const SESSION: [&str; 5] = ["connecting", "connected", "suspended", "lost", "closed"];
 
-    /// A new variant of either enum fails to compile here until the lists above have it.
+    /// A new variant of any of these enums fails to compile here until the lists above (and
+    /// `Name::ALL`) have it.
     #[allow(dead_code)]
-    fn lists_are_whole(o: Outcome, l: Loss, k: Kind) {
+    fn lists_are_whole(o: Outcome, l: Loss, k: Kind, n: Name) {
+        match n {
+            Name::Create
+            | Name::Delete
+            | Name::Exists
+            | Name::GetData
+            | Name::SetData
+            | Name::GetAcl
+            | Name::SetAcl
+            | Name::GetChildren
+            | Name::Sync
+            | Name::Multi
+            | Name::WhoAmI
+            | Name::GetConfig
+            | Name::Reconfig
+            | Name::Close => {}
+        }
         match k {
             Kind::Mutex
             | Kind::Reentrant
@@ -489,13 +490,10 @@ mod table {
             m.reconnected(true);
             m.reconnected(false);
             m.rearmed(1);
-            // Every op code, and some that are none. `ping`: pings are no request with a
-            // reply waiter (`conn::serve` writes and reads them itself), never recorded.
-            for code in -10..=200 {
-                let op = op_name(code);
-                if op != "ping" {
-                    m.request(op, Duration::ZERO);
-                }
+            // Every request's name (pings are no request with a reply waiter: `conn::serve`
+            // writes and reads them itself, never recorded).
+            for op in Name::ALL {
+                m.request(op.as_str(), Duration::ZERO);
             }
         });
         let mut seen = Recorded::new();

@@ -15,7 +15,7 @@ use crossbeam_channel::Receiver;
 
 use super::conn::WatchKind;
 use super::pipeline::{with_watch, Req, Watched};
-use super::proto::{op, RawReply, Reader, Writer};
+use super::proto::{op, Name, RawReply, Reader, Writer};
 use super::types::{Stat, WatchedEvent};
 use super::{Client, Pending, Pipeline};
 use crate::error::{Error, Result};
@@ -29,7 +29,7 @@ impl Pipeline<'_> {
     fn get_config_inner(&mut self, watch: bool) -> Watched<(Vec<u8>, Stat, i64)> {
         let req = Req {
             unrooted: true,
-            ..Req::on("get_config", CONFIG_NODE, op::GET_DATA).watch(watch, WatchKind::Data)
+            ..Req::on(Name::GetConfig, CONFIG_NODE, op::GET_DATA).watch(watch, WatchKind::Data)
         };
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).bool(watch);
@@ -82,7 +82,7 @@ impl Pipeline<'_> {
         let req = Req {
             unrooted: true,
             checked,
-            ..Req::on("reconfig", CONFIG_NODE, op::RECONFIG)
+            ..Req::on(Name::Reconfig, CONFIG_NODE, op::RECONFIG)
         };
         let joining = joining.join(",");
         let leaving: Vec<String> = leaving.iter().map(u64::to_string).collect();

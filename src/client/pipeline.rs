@@ -14,8 +14,8 @@ use super::types::{Acl, CreateMode, Created, Identity, Op, OpResult, Stat, Watch
 use super::{path, proto, Bell, Client, Ringing};
 use crate::error::{Error, Result};
 use proto::{
-    create_body, decode_multi, encode_multi, malformed, op, version_arg, Names, RawReply, Reader,
-    Writer,
+    create_body, decode_multi, encode_multi, malformed, op, version_arg, Name, Names, RawReply,
+    Reader, Writer,
 };
 
 /// Requests collected by [`Client::pipeline`], written together when the closure returns.
@@ -189,7 +189,7 @@ fn check_create(path: &str, mode: CreateMode, acl: &[Acl]) -> Result<()> {
 
 /// What [`Pipeline::push`] needs to know of a request besides its body and decoder.
 pub(super) struct Req<'p> {
-    pub op: &'static str,
+    pub op: Name,
     pub path: &'p str,
     /// The client-side check of the arguments; on error nothing is sent.
     pub checked: Result<()>,
@@ -203,13 +203,13 @@ pub(super) struct Req<'p> {
 
 impl<'p> Req<'p> {
     /// A request on one node whose path is checked the usual way.
-    pub fn on(op: &'static str, path: &'p str, opcode: i32) -> Req<'p> {
+    pub fn on(op: Name, path: &'p str, opcode: i32) -> Req<'p> {
         Req::checked(op, path, opcode, path::validate_path(path))
     }
 
     /// A request whose arguments were checked otherwise (`checked`: a create's, a
     /// multi's), so the path is not checked twice.
-    pub fn checked(op: &'static str, path: &'p str, opcode: i32, checked: Result<()>) -> Req<'p> {
+    pub fn checked(op: Name, path: &'p str, opcode: i32, checked: Result<()>) -> Req<'p> {
         Req {
             op,
             path,
@@ -257,7 +257,7 @@ impl<'a> Pipeline<'a> {
         body: impl FnOnce(&mut Writer, &str),
         decode: impl FnOnce(RawReply) -> proto::DecodeResult<T> + Send + 'static,
     ) -> Watched<T> {
-        let (op_name, p) = (req.op, req.path.to_string());
+        let (op_name, p) = (req.op.as_str(), req.path.to_string());
         self.push_raw(req, body, move |raw| {
             if raw.err != proto::code::OK {
                 return Err(reply_error(raw.err, op_name, &p));
@@ -276,7 +276,7 @@ impl<'a> Pipeline<'a> {
         let mut pending = Pending {
             state: Err(Error::Closed),
             decode: Box::new(decode),
-            op: req.op,
+            op: req.op.as_str(),
             path: req.path.to_string(),
             deadline: self.deadline,
             timeout: self.client.timeout,
@@ -305,7 +305,7 @@ impl<'a> Pipeline<'a> {
                 reason: format!(
                     "{} of {} is {} bytes, over the {max}-byte limit (the server's \
                      jute.maxbuffer; see ClientBuilder::max_request_size); nothing was sent",
-                    req.op,
+                    req.op.as_str(),
                     req.path,
                     w.buf.len() + 8
                 ),
@@ -334,6 +334,7 @@ impl<'a> Pipeline<'a> {
             (None, _) => (None, None),
         };
         self.out.push(Outgoing {
+            name: req.op,
             opcode: req.opcode,
             body: w.buf,
             watch,
@@ -364,7 +365,7 @@ impl<'a> Pipeline<'a> {
         let acl = acl.as_ref();
         let chroot = self.chroot();
         let checked = check_create(path, mode, acl);
-        let req = Req::checked("create", path, create_opcode(mode), checked);
+        let req = Req::checked(Name::Create, path, create_opcode(mode), checked);
         let body = |w: &mut Writer, sp: &str| create_body(w, sp, data, mode, acl);
         self.push(req, body, move |r| {
             Ok(Created {
@@ -377,7 +378,7 @@ impl<'a> Pipeline<'a> {
 
     /// See [`Client::delete`].
     pub fn delete(&mut self, path: &str, version: Option<i32>) -> Pending<()> {
-        let mut req = Req::on("delete", path, op::DELETE);
+        let mut req = Req::on(Name::Delete, path, op::DELETE);
         if path == "/" {
             req.checked = Err(Error::InvalidPath {
                 path: "/".into(),
@@ -391,7 +392,7 @@ impl<'a> Pipeline<'a> {
     }
 
     fn exists_inner(&mut self, path: &str, watch: bool) -> Watched<Option<Stat>> {
-        let req = Req::on("exists", path, op::EXISTS).watch(watch, WatchKind::Data);
+        let req = Req::on(Name::Exists, path, op::EXISTS).watch(watch, WatchKind::Data);
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).bool(watch);
         };
@@ -417,7 +418,7 @@ impl<'a> Pipeline<'a> {
     }
 
     fn get_data_inner(&mut self, path: &str, watch: bool) -> Watched<(Vec<u8>, Stat)> {
-        let req = Req::on("get_data", path, op::GET_DATA).watch(watch, WatchKind::Data);
+        let req = Req::on(Name::GetData, path, op::GET_DATA).watch(watch, WatchKind::Data);
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).bool(watch);
         };
@@ -432,7 +433,7 @@ impl<'a> Pipeline<'a> {
     ) -> Pending<(Vec<u8>, Stat)> {
         let req = Req {
             sink: Some(sink),
-            ..Req::on("get_data", path, op::GET_DATA).watch(true, WatchKind::Data)
+            ..Req::on(Name::GetData, path, op::GET_DATA).watch(true, WatchKind::Data)
         };
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).bool(true);
@@ -456,12 +457,15 @@ impl<'a> Pipeline<'a> {
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).buffer(data).int(version_arg(version));
         };
-        self.push(Req::on("set_data", path, op::SET_DATA), body, |r| r.stat())
-            .0
+        self.push(Req::on(Name::SetData, path, op::SET_DATA), body, |r| {
+            r.stat()
+        })
+        .0
     }
 
     fn get_children_inner(&mut self, path: &str, watch: bool) -> Watched<(Vec<String>, Stat)> {
-        let req = Req::on("get_children", path, op::GET_CHILDREN2).watch(watch, WatchKind::Child);
+        let req =
+            Req::on(Name::GetChildren, path, op::GET_CHILDREN2).watch(watch, WatchKind::Child);
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).bool(watch);
         };
@@ -481,7 +485,8 @@ impl<'a> Pipeline<'a> {
     }
 
     fn list_inner(&mut self, path: &str, watch: bool) -> Watched<Names> {
-        let req = Req::on("get_children", path, op::GET_CHILDREN2).watch(watch, WatchKind::Child);
+        let req =
+            Req::on(Name::GetChildren, path, op::GET_CHILDREN2).watch(watch, WatchKind::Child);
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).bool(watch);
         };
@@ -508,7 +513,7 @@ impl<'a> Pipeline<'a> {
             w.string(sp);
         };
         let decode = |r: &mut Reader<'_>| Ok((r.acls()?, r.stat()?));
-        self.push(Req::on("get_acl", path, op::GET_ACL), body, decode)
+        self.push(Req::on(Name::GetAcl, path, op::GET_ACL), body, decode)
             .0
     }
 
@@ -517,14 +522,14 @@ impl<'a> Pipeline<'a> {
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp).acls(acl).int(version_arg(version));
         };
-        self.push(Req::on("set_acl", path, op::SET_ACL), body, |r| r.stat())
+        self.push(Req::on(Name::SetAcl, path, op::SET_ACL), body, |r| r.stat())
             .0
     }
 
     /// See [`Client::who_am_i`].
     pub fn who_am_i(&mut self) -> Pending<Vec<Identity>> {
         // No path: "/" only names the request in errors; the body is empty.
-        let req = Req::on("who_am_i", "/", op::WHO_AM_I);
+        let req = Req::on(Name::WhoAmI, "/", op::WHO_AM_I);
         self.push(req, |_, _| {}, |r| r.identities()).0
     }
 
@@ -533,7 +538,7 @@ impl<'a> Pipeline<'a> {
         let body = |w: &mut Writer, sp: &str| {
             w.string(sp);
         };
-        self.push(Req::on("sync", path, op::SYNC), body, |_| Ok(()))
+        self.push(Req::on(Name::Sync, path, op::SYNC), body, |_| Ok(()))
             .0
     }
 
@@ -545,7 +550,7 @@ impl<'a> Pipeline<'a> {
             .iter()
             .map(|o| (o.name(), o.path().to_string()))
             .collect();
-        let req = Req::checked("multi", label, op::MULTI, check_multi(ops));
+        let req = Req::checked(Name::Multi, label, op::MULTI, check_multi(ops));
         let cr = chroot.clone();
         let body = |w: &mut Writer, _: &str| encode_multi(w, &cr, ops);
         self.push_raw(req, body, move |raw| decode_multi(&raw, &chroot, &paths))

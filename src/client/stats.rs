@@ -1,10 +1,15 @@
-//! `ClientStats`: what a client has done and holds, the pull snapshot of its measurements
-//! (`crate::metrics`).
+//! `ClientStats`: what a client has done and holds: its connection's counters and its
+//! `Meter`'s snapshot (`crate::metrics`).
 
-/// Counters of what the client has done, and gauges of what it holds and waits for now:
-/// the pull snapshot of the measurements [`zkguard::metrics`](crate::metrics) describes
+/// Counters of what the client has done, and gauges of what it holds and waits for now
 /// (always there, with or without the `metrics` feature), for tests, benchmarks and programs
 /// without a metrics pipeline. Counts are since the client was built.
+///
+/// Two parts: the counts and gauges of the table in [`zkguard::metrics`](crate::metrics)
+/// (`guards_held` to `acquire_failed`, the losses, `reconnects`, `watch_rearms`, the
+/// leadership counts: the same events, not its histograms or session states), and the
+/// connection's own counters, which the `metrics` facade does not record (`watch_events`,
+/// `connect_attempts`, `sessions`, `requests`).
 ///
 /// ```no_run
 /// # fn main() -> zkguard::Result<()> {

@@ -27,7 +27,7 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Condvar;
 
 use super::config::Config;
-use super::proto::{code, op, RawReply};
+use super::proto::{code, op, Name, RawReply};
 use super::types::{CloseOutcome, EventType, Hex};
 use crate::error::Error;
 use crate::metrics::Meter;
@@ -227,6 +227,7 @@ impl Shared {
             let (tx, rx) = reply_slot();
             self.submit(
                 vec![Outgoing {
+                    name: Name::Close,
                     opcode: op::CLOSE,
                     body: Vec::new(),
                     watch: None,

@@ -11,12 +11,14 @@ use super::session::Phase;
 use super::watches::{WatchKind, WatchReg, WatchTx};
 use super::{NoReply, Shared};
 use crate::client::path;
-use crate::client::proto::{self, code, op, RawReply, Reader, ReplyHeader};
+use crate::client::proto::{self, code, op, Name, RawReply, Reader, ReplyHeader};
 use crate::client::types::{EventType, WatchedEvent};
 use crate::error::Error;
 
 /// A request ready to be written.
 pub(crate) struct Outgoing {
+    /// What it is called, carried to where its reply is counted (`Meter::request`).
+    pub name: Name,
     pub opcode: i32,
     pub body: Vec<u8>,
     pub watch: Option<WatchReg>,
@@ -24,6 +26,8 @@ pub(crate) struct Outgoing {
 }
 /// A request written and not answered yet.
 pub(super) struct InFlight {
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    name: Name,
     opcode: i32,
     watch: Option<WatchReg>,
     tx: ReplyTx,
@@ -40,6 +44,7 @@ pub(super) struct InFlightMap {
 impl InFlightMap {
     fn add(&mut self, xid: i32, r: Outgoing, sent_us: u64) {
         let f = InFlight {
+            name: r.name,
             opcode: r.opcode,
             watch: r.watch,
             tx: r.tx,
@@ -279,7 +284,7 @@ impl Shared {
         self.clock.answered(f.sent_us);
         #[cfg(feature = "metrics")]
         self.meter.request(
-            crate::metrics::op_name(f.opcode),
+            f.name.as_str(),
             std::time::Duration::from_micros(self.clock.now_us().saturating_sub(f.sent_us)),
         );
         if let Some(w) = f.watch {

@@ -211,6 +211,7 @@ impl Shared {
             w.string(&server_path).bool(true);
             let (tx, _rx) = super::reply_slot();
             reqs.push(Outgoing {
+                name: proto::Name::GetData,
                 opcode: op::GET_DATA,
                 body: w.buf,
                 watch: Some(WatchReg {

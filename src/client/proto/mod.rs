@@ -16,6 +16,69 @@ mod ops;
 pub(crate) use names::Names;
 pub(crate) use ops::{create_body, decode_multi, encode_multi, version_arg};
 
+/// What a request is called, written once here: the word its errors say (`Error::Timeout`'s
+/// `op`, ...) and the `op` label of `zkguard_request_seconds` (`crate::metrics`), carried with
+/// the request from its `Req` to where its reply is counted. Not an op code: `get_config` is
+/// a getData, and the creates' four codes are one `create`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Name {
+    Create,
+    Delete,
+    Exists,
+    GetData,
+    SetData,
+    GetAcl,
+    SetAcl,
+    GetChildren,
+    Sync,
+    Multi,
+    WhoAmI,
+    GetConfig,
+    Reconfig,
+    Close,
+}
+
+impl Name {
+    /// Every name (the metrics table's test records each).
+    #[cfg(test)]
+    pub(crate) const ALL: [Name; 14] = [
+        Name::Create,
+        Name::Delete,
+        Name::Exists,
+        Name::GetData,
+        Name::SetData,
+        Name::GetAcl,
+        Name::SetAcl,
+        Name::GetChildren,
+        Name::Sync,
+        Name::Multi,
+        Name::WhoAmI,
+        Name::GetConfig,
+        Name::Reconfig,
+        Name::Close,
+    ];
+
+    /// The name as errors say it and metrics label it.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Name::Create => "create",
+            Name::Delete => "delete",
+            Name::Exists => "exists",
+            Name::GetData => "get_data",
+            Name::SetData => "set_data",
+            Name::GetAcl => "get_acl",
+            Name::SetAcl => "set_acl",
+            Name::GetChildren => "get_children",
+            Name::Sync => "sync",
+            Name::Multi => "multi",
+            Name::WhoAmI => "who_am_i",
+            Name::GetConfig => "get_config",
+            Name::Reconfig => "reconfig",
+            Name::Close => "close",
+        }
+    }
+}
+
 /// Op codes (`ZooDefs.OpCode`).
 pub(crate) mod op {
     pub const CREATE: i32 = 1;
