@@ -269,7 +269,12 @@ fn rolling_restart(flags: &[&str], order: [usize; 3]) -> Vec<(bool, usize, Vec<f
                 Ok(LeaderChange::Leader { id, token }) => {
                     led_by_observer.push((id, token));
                 }
-                other => panic!("the observer said {other:?}"),
+                // Observing began before anyone led (the docs: "or none has come yet").
+                Ok(LeaderChange::NoLeader) if led_by_observer.is_empty() => {}
+                other => panic!(
+                    "the observer said {other:?} after {led_by_observer:?}, restart {n} of {order:?}, flags {flags:?}; log {:?}",
+                    s.lines("log").iter().filter(|l| !l.starts_with("w ")).collect::<Vec<_>>()
+                ),
             }
         }
         seen = after.len();
