@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
-use zkguard::{Client, DynLock, Guard, Participant};
+use zkguard::{Client, DynLock, Guard, LeaderElection, Leadership, Participant};
 
 use crate::show::{contenders, Layout};
 use crate::{Fail, Say, Waiting};
@@ -21,6 +21,8 @@ type Lister = Box<dyn Fn() -> zkguard::Result<Vec<Participant>> + Send + Sync>;
 /// What is being taken: any of the library's locks, through its [`DynLock`].
 pub struct Target {
     lock: Box<dyn DynLock>,
+    /// An election's, taken as its own type so that its leadership can be handed over.
+    election: Option<LeaderElection>,
     kind: Kind,
     path: String,
     participants: Lister,
@@ -66,19 +68,52 @@ impl Target {
     ) -> Target {
         Target {
             lock: Box::new(lock),
+            election: None,
             kind,
             path: path.to_string(),
             participants: Box::new(participants),
         }
     }
 
-    fn take(&self, wait: Wait) -> zkguard::Result<Option<Held>> {
+    /// An election at `path`, standing as its id.
+    pub fn election(election: LeaderElection, path: &str) -> Target {
+        let listed = election.clone();
+        let mut t = Target::new(
+            election.clone(),
+            Kind::Elect {
+                id: election.id().to_string(),
+            },
+            path,
+            move || listed.participants(),
+        );
+        t.election = Some(election);
+        t
+    }
+
+    fn take(&self, wait: Wait) -> zkguard::Result<Option<Taken>> {
+        if let Some(e) = &self.election {
+            let led = match wait {
+                Wait::Try => e.try_lead()?,
+                Wait::For(d) => e.lead_timeout(d)?,
+                Wait::Forever => Some(e.lead()?),
+            };
+            return Ok(led.map(|l| {
+                let l = Arc::new(l);
+                Taken {
+                    held: l.clone(),
+                    leadership: Some(l),
+                }
+            }));
+        }
         let taken = match wait {
             Wait::Try => self.lock.try_acquire_boxed(),
             Wait::For(d) => self.lock.acquire_timeout_boxed(d),
             Wait::Forever => self.lock.acquire_boxed().map(Some),
         };
-        Ok(taken?.map(Held::from))
+        Ok(taken?.map(|g| Taken {
+            held: Held::from(g),
+            leadership: None,
+        }))
     }
 
     pub fn participants(&self) -> zkguard::Result<Vec<Participant>> {
@@ -109,9 +144,16 @@ impl Target {
     }
 }
 
+/// What was taken: the guard, and for an election the same guard as its [`Leadership`]
+/// (to hand it over).
+pub struct Taken {
+    pub held: Held,
+    pub leadership: Option<Arc<Leadership>>,
+}
+
 /// How a wait ended.
 pub enum Outcome {
-    Held(Held),
+    Held(Taken),
     /// Not free (`--nonblock`) or not within `--timeout`.
     NotObtained,
     /// A signal arrived while waiting; nothing is held.

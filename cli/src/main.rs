@@ -277,13 +277,25 @@ pub struct ElectArgs {
     /// Queue again after CMD exits or leadership is lost, until signalled
     #[arg(long = "loop")]
     pub repeat: bool,
+    /// As zkguard exits leading (signalled, or CMD done without --loop; after CMD has
+    /// exited), hand leadership to the next candidate and wait up to DURATION [default: 10s]
+    /// until it leads, instead of resigning; with nobody queued behind, resign
+    #[arg(
+        long,
+        value_name = "DURATION",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "10s",
+        value_parser = duration
+    )]
+    pub hand_over_on_exit: Option<Duration>,
     /// Do not stand: print each new leader's id until Ctrl-C (as etcdctl elect -l; the
     /// same as `zkguard leader PATH --watch`)
     #[arg(
         long,
         short = 'l',
         visible_alias = "listen",
-        conflicts_with_all = ["id", "repeat", "command", "shell"]
+        conflicts_with_all = ["id", "repeat", "command", "shell", "hand_over_on_exit"]
     )]
     pub watch: bool,
     #[command(flatten)]

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
-use zkguard::{Client, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore};
+use zkguard::{Client, Error, LeaderElection, Leadership, Mutex, NodeAcl, RwLock, Semaphore};
 
 use crate::child::{self, signal_name};
-use crate::hold::{self, Held, Kind, Outcome, Target, Wait};
+use crate::hold::{self, Held, Kind, Outcome, Taken, Target, Wait};
 use crate::supervise::{self, End};
 use crate::tty::Terminal;
 use crate::watchdog;
@@ -71,7 +71,7 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
         let listed = l.clone();
         Target::new(l, Kind::Mutex, &args.path, move || listed.participants())
     };
-    let code = session(&client, Arc::new(target), args, say, false);
+    let code = session(&client, Arc::new(target), args, say, false, None);
     client.close();
     code
 }
@@ -87,16 +87,15 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
     let election = LeaderElection::new(&client, &args.path, id)
         .and_then(|e| e.with_acl(acl))
         .map_err(|e| Fail::zk(format_args!("election {}", args.path), e))?;
-    let listed = election.clone();
-    let target = Target::new(
-        election.clone(),
-        Kind::Elect {
-            id: election.id().to_string(),
-        },
-        &args.path,
-        move || listed.participants(),
+    let target = Target::election(election, &args.path);
+    let code = session(
+        &client,
+        Arc::new(target),
+        args,
+        say,
+        args.repeat,
+        args.hand_over_on_exit,
     );
-    let code = session(&client, Arc::new(target), args, say, args.repeat);
     client.close();
     code
 }
@@ -167,20 +166,23 @@ macro_rules! job {
 
 job!(LockArgs, ElectArgs);
 
-/// Takes the target, runs the command while holding it, and (with `repeat`) again.
+/// Takes the target, runs the command while holding it, and (with `repeat`) again. With
+/// `hand_over` (an election's `--hand-over-on-exit`), leadership still held as zkguard
+/// exits is handed over ([`hand_over`]) instead of resigned.
 fn session(
     client: &Client,
     target: Arc<Target>,
     job: &dyn Job,
     say: Say,
     repeat: bool,
+    hand_over: Option<Duration>,
 ) -> Result<i32, Fail> {
     let wait = Wait::from(job.waiting());
     let signals = child::signals()?;
     let (what, path) = (target.what(), target.path());
     loop {
-        let held = match hold::obtain(client, &target, wait, &signals, say)? {
-            Outcome::Held(h) => h,
+        let Taken { held, leadership } = match hold::obtain(client, &target, wait, &signals, say)? {
+            Outcome::Held(taken) => taken,
             Outcome::NotObtained => {
                 say.say(format!(
                     "did not get the {what} {}",
@@ -195,7 +197,15 @@ fn session(
         };
         let started = Instant::now();
         let (end, signalled) = term(client, &target, &held, job.supervise(), &signals, say)?;
-        // The command has exited: only now let the lock go.
+        // The command has exited: only now let the lock go; handed over if zkguard exits
+        // leading and was asked to.
+        let exiting = signalled || !repeat;
+        if let (End::Exited(_), true, Some(within), Some(l)) =
+            (&end, exiting, hand_over, &leadership)
+        {
+            self::hand_over(l, within, &signals, say, path);
+        }
+        drop(leadership);
         drop(held);
         match end {
             End::Exited(code) if !repeat || signalled => return Ok(code),
@@ -282,5 +292,61 @@ fn hold_until_signalled(
                 }
             }
         }
+    }
+}
+
+/// `--hand-over-on-exit`: the command has exited (or, without one, zkguard was signalled)
+/// and zkguard is about to exit leading. Instead of a plain resign, leadership goes to the
+/// next candidate in the queue and zkguard waits, `within` at most, until it is seen
+/// leading ([`Leadership::hand_over`]: the term ends before the node is deleted, so the two
+/// never lead at once). Nobody queued behind: resigned as without the flag (the caller's
+/// drop). Another signal for zkguard cuts the wait short (the session's close then deletes
+/// the node if the step down had not been sent yet).
+fn hand_over(
+    leadership: &Arc<Leadership>,
+    within: Duration,
+    signals: &Receiver<Signal>,
+    say: Say,
+    path: &str,
+) {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let l = leadership.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(l.hand_over(within));
+    });
+    let answer = loop {
+        select! {
+            recv(rx) -> r => break r.ok(),
+            recv(signals) -> sig => {
+                let sig = sig.expect("the signal thread never ends");
+                if sig != child::RESUMED {
+                    say.say(format!(
+                        "{} while handing the leadership of {path} over: not waiting for a \
+                         successor",
+                        signal_name(sig)
+                    ));
+                    break None;
+                }
+            }
+        }
+    };
+    match answer {
+        Some(Ok(Some(s))) => say.say(format!(
+            "handed the leadership of {path} over to {} (token {})",
+            zkguard::escape(&s.id),
+            s.token
+        )),
+        Some(Ok(None)) => say.say(format!(
+            "nobody is queued behind to hand the leadership of {path} over to: resigning"
+        )),
+        Some(Err(Error::Timeout { .. })) => say.say(format!(
+            "stepped down from {path}, but no successor was seen leading within {} \
+             (--hand-over-on-exit)",
+            humantime::format_duration(within)
+        )),
+        Some(Err(e)) => say.say(format!(
+            "cannot hand the leadership of {path} over ({e}): resigning"
+        )),
+        None => {}
     }
 }

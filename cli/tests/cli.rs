@@ -9,6 +9,8 @@ mod escape;
 mod foreign;
 #[path = "cli/frozen.rs"]
 mod frozen;
+#[path = "cli/hand_over.rs"]
+mod hand_over;
 #[path = "cli/input.rs"]
 mod input;
 #[cfg(feature = "kerberos")]
