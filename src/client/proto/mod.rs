@@ -40,7 +40,7 @@ pub(crate) enum Name {
 
 impl Name {
     /// Every name (the metrics table's test records each).
-    #[cfg(test)]
+    #[cfg(all(test, feature = "metrics"))]
     pub(crate) const ALL: [Name; 14] = [
         Name::Create,
         Name::Delete,
