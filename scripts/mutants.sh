@@ -47,7 +47,8 @@ pick=("${areas[@]}")
 shard="${2:-0/1}"
 timeout="${MUTANTS_TIMEOUT:-600}"
 jobs="${MUTANTS_JOBS:-1}"
-in_place=()
+# cargo-mutants refuses --jobs with --in-place (one tree, one build at a time).
+in_place=(--jobs "$jobs")
 [ "${MUTANTS_IN_PLACE:-}" = 1 ] && in_place=(--in-place)
 
 for a in "${pick[@]}"; do
@@ -62,7 +63,7 @@ for a in "${pick[@]}"; do
     [ -n "${skip[$a]}" ] && test_bin=(-- --skip "${skip[$a]}")
     echo "==> mutants: $a (${files[$a]}), shard $shard, timeout $timeout s"
     cargo mutants "${in_place[@]}" --no-shuffle --all-features --timeout "$timeout" \
-        --jobs "$jobs" --shard "$shard" --output "$out" "${file_args[@]}" \
+        --shard "$shard" --output "$out" "${file_args[@]}" \
         -- "$@" "${test_bin[@]}" || true
     for f in caught missed timeout unviable; do
         printf '%s: %s %s\n' "$a" "$f" "$(wc -l <"$out/mutants.out/$f.txt" 2>/dev/null || echo 0)"
