@@ -620,16 +620,23 @@ fn a_try_behind_the_internal_lock_waits_only_while_a_permit_is_free() {
     });
     assert_quiet(&tried, "a try past an internal lock that is held");
     other.delete(&gate, None).unwrap();
-    let (_t, second) = recv(&tried, WITHIN, "the try").expect("the free permit");
+    let (t, second) = recv(&tried, WITHIN, "the try").expect("the free permit");
     assert!(second.is_valid());
     wait_until(WITHIN, "the try's internal-lock node let go", || {
         locks(&c, &path).is_empty()
     });
 
-    // No permit free: the try says no, and leaves neither a lease nor a lock node.
+    // No permit free: the try says no at once, and leaves neither a lease nor a lock node.
+    // On `t`, whose request timeout is long: a try that waited for its turn here (a gate
+    // that thought a permit free, `try_waits`) would wait for the internal lock's holder,
+    // who lets go only after this try has answered.
     let gate = hold_gate();
-    let sem_n = Semaphore::new(&c, &path, 2).unwrap();
-    assert!(sem_n.try_acquire().unwrap().is_none());
+    let sem_n = Semaphore::new(&t, &path, 2).unwrap();
+    let refused = spawn(move || sem_n.try_acquire().unwrap().is_none());
+    assert!(
+        recv(&refused, WITHIN, "the try with no permit free, the internal lock held"),
+        "a try got a permit though both were taken"
+    );
     wait_until(WITHIN, "nothing of the refused try left", || {
         locks(&c, &path) == [gate.rsplit('/').next().unwrap().to_string()]
             && leases(&c, &path).len() == 2
