@@ -634,7 +634,11 @@ fn a_try_behind_the_internal_lock_waits_only_while_a_permit_is_free() {
     let sem_n = Semaphore::new(&t, &path, 2).unwrap();
     let refused = spawn(move || sem_n.try_acquire().unwrap().is_none());
     assert!(
-        recv(&refused, WITHIN, "the try with no permit free, the internal lock held"),
+        recv(
+            &refused,
+            WITHIN,
+            "the try with no permit free, the internal lock held"
+        ),
         "a try got a permit though both were taken"
     );
     wait_until(WITHIN, "nothing of the refused try left", || {
