@@ -152,3 +152,43 @@ fn a_start_error_prints_the_log_tail_as_lines() {
     assert!(shown.lines().count() > 3, "not line by line: {shown}");
     assert!(!shown.contains("\\n"), "escaped newlines: {shown}");
 }
+
+/// A container made with a child, then emptied: the watch that hears the server reap it.
+fn emptied_container(c: &Client, path: &str) -> crossbeam_channel::Receiver<zkguard::WatchedEvent> {
+    c.create(path, b"", CreateMode::Container)
+        .expect("container");
+    c.create(&format!("{path}/child"), b"", CreateMode::Persistent)
+        .expect("child");
+    let (_, _, w) = c.get_data_w(path).expect("watch the container");
+    c.delete(&format!("{path}/child"), None).expect("empty it");
+    w
+}
+
+#[test]
+fn the_container_check_interval_reaches_the_server() {
+    // The default (100 ms) reaps an emptied container at once; an hour keeps it. The
+    // fast server's reaps are the clock: five of them, one after the other, while the slow
+    // server's emptied container must stay.
+    let fast = TestCluster::start(1).expect("start");
+    let slow = TestCluster::builder()
+        .container_check_interval(Duration::from_secs(3600))
+        .start()
+        .expect("start");
+    let (f, s) = (
+        connect(&fast.connect_string(), PATIENCE),
+        connect(&slow.connect_string(), PATIENCE),
+    );
+    let kept = unique("kept");
+    let _kept_watch = emptied_container(&s, &kept);
+    for i in 0..5 {
+        let reaped = emptied_container(&f, &format!("{}-{i}", unique("reaped")));
+        let e = reaped
+            .recv_timeout(PATIENCE)
+            .expect("the default interval reaps an emptied container");
+        assert_eq!(e.event_type, zkguard::EventType::NodeDeleted, "{e:?}");
+    }
+    assert!(
+        s.exists(&kept).expect("exists").is_some(),
+        "an emptied container reaped by a server told to look once an hour"
+    );
+}

@@ -4,7 +4,7 @@
 //! `BENCH_FORCE_SYNC=1`; the JVM's full JIT; warmed up for 3 s first), or the ensemble named
 //! by `ZK_CONNECT`. `BENCH_N` sets the samples per figure (default 2000).
 //! `BENCH_ONLY` picks workloads, comma-separated (default all): `ops`, `W1`, `W2` (or one of
-//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`, `W8`, `W9`, `W10`, `W11`, `W12`, `W13`, and `TLS`: built with the `tls`
+//! `W2:2`, `W2:8`, `W2:32`), `W3`, `W4`, `W5`, `W6`, `W7`, `W8`, `W9`, `W10`, `W11`, `W12`, `W13`, `F`, and `TLS`: built with the `tls`
 //! feature, the harness server also has a TLS port, and `ops`, `W1` and `W2` run a second
 //! time over TLS right after the plaintext ones (their lines' `target` ends in `over TLS`);
 //! `BENCH_ONLY=ops,W1,W2,TLS` gives both side by side.
@@ -135,6 +135,13 @@
 //!   waiter woke): p50/p99 from the start of the release (the holder's delete) to the
 //!   waiter's acquire returning, against the same with one waiter (as many rounds);
 //!   `ratio_p50` of the two, and the releases' own times beside them.
+//! - `F`: each operation alone, nobody else on its path, one line each with its floor in
+//!   round trips (`floor_rtt`; run it with `BENCH_RTT` to read the `…_rtt` keys): a
+//!   `Mutex` acquire after a confirmed release, an acquire right behind a drop,
+//!   `release()`, acquire + drop, a new lock's first acquire (its directory missing), a
+//!   read and a write acquire of an `RwLock`, a `Semaphore` permit (3 permits, none
+//!   taken), an election won (`lead`, then `resign`). `BENCH_N / 2` samples each (at
+//!   least 30), after 20 uncounted.
 //!
 //! The cost of the metrics (`examples/bench/metrics_cost.sh`): built with the `metrics`
 //! feature and run with `BENCH_METRICS=recorder`, the bench installs a Prometheus recorder
@@ -166,6 +173,7 @@
 mod acl;
 mod contention;
 mod election;
+mod floors;
 mod login;
 mod mixes;
 mod report;
@@ -199,6 +207,7 @@ const STEP_WAIT: Duration = Duration::from_secs(60);
 
 use contention::*;
 use election::*;
+use floors::*;
 use mixes::*;
 use report::*;
 use rig::*;
@@ -240,9 +249,9 @@ impl Ctx {
     }
 }
 
-const WORKLOADS: [&str; 16] = [
+const WORKLOADS: [&str; 17] = [
     "ops", "W1", "W2:2", "W2:8", "W2:32", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11",
-    "W12", "W13",
+    "W12", "W13", "F",
 ];
 
 fn main() {
@@ -428,6 +437,7 @@ fn workloads(
     };
     run_one("ops", 120.0, &ops);
     run_one("W1", 120.0, &w1);
+    run_one("F", 300.0, &floors);
     let mut dw: Option<f64> = None;
     for k in [2, 8, 32] {
         let name = format!("W2:{k}");
@@ -609,13 +619,19 @@ fn bench_cluster() -> Res<(TestCluster, String)> {
         std::env::var("BENCH_FORCE_SYNC").as_deref(),
         Ok("1" | "yes" | "on" | "true")
     );
-    let builder = TestCluster::builder().full_jit(true).force_sync(force_sync);
+    // Empty containers reaped as a production server does (ZooKeeper's default, 60 s), not
+    // at the harness's 100 ms: a lock directory emptied between two of a workload's
+    // acquires would cost the next its create again.
+    let builder = TestCluster::builder()
+        .full_jit(true)
+        .force_sync(force_sync)
+        .container_check_interval(Duration::from_secs(60));
     // A TLS port beside the plaintext one, for the TLS lines (feature `tls`).
     #[cfg(feature = "tls")]
     let builder = builder.tls(zkguard::testing::ClientAuth::None);
     let c = builder.start()?;
     let target = format!(
-        "harness standalone, forceSync={}, full JIT",
+        "harness standalone, forceSync={}, full JIT, containers reaped every 60 s",
         if force_sync { "yes" } else { "no" }
     );
     Ok((c, target))

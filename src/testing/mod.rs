@@ -151,7 +151,7 @@
 //! Every server gets `tickTime` 100 ms (configurable), `initLimit=10`, `syncLimit=5`
 //! (configurable), session timeouts from two ticks to 60 s (configurable), all four-letter
 //! words enabled (configurable; `srvr` always), no admin server (configurable), `forceSync=no` (configurable), no autopurge, containers
-//! checked every 100 ms (`znode.container.checkIntervalMs`), TTL nodes enabled
+//! checked every 100 ms (`znode.container.checkIntervalMs`, configurable: `container_check_interval`), TTL nodes enabled
 //! (`zookeeper.extendedTypesEnabled`) and a small JVM
 //! (`-Xmx256m`, serial GC, C1 only). Ensembles are static (`reconfigEnabled=false`).
 //!

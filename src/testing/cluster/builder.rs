@@ -21,6 +21,8 @@ pub(super) struct Settings {
     /// Each server runs the admin server (Jetty) on a free loopback port of its own.
     pub(super) admin_server: bool,
     pub(super) force_sync: bool,
+    /// `znode.container.checkIntervalMs`: how often the servers reap empty containers.
+    pub(super) container_check: Duration,
     pub(super) full_jit: bool,
     pub(super) isolatable: bool,
     /// `Some`: every server also serves TLS on a `secureClientPort`.
@@ -55,6 +57,7 @@ impl Default for Settings {
             four_letter_words: "*".into(),
             admin_server: false,
             force_sync: false,
+            container_check: Duration::from_millis(100),
             full_jit: false,
             isolatable: false,
             tls: None,
@@ -303,6 +306,27 @@ impl TestClusterBuilder {
     /// fast functional tests; benchmarks should say which they used).
     pub fn force_sync(mut self, on: bool) -> Self {
         self.settings.force_sync = on;
+        self
+    }
+
+    /// How often the servers look for empty containers to delete
+    /// (`znode.container.checkIntervalMs`; default 100 ms, so that a test sees an emptied
+    /// lock directory go at once). ZooKeeper's own default is 60 s: give that to measure
+    /// what a production server does between a lock's uses (a directory reaped while it
+    /// is empty costs the next acquire its create again: docs/performance.md). At least
+    /// 1 ms.
+    ///
+    /// ```no_run
+    /// # fn main() -> std::io::Result<()> {
+    /// use std::time::Duration;
+    /// let cluster = zkguard::testing::TestCluster::builder()
+    ///     .container_check_interval(Duration::from_secs(60))
+    ///     .start()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn container_check_interval(mut self, d: Duration) -> Self {
+        self.settings.container_check = d.max(Duration::from_millis(1));
         self
     }
 

@@ -454,7 +454,6 @@ impl TestCluster {
                 "-Dzookeeper.4lw.commands.whitelist={}",
                 self.settings.four_letter_words
             ),
-            "-Dznode.container.checkIntervalMs=100",
             // TTL nodes (CreateMode::PersistentWithTtl) need the extended session-id layout.
             "-Dzookeeper.extendedTypesEnabled=true",
             // Re-elections converge in about a second even when peers start at different times.
@@ -464,6 +463,10 @@ impl TestCluster {
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
         ])
+        .arg(format!(
+            "-Dznode.container.checkIntervalMs={}",
+            self.settings.container_check.as_millis()
+        ))
         .arg(format!(
             "-Dzookeeper.forceSync={}",
             if self.settings.force_sync {
