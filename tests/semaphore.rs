@@ -314,6 +314,58 @@ fn a_waiter_keeps_watching_its_internal_lock_node_after_a_write_on_it() {
     wait_empty(&c, &path);
 }
 
+/// A waiter whose internal-lock node goes in the same transaction as a write on it hears
+/// only the write (a data watch fires once): it finds the node gone when it lists the
+/// leases again and reads the node to watch it anew. That `NoNode` is its node lost, as the
+/// deletion's event would be: it queues again and gets the permit once one is free (not an
+/// error: that is what the lease phase's `failed(e, true)` says; with `false` this acquire
+/// failed with `NoNode`).
+#[test]
+fn a_waiter_whose_internal_lock_node_goes_unheard_queues_again() {
+    let cs = shared_cluster().connect_string();
+    let path = unique("sem-gate-unheard");
+    let c = connect(&cs, SESSION);
+    let sem = Semaphore::new(&c, &path, 1).unwrap();
+    let holder = sem.acquire().unwrap();
+    let w = acquire_on(&cs, &path, 1, SESSION);
+    wait_until(WITHIN, "the waiter's lease", || {
+        leases(&c, &path).len() == 2
+    });
+    let lock_nodes = locks(&c, &path);
+    assert_eq!(lock_nodes.len(), 1, "the waiter holds the internal lock");
+    let gate = format!("{path}/locks/{}", lock_nodes[0]);
+    wait_until(WITHIN, "the internal-lock node watched", || {
+        common::watches_by_path().contains_key(&gate)
+    });
+    let lease_before = leases(&c, &path);
+    c.multi(&[
+        zkguard::Op::SetData {
+            path: gate.clone(),
+            data: b"written".to_vec(),
+            version: None,
+        },
+        zkguard::Op::Delete {
+            path: gate.clone(),
+            version: None,
+        },
+    ])
+    .unwrap();
+    wait_until(
+        WITHIN,
+        "the waiter queued again with a new internal-lock node",
+        || {
+            let k = locks(&c, &path);
+            k.len() == 1 && k[0] != lock_nodes[0] && leases(&c, &path) != lease_before
+        },
+    );
+    assert_quiet(&w, "a permit while the holder holds the only one");
+    drop(holder);
+    let (_wc, p) = recv(&w, WITHIN, "the waiter's permit");
+    assert!(p.is_valid());
+    drop(p);
+    wait_empty(&c, &path);
+}
+
 /// A waiter that gives up (timeout, cancel) while waiting with the internal lock deletes
 /// its lease and lets the internal lock go, so the contender behind it moves up.
 #[test]
