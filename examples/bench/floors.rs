@@ -169,5 +169,78 @@ pub(crate) fn floors(ctx: &Ctx) -> Res<()> {
         },
         |l| l.resign().map_err(Into::into),
     )?;
-    Ok(())
+    handoffs(ctx, &dir, n)
+}
+
+/// The two handoffs, each between two sessions: a `Mutex` released while another session
+/// waits in `acquire`, and a leader's resign while another candidate waits in `lead`; from
+/// just before the release (the resign) to the waiter's call returning. Its floor is one
+/// round trip: the delete reaching the server, the notification reaching the waiter.
+fn handoffs(ctx: &Ctx, dir: &str, n: usize) -> Res<()> {
+    let clients = ctx.connect_many(2)?;
+    let (a, b) = (&clients[0], &clients[1]);
+    let lock_path = format!("{dir}/handoff");
+    let election_path = format!("{dir}/handoff-election");
+    let (la, lb) = (Mutex::new(a, &lock_path)?, Mutex::new(b, &lock_path)?);
+    let (ea, eb) = (
+        LeaderElection::new(a, &election_path, "a")?,
+        LeaderElection::new(b, &election_path, "b")?,
+    );
+    let r = (|| -> Res<()> {
+        let mut lock = Vec::with_capacity(n);
+        let mut leader = Vec::with_capacity(n);
+        for i in 0..n + 20 {
+            let held = la.acquire()?;
+            let d = handoff(a, &lock_path, || lb.acquire().map(drop), || held.release())?;
+            let led = ea.lead()?;
+            let e = handoff(a, &election_path, || eb.lead().map(drop), || led.resign())?;
+            if i >= 20 {
+                lock.push(d);
+                leader.push(e);
+            }
+        }
+        for (name, samples) in [("mutex handoff", &mut lock), ("leader change", &mut leader)] {
+            Line::new(&format!("F {name}"), &ctx.target)
+                .s("what", "release (resign) until another session's blocked acquire (lead) returns, two sessions")
+                .s("floor_rtt", "1")
+                .u("n", n as u64)
+                .lat("", samples)
+                .print();
+        }
+        Ok(())
+    })();
+    close_all(&clients);
+    r
+}
+
+/// Starts `take` on a thread, waits until its node is queued in `dir` behind the holder's
+/// (two nodes listed) and its watch armed (three round trips more: it is armed within one
+/// of the listing), then times `give` until `take` returns.
+fn handoff(
+    watcher: &Client,
+    dir: &str,
+    take: impl FnOnce() -> zkguard::Result<()> + Send,
+    give: impl FnOnce() -> zkguard::Result<()>,
+) -> Res<Duration> {
+    std::thread::scope(|s| -> Res<Duration> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let t = s.spawn(move || {
+            let r = take();
+            let _ = tx.send(Instant::now());
+            r
+        });
+        let queued = Instant::now() + STEP_WAIT;
+        while watcher.get_children(dir)?.0.len() < 2 {
+            if Instant::now() > queued {
+                return Err("F: the waiter never queued".into());
+            }
+        }
+        let rtt = rtt_us().unwrap_or(0.0);
+        std::thread::sleep(Duration::from_secs_f64((3.0 * rtt * 1e-6).max(0.002)));
+        let start = Instant::now();
+        give()?;
+        let end = rx.recv_timeout(LOCK_WAIT)?;
+        t.join().map_err(|_| "F: the waiter panicked")??;
+        Ok(end - start)
+    })
 }

@@ -113,7 +113,7 @@ pub(crate) fn set_rtt_us(rtt: Option<f64>) {
     );
 }
 
-fn rtt_us() -> Option<f64> {
+pub(crate) fn rtt_us() -> Option<f64> {
     let bits = RTT_US.load(Ordering::Relaxed);
     (bits != 0).then(|| f64::from_bits(bits))
 }
