@@ -265,53 +265,87 @@ fn a_waiter_that_loses_the_internal_lock_requeues_instead_of_blocking_the_next()
     wait_empty(&c, &path);
 }
 
+/// A waiter holding the semaphore's internal lock behind the one permit's holder.
+struct AtTheGate {
+    c: Client,
+    path: String,
+    holder: Permit,
+    waiter: crossbeam_channel::Receiver<(Client, Permit)>,
+    /// The internal lock's one node, the waiter's, and its path.
+    lock_nodes: Vec<String>,
+    gate: String,
+}
+
+impl AtTheGate {
+    fn new(name: &str) -> AtTheGate {
+        let cs = shared_cluster().connect_string();
+        let path = unique(name);
+        let c = connect(&cs, SESSION);
+        let holder = Semaphore::new(&c, &path, 1).unwrap().acquire().unwrap();
+        let waiter = acquire_on(&cs, &path, 1, SESSION);
+        wait_until(WITHIN, "the waiter's lease", || {
+            leases(&c, &path).len() == 2
+        });
+        let lock_nodes = locks(&c, &path);
+        assert_eq!(lock_nodes.len(), 1, "the waiter holds the internal lock");
+        let gate = format!("{path}/locks/{}", lock_nodes[0]);
+        AtTheGate {
+            c,
+            path,
+            holder,
+            waiter,
+            lock_nodes,
+            gate,
+        }
+    }
+
+    /// Once its internal-lock node went: the waiter queues again (a new node there, its
+    /// lease other than `lease_before`), waits while the holder holds, and gets the permit
+    /// once it is released; nothing is left.
+    fn queues_again_and_is_served(self, lease_before: &[String]) {
+        let (c, path) = (&self.c, &self.path);
+        wait_until(
+            WITHIN,
+            "the waiter queued again with a new internal-lock node",
+            || {
+                let k = locks(c, path);
+                k.len() == 1 && k[0] != self.lock_nodes[0] && leases(c, path) != lease_before
+            },
+        );
+        assert_quiet(&self.waiter, "a permit while the holder holds the only one");
+        drop(self.holder);
+        let (_wc, p) = recv(&self.waiter, WITHIN, "the waiter's permit");
+        assert!(p.is_valid());
+        drop(p);
+        wait_empty(c, path);
+    }
+}
+
 /// A waiter with the internal lock watches its node there: another client writing data on
 /// that node is no loss (the waiter keeps its place and watches the node again), and the
 /// node's deletion after that is still seen: the waiter deletes its lease and queues again.
 #[test]
 fn a_waiter_keeps_watching_its_internal_lock_node_after_a_write_on_it() {
-    let cs = shared_cluster().connect_string();
-    let path = unique("sem-gate-write");
-    let c = connect(&cs, SESSION);
-    let sem = Semaphore::new(&c, &path, 1).unwrap();
-    let holder = sem.acquire().unwrap();
-    let w = acquire_on(&cs, &path, 1, SESSION);
-    wait_until(WITHIN, "the waiter's lease", || {
-        leases(&c, &path).len() == 2
-    });
-    let lock_nodes = locks(&c, &path);
-    assert_eq!(lock_nodes.len(), 1, "the waiter holds the internal lock");
-    let gate = format!("{path}/locks/{}", lock_nodes[0]);
-    let lease_before = leases(&c, &path);
+    let t = AtTheGate::new("sem-gate-write");
+    let (c, path, gate) = (&t.c, &t.path, &t.gate);
+    let lease_before = leases(c, path);
     // A write on the waiter's internal-lock node: its watch fires, and nothing is lost.
-    c.set_data(&gate, b"written", None).unwrap();
+    c.set_data(gate, b"written", None).unwrap();
     // The waiter lists the leases again after the write (arming its watches anew); wait
     // until the server holds a data watch on the node again, by its session.
     wait_until(WITHIN, "the internal-lock node watched again", || {
-        common::watches_by_path().contains_key(&gate)
+        common::watches_by_path().contains_key(gate)
     });
-    assert_eq!(leases(&c, &path), lease_before, "the waiter kept its lease");
+    assert_eq!(leases(c, path), lease_before, "the waiter kept its lease");
     assert_eq!(
-        locks(&c, &path),
-        lock_nodes,
+        locks(c, path),
+        t.lock_nodes,
         "the waiter kept the internal lock"
     );
-    assert_quiet(&w, "a permit while the holder holds the only one");
+    assert_quiet(&t.waiter, "a permit while the holder holds the only one");
     // Now someone deletes it: the waiter notices and queues again.
-    c.delete(&gate, None).unwrap();
-    wait_until(
-        WITHIN,
-        "the waiter queued again with a new internal-lock node",
-        || {
-            let k = locks(&c, &path);
-            k.len() == 1 && k[0] != lock_nodes[0] && leases(&c, &path) != lease_before
-        },
-    );
-    drop(holder);
-    let (_wc, p) = recv(&w, WITHIN, "the waiter's permit");
-    assert!(p.is_valid());
-    drop(p);
-    wait_empty(&c, &path);
+    c.delete(gate, None).unwrap();
+    t.queues_again_and_is_served(&lease_before);
 }
 
 /// A waiter whose internal-lock node goes in the same transaction as a write on it hears
@@ -322,22 +356,12 @@ fn a_waiter_keeps_watching_its_internal_lock_node_after_a_write_on_it() {
 /// failed with `NoNode`).
 #[test]
 fn a_waiter_whose_internal_lock_node_goes_unheard_queues_again() {
-    let cs = shared_cluster().connect_string();
-    let path = unique("sem-gate-unheard");
-    let c = connect(&cs, SESSION);
-    let sem = Semaphore::new(&c, &path, 1).unwrap();
-    let holder = sem.acquire().unwrap();
-    let w = acquire_on(&cs, &path, 1, SESSION);
-    wait_until(WITHIN, "the waiter's lease", || {
-        leases(&c, &path).len() == 2
-    });
-    let lock_nodes = locks(&c, &path);
-    assert_eq!(lock_nodes.len(), 1, "the waiter holds the internal lock");
-    let gate = format!("{path}/locks/{}", lock_nodes[0]);
+    let t = AtTheGate::new("sem-gate-unheard");
+    let (c, path, gate) = (&t.c, &t.path, &t.gate);
     wait_until(WITHIN, "the internal-lock node watched", || {
-        common::watches_by_path().contains_key(&gate)
+        common::watches_by_path().contains_key(gate)
     });
-    let lease_before = leases(&c, &path);
+    let lease_before = leases(c, path);
     c.multi(&[
         zkguard::Op::SetData {
             path: gate.clone(),
@@ -350,20 +374,7 @@ fn a_waiter_whose_internal_lock_node_goes_unheard_queues_again() {
         },
     ])
     .unwrap();
-    wait_until(
-        WITHIN,
-        "the waiter queued again with a new internal-lock node",
-        || {
-            let k = locks(&c, &path);
-            k.len() == 1 && k[0] != lock_nodes[0] && leases(&c, &path) != lease_before
-        },
-    );
-    assert_quiet(&w, "a permit while the holder holds the only one");
-    drop(holder);
-    let (_wc, p) = recv(&w, WITHIN, "the waiter's permit");
-    assert!(p.is_valid());
-    drop(p);
-    wait_empty(&c, &path);
+    t.queues_again_and_is_served(&lease_before);
 }
 
 /// A waiter that gives up (timeout, cancel) while waiting with the internal lock deletes
