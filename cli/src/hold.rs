@@ -8,8 +8,10 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 use zkguard::{Client, DynLock, Guard, LeaderElection, Leadership, Participant};
 
+use crate::args::Waiting;
+use crate::fail::Fail;
+use crate::say::{seconds, Say};
 use crate::show::{contenders, Layout};
-use crate::{Fail, Say, Waiting};
 
 /// A held lock or leadership, whatever its kind: the library's guard, shared with the
 /// thread that confirms it.
@@ -261,18 +263,6 @@ fn others(n: usize) -> &'static str {
         "other"
     } else {
         "others"
-    }
-}
-
-/// "12 s", "3 min 4 s".
-pub fn seconds(d: Duration) -> String {
-    let s = d.as_secs();
-    if s < 60 {
-        format!("{s} s")
-    } else if s < 3600 {
-        format!("{} min {} s", s / 60, s % 60)
-    } else {
-        format!("{} h {} min", s / 3600, s % 3600 / 60)
     }
 }
 

@@ -8,15 +8,15 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 use zkguard::{Client, Error, LeaderElection, Leadership, Mutex, NodeAcl, RwLock, Semaphore};
 
+use crate::args::{check_path, node_acl, ElectArgs, LockArgs, Supervise, Waiting};
 use crate::child::{self, signal_name};
+use crate::conn::Connection;
+use crate::fail::{Fail, EXIT_LOST};
 use crate::hold::{self, Held, Kind, Outcome, Taken, Target, Wait};
+use crate::say::Say;
 use crate::supervise::{self, End};
 use crate::tty::Terminal;
 use crate::watchdog;
-use crate::{
-    check_path, Connection, ElectArgs, Fail, LockArgs, Say, Supervise, Waiting, EXIT_LOST,
-    EXIT_USAGE,
-};
 
 /// `zkguard lock PATH -- CMD`.
 pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
@@ -117,18 +117,6 @@ fn connect(conn: &Connection, sup: &Supervise, say: Say) -> Result<Client, Fail>
         }
     }
     Ok(client)
-}
-
-/// The ACL of `--acl` (open without it), trusting each `--trust SCHEME:ID`.
-pub fn node_acl(acl: Option<&NodeAcl>, trust: &[String]) -> Result<NodeAcl, Fail> {
-    let mut acl = acl.cloned().unwrap_or_default();
-    for t in trust {
-        let (scheme, id) = t.split_once(':').unwrap_or((t, ""));
-        acl = acl
-            .trusting(scheme, id)
-            .map_err(|e| Fail::new(EXIT_USAGE, format!("--trust {t}: {e}")))?;
-    }
-    Ok(acl)
 }
 
 /// Credentials given but no `--acl`: the nodes get the open ACL, which anyone may delete

@@ -11,8 +11,10 @@ use zkguard::{
     UnfairMutex, WatchedEvent,
 };
 
-use crate::hold::seconds;
-use crate::{check_path, json_line, Connection, Fail, Say, ShowArgs};
+use crate::args::{check_path, ShowArgs};
+use crate::conn::Connection;
+use crate::fail::Fail;
+use crate::say::{json_line, seconds, Say};
 
 /// The kind of queue at a path, read from what is there (nothing is written).
 fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Kind), Fail> {
@@ -411,22 +413,4 @@ fn watches(client: &Client, path: &str) -> Vec<Receiver<WatchedEvent>> {
             }
         })
         .collect()
-}
-
-/// An ACL for messages: `[digest:alice:… cdrwa, world:anyone r]`, every entry escaped (an
-/// id is whoever set the ACL's), a digest entry's password hash left out.
-pub fn acl_text(acl: &[zkguard::Acl]) -> String {
-    let entries: Vec<String> = acl.iter().map(acl_entry).collect();
-    format!("[{}]", entries.join(", "))
-}
-
-/// One ACL entry for messages (see [`acl_text`]).
-pub fn acl_entry(a: &zkguard::Acl) -> String {
-    let mut a = a.clone();
-    if a.scheme == "digest" {
-        if let Some((user, _)) = a.id.split_once(':') {
-            a.id = format!("{user}:…");
-        }
-    }
-    zkguard::escape(&a.to_string()).into_owned()
 }

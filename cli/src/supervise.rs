@@ -44,10 +44,12 @@ use crossbeam_channel::{never, select, Receiver, RecvTimeoutError};
 use nix::sys::signal::Signal;
 use zkguard::{Client, Error, SessionState};
 
+use crate::args::{OnSuspend, Supervise};
 use crate::child::{self, signal_name, Child};
+use crate::fail::{Fail, EXIT_SOFTWARE};
 use crate::hold::Held;
+use crate::say::Say;
 use crate::watchdog::{self, Report, Watchdog};
-use crate::{Fail, OnSuspend, Say, Supervise};
 
 /// How one term of holding ended.
 pub enum End {
@@ -116,7 +118,7 @@ pub fn watch(
         Err(f) => {
             say.say(format!("{}: not running the command without it", f.msg));
             terminate(child, sup, say, None);
-            return Ok((End::Exited(crate::EXIT_SOFTWARE), false));
+            return Ok((End::Exited(EXIT_SOFTWARE), false));
         }
     };
     dog.beat();
@@ -182,7 +184,7 @@ pub fn watch(
                     ));
                     Some(End::Lost)
                 } else {
-                    Some(End::Exited(code.unwrap_or(crate::EXIT_SOFTWARE)))
+                    Some(End::Exited(code.unwrap_or(EXIT_SOFTWARE)))
                 }
             }
             recv(lost) -> _ => Some(s.lost()),
@@ -513,12 +515,12 @@ fn terminate(child: &Child, sup: &Supervise, say: Say, dog: Option<&Watchdog>) -
         let slice = (Instant::now() + Duration::from_millis(100)).min(deadline);
         match child.exited.recv_deadline(slice) {
             Ok(code) => break code,
-            Err(RecvTimeoutError::Disconnected) => break crate::EXIT_SOFTWARE,
+            Err(RecvTimeoutError::Disconnected) => break EXIT_SOFTWARE,
             Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
             Err(RecvTimeoutError::Timeout) => {
                 say.say("the command outlived --kill-after: SIGKILL");
                 child.signal(Signal::SIGKILL);
-                break child.exited.recv().unwrap_or(crate::EXIT_SOFTWARE);
+                break child.exited.recv().unwrap_or(EXIT_SOFTWARE);
             }
         }
     };

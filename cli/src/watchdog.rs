@@ -58,8 +58,10 @@ use crossbeam_channel::Receiver;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
+use crate::args::OnSuspend;
 use crate::conn::SECRET_ENV;
-use crate::{Fail, OnSuspend, Say, EXIT_SOFTWARE, EXIT_USAGE};
+use crate::fail::{Fail, EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
+use crate::say::Say;
 
 /// The first argument that runs the watchdog instead of the command line.
 pub const ARG: &str = "__watchdog";
@@ -106,7 +108,7 @@ pub fn check_floor(asked: Duration, granted: Option<Duration>) -> Result<(), Fai
             ),
         )),
         Some(g) if g < FLOOR => Err(Fail::new(
-            crate::EXIT_UNAVAILABLE,
+            EXIT_UNAVAILABLE,
             format!(
                 "the server granted a session timeout of {} (asked {}; its maxSessionTimeout \
                  is lower), below the {} a command under the lock needs: not running the \
@@ -491,7 +493,7 @@ mod tests {
             Duration::from_millis(100)
         );
         let asked = super::check_floor(Duration::from_millis(250), None).unwrap_err();
-        assert_eq!(asked.code, crate::EXIT_USAGE);
+        assert_eq!(asked.code, crate::fail::EXIT_USAGE);
         assert!(
             asked.msg.contains("--session-timeout 250ms"),
             "{}",
@@ -499,7 +501,7 @@ mod tests {
         );
         let granted = super::check_floor(Duration::from_secs(10), Some(Duration::from_millis(400)))
             .unwrap_err();
-        assert_eq!(granted.code, crate::EXIT_UNAVAILABLE);
+        assert_eq!(granted.code, crate::fail::EXIT_UNAVAILABLE);
         assert!(granted.msg.contains("maxSessionTimeout"), "{}", granted.msg);
         assert!(super::check_floor(super::FLOOR, Some(super::FLOOR)).is_ok());
     }
@@ -546,23 +548,23 @@ mod tests {
     #[test]
     fn bad_arguments_are_a_usage_error() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(super::main(&args(&[])), crate::EXIT_USAGE);
+        assert_eq!(super::main(&args(&[])), crate::fail::EXIT_USAGE);
         assert_eq!(
             super::main(&args(&["12", "-", "1000", "pause", "10", "say"])),
-            crate::EXIT_USAGE
+            crate::fail::EXIT_USAGE
         );
         assert_eq!(
             super::main(&args(&["x", "-", "1000", "stop", "10", "say"])),
-            crate::EXIT_USAGE
+            crate::fail::EXIT_USAGE
         );
         assert_eq!(
             super::main(&args(&["12", "x", "1000", "stop", "10", "say"])),
-            crate::EXIT_USAGE
+            crate::fail::EXIT_USAGE
         );
         // The old form, without START.
         assert_eq!(
             super::main(&args(&["12", "1000", "stop", "10", "say"])),
-            crate::EXIT_USAGE
+            crate::fail::EXIT_USAGE
         );
     }
 }
