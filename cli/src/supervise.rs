@@ -49,7 +49,7 @@ use crate::child::{self, signal_name, Child};
 use crate::fail::{Fail, EXIT_SOFTWARE};
 use crate::hold::Held;
 use crate::say::Say;
-use crate::watchdog::{self, Report, Watchdog};
+use crate::watchdog::{self, Watchdog, WatchdogReport};
 
 /// How one term of holding ended.
 pub enum End {
@@ -212,9 +212,9 @@ pub fn watch(
             recv(events) -> _ => None,
             recv(tick) -> _ => None,
             recv(confirmation) -> r => s.confirmed(r.unwrap_or(Err(Error::Closed))),
-            recv(reports) -> r => match r.unwrap_or(Report::Died) {
-                Report::Fired => s.frozen(),
-                Report::Died => s.replace_watchdog("is gone"),
+            recv(reports) -> r => match r.unwrap_or(WatchdogReport::Died) {
+                WatchdogReport::Fired => s.frozen(),
+                WatchdogReport::Died => s.replace_watchdog("is gone"),
             },
         };
         if let Some(end) = ended.or_else(|| s.look()) {

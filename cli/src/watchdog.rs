@@ -181,7 +181,7 @@ pub fn own_binary() -> std::io::Result<std::path::PathBuf> {
 
 /// What the watchdog tells zkguard (its answers are counted, not reported:
 /// [`Watchdog::unanswered_for`]).
-pub enum Report {
+pub enum WatchdogReport {
     /// It found zkguard unheard for the bound and acted on the command's group.
     Fired,
     /// Its pipe closed: the watchdog is gone.
@@ -193,7 +193,7 @@ pub struct Watchdog {
     beats: UnixStream,
     process: std::process::Child,
     /// What the watchdog reports.
-    pub reports: Receiver<Report>,
+    pub reports: Receiver<WatchdogReport>,
     /// Since when a heartbeat has gone unanswered (None: all answered).
     unanswered: Arc<Mutex<Option<Instant>>>,
     /// When it was started.
@@ -246,14 +246,14 @@ impl Watchdog {
             loop {
                 match out.read(&mut buf) {
                     Ok(0) | Err(_) => {
-                        let _ = tx.send(Report::Died);
+                        let _ = tx.send(WatchdogReport::Died);
                         return;
                     }
                     Ok(n) => {
                         for b in &buf[..n] {
                             match *b {
                                 FIRED => {
-                                    let _ = tx.send(Report::Fired);
+                                    let _ = tx.send(WatchdogReport::Fired);
                                 }
                                 ANSWER => *lock(&heard) = None,
                                 _ => {}
@@ -308,8 +308,8 @@ impl Watchdog {
         // Its pipe is closed now: the reader thread reports what was left, then `Died`.
         this.reports
             .iter()
-            .take_while(|r| !matches!(r, Report::Died))
-            .any(|r| matches!(r, Report::Fired))
+            .take_while(|r| !matches!(r, WatchdogReport::Died))
+            .any(|r| matches!(r, WatchdogReport::Fired))
     }
 }
 
