@@ -199,9 +199,9 @@ pub use error::{
 };
 pub use host::host_id;
 pub use lock::{
-    revoke, BoxedGuard, DynLock, ExclusiveLock, Guard, Lock, MultiLock, MultiLockGuard, Mutex,
-    MutexGuard, Permit, ReadGuard, ReadLock, ReentrantMutex, ReentrantMutexGuard, RwLock,
-    Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard, WriteLock,
+    revoke, validate_recipe_path, BoxedGuard, DynLock, ExclusiveLock, Guard, Lock, MultiLock,
+    MultiLockGuard, Mutex, MutexGuard, Permit, ReadGuard, ReadLock, ReentrantMutex,
+    ReentrantMutexGuard, RwLock, Semaphore, UnfairMutex, UnfairMutexGuard, WriteGuard, WriteLock,
 };
 pub use queue::{Canceller, Participant, QueueEvent, DIRECTORY_MARKER};
 

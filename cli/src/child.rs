@@ -33,8 +33,8 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{getpgrp, getpid, Pid};
 
 use crate::conn::SECRET_ENV;
+use crate::fail::{Fail, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SOFTWARE, EXIT_USAGE};
 use crate::tty::Terminal;
-use crate::{Fail, EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SOFTWARE};
 
 /// A running command.
 pub struct Child {
@@ -222,7 +222,7 @@ pub fn gate(args: &[OsString]) -> i32 {
         crate::logging::line(format!(
             "{GATE_ARG} is for zkguard's own use (FD -- COMMAND…, FD an inherited socket)"
         ));
-        return crate::EXIT_USAGE;
+        return EXIT_USAGE;
     };
     // SAFETY: `fd` is open and a socket (checked above), inherited from zkguard for this
     // process alone; nothing else here uses it.
@@ -375,7 +375,7 @@ mod tests {
             &["x", "--", "true"],
             &["1000", "--", "true"],
         ] {
-            assert_eq!(super::gate(&args(bad)), crate::EXIT_USAGE, "{bad:?}");
+            assert_eq!(super::gate(&args(bad)), crate::fail::EXIT_USAGE, "{bad:?}");
         }
     }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 use clap::Args;
 use zkguard::{Client, NodeAcl};
 
-use crate::{duration, Fail, Say, EXIT_USAGE};
+use crate::args::duration;
+use crate::fail::{Fail, EXIT_USAGE};
+use crate::say::Say;
 
 /// How to reach ZooKeeper (every subcommand but `server`, whose help hides them). Global:
 /// they may come before or after the subcommand.

@@ -8,8 +8,10 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 use zkguard::{Client, DynLock, Guard, LeaderElection, Leadership, Participant};
 
+use crate::args::Waiting;
+use crate::fail::Fail;
+use crate::say::{seconds, Say};
 use crate::show::{contenders, Layout};
-use crate::{Fail, Say, Waiting};
 
 /// A held lock or leadership, whatever its kind: the library's guard, shared with the
 /// thread that confirms it.
@@ -23,13 +25,14 @@ pub struct Target {
     lock: Box<dyn DynLock>,
     /// An election's, taken as its own type so that its leadership can be handed over.
     election: Option<LeaderElection>,
-    kind: Kind,
+    recipe: Recipe,
     path: String,
     participants: Lister,
 }
 
-/// The kind of a [`Target`], for messages and the command's environment.
-pub enum Kind {
+/// Which recipe a [`Target`] takes, for messages, the command's environment and where its
+/// contenders' nodes are.
+pub enum Recipe {
     Mutex,
     Read,
     Write,
@@ -40,20 +43,20 @@ pub enum Kind {
     },
 }
 
-/// How long to wait.
+/// How long [`obtain`] waits, as `--nonblock` and `--timeout` ([`Waiting`]) say.
 #[derive(Clone, Copy)]
-pub enum Wait {
+pub enum Patience {
     Forever,
     Try,
     For(Duration),
 }
 
-impl From<&Waiting> for Wait {
-    fn from(w: &Waiting) -> Wait {
+impl From<&Waiting> for Patience {
+    fn from(w: &Waiting) -> Patience {
         match (w.nonblock, w.timeout) {
-            (true, _) => Wait::Try,
-            (false, Some(d)) => Wait::For(d),
-            (false, None) => Wait::Forever,
+            (true, _) => Patience::Try,
+            (false, Some(d)) => Patience::For(d),
+            (false, None) => Patience::Forever,
         }
     }
 }
@@ -62,14 +65,14 @@ impl Target {
     /// `lock` at `path`, its contenders listed by `participants`.
     pub fn new(
         lock: impl DynLock + 'static,
-        kind: Kind,
+        recipe: Recipe,
         path: &str,
         participants: impl Fn() -> zkguard::Result<Vec<Participant>> + Send + Sync + 'static,
     ) -> Target {
         Target {
             lock: Box::new(lock),
             election: None,
-            kind,
+            recipe,
             path: path.to_string(),
             participants: Box::new(participants),
         }
@@ -80,7 +83,7 @@ impl Target {
         let listed = election.clone();
         let mut t = Target::new(
             election.clone(),
-            Kind::Elect {
+            Recipe::Elect {
                 id: election.id().to_string(),
             },
             path,
@@ -90,12 +93,12 @@ impl Target {
         t
     }
 
-    fn take(&self, wait: Wait) -> zkguard::Result<Option<Taken>> {
+    fn take(&self, patience: Patience) -> zkguard::Result<Option<Taken>> {
         if let Some(e) = &self.election {
-            let led = match wait {
-                Wait::Try => e.try_lead()?,
-                Wait::For(d) => e.lead_timeout(d)?,
-                Wait::Forever => Some(e.lead()?),
+            let led = match patience {
+                Patience::Try => e.try_lead()?,
+                Patience::For(d) => e.lead_timeout(d)?,
+                Patience::Forever => Some(e.lead()?),
             };
             return Ok(led.map(|l| {
                 let l = Arc::new(l);
@@ -105,10 +108,10 @@ impl Target {
                 }
             }));
         }
-        let taken = match wait {
-            Wait::Try => self.lock.try_acquire_boxed(),
-            Wait::For(d) => self.lock.acquire_timeout_boxed(d),
-            Wait::Forever => self.lock.acquire_boxed().map(Some),
+        let taken = match patience {
+            Patience::Try => self.lock.try_acquire_boxed(),
+            Patience::For(d) => self.lock.acquire_timeout_boxed(d),
+            Patience::Forever => self.lock.acquire_boxed().map(Some),
         };
         Ok(taken?.map(|g| Taken {
             held: Held::from(g),
@@ -126,20 +129,20 @@ impl Target {
 
     /// The candidate's id, for an election.
     pub fn id(&self) -> Option<&str> {
-        match &self.kind {
-            Kind::Elect { id } => Some(id),
+        match &self.recipe {
+            Recipe::Elect { id } => Some(id),
             _ => None,
         }
     }
 
     /// "lock", "read lock" … for messages.
     pub fn what(&self) -> &'static str {
-        match self.kind {
-            Kind::Mutex => "lock",
-            Kind::Read => "read lock",
-            Kind::Write => "write lock",
-            Kind::Semaphore => "permit of",
-            Kind::Elect { .. } => "leadership of",
+        match self.recipe {
+            Recipe::Mutex => "lock",
+            Recipe::Read => "read lock",
+            Recipe::Write => "write lock",
+            Recipe::Semaphore => "permit of",
+            Recipe::Elect { .. } => "leadership of",
         }
     }
 }
@@ -165,17 +168,17 @@ pub enum Outcome {
 pub fn obtain(
     client: &Client,
     target: &Arc<Target>,
-    wait: Wait,
+    patience: Patience,
     signals: &Receiver<Signal>,
     say: Say,
 ) -> Result<Outcome, Fail> {
     let (tx, rx) = crossbeam_channel::bounded(1);
     let t = target.clone();
     std::thread::spawn(move || {
-        let _ = tx.send(t.take(wait));
+        let _ = tx.send(t.take(patience));
     });
     let (stop_reports, stopped) = crossbeam_channel::bounded::<()>(0);
-    if !say.quiet && !matches!(wait, Wait::Try) {
+    if !say.quiet && !matches!(patience, Patience::Try) {
         let (t, client) = (target.clone(), client.clone());
         std::thread::spawn(move || {
             let mut every = Duration::from_millis(300);
@@ -218,8 +221,8 @@ pub fn holders_line(client: &Client, target: &Target, queued: bool) -> String {
     let path = target.path();
     let list = match target.participants() {
         Ok(list) => {
-            let layout = match target.kind {
-                Kind::Semaphore => Layout::Semaphore,
+            let layout = match target.recipe {
+                Recipe::Semaphore => Layout::Semaphore,
                 _ => Layout::Flat,
             };
             contenders(client, path, list, layout)
@@ -261,18 +264,6 @@ fn others(n: usize) -> &'static str {
         "other"
     } else {
         "others"
-    }
-}
-
-/// "12 s", "3 min 4 s".
-pub fn seconds(d: Duration) -> String {
-    let s = d.as_secs();
-    if s < 60 {
-        format!("{s} s")
-    } else if s < 3600 {
-        format!("{} min {} s", s / 60, s % 60)
-    } else {
-        format!("{} h {} min", s / 3600, s % 3600 / 60)
     }
 }
 

@@ -16,11 +16,10 @@
 
 use zkguard::{Acl, Client, CreateMode, Error, NodeAcl, Op, DIRECTORY_MARKER};
 
-use clap::Args;
-
-use crate::run::node_acl;
-use crate::show::acl_text;
-use crate::{check_path, Connection, Fail, Say, EXIT_NOPERM, EXIT_UNAVAILABLE, EXIT_USAGE};
+use crate::args::{check_path, node_acl, MkdirArgs};
+use crate::conn::Connection;
+use crate::fail::{Fail, EXIT_NOPERM, EXIT_UNAVAILABLE, EXIT_USAGE};
+use crate::say::{acl_at, acl_text, Say};
 
 /// `mkdir`'s exit status table.
 pub const EXIT_CODES: &str = "\
@@ -32,21 +31,6 @@ Exit status:
       exists and its ACL lets others create, delete or change the ACL there, or its
       marker has children (it could go and leave the directory empty), or it was
       swapped (deleted and made again) while mkdir added its marker";
-
-#[derive(Args)]
-pub struct MkdirArgs {
-    /// The directory's path (for example /teams/payments); missing parents are made with
-    /// the same ACL
-    pub path: String,
-    #[arg(long, value_name = "ACL", value_parser = crate::parse_acl, help = "ACL of the directory and its marker: creator (only the identity this client logs in as) or creator-read (others may also list it)")]
-    pub acl: zkguard::NodeAcl,
-    #[arg(
-        long,
-        value_name = "SCHEME:ID",
-        help = "An identity besides this one that an existing directory's ACL may let in (digest:USER:HASH, sasl:PRINCIPAL, x509:DN); repeatable"
-    )]
-    pub trust: Vec<String>,
-}
 
 /// `zkguard mkdir PATH --acl ACL [--trust SCHEME:ID]...`.
 pub fn mkdir(conn: &Connection, args: &MkdirArgs, say: Say) -> Result<i32, Fail> {
@@ -341,9 +325,8 @@ fn refused(client: &Client, what: std::fmt::Arguments, acl_of: &str, e: Error) -
         return Fail::zk(what, e);
     }
     let acl_of = if acl_of.is_empty() { "/" } else { acl_of };
-    let shown = match client.get_acl(acl_of) {
-        Ok((entries, _)) => format!("the ACL of {acl_of} is {}", acl_text(&entries)),
-        Err(r) => format!("the ACL of {acl_of} is unreadable to this identity ({r})"),
-    };
-    Fail::new(EXIT_NOPERM, format!("{what}: {e}; {shown}"))
+    Fail::new(
+        EXIT_NOPERM,
+        format!("{what}: {e}; {}", acl_at(client, acl_of)),
+    )
 }

@@ -12,10 +12,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::RecvTimeoutError;
 use zkguard::{Client, Error, Stat};
 
-use crate::hold::seconds;
+use crate::args::{check_path, BreakArgs, RevokeArgs};
+use crate::conn::Connection;
+use crate::fail::{Fail, EXIT_NOPERM, EXIT_SOFTWARE, EXIT_USAGE};
+use crate::say::{acl_at, seconds, Say};
 use crate::show::{Contender, Listing, UNFAIR};
 use crate::watchdog;
-use crate::{check_path, BreakArgs, Connection, Fail, RevokeArgs, Say, EXIT_NOPERM, EXIT_USAGE};
 
 /// Exit status of `revoke` and `break` when there was nothing to do (no holder, the node
 /// gone) or the user said no.
@@ -66,26 +68,14 @@ pub const EXIT_HELD_ON: i32 = 75;
 fn refused(client: &Client, what: &str, acl_of: &str, e: Error) -> Fail {
     Fail::new(
         EXIT_NOPERM,
-        format!("{what}: {e}; {}", acl_text(client, acl_of)),
+        format!("{what}: {e}; {}", acl_at(client, acl_of)),
     )
-}
-
-/// "the ACL of PATH is [ENTRIES]" (or that this identity may not read it); the entries
-/// escaped (an ACL id is whoever set the ACL's).
-fn acl_text(client: &Client, path: &str) -> String {
-    match client.get_acl(path) {
-        Ok((acl, _)) => format!("the ACL of {path} is {}", crate::show::acl_text(&acl)),
-        Err(e) => format!("the ACL of {path} is unreadable to this identity ({e})"),
-    }
 }
 
 /// A listing of `path` refused: exit 77 (as [`Fail::zk`] made it), with the ACL named.
 fn listing(client: &Client, path: &str) -> Result<Listing, Fail> {
     Listing::read(client, path, false).map_err(|f| match f.code {
-        EXIT_NOPERM => Fail::new(
-            EXIT_NOPERM,
-            format!("{}; {}", f.msg, acl_text(client, path)),
-        ),
+        EXIT_NOPERM => Fail::new(EXIT_NOPERM, format!("{}; {}", f.msg, acl_at(client, path))),
         _ => f,
     })
 }
@@ -455,7 +445,7 @@ fn ask(question: &str) -> Result<bool, Fail> {
     std::io::stdin()
         .lock()
         .read_line(&mut line)
-        .map_err(|e| Fail::new(crate::EXIT_SOFTWARE, format!("cannot read the answer: {e}")))?;
+        .map_err(|e| Fail::new(EXIT_SOFTWARE, format!("cannot read the answer: {e}")))?;
     Ok(matches!(
         line.trim().to_ascii_lowercase().as_str(),
         "y" | "yes"

@@ -8,15 +8,15 @@ use crossbeam_channel::{select, Receiver};
 use nix::sys::signal::Signal;
 use zkguard::{Client, Error, LeaderElection, Leadership, Mutex, NodeAcl, RwLock, Semaphore};
 
+use crate::args::{check_path, node_acl, ElectArgs, LockArgs, Supervise, Waiting};
 use crate::child::{self, signal_name};
-use crate::hold::{self, Held, Kind, Outcome, Taken, Target, Wait};
+use crate::conn::Connection;
+use crate::fail::{Fail, EXIT_LOST};
+use crate::hold::{self, Held, Outcome, Patience, Recipe, Taken, Target};
+use crate::say::Say;
 use crate::supervise::{self, End};
 use crate::tty::Terminal;
 use crate::watchdog;
-use crate::{
-    check_path, Connection, ElectArgs, Fail, LockArgs, Say, Supervise, Waiting, EXIT_LOST,
-    EXIT_USAGE,
-};
 
 /// `zkguard lock PATH -- CMD`.
 pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
@@ -42,7 +42,7 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
             None => s,
         };
         let listed = s.clone();
-        Target::new(s, Kind::Semaphore, &args.path, move || {
+        Target::new(s, Recipe::Semaphore, &args.path, move || {
             listed.participants()
         })
     } else if args.read || args.write {
@@ -56,9 +56,9 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
         let (read, write) = (l.read_lock().clone(), l.write_lock().clone());
         let list = move || l.participants();
         if args.read {
-            Target::new(read, Kind::Read, &args.path, list)
+            Target::new(read, Recipe::Read, &args.path, list)
         } else {
-            Target::new(write, Kind::Write, &args.path, list)
+            Target::new(write, Recipe::Write, &args.path, list)
         }
     } else {
         let l = Mutex::new(&client, &args.path)
@@ -69,7 +69,7 @@ pub fn lock(conn: &Connection, args: &LockArgs, say: Say) -> Result<i32, Fail> {
             None => l,
         };
         let listed = l.clone();
-        Target::new(l, Kind::Mutex, &args.path, move || listed.participants())
+        Target::new(l, Recipe::Mutex, &args.path, move || listed.participants())
     };
     let code = session(&client, Arc::new(target), args, say, false, None);
     client.close();
@@ -119,18 +119,6 @@ fn connect(conn: &Connection, sup: &Supervise, say: Say) -> Result<Client, Fail>
     Ok(client)
 }
 
-/// The ACL of `--acl` (open without it), trusting each `--trust SCHEME:ID`.
-pub fn node_acl(acl: Option<&NodeAcl>, trust: &[String]) -> Result<NodeAcl, Fail> {
-    let mut acl = acl.cloned().unwrap_or_default();
-    for t in trust {
-        let (scheme, id) = t.split_once(':').unwrap_or((t, ""));
-        acl = acl
-            .trusting(scheme, id)
-            .map_err(|e| Fail::new(EXIT_USAGE, format!("--trust {t}: {e}")))?;
-    }
-    Ok(acl)
-}
-
 /// Credentials given but no `--acl`: the nodes get the open ACL, which anyone may delete
 /// (and so break the lock) whatever the credentials; says so once, with the way out.
 fn warn_open_acl(conn: &Connection, acl: Option<&NodeAcl>, path: &str, say: Say) {
@@ -177,24 +165,25 @@ fn session(
     repeat: bool,
     hand_over: Option<Duration>,
 ) -> Result<i32, Fail> {
-    let wait = Wait::from(job.waiting());
+    let patience = Patience::from(job.waiting());
     let signals = child::signals()?;
     let (what, path) = (target.what(), target.path());
     loop {
-        let Taken { held, leadership } = match hold::obtain(client, &target, wait, &signals, say)? {
-            Outcome::Held(taken) => taken,
-            Outcome::NotObtained => {
-                say.say(format!(
-                    "did not get the {what} {}",
-                    hold::holders_line(client, &target, false)
-                ));
-                return Ok(job.waiting().conflict_exit_code.into());
-            }
-            Outcome::Signalled(sig) => {
-                say.say(format!("{} while waiting; nothing held", signal_name(sig)));
-                return Ok(128 + sig as i32);
-            }
-        };
+        let Taken { held, leadership } =
+            match hold::obtain(client, &target, patience, &signals, say)? {
+                Outcome::Held(taken) => taken,
+                Outcome::NotObtained => {
+                    say.say(format!(
+                        "did not get the {what} {}",
+                        hold::holders_line(client, &target, false)
+                    ));
+                    return Ok(job.waiting().conflict_exit_code.into());
+                }
+                Outcome::Signalled(sig) => {
+                    say.say(format!("{} while waiting; nothing held", signal_name(sig)));
+                    return Ok(128 + sig as i32);
+                }
+            };
         let started = Instant::now();
         let (end, signalled) = term(client, &target, &held, job.supervise(), &signals, say)?;
         // The command has exited: only now let the lock go; handed over if zkguard exits

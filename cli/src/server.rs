@@ -5,9 +5,12 @@
 
 /// How to build a `zkguard` that has `server`.
 #[cfg(not(feature = "dev-server"))]
-pub fn run(_args: &crate::ServerArgs, _say: crate::Say) -> Result<i32, crate::Fail> {
-    Err(crate::Fail::new(
-        crate::EXIT_UNAVAILABLE,
+pub fn run(
+    _args: &crate::args::ServerArgs,
+    _say: crate::say::Say,
+) -> Result<i32, crate::fail::Fail> {
+    Err(crate::fail::Fail::new(
+        crate::fail::EXIT_UNAVAILABLE,
         "this zkguard was built without `zkguard server` (throwaway ZooKeeper servers for \
          development): install it with cargo install --path cli --features dev-server, or \
          run ZooKeeper yourself (Debian's package zookeeper)",
@@ -23,8 +26,10 @@ mod harness {
 
     use zkguard::testing::TestCluster;
 
+    use crate::args::ServerArgs;
     use crate::child::{next_signal, signal_name, signals};
-    use crate::{Fail, Say, ServerArgs, EXIT_UNAVAILABLE};
+    use crate::fail::{Fail, EXIT_UNAVAILABLE};
+    use crate::say::Say;
 
     /// Starts the servers, prints the connect string, and stops them at the first signal.
     pub fn run(args: &ServerArgs, say: Say) -> Result<i32, Fail> {

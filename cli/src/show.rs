@@ -11,23 +11,26 @@ use zkguard::{
     UnfairMutex, WatchedEvent,
 };
 
-use crate::hold::seconds;
-use crate::{check_path, json_line, Connection, Fail, Say, ShowArgs};
+use crate::args::{check_path, ShowArgs};
+use crate::conn::Connection;
+use crate::fail::Fail;
+use crate::say::{json_line, seconds, Say};
 
-/// The kind of queue at a path, read from what is there (nothing is written).
-fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Kind), Fail> {
+/// The kind of queue at a path, read from what is there (nothing is written): its name
+/// for [`Listing::kind`] and what was found.
+fn found_at(client: &Client, path: &str, election: bool) -> Result<(&'static str, Found), Fail> {
     let fail = |e| Fail::zk(format_args!("cannot read {path}"), e);
     if election {
-        return Ok(("election", Kind::Election));
+        return Ok(("election", Found::Election));
     }
     let (names, data) = match client.get_children(path) {
         Ok((names, _)) => (names, client.get_data(path).ok()),
-        Err(Error::NoNode { .. }) => return Ok(("mutex", Kind::Empty)),
+        Err(Error::NoNode { .. }) => return Ok(("mutex", Found::Empty)),
         Err(e) => return Err(fail(e)),
     };
     // An ephemeral node at the path itself: the one node of an unfair lock (or election).
     if data.as_ref().is_some_and(|(_, st)| st.ephemeral_owner != 0) {
-        return Ok((UNFAIR, Kind::Single));
+        return Ok((UNFAIR, Found::Single));
     }
     // A semaphore records its permit count as the data of its path.
     let permits = data
@@ -35,23 +38,24 @@ fn kind(client: &Client, path: &str, election: bool) -> Result<(&'static str, Ki
         .and_then(|s| s.trim().parse::<u32>().ok())
         .filter(|n| *n > 0);
     Ok(if let Some(n) = permits {
-        ("semaphore", Kind::Semaphore(n))
+        ("semaphore", Found::Semaphore(n))
     } else if names
         .iter()
         .any(|n| n.contains("__READ__") || n.contains("__WRIT__"))
     {
-        ("rwlock", Kind::RwLock)
+        ("rwlock", Found::RwLock)
     } else if names.iter().any(|n| n.contains("-latch-")) {
-        ("election", Kind::Election)
+        ("election", Found::Election)
     } else {
-        ("mutex", Kind::Mutex)
+        ("mutex", Found::Mutex)
     })
 }
 
 /// The kind [`Listing`] names an unfair lock's (or election's) one node by.
 pub const UNFAIR: &str = "unfair lock";
 
-enum Kind {
+/// Which recipe's nodes [`found_at`] finds at a path.
+enum Found {
     Empty,
     Mutex,
     RwLock,
@@ -61,14 +65,14 @@ enum Kind {
     Single,
 }
 
-fn participants(client: &Client, path: &str, kind: &Kind) -> zkguard::Result<Vec<Participant>> {
-    match kind {
-        Kind::Empty => Ok(Vec::new()),
-        Kind::Mutex => Mutex::new(client, path)?.participants(),
-        Kind::RwLock => RwLock::new(client, path)?.participants(),
-        Kind::Semaphore(n) => Semaphore::new(client, path, *n)?.participants(),
-        Kind::Election => LeaderElection::new(client, path, "observer")?.participants(),
-        Kind::Single => Ok(UnfairMutex::new(client, path)?
+fn participants(client: &Client, path: &str, found: &Found) -> zkguard::Result<Vec<Participant>> {
+    match found {
+        Found::Empty => Ok(Vec::new()),
+        Found::Mutex => Mutex::new(client, path)?.participants(),
+        Found::RwLock => RwLock::new(client, path)?.participants(),
+        Found::Semaphore(n) => Semaphore::new(client, path, *n)?.participants(),
+        Found::Election => LeaderElection::new(client, path, "observer")?.participants(),
+        Found::Single => Ok(UnfairMutex::new(client, path)?
             .holder()?
             .into_iter()
             .collect()),
@@ -190,18 +194,18 @@ pub struct Listing {
 impl Listing {
     /// The contenders of the recipe at `path` (an election's with `election`), read only.
     pub fn read(client: &Client, path: &str, election: bool) -> Result<Listing, Fail> {
-        let (name, kind) = kind(client, path, election)?;
-        let list = participants(client, path, &kind)
+        let (name, found) = found_at(client, path, election)?;
+        let list = participants(client, path, &found)
             .map_err(|e| Fail::zk(format_args!("cannot list {path}"), e))?;
-        let election = matches!(kind, Kind::Election);
+        let election = matches!(found, Found::Election);
         let (holder, waiter) = if election {
             ("leader", "candidate")
         } else {
             ("holder", "waiter")
         };
-        let layout = match kind {
-            Kind::Semaphore(_) => Layout::Semaphore,
-            Kind::Single => Layout::Single,
+        let layout = match found {
+            Found::Semaphore(_) => Layout::Semaphore,
+            Found::Single => Layout::Single,
             _ => Layout::Flat,
         };
         let rows = contenders(client, path, list, layout)
@@ -298,7 +302,7 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> 
     let result = if args.watch && election && !args.json {
         watch_leader(&client, path)
     } else if args.watch {
-        watch(&client, args, election, say)
+        watch_listing(&client, args, election, say)
     } else {
         Listing::read(&client, path, election).map(|l| {
             match args.json {
@@ -315,7 +319,7 @@ pub fn holders(conn: &Connection, args: &ShowArgs, election: bool, say: Say) -> 
 /// `--watch` (but `leader --watch` without `--json`: [`watch_leader`]): prints the listing
 /// again after each change, until SIGINT, SIGTERM or SIGHUP (exit 0).
 /// A failed read is said on stderr; the next event (a change, the session's) reads again.
-fn watch(client: &Client, args: &ShowArgs, election: bool, say: Say) -> Result<i32, Fail> {
+fn watch_listing(client: &Client, args: &ShowArgs, election: bool, say: Say) -> Result<i32, Fail> {
     let path = args.path.as_str();
     let signals = crate::child::signals()?;
     let session = client.events();
@@ -375,7 +379,7 @@ fn watch(client: &Client, args: &ShowArgs, election: bool, say: Say) -> Result<i
 fn watch_leader(client: &Client, path: &str) -> Result<i32, Fail> {
     let signals = crate::child::signals()?;
     // An unfair election's node is the path itself; anything else is watched as a queue.
-    let unfair = matches!(kind(client, path, false), Ok((_, Kind::Single)));
+    let unfair = matches!(found_at(client, path, false), Ok((_, Found::Single)));
     let election = match unfair {
         true => LeaderElection::unfair(client, path, "observer"),
         false => LeaderElection::new(client, path, "observer"),
@@ -411,22 +415,4 @@ fn watches(client: &Client, path: &str) -> Vec<Receiver<WatchedEvent>> {
             }
         })
         .collect()
-}
-
-/// An ACL for messages: `[digest:alice:… cdrwa, world:anyone r]`, every entry escaped (an
-/// id is whoever set the ACL's), a digest entry's password hash left out.
-pub fn acl_text(acl: &[zkguard::Acl]) -> String {
-    let entries: Vec<String> = acl.iter().map(acl_entry).collect();
-    format!("[{}]", entries.join(", "))
-}
-
-/// One ACL entry for messages (see [`acl_text`]).
-pub fn acl_entry(a: &zkguard::Acl) -> String {
-    let mut a = a.clone();
-    if a.scheme == "digest" {
-        if let Some((user, _)) = a.id.split_once(':') {
-            a.id = format!("{user}:…");
-        }
-    }
-    zkguard::escape(&a.to_string()).into_owned()
 }

@@ -44,10 +44,12 @@ use crossbeam_channel::{never, select, Receiver, RecvTimeoutError};
 use nix::sys::signal::Signal;
 use zkguard::{Client, Error, SessionState};
 
+use crate::args::{OnSuspend, Supervise};
 use crate::child::{self, signal_name, Child};
+use crate::fail::{Fail, EXIT_SOFTWARE};
 use crate::hold::Held;
-use crate::watchdog::{self, Report, Watchdog};
-use crate::{Fail, OnSuspend, Say, Supervise};
+use crate::say::Say;
+use crate::watchdog::{self, Watchdog, WatchdogReport};
 
 /// How one term of holding ended.
 pub enum End {
@@ -116,7 +118,7 @@ pub fn watch(
         Err(f) => {
             say.say(format!("{}: not running the command without it", f.msg));
             terminate(child, sup, say, None);
-            return Ok((End::Exited(crate::EXIT_SOFTWARE), false));
+            return Ok((End::Exited(EXIT_SOFTWARE), false));
         }
     };
     dog.beat();
@@ -182,7 +184,7 @@ pub fn watch(
                     ));
                     Some(End::Lost)
                 } else {
-                    Some(End::Exited(code.unwrap_or(crate::EXIT_SOFTWARE)))
+                    Some(End::Exited(code.unwrap_or(EXIT_SOFTWARE)))
                 }
             }
             recv(lost) -> _ => Some(s.lost()),
@@ -210,9 +212,9 @@ pub fn watch(
             recv(events) -> _ => None,
             recv(tick) -> _ => None,
             recv(confirmation) -> r => s.confirmed(r.unwrap_or(Err(Error::Closed))),
-            recv(reports) -> r => match r.unwrap_or(Report::Died) {
-                Report::Fired => s.frozen(),
-                Report::Died => s.replace_watchdog("is gone"),
+            recv(reports) -> r => match r.unwrap_or(WatchdogReport::Died) {
+                WatchdogReport::Fired => s.frozen(),
+                WatchdogReport::Died => s.replace_watchdog("is gone"),
             },
         };
         if let Some(end) = ended.or_else(|| s.look()) {
@@ -513,12 +515,12 @@ fn terminate(child: &Child, sup: &Supervise, say: Say, dog: Option<&Watchdog>) -
         let slice = (Instant::now() + Duration::from_millis(100)).min(deadline);
         match child.exited.recv_deadline(slice) {
             Ok(code) => break code,
-            Err(RecvTimeoutError::Disconnected) => break crate::EXIT_SOFTWARE,
+            Err(RecvTimeoutError::Disconnected) => break EXIT_SOFTWARE,
             Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
             Err(RecvTimeoutError::Timeout) => {
                 say.say("the command outlived --kill-after: SIGKILL");
                 child.signal(Signal::SIGKILL);
-                break child.exited.recv().unwrap_or(crate::EXIT_SOFTWARE);
+                break child.exited.recv().unwrap_or(EXIT_SOFTWARE);
             }
         }
     };

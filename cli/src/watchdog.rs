@@ -58,8 +58,10 @@ use crossbeam_channel::Receiver;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
+use crate::args::OnSuspend;
 use crate::conn::SECRET_ENV;
-use crate::{Fail, OnSuspend, Say, EXIT_SOFTWARE, EXIT_USAGE};
+use crate::fail::{Fail, EXIT_SOFTWARE, EXIT_UNAVAILABLE, EXIT_USAGE};
+use crate::say::Say;
 
 /// The first argument that runs the watchdog instead of the command line.
 pub const ARG: &str = "__watchdog";
@@ -106,7 +108,7 @@ pub fn check_floor(asked: Duration, granted: Option<Duration>) -> Result<(), Fai
             ),
         )),
         Some(g) if g < FLOOR => Err(Fail::new(
-            crate::EXIT_UNAVAILABLE,
+            EXIT_UNAVAILABLE,
             format!(
                 "the server granted a session timeout of {} (asked {}; its maxSessionTimeout \
                  is lower), below the {} a command under the lock needs: not running the \
@@ -179,7 +181,7 @@ pub fn own_binary() -> std::io::Result<std::path::PathBuf> {
 
 /// What the watchdog tells zkguard (its answers are counted, not reported:
 /// [`Watchdog::unanswered_for`]).
-pub enum Report {
+pub enum WatchdogReport {
     /// It found zkguard unheard for the bound and acted on the command's group.
     Fired,
     /// Its pipe closed: the watchdog is gone.
@@ -191,7 +193,7 @@ pub struct Watchdog {
     beats: UnixStream,
     process: std::process::Child,
     /// What the watchdog reports.
-    pub reports: Receiver<Report>,
+    pub reports: Receiver<WatchdogReport>,
     /// Since when a heartbeat has gone unanswered (None: all answered).
     unanswered: Arc<Mutex<Option<Instant>>>,
     /// When it was started.
@@ -244,14 +246,14 @@ impl Watchdog {
             loop {
                 match out.read(&mut buf) {
                     Ok(0) | Err(_) => {
-                        let _ = tx.send(Report::Died);
+                        let _ = tx.send(WatchdogReport::Died);
                         return;
                     }
                     Ok(n) => {
                         for b in &buf[..n] {
                             match *b {
                                 FIRED => {
-                                    let _ = tx.send(Report::Fired);
+                                    let _ = tx.send(WatchdogReport::Fired);
                                 }
                                 ANSWER => *lock(&heard) = None,
                                 _ => {}
@@ -306,8 +308,8 @@ impl Watchdog {
         // Its pipe is closed now: the reader thread reports what was left, then `Died`.
         this.reports
             .iter()
-            .take_while(|r| !matches!(r, Report::Died))
-            .any(|r| matches!(r, Report::Fired))
+            .take_while(|r| !matches!(r, WatchdogReport::Died))
+            .any(|r| matches!(r, WatchdogReport::Fired))
     }
 }
 
@@ -491,7 +493,7 @@ mod tests {
             Duration::from_millis(100)
         );
         let asked = super::check_floor(Duration::from_millis(250), None).unwrap_err();
-        assert_eq!(asked.code, crate::EXIT_USAGE);
+        assert_eq!(asked.code, crate::fail::EXIT_USAGE);
         assert!(
             asked.msg.contains("--session-timeout 250ms"),
             "{}",
@@ -499,7 +501,7 @@ mod tests {
         );
         let granted = super::check_floor(Duration::from_secs(10), Some(Duration::from_millis(400)))
             .unwrap_err();
-        assert_eq!(granted.code, crate::EXIT_UNAVAILABLE);
+        assert_eq!(granted.code, crate::fail::EXIT_UNAVAILABLE);
         assert!(granted.msg.contains("maxSessionTimeout"), "{}", granted.msg);
         assert!(super::check_floor(super::FLOOR, Some(super::FLOOR)).is_ok());
     }
@@ -546,23 +548,23 @@ mod tests {
     #[test]
     fn bad_arguments_are_a_usage_error() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(super::main(&args(&[])), crate::EXIT_USAGE);
+        assert_eq!(super::main(&args(&[])), crate::fail::EXIT_USAGE);
         assert_eq!(
             super::main(&args(&["12", "-", "1000", "pause", "10", "say"])),
-            crate::EXIT_USAGE
+            crate::fail::EXIT_USAGE
         );
         assert_eq!(
             super::main(&args(&["x", "-", "1000", "stop", "10", "say"])),
-            crate::EXIT_USAGE
+            crate::fail::EXIT_USAGE
         );
         assert_eq!(
             super::main(&args(&["12", "x", "1000", "stop", "10", "say"])),
-            crate::EXIT_USAGE
+            crate::fail::EXIT_USAGE
         );
         // The old form, without START.
         assert_eq!(
             super::main(&args(&["12", "1000", "stop", "10", "say"])),
-            crate::EXIT_USAGE
+            crate::fail::EXIT_USAGE
         );
     }
 }

@@ -215,21 +215,6 @@ impl LeaderElection {
         LeaderObserver::start(&self.base.client, &self.base.path, self.fair)
     }
 
-    /// Every candidate in queue order, the leader first (`holds` is true for it alone),
-    /// with its id as data. An unfair election has no queue: only the leader is listed.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ForeignNode`] if the directory holds a node no recipe made, [`Error::InvalidPath`]
-    /// as for [`leader`](LeaderElection::leader), and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
-    pub fn participants(&self) -> Result<Vec<Participant>> {
-        if self.fair {
-            queue::participants(&self.base.client, &self.base.path, Rule::Exclusive)
-        } else {
-            Ok(self.leader()?.into_iter().collect())
-        }
-    }
-
     /// This participant's node, once it leads (for both styles).
     pub(crate) fn elect(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Holding>> {
         if self.fair {
@@ -284,10 +269,27 @@ impl Lock for LeaderElection {
     fn canceller(&self) -> Canceller {
         self.base.canceller.clone()
     }
+
+    fn participants(&self) -> Result<Vec<Participant>> {
+        if self.fair {
+            queue::participants(&self.base.client, &self.base.path, Rule::Exclusive)
+        } else {
+            Ok(self.leader()?.into_iter().collect())
+        }
+    }
 }
 
 lock_api!(LeaderElection => Leadership, "leadership": lead, try_lead, lead_timeout);
-lock_api!(LeaderElection: common [id, is_fair]);
+lock_api!(LeaderElection: common [id, is_fair]
+    /// Every candidate in queue order, the leader first (`holds` is true for it alone),
+    /// with its id as data. An unfair election has no queue: only the leader is listed.
+    /// See [`Lock::participants`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`] if the directory holds a node no recipe made, [`Error::InvalidPath`]
+    /// as for [`leader`](LeaderElection::leader), and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+);
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 use crate::error::{Error, Result};
-use crate::queue::Canceller;
+use crate::queue::{Canceller, Participant};
 
 pub(crate) use sealed::{Core, Part, Sealed, Wait};
 
@@ -103,6 +103,30 @@ pub trait Lock: Sealed {
     /// A handle that cancels this lock's blocked acquires from another thread.
     fn canceller(&self) -> Canceller;
 
+    /// Who holds the lock and who waits for it, read from ZooKeeper now: each contender's
+    /// node name, its node's data (by default its host and process id; an election's: the
+    /// participant id) and whether it holds, holders first, then the waiters in queue order
+    /// (nodes that go while they are read are left out). What each lock lists:
+    ///
+    /// - [`Mutex`](crate::Mutex), [`ReentrantMutex`](crate::ReentrantMutex), a fair
+    ///   [`LeaderElection`](crate::LeaderElection): its queue, the first holds;
+    /// - [`ReadLock`](crate::ReadLock), [`WriteLock`](crate::WriteLock) (and their
+    ///   [`RwLock`](crate::RwLock)): the one queue of both sides, readers and writers;
+    /// - [`Semaphore`](crate::Semaphore): the leases, then the contenders queued on its
+    ///   internal lock ([`Semaphore::participants`](crate::Semaphore::participants));
+    /// - [`UnfairMutex`](crate::UnfairMutex), an unfair election: the holder alone, if any
+    ///   (there is no queue: its waiters only watch the node);
+    /// - [`MultiLock`](crate::MultiLock): each of its locks' lists, one after the other in
+    ///   the order of [`MultiLock::paths`](crate::MultiLock::paths).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`] if the lock's directory holds a node no recipe made,
+    /// [`Error::InvalidPath`] if a persistent node sits where an unfair lock's or
+    /// election's node goes, and the errors every request can return (see
+    /// [`Client`](crate::Client#errors-every-request-can-return)).
+    fn participants(&self) -> Result<Vec<Participant>>;
+
     /// Blocks until the lock is held. Connection trouble and session expiry are waited out
     /// (a lost session means queueing again).
     ///
@@ -190,6 +214,13 @@ pub trait DynLock: Sealed + Send + Sync {
     ///
     /// As [`Lock::acquire_timeout`].
     fn acquire_timeout_boxed(&self, timeout: Duration) -> Result<Option<BoxedGuard>>;
+
+    /// [`Lock::participants`]: who holds the lock and who waits for it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::participants`].
+    fn participants(&self) -> Result<Vec<Participant>>;
 }
 
 impl<L> DynLock for L
@@ -209,6 +240,10 @@ where
         Ok(self
             .acquire_timeout(timeout)?
             .map(|g| Box::new(g) as BoxedGuard))
+    }
+
+    fn participants(&self) -> Result<Vec<Participant>> {
+        Lock::participants(self)
     }
 }
 
@@ -433,8 +468,9 @@ pub trait Guard: Sealed + std::fmt::Debug {
 /// The inherent methods of a lock: one-line delegations to [`Lock`], so callers need no
 /// import. `lock_api!(Mutex => MutexGuard, "the lock": acquire, try_acquire,
 /// acquire_timeout)` gives the acquire trio under those names; `lock_api!(RwLock.read => …)`
-/// the trio of the view in field `read`. `lock_api!(Mutex: common [methods])` gives `path`,
-/// `canceller` and a `Debug` showing the path and what the methods listed return.
+/// the trio of the view in field `read`. `lock_api!(Mutex: common [methods] /// docs)` gives
+/// `path`, `canceller`, `queue_events`, `participants` (its docs those given: what this type
+/// lists) and a `Debug` showing the path and what the methods listed return.
 macro_rules! lock_api {
     ($lock:ident $(.$view:ident)? => $guard:ty, $what:literal:
         $acquire:ident, $try_acquire:ident, $acquire_timeout:ident) => {
@@ -464,7 +500,7 @@ macro_rules! lock_api {
             }
         }
     };
-    ($lock:ident $(.$view:ident)?: common [$($field:ident),*]) => {
+    ($lock:ident $(.$view:ident)?: common [$($field:ident),*] $(#[$participants:meta])+) => {
         impl $lock {
             /// The lock's path.
             pub fn path(&self) -> &str {
@@ -482,6 +518,11 @@ macro_rules! lock_api {
             #[must_use = "the receiver is the only way to hear the events"]
             pub fn queue_events(&self) -> crossbeam_channel::Receiver<$crate::QueueEvent> {
                 self.canceller().queue_events()
+            }
+
+            $(#[$participants])+
+            pub fn participants(&self) -> $crate::Result<Vec<$crate::Participant>> {
+                $crate::Lock::participants(&(*self)$(.$view)?)
             }
         }
 

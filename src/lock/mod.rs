@@ -16,6 +16,7 @@ pub use api::{BoxedGuard, DynLock, ExclusiveLock, Guard, Lock};
 pub(crate) use holding::{fenced, Holding, OneNode};
 pub use multi::{MultiLock, MultiLockGuard};
 pub use mutex::{Mutex, MutexGuard};
+pub use recipe::validate_recipe_path;
 pub(crate) use recipe::{recipe_options, Based, Recipe};
 pub use reentrant::{ReentrantMutex, ReentrantMutexGuard};
 pub use revoke::revoke;

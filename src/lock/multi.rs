@@ -9,7 +9,7 @@ use crossbeam_channel::Sender;
 use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, Part, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::queue::{Canceller, Wait};
+use crate::queue::{Canceller, Participant, Wait};
 
 /// Several exclusive locks taken together: all of them, or none.
 ///
@@ -68,6 +68,7 @@ pub struct MultiLock {
 trait AnyLock: Send + Sync {
     fn hold_part(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Part>>;
     fn path(&self) -> &str;
+    fn participants(&self) -> Result<Vec<Participant>>;
     fn clone_part(&self) -> Box<dyn AnyLock>;
 }
 
@@ -77,6 +78,9 @@ impl<L: ExclusiveLock> AnyLock for L {
     }
     fn path(&self) -> &str {
         Lock::path(self)
+    }
+    fn participants(&self) -> Result<Vec<Participant>> {
+        Lock::participants(self)
     }
     fn clone_part(&self) -> Box<dyn AnyLock> {
         Box::new(self.clone())
@@ -188,10 +192,29 @@ impl Lock for MultiLock {
     fn canceller(&self) -> Canceller {
         self.canceller.clone()
     }
+
+    /// Each lock's, one after the other, in the order of [`paths`](MultiLock::paths).
+    fn participants(&self) -> Result<Vec<Participant>> {
+        let mut out = Vec::new();
+        for l in &self.locks {
+            out.extend(l.participants()?);
+        }
+        Ok(out)
+    }
 }
 
 lock_api!(MultiLock => MultiLockGuard, "every lock": acquire, try_acquire, acquire_timeout);
-lock_api!(MultiLock: common []);
+lock_api!(MultiLock: common []
+    /// The contenders of each lock, one lock's after the other in the order of
+    /// [`paths`](MultiLock::paths), each list as that lock's own `participants` gives it
+    /// (so a holder of the multi-lock is listed once per lock, holding each). There is no
+    /// queue of the multi-lock itself: a contender waiting for the second lock is listed
+    /// as holding the first. See [`Lock::participants`].
+    ///
+    /// # Errors
+    ///
+    /// The first error of a lock's listing (see [`Lock::participants`]).
+);
 
 /// Releases in reverse order; hands back `ret`.
 fn release_all<T>(parts: Vec<Part>, ret: Option<T>) -> Option<T> {

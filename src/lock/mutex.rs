@@ -52,15 +52,6 @@ impl Mutex {
         })
     }
 
-    /// Every contender (holder first, then the waiters in order) with its node's data.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
-    pub fn participants(&self) -> Result<Vec<Participant>> {
-        queue::participants(&self.base.client, &self.base.path, Rule::Exclusive)
-    }
-
     /// The lock's node, held (for the recipes built on this one).
     pub(crate) fn node(
         &self,
@@ -98,6 +89,10 @@ impl Lock for Mutex {
     fn canceller(&self) -> Canceller {
         self.base.canceller.clone()
     }
+
+    fn participants(&self) -> Result<Vec<Participant>> {
+        queue::participants(&self.base.client, &self.base.path, Rule::Exclusive)
+    }
 }
 
 impl ExclusiveLock for Mutex {
@@ -107,7 +102,14 @@ impl ExclusiveLock for Mutex {
 }
 
 lock_api!(Mutex => MutexGuard, "the lock": acquire, try_acquire, acquire_timeout);
-lock_api!(Mutex: common []);
+lock_api!(Mutex: common []
+    /// Every contender (holder first, then the waiters in order) with its node's data; see
+    /// [`Lock::participants`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+);
 
 /// Proof that a [`Mutex`] is held. Dropping it releases the lock.
 ///

@@ -8,6 +8,32 @@ use crate::error::Result;
 use crate::lock::Holding;
 use crate::queue::{self, names, Canceller, Kind, Spec, Wait};
 
+/// Checks a recipe's path the way every recipe's constructor does ([`Mutex::new`],
+/// [`LeaderElection::new`], …), before anything is sent: a valid node path
+/// ([`validate_path`]: absolute, no empty segment or trailing `/`, no character ZooKeeper
+/// refuses) and not the root `/`, since a recipe needs a directory (or, unfair, a node) of
+/// its own. Use it to check a path a user gave before connecting, as the command line does.
+///
+/// ```
+/// use zkguard::{validate_recipe_path, Error};
+///
+/// validate_recipe_path("/locks/nightly")?;
+/// assert!(matches!(validate_recipe_path("/"), Err(Error::InvalidPath { .. })));
+/// assert!(matches!(validate_recipe_path("/locks/"), Err(Error::InvalidPath { .. })));
+/// # Ok::<(), zkguard::Error>(())
+/// ```
+///
+/// # Errors
+///
+/// [`Error::InvalidPath`](crate::Error::InvalidPath) with the path and what is wrong with it.
+///
+/// [`Mutex::new`]: crate::Mutex::new
+/// [`LeaderElection::new`]: crate::LeaderElection::new
+/// [`validate_path`]: crate::validate_path
+pub fn validate_recipe_path(path: &str) -> Result<()> {
+    queue::check_lock_path(path)
+}
+
 /// The base every recipe keeps: [`Mutex`](crate::Mutex), [`UnfairMutex`](crate::UnfairMutex),
 /// each side of an [`RwLock`](crate::RwLock), [`Semaphore`](crate::Semaphore) and
 /// [`LeaderElection`](crate::LeaderElection) (a [`ReentrantMutex`](crate::ReentrantMutex)
@@ -33,7 +59,7 @@ impl Recipe {
     ///
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming a bad path.
     pub(crate) fn new(client: &Client, path: &str) -> Result<Recipe> {
-        queue::check_lock_path(path)?;
+        validate_recipe_path(path)?;
         Ok(Recipe {
             client: client.clone(),
             path: path.to_string(),
@@ -159,3 +185,34 @@ macro_rules! recipe_options {
     };
 }
 pub(crate) use recipe_options;
+
+#[cfg(test)]
+mod tests {
+    use super::validate_recipe_path;
+    use crate::Error;
+
+    #[test]
+    fn a_recipe_path_is_a_valid_node_path_and_not_the_root() {
+        for ok in ["/a", "/locks/nightly", "/a/b/c"] {
+            assert!(validate_recipe_path(ok).is_ok(), "{ok}");
+        }
+        for (bad, reason) in [
+            ("/", "not the root"),
+            ("", "empty path"),
+            ("locks", "must start with '/'"),
+            ("/locks/", "must not end with '/'"),
+            ("/locks//a", "empty segment"),
+            ("/locks/./a", "'.'"),
+        ] {
+            match validate_recipe_path(bad) {
+                Err(Error::InvalidPath { path, reason: r }) => {
+                    assert_eq!(path, bad);
+                    assert!(r.contains(reason), "{bad:?}: {r}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        // The same rule as every node path's, the root alone refused besides.
+        assert!(crate::validate_path("/").is_ok());
+    }
+}

@@ -71,15 +71,6 @@ impl ReentrantMutex {
             .is_some_and(|(h, _)| !h.is_gone())
     }
 
-    /// Every contender in queue order.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
-    pub fn participants(&self) -> Result<Vec<Participant>> {
-        self.inner.participants()
-    }
-
     /// One more level for this thread if it holds the lock, else the lock's node, queued
     /// for with `cancel`.
     fn level(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Level>> {
@@ -148,6 +139,10 @@ impl Lock for ReentrantMutex {
     fn canceller(&self) -> Canceller {
         Lock::canceller(&self.inner)
     }
+
+    fn participants(&self) -> Result<Vec<Participant>> {
+        Lock::participants(&self.inner)
+    }
 }
 
 /// In a [`MultiLock`](crate::MultiLock) the level is held by the multi-lock's guard, which
@@ -162,7 +157,14 @@ impl ExclusiveLock for ReentrantMutex {
 
 lock_api!(ReentrantMutex => ReentrantMutexGuard, "the lock (at once if this thread holds it)":
     acquire, try_acquire, acquire_timeout);
-lock_api!(ReentrantMutex: common []);
+lock_api!(ReentrantMutex: common []
+    /// Every contender in queue order (a thread's levels are one node, listed once); see
+    /// [`Lock::participants`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+);
 
 /// One level of a held [`ReentrantMutex`]. The lock is released when the thread's last
 /// guard goes. Validity, loss and the fencing token work as for

@@ -67,16 +67,6 @@ impl RwLock {
     pub fn write_lock(&self) -> &WriteLock {
         &self.write
     }
-
-    /// Every contender, readers and writers, in queue order.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
-    pub fn participants(&self) -> Result<Vec<Participant>> {
-        let side = &self.write.side;
-        queue::participants(&side.client, &side.path, Rule::ReadWrite)
-    }
 }
 
 impl Based for RwLock {
@@ -100,7 +90,14 @@ recipe_options!(
 
 lock_api!(RwLock.read => ReadGuard, "a read lock": read, try_read, read_timeout);
 lock_api!(RwLock.write => WriteGuard, "the write lock": write, try_write, write_timeout);
-lock_api!(RwLock.write: common []);
+lock_api!(RwLock.write: common []
+    /// Every contender, readers and writers, in queue order (each side lists both); see
+    /// [`Lock::participants`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+);
 
 /// The read side of an [`RwLock`] ([`RwLock::read_lock`]): as a [`Lock`], its acquires
 /// are the lock's `read`, `try_read` and `read_timeout`.
@@ -140,10 +137,21 @@ macro_rules! side {
             fn canceller(&self) -> Canceller {
                 self.side.canceller.clone()
             }
+
+            fn participants(&self) -> Result<Vec<Participant>> {
+                queue::participants(&self.side.client, &self.side.path, Rule::ReadWrite)
+            }
         }
 
         lock_api!($lock => $guard, "it": acquire, try_acquire, acquire_timeout);
-        lock_api!($lock: common []);
+        lock_api!($lock: common []
+        /// Every contender, readers and writers, in queue order (each side lists both); see
+        /// [`Lock::participants`].
+        ///
+        /// # Errors
+        ///
+        /// [`Error::ForeignNode`](crate::Error::ForeignNode) if the directory holds a node no recipe made, and the errors every request can return (see [`Client`](crate::Client#errors-every-request-can-return)).
+        );
     };
 }
 side!(ReadLock => ReadGuard, true);

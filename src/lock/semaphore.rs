@@ -219,29 +219,6 @@ impl Semaphore {
         self.permits
     }
 
-    /// The lease holders in lease order, Curator's too (the first `permits` leases hold a
-    /// permit; a lease beyond them is the one waiting with the internal lock), then the
-    /// contenders queued on the internal lock (`holds` is false for them; the first of them
-    /// may be the one whose lease waits). [`Participant::node`] is the node's name: for a
-    /// lease what Curator's `getParticipantNodes()` lists.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ForeignNode`] for a node no lock recipe made, and connection errors.
-    pub fn participants(&self) -> Result<Vec<Participant>> {
-        let mut out = queue::participants(
-            &self.base.client,
-            &self.leases,
-            Rule::Semaphore(self.permits),
-        )?;
-        let queued = queue::participants(&self.base.client, &self.locks, Rule::Exclusive)?;
-        out.extend(queued.into_iter().map(|mut p| {
-            p.holds = false;
-            p
-        }));
-        Ok(out)
-    }
-
     /// One permit call: [`record`](Semaphore::record) the count, then the queue's gated
     /// acquire (the internal lock at `locks`, then the lease at `leases`: `queue/lease.rs`),
     /// all in one acquire context.
@@ -283,10 +260,34 @@ impl Lock for Semaphore {
     fn canceller(&self) -> Canceller {
         self.base.canceller.clone()
     }
+
+    fn participants(&self) -> Result<Vec<Participant>> {
+        let mut out = queue::participants(
+            &self.base.client,
+            &self.leases,
+            Rule::Semaphore(self.permits),
+        )?;
+        let queued = queue::participants(&self.base.client, &self.locks, Rule::Exclusive)?;
+        out.extend(queued.into_iter().map(|mut p| {
+            p.holds = false;
+            p
+        }));
+        Ok(out)
+    }
 }
 
 lock_api!(Semaphore => Permit, "a permit": acquire, try_acquire, acquire_timeout);
-lock_api!(Semaphore: common [permits]);
+lock_api!(Semaphore: common [permits]
+    /// The lease holders in lease order, Curator's too (the first `permits` leases hold a
+    /// permit; a lease beyond them is the one waiting with the internal lock), then the
+    /// contenders queued on the internal lock (`holds` is false for them; the first of them
+    /// may be the one whose lease waits). [`Participant::node`] is the node's name: for a
+    /// lease what Curator's `getParticipantNodes()` lists. See [`Lock::participants`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignNode`] for a node no lock recipe made, and connection errors.
+);
 
 /// One held permit of a [`Semaphore`]; dropping it gives the permit back. Validity and
 /// loss work as for [`MutexGuard`](crate::MutexGuard). The token is the lease node's

@@ -92,6 +92,11 @@ impl Lock for UnfairMutex {
     fn canceller(&self) -> Canceller {
         self.base.canceller.clone()
     }
+
+    /// The [`holder`](UnfairMutex::holder) alone, if any: an unfair lock has no queue.
+    fn participants(&self) -> Result<Vec<Participant>> {
+        Ok(self.holder()?.into_iter().collect())
+    }
 }
 
 impl ExclusiveLock for UnfairMutex {
@@ -101,7 +106,14 @@ impl ExclusiveLock for UnfairMutex {
 }
 
 lock_api!(UnfairMutex => UnfairMutexGuard, "the lock": acquire, try_acquire, acquire_timeout);
-lock_api!(UnfairMutex: common []);
+lock_api!(UnfairMutex: common []
+    /// The [`holder`](UnfairMutex::holder) alone, if the lock is held (an unfair lock has no
+    /// queue: its waiters only watch the node); see [`Lock::participants`].
+    ///
+    /// # Errors
+    ///
+    /// As [`holder`](UnfairMutex::holder).
+);
 
 /// A held [`UnfairMutex`]; dropping it deletes the node if it is still ours. Validity, loss
 /// and the fencing token work as for [`MutexGuard`](crate::MutexGuard).

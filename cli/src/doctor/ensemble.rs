@@ -9,7 +9,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use zkguard::{escape, Client, EnsembleConfig, Error};
 
-use super::{Check, Finding, Numbers, Status};
+use super::report::{Check, Finding, Numbers, Status};
 
 const CHECK: Check = Check::Ensemble;
 

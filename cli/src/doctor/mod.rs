@@ -13,6 +13,7 @@
 
 mod ensemble;
 mod human;
+mod limits;
 mod path;
 mod report;
 mod server;
@@ -24,7 +25,11 @@ use std::time::{Duration, Instant};
 use zkguard::channel::Receiver;
 use zkguard::{Acl, Client, ConnectString, NodeAcl, Perms, SessionEvent};
 
-use crate::{check_path, Connection, DoctorArgs, Fail, Say, EXIT_USAGE};
+use crate::args::{check_path, DoctorArgs};
+use crate::conn::Connection;
+use crate::fail::{Fail, EXIT_NOPERM, EXIT_SOFTWARE, EXIT_USAGE};
+use crate::say::{json_line, Say};
+use limits::{AVG_FSYNC_MS, AVG_LATENCY_MS, MAX_FSYNC_MS, MAX_LATENCY_MS};
 use report::{Check, Finding, Numbers, Status};
 use report::{PathReport, Report, SessionReport};
 use server::Server;
@@ -41,17 +46,6 @@ Exit status:
   2   bad input (a path, an option, credentials)
   69  no session could be made with ZooKeeper (the servers' findings are still shown)
   77  ZooKeeper refused the credentials";
-
-/// mntr's average latency (ms) above which it is flagged.
-const AVG_LATENCY_MS: f64 = 50.0;
-/// mntr's largest latency (ms) above which it is flagged.
-const MAX_LATENCY_MS: f64 = 1000.0;
-/// mntr's average fsync time (ms) above which it is flagged (etcd's guidance: a p99 of
-/// 10–20 ms).
-const AVG_FSYNC_MS: f64 = 20.0;
-/// mntr's largest fsync time (ms) above which it is flagged (ZooKeeper's own warning
-/// threshold, `fsync.warningthresholdms`, 1 s by default).
-const MAX_FSYNC_MS: f64 = 1000.0;
 
 fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
@@ -86,9 +80,7 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
         }
         Err(f) => {
             let fix = match f.code {
-                crate::EXIT_NOPERM => {
-                    "check the credentials (the server's log says why it refused them)"
-                }
+                EXIT_NOPERM => "check the credentials (the server's log says why it refused them)",
                 _ => "check the connect string, and that a quorum of the ensemble is up",
             };
             findings.push(Finding::new(Check::Session, Status::Fail, f.msg).fix(fix));
@@ -111,8 +103,8 @@ pub fn run(conn: &Connection, args: &DoctorArgs, say: Say) -> Result<i32, Fail> 
     };
     if args.json {
         let v = serde_json::to_value(&report)
-            .map_err(|e| Fail::new(crate::EXIT_SOFTWARE, format!("doctor's report: {e}")))?;
-        println!("{}", crate::json_line(&v));
+            .map_err(|e| Fail::new(EXIT_SOFTWARE, format!("doctor's report: {e}")))?;
+        println!("{}", json_line(&v));
     } else {
         human::print(&report);
     }

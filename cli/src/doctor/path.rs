@@ -6,10 +6,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use zkguard::{Acl, Client, Error, Mutex, NodeAcl, Op};
 
-use super::report::{AclRow, Holders, Probe, Spread};
-use super::{Check, Finding, Status};
+use super::report::{AclRow, Check, Finding, Holders, Probe, Spread, Status};
+use crate::conn::Connection;
+use crate::say::{acl_entry, Say};
 use crate::show::Listing;
-use crate::{Connection, Say};
 
 /// The path and each parent, the root first, each with its ACL (or why it is unread),
 /// judged from the path up as the recipes' tenancy rule judges a directory: a node that
@@ -34,8 +34,8 @@ pub fn acls(client: &Client, path: &str, ours: &[Acl], out: &mut Vec<Finding>) -
         match client.get_acl(node) {
             Ok((acl, _)) => {
                 let open = rule.untrusted(&acl, ours);
-                let entries: Vec<String> = acl.iter().map(crate::show::acl_entry).collect();
-                let named: Vec<String> = open.iter().map(crate::show::acl_entry).collect();
+                let entries: Vec<String> = acl.iter().map(acl_entry).collect();
+                let named: Vec<String> = open.iter().map(acl_entry).collect();
                 if let Some(anchor) = &anchor {
                     if !open.is_empty() {
                         out.push(Finding::new(Check::Acl, Status::Note, format!(

@@ -10,8 +10,8 @@
 use zkguard::admin::Srvr;
 use zkguard::Error;
 
+use super::report::{Check, Finding, Numbers, Status};
 use super::server::Server;
-use super::{Check, Finding, Numbers, Status};
 
 /// A release as (major, minor, patch).
 type Release = (u32, u32, u32);

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use zkguard::{Client, CreateMode, Error};
 
-use super::{Check, Finding, Numbers, Status, MAX_LATENCY_MS};
+use super::limits::MAX_LATENCY_MS;
+use super::report::{Check, Finding, Numbers, Status};
 
 /// What to set on the servers for the figures this probe stands in for.
 const SEE_MORE: &str = "for the servers' own request latency and fsync figures, add mntr to \
