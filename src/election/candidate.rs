@@ -21,7 +21,7 @@ use crate::client::{Bell, Ringing, SessionSink};
 use crate::client::{Op, OpResult, SessionEvent, SessionState};
 use crate::error::{Error, Result};
 use crate::lock::Holding;
-use crate::queue::{self, SessionEvents, Wait, Wake};
+use crate::queue::{self, SessionEvents, Wait, WaitOn, Wake};
 
 pub use self::leader_term::LeaderTerm;
 use self::machine::Inner;
@@ -127,7 +127,8 @@ struct Shared {
     inner: Mutex<Inner>,
     /// Signalled at every transition (waiters look whether the candidate leads, or ended).
     changed: Condvar,
-    /// Wakes the thread out of its leading phase (a resign, a drop), ringing `bell`.
+    /// Wakes the thread out of its leading phase (a resign, a drop), ringing `bell`: the
+    /// leading phase's `resign` source.
     wake: Ringing<()>,
     /// The same channel's sender, for a term's revocation request to wake the thread with.
     wake_tx: crossbeam_channel::Sender<()>,
@@ -453,8 +454,13 @@ impl Shared {
         let mut retry: Option<Instant> = None;
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
         loop {
-            // `wake` (a resign, a drop) in the cancel's place; `retry` as the tick.
-            let woke = queue::wake(&self.bell, &[], Some(&lost), &events.rx, wake, None, retry);
+            // No deadline; `retry` as the tick.
+            let woke = queue::wake(WaitOn {
+                lost: Some(&lost),
+                resign: Some(wake),
+                tick: retry,
+                ..WaitOn::new(&self.bell, &events.rx)
+            });
             if !revoked && h.is_revoked() {
                 revoked = true;
                 self.revoked(&h);
@@ -516,7 +522,7 @@ fn elected<H>(r: Result<Option<H>>) -> Elected<H> {
 }
 
 /// What a term's wake-up `woke` means; `is_term` says whether the term is still the
-/// current one (asked only on a cancel). Shared with the model checker.
+/// current one (asked only on a resign). Shared with the model checker.
 fn heard(woke: Wake, is_term: impl FnOnce() -> bool) -> Heard {
     match woke {
         Wake::Lost => Heard::Lost,
@@ -528,8 +534,11 @@ fn heard(woke: Wake, is_term: impl FnOnce() -> bool) -> Heard {
         },
         Wake::Tick | Wake::Deadline => Heard::Prove,
         // Not ours any more: resigned or dropped meanwhile.
-        Wake::Cancel if !is_term() => Heard::Over,
-        Wake::Cancel | Wake::Watch(..) => Heard::Wait, // no watch given
+        Wake::Resign if !is_term() => Heard::Over,
+        // A revocation request (told apart by asking the node, before this).
+        Wake::Resign => Heard::Wait,
+        // No watch or cancel is given.
+        Wake::Cancel | Wake::Watch(..) => Heard::Wait,
     }
 }
 

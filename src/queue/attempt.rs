@@ -4,9 +4,11 @@
 //! carries the client, the path errors name, the caller's [`Wait`] and deadline, the cancel
 //! and session-event receivers and the back-off of requests that met connection trouble;
 //! its methods are the checks every loop makes at the top of a round ([`Attempt::checked`]),
-//! its pause after trouble ([`Attempt::pause`]) and its wait ([`Attempt::wake`]). Here too
-//! the types the loops share: what a recipe asks for ([`Spec`]), how an attempt ends
-//! ([`Next`]), what a session event means to a waiter ([`News`]).
+//! its pause after trouble ([`Attempt::pause`]) and its wait ([`Attempt::woke`]). The two
+//! rules every loop applies are here, each decided once: what a request's error means
+//! ([`Verdict`]) and what a wake-up means ([`Woke`]). Here too the types the loops share:
+//! what a recipe asks for ([`Spec`]), how an attempt ends ([`Next`]), what a session event
+//! means to a waiter ([`News`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,10 +20,10 @@ use super::held::Acquired;
 use super::kind::Kind;
 use super::names;
 use super::rules::Rule;
-use super::wake::{wake, Wake};
+use super::wake::{wake, WaitOn, Wake};
 use crate::backoff::Backoff;
 use crate::client::{Bell, Client, Ringing, SessionSink};
-use crate::client::{NodeAcl, SessionEvent, WatchedEvent};
+use crate::client::{EventType, NodeAcl, SessionEvent, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::metrics::{Labels, Outcome};
 
@@ -171,6 +173,70 @@ impl Verdict {
             Error::SessionExpired if !holds => Verdict::Retry,
             Error::SessionExpired | Error::NoNode { .. } if holds => Verdict::Restart,
             _ => Verdict::Fail,
+        }
+    }
+}
+
+/// What a wake-up of an acquire loop's wait ([`Attempt::woke`]) means to the loop: the one
+/// rule of every acquire loop's wait (the `Waiter`'s, the lease phase's, the single
+/// node's), as [`Verdict`] is of its requests' errors. Each loop handles only what its own
+/// watches heard; the rest, the end of the attempt above all, is decided here once.
+pub(crate) enum Woke {
+    /// The watch at this index of the wait's list fired, and its node is gone or still
+    /// there ([`Fired`]).
+    Watch(usize, Fired),
+    /// Nothing for the loop: wait on (a suspension; news from before our node was made).
+    Again,
+    /// Look again: list (a reconnect, the slow tick), or for a loop with no node yet, race
+    /// again (any session news but the client's close, its watch's session lost).
+    List,
+    /// The attempt ends so: cancelled, the deadline passed (`Ok(None)`), our node's session
+    /// gone (`Restart`), the client closed.
+    End(Next),
+}
+
+/// What a watch that fired says of its node (an event that ends the wait is
+/// [`Woke::End`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fired {
+    /// The node was deleted.
+    Deleted,
+    /// The node is still there (its data or its children changed, or the watch's sender
+    /// went); the watch is spent.
+    Changed,
+}
+
+impl Woke {
+    /// The meaning of `w` to a loop whose node belongs to session `owner` (`None`: a loop
+    /// with no node yet, the single node's); an end by cancel names `path`. The one input
+    /// besides the wake-up is `owner`, as `holds` is [`Verdict::of`]'s: a loop with a node
+    /// starts over when its session ends; one with none only races again.
+    pub(crate) fn of(w: Wake, owner: Option<i64>, path: &str) -> Woke {
+        let closed = || Woke::End(Next::Done(Err(Error::Closed)));
+        match w {
+            Wake::Watch(i, ev) => match ev.map(|e| e.event_type) {
+                Ok(EventType::NodeDeleted) => Woke::Watch(i, Fired::Deleted),
+                Ok(EventType::Closed) => closed(),
+                Ok(EventType::SessionLost) if owner.is_some() => Woke::End(Next::Restart),
+                Ok(EventType::SessionLost) => Woke::List,
+                _ => Woke::Watch(i, Fired::Changed),
+            },
+            Wake::Session(ev) => match owner {
+                Some(owner) => match News::of(ev, owner) {
+                    News::Wait => Woke::Again,
+                    News::Relist => Woke::List,
+                    News::Restart => Woke::End(Next::Restart),
+                    News::Closed => closed(),
+                },
+                None => match ev {
+                    Ok(SessionEvent::Closed) | Err(_) => closed(),
+                    Ok(_) => Woke::List,
+                },
+            },
+            Wake::Cancel => Woke::End(Next::Done(Err(Error::cancelled(path)))),
+            Wake::Deadline => Woke::End(Next::Done(Ok(None))),
+            // The slow re-check; `lost` and `resign` are a leader's, never an attempt's.
+            Wake::Tick | Wake::Lost | Wake::Resign => Woke::List,
         }
     }
 }
@@ -346,6 +412,18 @@ impl<'a> Attempt<'a> {
         }
     }
 
+    /// Waits on `watches`, the session's events, a cancel, the deadline and `tick`, and
+    /// says what the wake-up means to a loop whose node belongs to session `owner` (`None`:
+    /// a loop with no node yet): [`Woke::of`], the one rule.
+    pub(crate) fn woke(
+        &self,
+        watches: &[&Receiver<WatchedEvent>],
+        tick: Option<Instant>,
+        owner: Option<i64>,
+    ) -> Woke {
+        Woke::of(self.wake(watches, tick), owner, self.path)
+    }
+
     /// The attempt ends cancelled.
     pub(crate) fn cancelled(&self) -> Next {
         Next::Done(Err(Error::cancelled(self.path)))
@@ -363,6 +441,7 @@ impl<'a> Attempt<'a> {
     pub(crate) fn pause(&mut self) {
         let pause = self.backoff.get_or_insert_with(retry_backoff).next_pause();
         let until = Instant::now() + pause;
+        // What woke it is left to the next round's checks (a cancel is state: `live`).
         let _ = self.wake(&[], Some(until));
     }
 
@@ -373,16 +452,14 @@ impl<'a> Attempt<'a> {
     }
 
     /// [`wake`] on `watches`, the session's events, a cancel, the deadline and `tick`.
-    pub(crate) fn wake(&self, watches: &[&Receiver<WatchedEvent>], tick: Option<Instant>) -> Wake {
-        wake(
-            self.bell,
+    fn wake(&self, watches: &[&Receiver<WatchedEvent>], tick: Option<Instant>) -> Wake {
+        wake(WaitOn {
             watches,
-            None,
-            self.events,
-            &self.cancel.rx,
-            self.deadline,
+            cancel: Some(&self.cancel.rx),
+            deadline: self.deadline,
             tick,
-        )
+            ..WaitOn::new(self.bell, self.events)
+        })
     }
 }
 
@@ -488,9 +565,121 @@ impl News {
 
 #[cfg(test)]
 mod tests {
-    use super::{News, Verdict};
-    use crate::client::{LossReason, SessionEvent};
+    use super::{Fired, News, Next, Verdict, Woke};
+    use crate::client::{EventType, LossReason, SessionEvent, WatchedEvent};
     use crate::error::Error;
+    use crate::queue::wake::Wake;
+
+    fn watch(t: EventType) -> Wake {
+        Wake::Watch(
+            2,
+            Ok(WatchedEvent {
+                event_type: t,
+                path: "/d/n".into(),
+            }),
+        )
+    }
+
+    /// What the wake-up rule makes of each event a watch can bring: only a deletion is a
+    /// deletion, a lost session starts over a loop with a node and a close ends the call;
+    /// the rest (a data change, a dropped watch) is a change (re-armed, or counted again).
+    /// Reading a lost session as a data change (M6 of the mutation table) would re-arm a
+    /// watch that never fires and wait for nothing.
+    #[test]
+    fn a_watch_event_is_told_apart() {
+        let of = |w| Woke::of(w, Some(OURS), "/d");
+        assert!(matches!(
+            of(watch(EventType::NodeDeleted)),
+            Woke::Watch(2, Fired::Deleted)
+        ));
+        assert!(matches!(
+            of(watch(EventType::SessionLost)),
+            Woke::End(Next::Restart)
+        ));
+        assert!(matches!(
+            of(watch(EventType::Closed)),
+            Woke::End(Next::Done(Err(Error::Closed)))
+        ));
+        for t in [
+            EventType::NodeDataChanged,
+            EventType::NodeCreated,
+            EventType::NodeChildrenChanged,
+        ] {
+            assert!(
+                matches!(of(watch(t)), Woke::Watch(2, Fired::Changed)),
+                "{t:?}"
+            );
+        }
+        assert!(matches!(
+            of(Wake::Watch(0, Err(crossbeam_channel::RecvError))),
+            Woke::Watch(0, Fired::Changed)
+        ));
+    }
+
+    /// The ends every loop shares: a cancel (naming the path), the deadline (not acquired),
+    /// and the slow tick, which looks again.
+    #[test]
+    fn a_cancel_the_deadline_and_the_tick_mean_the_same_to_every_loop() {
+        for owner in [Some(OURS), None] {
+            assert!(matches!(
+                Woke::of(Wake::Cancel, owner, "/d"),
+                Woke::End(Next::Done(Err(Error::Cancelled { path }))) if path == "/d"
+            ));
+            assert!(matches!(
+                Woke::of(Wake::Deadline, owner, "/d"),
+                Woke::End(Next::Done(Ok(None)))
+            ));
+            assert!(matches!(Woke::of(Wake::Tick, owner, "/d"), Woke::List));
+        }
+    }
+
+    /// A loop with a node reads session events by `News::of`.
+    #[test]
+    fn a_loop_with_a_node_reads_session_events_as_news() {
+        let of = |ev| Woke::of(Wake::Session(Ok(ev)), Some(OURS), "/d");
+        let suspended = SessionEvent::Suspended { session_id: OURS };
+        assert!(matches!(of(suspended), Woke::Again));
+        let reconnected = SessionEvent::Reconnected { session_id: OURS };
+        assert!(matches!(of(reconnected), Woke::List));
+        let other = SessionEvent::Connected { session_id: OTHER };
+        assert!(matches!(of(other), Woke::End(Next::Restart)));
+        assert!(matches!(
+            of(SessionEvent::Closed),
+            Woke::End(Next::Done(Err(Error::Closed)))
+        ));
+    }
+
+    /// A loop with no node yet (the single node's) races again at any news but the close,
+    /// its watch's lost session included: it has nothing to start over.
+    #[test]
+    fn a_loop_with_no_node_races_again_but_at_a_close() {
+        let of = |w| Woke::of(w, None, "/u");
+        let lost = SessionEvent::Lost {
+            session_id: OURS,
+            reason: LossReason::Expired,
+        };
+        for ev in [
+            SessionEvent::Suspended { session_id: OURS },
+            SessionEvent::Reconnected { session_id: OURS },
+            SessionEvent::Connected { session_id: OTHER },
+            lost,
+        ] {
+            assert!(matches!(of(Wake::Session(Ok(ev))), Woke::List), "{ev:?}");
+        }
+        assert!(matches!(of(watch(EventType::SessionLost)), Woke::List));
+        assert!(matches!(
+            of(Wake::Session(Ok(SessionEvent::Closed))),
+            Woke::End(Next::Done(Err(Error::Closed)))
+        ));
+        assert!(matches!(
+            of(Wake::Session(Err(crossbeam_channel::RecvError))),
+            Woke::End(Next::Done(Err(Error::Closed)))
+        ));
+        assert!(matches!(
+            of(watch(EventType::Closed)),
+            Woke::End(Next::Done(Err(Error::Closed)))
+        ));
+    }
 
     #[test]
     fn connection_trouble_is_retried_by_every_loop() {

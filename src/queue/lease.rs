@@ -16,14 +16,13 @@
 
 use crossbeam_channel::Receiver;
 
-use super::attempt::{Attempt, News, Next, Spec, Wait};
+use super::attempt::{Attempt, Fired, Next, Spec, Wait, Woke};
 use super::enqueue::{OwnNode, Queued};
 use super::held::Acquired;
 use super::kind::Kind;
 use super::names;
 use super::rules::{lease_count, Count};
-use super::wake::Wake;
-use crate::client::{Check, Client, EventType, Names, Pending, WatchedEvent};
+use crate::client::{Check, Client, Names, Pending, WatchedEvent};
 use crate::error::{escape, Error};
 
 /// The gate while we hold it (a semaphore's internal lock). Dropping it lets go in the
@@ -70,8 +69,8 @@ enum Listing {
     Plain(Pending<Names>),
 }
 
-/// What the lease phase watches while it waits.
-struct Watching {
+/// What the lease phase has armed to wait on.
+struct Armed {
     /// The lease list (set by a listing that asked for it).
     leases: Option<Receiver<WatchedEvent>>,
     /// Our gate node, armed with the first listing that leaves a watch: its deletion is
@@ -118,7 +117,7 @@ impl<'a, 's> Lease<'a, 's> {
         let me = names::base(&node.path).to_string();
         // A listing leaves a watch only when we are about to wait: a contender that gets
         // in leaves no watch behind to be woken by later leases.
-        let mut watching = Watching {
+        let mut armed = Armed {
             leases: None,
             gate: None,
         };
@@ -130,7 +129,7 @@ impl<'a, 's> Lease<'a, 's> {
             }
             let names = match self.listing.take() {
                 Some(names) => names,
-                None => match self.list(want_watch, &mut watching) {
+                None => match self.list(want_watch, &mut armed) {
                     Ok(Some(names)) => names,
                     Ok(None) => continue, // connection trouble, paused
                     Err(end) => return end,
@@ -155,12 +154,12 @@ impl<'a, 's> Lease<'a, 's> {
             if matches!(self.cx.wait, Wait::Try) {
                 return Next::Done(Ok(None));
             }
-            let Some(w) = watching.leases.take() else {
+            let Some(w) = armed.leases.take() else {
                 want_watch = true; // listed without a watch: list again, leaving one
                 continue;
             };
             want_watch = false;
-            if let Some(end) = self.await_leases(&w, &mut watching.gate, node.owner) {
+            if let Some(end) = self.await_leases(&w, &mut armed.gate, node.owner) {
                 return end;
             }
         }
@@ -172,11 +171,11 @@ impl<'a, 's> Lease<'a, 's> {
     fn list(
         &mut self,
         want_watch: bool,
-        watching: &mut Watching,
+        armed: &mut Armed,
     ) -> std::result::Result<Option<Names>, Next> {
         let c = self.cx.bounded()?;
         let (dir, gate) = (self.spec.dir, self.gate.node.path.as_str());
-        let arm_gate = want_watch && watching.gate.is_none();
+        let arm_gate = want_watch && armed.gate.is_none();
         let (listing, gate_read) = c.pipeline(|p| {
             p.ring(self.cx.bell());
             let listing = if want_watch {
@@ -203,9 +202,9 @@ impl<'a, 's> Lease<'a, 's> {
         match outcome {
             Ok(((names, leases), gate)) => {
                 self.cx.reset_backoff();
-                watching.leases = leases;
+                armed.leases = leases;
                 if gate.is_some() {
-                    watching.gate = gate;
+                    armed.gate = gate;
                 }
                 Ok(Some(names))
             }
@@ -215,39 +214,30 @@ impl<'a, 's> Lease<'a, 's> {
     }
 
     /// Waits, holding the gate, until a lease comes or goes or the connection comes back
-    /// (`None`: count again), or the attempt ends. A change of our gate node's data spends
-    /// its watch: the next listing arms it again.
+    /// (`None`: count again), or the attempt ends (the wake-up rule, [`Woke::of`]). A
+    /// change of our gate node's data spends its watch: the next listing arms it again.
     fn await_leases(
         &self,
         leases: &Receiver<WatchedEvent>,
         gate: &mut Option<Receiver<WatchedEvent>>,
         owner: i64,
     ) -> Option<Next> {
+        const GATE: usize = 1;
         let gate_rx = gate.clone().unwrap_or_else(crossbeam_channel::never);
         loop {
-            return match self.cx.wake(&[leases, &gate_rx], None) {
-                Wake::Watch(i, ev) => match ev.map(|e| e.event_type) {
-                    Ok(EventType::Closed) => Some(Next::Done(Err(Error::Closed))),
-                    Ok(EventType::SessionLost) => Some(Next::Restart),
-                    Ok(EventType::NodeDeleted) if i == 1 => {
-                        self.gate_lost();
-                        Some(Next::Restart)
-                    }
-                    _ if i == 1 => {
-                        *gate = None;
-                        None
-                    }
-                    _ => None, // a lease came or went: count again
-                },
-                Wake::Session(ev) => match News::of(ev, owner) {
-                    News::Wait => continue,
-                    News::Relist => None, // count again
-                    News::Restart => Some(Next::Restart),
-                    News::Closed => Some(Next::Done(Err(Error::Closed))),
-                },
-                Wake::Cancel => Some(self.cx.cancelled()),
-                // No tick or `lost` is given: only the deadline.
-                Wake::Deadline | Wake::Tick | Wake::Lost => Some(Next::Done(Ok(None))),
+            return match self.cx.woke(&[leases, &gate_rx], None, Some(owner)) {
+                Woke::Watch(GATE, Fired::Deleted) => {
+                    self.gate_lost();
+                    Some(Next::Restart)
+                }
+                Woke::Watch(GATE, Fired::Changed) => {
+                    *gate = None;
+                    None
+                }
+                // A lease came or went, or the connection came back: count again.
+                Woke::Watch(..) | Woke::List => None,
+                Woke::Again => continue,
+                Woke::End(end) => Some(end),
             };
         }
     }

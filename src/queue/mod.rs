@@ -29,7 +29,7 @@ pub(crate) use kind::Kind;
 pub use names::DIRECTORY_MARKER;
 pub(crate) use rules::Rule;
 pub(crate) use single::{acquire as single, holder as single_holder};
-pub(crate) use wake::{wake, Wake};
+pub(crate) use wake::{wake, WaitOn, Wake};
 
 use crate::error::{Error, Result};
 

@@ -8,15 +8,14 @@
 
 use std::time::Instant;
 
-use super::attempt::{Attempt, Next, Sources, Verdict, Wait};
+use super::attempt::{Attempt, Fired, Next, Sources, Verdict, Wait, Woke};
 use super::cancel::Canceller;
 use super::create::{Create, Failed};
 use super::held::Acquired;
 use super::kind::Kind;
-use super::wake::Wake;
 use super::{names, tenancy};
 use crate::client::{Check, Client, Job};
-use crate::client::{CreateMode, EventType, NodeAcl, SessionEvent};
+use crate::client::{CreateMode, NodeAcl};
 use crate::error::{escape, Error, Result};
 
 /// Takes the single node at `path`, writing `data` (unique to this call) into it; the node
@@ -82,7 +81,9 @@ fn race(
             },
         }
         // Held by someone else: wait for it to go, then race again.
-        await_release(cx, &c, path)?;
+        if let Err(end) = await_release(cx, &c, path) {
+            return done(end);
+        }
     }
 }
 
@@ -123,35 +124,36 @@ pub(super) fn whose(read: &[u8], owner: i64, data: &[u8], session: i64) -> Whose
     }
 }
 
-/// What a wait for the holder's node to go ends in: race again (`Ok(true)` if the node's
-/// deletion was heard: the handoff gap starts), or the acquire ends.
-pub(super) fn waited(woke: Wake, path: &str) -> Result<bool> {
+/// What a wait for the holder's node to go ends in (`woke`: the wake-up rule's word, for a
+/// loop with no node): race again (`Ok(true)` if the node's deletion was heard: the handoff
+/// gap starts), or the acquire ends (`Err`).
+pub(super) fn waited(woke: Woke) -> std::result::Result<bool, Next> {
     match woke {
-        Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::Closed => Err(Error::Closed),
-        Wake::Watch(_, Ok(ev)) if ev.event_type == EventType::NodeDeleted => Ok(true),
-        Wake::Session(Ok(SessionEvent::Closed) | Err(_)) => Err(Error::Closed),
-        Wake::Cancel => Err(Error::cancelled(path)),
-        _ => Ok(false),
+        Woke::Watch(_, Fired::Deleted) => Ok(true),
+        Woke::Watch(_, Fired::Changed) | Woke::Again | Woke::List => Ok(false),
+        Woke::End(end) => Err(end),
     }
 }
 
 /// Waits until the node at `path`, held by someone else, changes or goes (no watch is left
-/// if it already has), or the tick, or a session event; then the caller races again (a
-/// deadline passed is noticed at the top of its round). `Err`: the acquire ends so.
-fn await_release(cx: &mut Attempt<'_>, c: &Client, path: &str) -> Result<()> {
+/// if it already has), or the tick, or a session event; then the caller races again.
+/// `Err`: the acquire ends so.
+fn await_release(cx: &mut Attempt<'_>, c: &Client, path: &str) -> std::result::Result<(), Next> {
     let watch = c.pipeline(|p| {
         p.ring(cx.bell());
         p.get_data_w(path)
     });
     let watch = match watch.wait() {
-        Ok((_, stat, _)) if stat.ephemeral_owner == 0 => return Err(in_the_way(path)),
+        Ok((_, stat, _)) if stat.ephemeral_owner == 0 => {
+            return Err(Next::Done(Err(in_the_way(path))))
+        }
         Ok((_, _, w)) => w,
         // Gone already: race again.
         Err(Error::NoNode { .. }) => return Ok(()),
         // Paused after trouble: race again.
         Err(e) => {
             return match cx.failed(e, false) {
-                Err(Next::Done(Err(e))) => Err(e),
+                Err(end @ Next::Done(Err(_))) => Err(end),
                 _ => Ok(()),
             }
         }
@@ -161,7 +163,7 @@ fn await_release(cx: &mut Attempt<'_>, c: &Client, path: &str) -> Result<()> {
         .deadline
         .is_none()
         .then(|| Instant::now() + cx.client.session_timeout());
-    if waited(cx.wake(&[&watch], tick), path)? {
+    if waited(cx.woke(&[&watch], tick, None))? {
         cx.heard_release(true);
     }
     Ok(())

@@ -8,14 +8,13 @@ use crossbeam_channel::Receiver;
 
 pub(super) mod decide;
 
-use decide::{heard, listed, Heard, Listed, Slot, Then, View, Watches, BLOCKER};
+use decide::{listed, Listed, Slot, Then, View, Watches, BLOCKER};
 
-use super::attempt::{Attempt, News, Next, Spec, Wait};
+use super::attempt::{Attempt, Fired, Next, Spec, Wait, Woke};
 use super::enqueue::{OwnNode, Queued};
 use super::held::{Acquired, Seen};
 use super::lease;
 use super::names;
-use super::wake::Wake;
 use crate::client::{Bell, Client, Names};
 use crate::client::{EventType, WatchedEvent};
 use crate::error::{Error, Result};
@@ -169,11 +168,13 @@ impl<'a, 's> Waiter<'a, 's> {
             Then::Vanished => self.vanished(),
             Then::Wait => Step::Wait(v),
             Then::Grant => self.grant(),
-            Then::List | Then::Arm | Then::End(_) | Then::Nearer => Step::List,
+            Then::List | Then::Arm | Then::Nearer => Step::List,
         }
     }
 
-    /// Step 5: waits on the watches, the session, a cancel, the deadline and the tick.
+    /// Step 5: waits on the watches, the session, a cancel, the deadline and the tick; what
+    /// a wake-up means is the attempt's rule ([`Woke::of`](super::attempt::Woke::of)), what
+    /// a watch of ours heard the view's ([`Watching::on_watch`]).
     fn wait(&mut self, v: View) -> Step {
         let blocker = self.watching.receiver(&v.blocker);
         let next = v
@@ -182,37 +183,31 @@ impl<'a, 's> Waiter<'a, 's> {
             .map_or_else(crossbeam_channel::never, |n| self.watching.receiver(n));
         let own = self.watching.receiver(&self.node.path);
         let tick = Some(Instant::now() + self.tick);
-        loop {
-            let woken = self.cx.wake(&[&blocker, &next, &own], tick);
-            let (i, ev) = match woken {
-                Wake::Watch(i, ev) => (i, ev),
-                Wake::Session(ev) => match News::of(ev, self.node.owner) {
-                    News::Wait => continue,
-                    News::Relist => return Step::List,
-                    News::Restart => return Step::End(Next::Restart),
-                    News::Closed => return Step::End(Next::Done(Err(Error::Closed))),
-                },
-                Wake::Cancel => return Step::End(self.cx.cancelled()),
-                Wake::Deadline => return Step::End(Next::Done(Ok(None))),
-                Wake::Tick | Wake::Lost => return Step::List, // the slow re-check (no `lost` given)
-            };
-            let heard = heard(ev);
-            self.cx
-                .heard_release(i == BLOCKER && matches!(heard, Heard::Deleted));
-            return match self.watching.on_watch(heard, i, &v) {
-                Then::Grant => self.grant(),
-                Then::Vanished => self.vanished(),
-                Then::List => Step::List,
-                Then::Arm => Step::Arm(v),
-                Then::Wait => Step::Wait(v),
-                Then::Nearer => {
-                    // One node fewer ahead than the last listing said, and no listing.
-                    self.ahead = self.ahead.saturating_sub(1);
-                    self.cx.position(&self.node.path, self.ahead);
-                    Step::Wait(v.nearer())
-                }
-                Then::End(end) => Step::End(end),
-            };
+        let (i, fired) = loop {
+            match self
+                .cx
+                .woke(&[&blocker, &next, &own], tick, Some(self.node.owner))
+            {
+                Woke::Watch(i, fired) => break (i, fired),
+                Woke::Again => continue,
+                Woke::List => return Step::List,
+                Woke::End(end) => return Step::End(end),
+            }
+        };
+        self.cx
+            .heard_release(i == BLOCKER && fired == Fired::Deleted);
+        match self.watching.on_watch(fired, i, &v) {
+            Then::Grant => self.grant(),
+            Then::Vanished => self.vanished(),
+            Then::List => Step::List,
+            Then::Arm => Step::Arm(v),
+            Then::Wait => Step::Wait(v),
+            Then::Nearer => {
+                // One node fewer ahead than the last listing said, and no listing.
+                self.ahead = self.ahead.saturating_sub(1);
+                self.cx.position(&self.node.path, self.ahead);
+                Step::Wait(v.nearer())
+            }
         }
     }
 
@@ -254,7 +249,7 @@ impl Watching {
     /// Arms a data watch on each node `v` names and on `own` (our node), each that is not
     /// watched yet, in one round trip, and forgets other watches. Returns the nodes that
     /// are gone already (no watch is left on a missing node). What our own node's arming
-    /// read goes to `seen`. The watches ring `bell` (the waiter's [`Attempt::wake`]).
+    /// read goes to `seen`. The watches ring `bell` (the waiter's [`Attempt::woke`]).
     fn arm(
         &mut self,
         c: &Client,

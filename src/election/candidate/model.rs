@@ -370,7 +370,7 @@ impl Model for Candidates {
             }
             Action::WokeWake(p) => {
                 t.cands[p].wake = false;
-                self.woke(t, p, Wake::Cancel);
+                self.woke(t, p, Wake::Resign);
             }
             Action::Janitor(p) => {
                 let c = &mut t.cands[p];

@@ -1,18 +1,20 @@
 //! A process's steps through the queue: step 1 (`enqueue`: create and list, a lost reply
 //! recovered by uuid), steps 2 to 5 (the `Waiter`: list, arm, wait), the grant, a give-up,
 //! a restart, and the guard's release and fenced write. Every decision is the library's:
-//! `names::order_upto`, `View::of` (so `Rule::blocker`), `after_arm`, `on_watch`, `heard`,
-//! `News::of`; this file only moves the model's state between them.
+//! `names::order_upto`, `View::of` (so `Rule::blocker`), `after_arm`, `on_watch`, the
+//! wake-up rule `Woke::of` (with `News::of`); this file only moves the model's state between
+//! them.
 
 use super::state::{
-    Dir, Doing, Ev, Fired, Held, In, MView, Modelled, Node, Recv, Reply, WStep, World,
+    Dir, Doing, Ev, Flag, Held, In, MView, Modelled, Node, Recv, Reply, WStep, World,
 };
 use super::Queue;
 use crate::client::{EventType, SessionEvent, WatchedEvent};
-use crate::queue::attempt::{News, Next};
+use crate::queue::attempt::{Next, Woke};
 use crate::queue::names;
 use crate::queue::rules::Rule;
-use crate::queue::waiter::decide::{heard, listed, Listed, Then, BLOCKER};
+use crate::queue::waiter::decide::{listed, Listed, Then, BLOCKER};
+use crate::queue::wake::Wake;
 
 /// The sequence number at the end of a path.
 fn seq_of(path: &str) -> u8 {
@@ -125,7 +127,7 @@ impl Queue {
                 (WStep::Listing, Reply::Listed(l)) => self.decide(s, p, seq, owner, l),
                 (WStep::Arming(v), Reply::Armed(armed, gone)) => {
                     for a in armed {
-                        s.procs[p].recv.armed(a, Fired(false));
+                        s.procs[p].recv.armed(a, Flag(false));
                     }
                     self.armed(s, p, seq, v, &gone);
                 }
@@ -306,23 +308,26 @@ impl Queue {
             Then::Grant => self.grant(s, p, seq, owner),
             Then::List | Then::Arm => self.set_step(s, p, WStep::List),
             Then::Vanished => self.vanished(s, p),
-            Then::End(Next::Restart) => self.restart(s, p),
-            Then::End(Next::Done(_)) => unreachable!("the model never closes a client"),
         }
     }
 
     /// Step 5: the watch at `which` (`BLOCKER`, `NEXT`, `OWN`) heard its node's deletion:
-    /// `heard` and `Watches::on_watch` decide.
+    /// `Woke::of` and `Watches::on_watch` decide.
     pub(super) fn heard(&self, s: &mut World, p: usize, which: usize, v: MView) {
-        let Doing::Waiter { seq, .. } = s.procs[p].phase else {
+        let Doing::Waiter { seq, owner, .. } = s.procs[p].phase else {
             unreachable!()
         };
         let ev = WatchedEvent {
             event_type: EventType::NodeDeleted,
             path: String::new(),
         };
+        let Woke::Watch(which, fired) =
+            Woke::of(Wake::Watch(which, Ok(ev)), Some(i64::from(owner)), "/q")
+        else {
+            unreachable!("a deletion is its watch's")
+        };
         let quiet = !s.procs[p].recv.get(&seq).is_some_and(|f| f.0);
-        let mut then = self.hiding_own(s, p, seq, |w| w.on_watch(heard(Ok(ev)), which, &v));
+        let mut then = self.hiding_own(s, p, seq, |w| w.on_watch(fired, which, &v));
         if self.config.seeded.no_relist && which == BLOCKER && matches!(then, Then::List) {
             then = Then::Grant;
         }
@@ -334,17 +339,18 @@ impl Queue {
         self.then(s, p, then, v);
     }
 
-    /// Step 5: the next session event, by `News::of`.
+    /// Step 5: the next session event, by `Woke::of` (so `News::of`).
     pub(super) fn news(&self, s: &mut World, p: usize) {
         let Doing::Waiter { owner, .. } = s.procs[p].phase else {
             unreachable!()
         };
         let ev = session_event(s.procs[p].events.remove(0), owner);
-        match News::of(Ok(ev), i64::from(owner)) {
-            News::Wait => {}
-            News::Relist => self.set_step(s, p, WStep::List),
-            News::Restart => self.restart(s, p),
-            News::Closed => unreachable!("the model never closes a client"),
+        match Woke::of(Wake::Session(Ok(ev)), Some(i64::from(owner)), "/q") {
+            Woke::Again => {}
+            Woke::List => self.set_step(s, p, WStep::List),
+            Woke::End(Next::Restart) => self.restart(s, p),
+            Woke::End(Next::Done(_)) => unreachable!("the model never closes a client"),
+            Woke::Watch(..) => unreachable!("a session event is no watch's"),
         }
     }
 

@@ -1,13 +1,14 @@
 //! The semaphore's lease phase (`Lease::run` in queue/lease.rs), run while the process
 //! holds the gate (the semaphore's internal lock): list the leases (with a child watch only when about to
 //! wait), count them by the library's `lease_count`, and wait for a lease to come or go, the
-//! internal lock to be lost, or a session event (`News::of`).
+//! internal lock to be lost, or a session event (`Woke::of`, so `News::of`).
 
 use super::state::{Dir, Doing, Node, Reply, World};
 use super::Queue;
-use crate::queue::attempt::News;
+use crate::queue::attempt::{Next, Woke};
 use crate::queue::names;
 use crate::queue::rules::{lease_count, Count};
+use crate::queue::wake::Wake;
 
 impl Queue {
     fn permits(&self) -> u32 {
@@ -123,22 +124,23 @@ impl Queue {
         self.restart(s, p);
     }
 
-    /// `await_leases`: a session event, by `News::of`.
+    /// `await_leases`: a session event, by `Woke::of` (so `News::of`).
     pub(super) fn lease_news(&self, s: &mut World, p: usize) {
         let Doing::Lease { owner, .. } = s.procs[p].phase else {
             unreachable!()
         };
         let ev = super::client::session_event(s.procs[p].events.remove(0), owner);
-        match News::of(Ok(ev), i64::from(owner)) {
-            News::Wait => {}
-            News::Relist => {
+        match Woke::of(Wake::Session(Ok(ev)), Some(i64::from(owner)), "/s") {
+            Woke::Again => {}
+            Woke::List => {
                 s.procs[p].lease_watch = None;
                 if let Doing::Lease { waiting, .. } = &mut s.procs[p].phase {
                     *waiting = false;
                 }
             }
-            News::Restart => self.restart(s, p),
-            News::Closed => unreachable!("the model never closes a client"),
+            Woke::End(Next::Restart) => self.restart(s, p),
+            Woke::End(Next::Done(_)) => unreachable!("the model never closes a client"),
+            Woke::Watch(..) => unreachable!("a session event is no watch's"),
         }
     }
 }

@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 use super::check::{caught, holds, Model, Property, LIVENESS};
 use crate::client::{EventType, WatchedEvent};
 use crate::error::Error;
+use crate::queue::attempt::Woke;
 use crate::queue::single::{trouble, waited, whose, Whose};
 use crate::queue::wake::Wake;
 
@@ -307,7 +308,7 @@ impl Model for Single {
                     event_type: EventType::NodeDeleted,
                     path: String::new(),
                 };
-                let again = waited(Wake::Watch(0, Ok(ev)), "/u");
+                let again = waited(Woke::of(Wake::Watch(0, Ok(ev)), None, "/u"));
                 assert!(matches!(again, Ok(true)), "a deletion races again");
                 t.procs[p].phase = Doing::Race;
             }

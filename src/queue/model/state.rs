@@ -206,13 +206,13 @@ pub(crate) type MView = View<u8>;
 
 /// A waiter's data watches (the library's `Watches`), by sequence number: whether the
 /// connection delivered its event (a deletion) yet.
-pub(crate) type Recv = Watches<u8, Fired>;
+pub(crate) type Recv = Watches<u8, Flag>;
 
 /// One of a waiter's watches in the model: fired (a deletion delivered) or not.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub(crate) struct Fired(pub bool);
+pub(crate) struct Flag(pub bool);
 
-impl Slot for Fired {
+impl Slot for Flag {
     fn heard(&self) -> bool {
         self.0
     }

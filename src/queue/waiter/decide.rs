@@ -1,18 +1,17 @@
 //! The waiter's decisions without their I/O, shared with the model checker's model of the
 //! queue: what a listing says to our node ([`listed`], [`View::of`]), what the watches a
 //! waiter keeps say once armed and when one fires (the bookkeeping of [`Watches`], over any
-//! kind of watch: [`Slot`]), and the verdicts on them ([`after_arm`], [`on_watch`],
-//! [`heard`]). The waiter (`waiter.rs`) does the I/O around them; the model calls the same
+//! kind of watch: [`Slot`]), and the verdicts on them ([`after_arm`], [`on_watch`]; what
+//! a watch that fired says, [`Fired`], is the wake-up rule's, `attempt.rs`). The waiter (`waiter.rs`) does the I/O around them; the model calls the same
 //! functions on its own state.
 
-use crate::client::{EventType, WatchedEvent};
-use crate::error::{Error, Result};
-use crate::queue::attempt::Next;
+use crate::error::Result;
+use crate::queue::attempt::Fired;
 use crate::queue::names;
 use crate::queue::rules::Rule;
 
-/// The watches a waiter waits on, by their index in [`wake`](crate::queue::wake::wake)'s
-/// list.
+/// The watches a waiter waits on, by their index in its wait's list
+/// ([`WaitOn::watches`](crate::queue::wake::WaitOn::watches)).
 pub(in crate::queue) const BLOCKER: usize = 0;
 pub(in crate::queue) const NEXT: usize = 1;
 pub(in crate::queue) const OWN: usize = 2;
@@ -60,8 +59,6 @@ pub(in crate::queue) enum Then {
     Arm,
     /// Our own node is gone: start over.
     Vanished,
-    /// The attempt ends so.
-    End(Next),
     /// The node that would block us next went, and nothing else can: wait on, in the view
     /// [`View::nearer`] makes (our blocker's deletion lets us in), without listing again.
     Nearer,
@@ -91,52 +88,32 @@ pub(in crate::queue) fn after_arm<K>(
     Then::List
 }
 
-/// Step 5's verdict on an event `heard` on the watch at index `which` (`BLOCKER`, `NEXT`,
-/// `OWN`) of view `v`, with `own_heard` saying whether an event waits on our own node's.
+/// Step 5's verdict on what the watch at index `which` (`BLOCKER`, `NEXT`, `OWN`) of view
+/// `v` said when it fired (`fired`), with `own_heard` saying whether an event waits on our
+/// own node's.
 pub(in crate::queue) fn on_watch<K>(
-    heard: Heard,
+    fired: Fired,
     which: usize,
     v: &View<K>,
     own_heard: bool,
 ) -> Then {
-    match (heard, which) {
+    match (fired, which) {
         // Our blocker went. Unless our own node was deleted before it (that event
         // would have come first: one session's notifications come in order).
-        (Heard::Deleted, BLOCKER) if v.grant_when_gone && !own_heard => Then::Grant,
+        (Fired::Deleted, BLOCKER) if v.grant_when_gone && !own_heard => Then::Grant,
         // Our own node, deleted by someone else: we start over.
-        (Heard::Deleted, OWN) => Then::Vanished,
+        (Fired::Deleted, OWN) => Then::Vanished,
         // The node ahead of our blocker went, and the listing had nothing else that could
         // block us behind our blocker: whether it holds now or gave up, our blocker is the
         // last node ahead that can (nodes only join behind us), and a listing would tell
         // us only that.
-        (Heard::Deleted, NEXT) if v.next_is_last => Then::Nearer,
+        (Fired::Deleted, NEXT) if v.next_is_last => Then::Nearer,
         // Our blocker went, and someone else may be ahead; or the node ahead of our
         // blocker went: our blocker holds now, or the node gave up. Either way, list
         // again while our blocker is still there (its watch is kept), so that its
         // deletion finds us knowing whether we are next.
-        (Heard::Deleted, _) => Then::List,
-        (Heard::Changed, _) => Then::Arm,
-        (Heard::End(end), _) => Then::End(end),
-    }
-}
-
-/// What a waiter makes of an event on one of its watches.
-pub(in crate::queue) enum Heard {
-    /// The node was deleted.
-    Deleted,
-    /// The node is still there (its data changed: a revocation request, say); the watch
-    /// is spent, so it is armed again.
-    Changed,
-    /// The client was closed or the session lost: the attempt ends so.
-    End(Next),
-}
-
-pub(in crate::queue) fn heard(ev: Result<WatchedEvent, crossbeam_channel::RecvError>) -> Heard {
-    match ev.map(|e| e.event_type) {
-        Ok(EventType::NodeDeleted) => Heard::Deleted,
-        Ok(EventType::Closed) => Heard::End(Next::Done(Err(Error::Closed))),
-        Ok(EventType::SessionLost) => Heard::End(Next::Restart),
-        _ => Heard::Changed,
+        (Fired::Deleted, _) => Then::List,
+        (Fired::Changed, _) => Then::Arm,
     }
 }
 
@@ -359,13 +336,13 @@ impl<K: PartialEq + Clone, W: Slot> Watches<K, W> {
         )
     }
 
-    /// Step 5's verdict ([`on_watch`]) on the event `heard` on the watch at index `which`
-    /// of view `v`: that watch is spent (forgotten) first.
-    pub(in crate::queue) fn on_watch(&mut self, heard: Heard, which: usize, v: &View<K>) -> Then {
+    /// Step 5's verdict ([`on_watch`]) on what the watch at index `which` of view `v`
+    /// said (`fired`): that watch is spent (forgotten) first.
+    pub(in crate::queue) fn on_watch(&mut self, fired: Fired, which: usize, v: &View<K>) -> Then {
         if let Some(node) = v.watched(which, &self.own).cloned() {
             self.spent(&node);
         }
-        on_watch(heard, which, v, self.own_heard())
+        on_watch(fired, which, v, self.own_heard())
     }
 }
 
@@ -373,40 +350,6 @@ impl<K: PartialEq + Clone, W: Slot> Watches<K, W> {
 mod tests {
     use super::*;
     use crate::queue::names::tests::queue as q;
-
-    /// What `heard` makes of each event a waiter's watch can bring: only a deletion is a
-    /// deletion, a lost session starts over and a close ends the call; the rest (a data
-    /// change, a dropped watch) re-arms. Reading a lost session as a data change (M6 of
-    /// the mutation table) would re-arm a watch that never fires and wait for nothing.
-    #[test]
-    fn heard_tells_each_event_apart() {
-        let ev = |t| {
-            Ok(WatchedEvent {
-                event_type: t,
-                path: "/d/n".into(),
-            })
-        };
-        assert!(matches!(heard(ev(EventType::NodeDeleted)), Heard::Deleted));
-        assert!(matches!(
-            heard(ev(EventType::SessionLost)),
-            Heard::End(Next::Restart)
-        ));
-        assert!(matches!(
-            heard(ev(EventType::Closed)),
-            Heard::End(Next::Done(Err(Error::Closed)))
-        ));
-        for t in [
-            EventType::NodeDataChanged,
-            EventType::NodeCreated,
-            EventType::NodeChildrenChanged,
-        ] {
-            assert!(matches!(heard(ev(t)), Heard::Changed), "{t:?}");
-        }
-        assert!(matches!(
-            heard(Err(crossbeam_channel::RecvError)),
-            Heard::Changed
-        ));
-    }
 
     /// The blocker, whether its deletion lets `me` in, and the next node watched.
     fn view(rule: Rule, kinds: &str, me: usize) -> Option<(String, bool, Option<String>)> {
@@ -475,19 +418,19 @@ mod tests {
             next_is_last: true,
         };
         let mut w = watches(&[(1, true), (2, false), (9, false)]);
-        assert!(matches!(w.on_watch(Heard::Deleted, NEXT, &v), Then::Nearer));
+        assert!(matches!(w.on_watch(Fired::Deleted, NEXT, &v), Then::Nearer));
         assert!(w.get(&1).is_none(), "the next node's watch is spent");
         let near = v.nearer();
         assert_eq!(near, fast(2));
         // Then the blocker's deletion lets us in, unless our own node went first.
         let mut w = watches(&[(2, true), (9, false)]);
         assert!(matches!(
-            w.on_watch(Heard::Deleted, BLOCKER, &near),
+            w.on_watch(Fired::Deleted, BLOCKER, &near),
             Then::Grant
         ));
         let mut w = watches(&[(2, true), (9, true)]);
         assert!(matches!(
-            w.on_watch(Heard::Deleted, BLOCKER, &near),
+            w.on_watch(Fired::Deleted, BLOCKER, &near),
             Then::List
         ));
         // Not last: list again.
@@ -496,7 +439,7 @@ mod tests {
             ..v
         };
         let mut w = watches(&[(1, true), (2, false), (9, false)]);
-        assert!(matches!(w.on_watch(Heard::Deleted, NEXT, &v), Then::List));
+        assert!(matches!(w.on_watch(Fired::Deleted, NEXT, &v), Then::List));
     }
 
     /// A watch in these tests: whether a deletion came on it.
@@ -551,19 +494,19 @@ mod tests {
         let v = fast(1);
         let mut w = watches(&[(1, true), (9, false)]);
         assert!(matches!(
-            w.on_watch(Heard::Deleted, BLOCKER, &v),
+            w.on_watch(Fired::Deleted, BLOCKER, &v),
             Then::Grant
         ));
         // The blocker's watch is spent.
         assert!(w.get(&1).is_none());
         let mut w = watches(&[(1, true), (9, true)]);
         assert!(matches!(
-            w.on_watch(Heard::Deleted, BLOCKER, &v),
+            w.on_watch(Fired::Deleted, BLOCKER, &v),
             Then::List
         ));
         let mut w = watches(&[(9, true)]);
         assert!(matches!(
-            w.on_watch(Heard::Deleted, OWN, &v),
+            w.on_watch(Fired::Deleted, OWN, &v),
             Then::Vanished
         ));
     }

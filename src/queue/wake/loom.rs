@@ -6,7 +6,7 @@
 use crossbeam_channel::Receiver;
 use loom::thread;
 
-use super::{wake, Wake};
+use super::{wake, WaitOn, Wake};
 use crate::client::{Bell, EventType, Ringing, SessionEvent, WatchedEvent};
 
 fn event() -> WatchedEvent {
@@ -52,7 +52,11 @@ fn loom_a_watch_fired_from_another_thread_ends_the_wait() {
             wtx.send(event()).expect("the wait's receiver is there");
             wtx
         });
-        let woke = wake(&s.bell, &[&w0], None, &s.events, &s.cancel, None, None);
+        let woke = wake(WaitOn {
+            watches: &[&w0],
+            cancel: Some(&s.cancel),
+            ..WaitOn::new(&s.bell, &s.events)
+        });
         assert!(matches!(woke, Wake::Watch(0, Ok(_))), "told of the watch");
         drop(fire.join().expect("the watch's thread ends"));
     });
@@ -72,16 +76,55 @@ fn loom_a_cancel_or_a_sender_gone_ends_the_wait() {
             ctx.send(()).expect("the wait's receiver is there");
             ctx
         });
-        let woke = wake(&s.bell, &[&w0], None, &s.events, &cancel, None, None);
+        let woke = wake(WaitOn {
+            watches: &[&w0],
+            cancel: Some(&cancel),
+            ..WaitOn::new(&s.bell, &s.events)
+        });
         assert!(matches!(woke, Wake::Cancel), "told of the cancel");
         let ctx = canceller.join().expect("the canceller ends");
         let dropper = thread::spawn(move || drop(wtx));
-        let woke = wake(&s.bell, &[&w0], None, &s.events, &s.cancel, None, None);
+        let woke = wake(WaitOn {
+            watches: &[&w0],
+            cancel: Some(&s.cancel),
+            ..WaitOn::new(&s.bell, &s.events)
+        });
         assert!(
             matches!(woke, Wake::Watch(0, Err(_))),
             "told the watch's sender went"
         );
         dropper.join().expect("the dropper ends");
         drop(ctx);
+    });
+}
+
+/// A leader's wait (the candidate's: its term's loss and its resign channel, no cancel, no
+/// deadline): a resign from another thread ends it, and so does the loss rung there after;
+/// the wait says which.
+#[test]
+fn loom_a_resign_or_a_loss_ends_a_leaders_wait() {
+    loom::model(|| {
+        let s = sources();
+        let (rtx, resign) = crossbeam_channel::unbounded();
+        let rtx = Ringing::new(rtx, Some(s.bell.clone()));
+        let (ltx, lost) = crossbeam_channel::unbounded();
+        let ltx = Ringing::new(ltx, Some(s.bell.clone()));
+        let on = WaitOn {
+            lost: Some(&lost),
+            resign: Some(&resign),
+            ..WaitOn::new(&s.bell, &s.events)
+        };
+        let resigner = thread::spawn(move || {
+            rtx.send(()).expect("the wait's receiver is there");
+            rtx
+        });
+        assert!(matches!(wake(on), Wake::Resign), "told of the resign");
+        let rtx = resigner.join().expect("the resigner ends");
+        let loser = thread::spawn(move || {
+            ltx.send(()).expect("the wait's receiver is there");
+            ltx
+        });
+        assert!(matches!(wake(on), Wake::Lost), "told of the loss");
+        drop((loser.join().expect("the loser ends"), rtx));
     });
 }
