@@ -6,7 +6,7 @@
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
 use crate::lock::Holding;
-use crate::queue::{self, names, Canceller, Kind, Spec, Wait};
+use crate::queue::{self, names, Canceller, Kind, Place, Spec, Wait};
 
 /// Checks a recipe's path the way every recipe's constructor does ([`Mutex::new`],
 /// [`LeaderElection::new`], …), before anything is sent: a valid node path
@@ -74,10 +74,10 @@ impl Recipe {
         acl.check_identity(self.client.has_identity(), &self.path)
     }
 
-    /// What the queue needs to queue us, a recipe of `kind`, in `dir` (the recipe's path,
-    /// or a directory under it: a semaphore's `leases`).
-    pub(crate) fn spec<'a>(&'a self, kind: Kind, dir: &'a str) -> Spec<'a> {
-        Spec::new(kind, &self.path, dir, &self.data, &self.acl)
+    /// What the queue needs to queue us at `place` in `dir` (the recipe's path, or a
+    /// directory under it: a semaphore's `leases`).
+    pub(crate) fn spec<'a>(&'a self, place: Place<'a>, dir: &'a str) -> Spec<'a> {
+        Spec::new(place, &self.path, dir, &self.data, &self.acl)
     }
 
     /// Queues in the recipe's own directory and holds the node when its turn comes.
@@ -87,7 +87,7 @@ impl Recipe {
         wait: Wait,
         cancel: &Canceller,
     ) -> Result<Option<Holding>> {
-        let spec = self.spec(kind, &self.path);
+        let spec = self.spec(Place::Own(kind), &self.path);
         Ok(queue::acquire(&self.client, &spec, wait, cancel)?
             .map(|a| Holding::new(&self.client, a, kind)))
     }

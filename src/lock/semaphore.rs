@@ -10,7 +10,7 @@ use super::recipe::{recipe_options, Recipe};
 use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::queue::{self, names, Attempt, Canceller, Kind, Next, Participant, Rule, Wait};
+use crate::queue::{self, names, Attempt, Canceller, Next, Participant, Place, Rule, Wait};
 
 /// A counting semaphore: at most `permits` holders at once, shared with Apache Curator's
 /// `InterProcessSemaphoreV2` on the same path.
@@ -224,13 +224,14 @@ impl Semaphore {
     /// all in one acquire context.
     fn permit(&self, wait: Wait, canceller: &Canceller) -> Result<Option<Permit>> {
         let client = &self.base.client;
-        let spec = self
-            .base
-            .spec(Kind::Semaphore(self.permits), &self.leases)
-            .gated(&self.locks);
+        let behind = Place::Behind {
+            gate: &self.locks,
+            permits: self.permits,
+        };
+        let spec = self.base.spec(behind, &self.leases);
         let got = queue::acquire_after(client, &spec, wait, canceller, |cx| self.record(cx))?;
         Ok(got.map(|a| Permit {
-            holding: Holding::new(client, a, spec.kind),
+            holding: Holding::new(client, a, spec.place.kind()),
         }))
     }
 }

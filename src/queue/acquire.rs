@@ -36,7 +36,7 @@
 //! connection trouble alike (and the other loops' that wait on ZooKeeper: the single
 //! node's, the lease phase's, a leader's), goes through one [`wake`](super::wake::wake).
 
-use super::attempt::{Attempt, Next, Sources, Spec, Wait};
+use super::attempt::{Attempt, Next, Place, Spec, Wait};
 use super::cancel::Canceller;
 use super::enqueue::enqueue;
 use super::held::{Acquired, Participant};
@@ -48,8 +48,8 @@ use crate::client::Client;
 use crate::error::escape;
 use crate::error::{Error, Result};
 
-/// Acquires a place at the head of the queue per `spec.rule` (behind its gate, if it has
-/// one: see `lease.rs`). `Ok(None)`: not acquired within `wait` (nothing left behind).
+/// Acquires a place at the head of the queue by its place's rule (behind its gate, if it
+/// has one: see `lease.rs`). `Ok(None)`: not acquired within `wait` (nothing left behind).
 pub(crate) fn acquire(
     client: &Client,
     spec: &Spec<'_>,
@@ -69,8 +69,7 @@ pub(crate) fn acquire_after(
     canceller: &Canceller,
     first: impl FnOnce(&mut Attempt<'_>) -> std::result::Result<(), Next>,
 ) -> Result<Option<Acquired>> {
-    let sources = Sources::new(client, canceller);
-    let mut cx = Attempt::new(client, (spec.path, spec.kind), wait, &sources);
+    let mut cx = Attempt::new(client, (spec.path, spec.place.kind()), wait, canceller);
     if let Err(Next::Done(r)) = first(&mut cx) {
         return cx.end(r);
     }
@@ -89,18 +88,26 @@ pub(crate) fn acquire_after(
 }
 
 /// One attempt: our node (phase 1, [`enqueue`]), then our turn (phase 2, a [`Waiter`]);
-/// for a gated recipe, first the gate's queue the same way, then, holding the gate, our
-/// node and its count (the [`Lease`]).
+/// for a lease [`Behind`](Place::Behind) a gate, first the gate's queue the same way
+/// ([`Place::Gate`]), then, holding the gate, our lease and its count (the [`Lease`]).
 fn attempt<'a>(cx: &mut Attempt<'a>, spec: &Spec<'a>) -> Next {
-    let Some(gate) = spec.gate_queue() else {
+    let Place::Behind { gate, permits } = spec.place else {
         return queue_in(cx, spec);
     };
-    let gate = match queue_in(cx, &gate) {
+    let at_gate = Spec {
+        dir: gate,
+        place: Place::Gate {
+            then: spec.dir,
+            permits,
+        },
+        ..*spec
+    };
+    let gate = match queue_in(cx, &at_gate) {
         Next::Done(Ok(Some(node))) => Gate::new(cx.client, node),
         end => return end,
     };
     match enqueue(cx, spec) {
-        Ok(queued) => Lease::new(cx, spec, queued, gate).run(),
+        Ok(queued) => Lease::new(cx, spec, queued, gate).run(permits),
         Err(next) => next,
     }
 }

@@ -7,7 +7,8 @@
 //! its pause after trouble ([`Attempt::pause`]) and its wait ([`Attempt::woke`]). The two
 //! rules every loop applies are here, each decided once: what a request's error means
 //! ([`Verdict`]) and what a wake-up means ([`Woke`]). Here too the types the loops share:
-//! what a recipe asks for ([`Spec`]), how an attempt ends ([`Next`]), what a session event
+//! what a recipe asks for ([`Spec`], with its [`Place`]: which queue, from which its node
+//! names, its rule and whether a try may wait come), how an attempt ends ([`Next`]), what a session event
 //! means to a waiter ([`News`]).
 
 use std::sync::Arc;
@@ -27,28 +28,19 @@ use crate::client::{EventType, NodeAcl, SessionEvent, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::metrics::{Labels, Outcome};
 
-/// What a recipe asks the queue for: its [`Kind`] (from which its node names and its rule
-/// come), where it queues, and what its nodes carry. Every sequential recipe differs from
-/// the others only in this.
+/// What a recipe asks the queue for: where it queues and what its node is ([`Place`]: its
+/// [`Kind`], from which its node names and its rule come, or a semaphore's place at or
+/// behind its gate), and what its nodes carry. Every sequential recipe differs from the
+/// others only in this.
 #[derive(Clone, Copy)]
 pub(crate) struct Spec<'a> {
     /// The recipe's own path, the one its errors name (a semaphore queues in directories
     /// under its path; its caller knows only the path).
     pub path: &'a str,
-    pub kind: Kind,
     /// The directory our node queues in (a semaphore's: its `leases`).
     pub dir: &'a str,
-    /// The node-name marker (`lock-`, `__READ__`, …): the kind's, but for a gate's queue.
-    pub marker: &'static str,
-    /// Which node blocks ours: the kind's, but for a gate's queue.
-    pub rule: Rule,
-    /// The queue taken before `dir` and held while our node waits there: a semaphore's
-    /// internal lock (`locks`, Curator's layout); `None` for every other recipe. See
-    /// `lease.rs`.
-    pub gate: Option<&'a str>,
-    /// In a gate's own queue, the directory its head queues in next (a semaphore's
-    /// `leases`): a try blocked at the gate waits for it while a permit is free there.
-    pub then: Option<&'a str>,
+    /// Which queue `dir` is, and so what our node is named and waits for.
+    pub place: Place<'a>,
     /// Our node's data.
     pub data: &'a [u8],
     /// The ACL of every node this call creates: ours, the directory and its parents. One
@@ -56,10 +48,71 @@ pub(crate) struct Spec<'a> {
     pub acl: &'a NodeAcl,
 }
 
+/// Which queue a [`Spec`]'s directory is: a recipe's own, or one of a semaphore's two (the
+/// one gated recipe: `lease.rs`). A gate and the directory after it are only ever the
+/// semaphore's, so its variants carry its permit count, and no other kind has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place<'a> {
+    /// The recipe's own queue, by its kind's marker and rule (every recipe but the
+    /// semaphore).
+    Own(Kind),
+    /// A semaphore's lease: the queue in `gate` (its internal lock, `locks`, Curator's
+    /// layout) is taken first and held while our lease waits by count for one of
+    /// `permits`.
+    Behind { gate: &'a str, permits: u32 },
+    /// A gate's own queue, taken first by a lease [`Behind`](Place::Behind) it: an
+    /// exclusive lock (Curator's `InterProcessMutex` nodes) whose head goes on to queue in
+    /// `then`, the leases of a semaphore of `permits`.
+    Gate { then: &'a str, permits: u32 },
+}
+
+impl Place<'_> {
+    /// The recipe our node is for (the semaphore, at either of its places).
+    pub(crate) fn kind(self) -> Kind {
+        match self {
+            Place::Own(kind) => kind,
+            Place::Behind { permits, .. } | Place::Gate { permits, .. } => Kind::Semaphore(permits),
+        }
+    }
+
+    /// The marker of our node's name (`lock-`, `__READ__`, …): the kind's, but in a gate's
+    /// queue, Curator's lock nodes'.
+    pub(crate) fn marker(self) -> &'static str {
+        match self {
+            Place::Gate { .. } => names::LOCK,
+            _ => self.kind().marker(),
+        }
+    }
+
+    /// Which node blocks ours: the kind's, but in a gate's queue, the exclusive lock's.
+    pub(crate) fn rule(self) -> Rule {
+        match self {
+            Place::Gate { .. } => Rule::Exclusive,
+            _ => self.kind().rule(),
+        }
+    }
+
+    /// Whether a try blocked in this queue waits for its turn (up to its deadline: one
+    /// request timeout): only in a gate's queue, and only while a permit is free after it,
+    /// as the gate's holder is then taking it and lets go within a round trip or two; in
+    /// any other queue (or with no permit free) it says no at once.
+    pub(crate) fn try_waits(self, c: &Client) -> Result<bool> {
+        let Place::Gate { then, permits } = self else {
+            return Ok(false);
+        };
+        match c.get_children(then) {
+            Ok((names, _)) => Ok(names.len() < permits as usize),
+            Err(Error::NoNode { .. }) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 impl<'a> Spec<'a> {
-    /// A recipe of `kind` at `path` queueing in `dir`, its nodes carrying `data` with `acl`.
+    /// A recipe at `path` queueing in `dir` at `place`, its nodes carrying `data` with
+    /// `acl`.
     pub(crate) fn new(
-        kind: Kind,
+        place: Place<'a>,
         path: &'a str,
         dir: &'a str,
         data: &'a [u8],
@@ -67,36 +120,11 @@ impl<'a> Spec<'a> {
     ) -> Spec<'a> {
         Spec {
             path,
-            kind,
             dir,
-            marker: kind.marker(),
-            rule: kind.rule(),
-            gate: None,
-            then: None,
+            place,
             data,
             acl,
         }
-    }
-
-    /// With a gate: the queue in `gate` is taken first (a semaphore's internal lock).
-    pub(crate) fn gated(self, gate: &'a str) -> Spec<'a> {
-        Spec {
-            gate: Some(gate),
-            ..self
-        }
-    }
-
-    /// The gate's own queue: an exclusive lock (Curator's `InterProcessMutex` nodes) in the
-    /// gate's directory, whose head goes on to `self.dir`.
-    pub(crate) fn gate_queue(&self) -> Option<Spec<'a>> {
-        Some(Spec {
-            dir: self.gate?,
-            marker: names::LOCK,
-            rule: Rule::Exclusive,
-            gate: None,
-            then: Some(self.dir),
-            ..*self
-        })
     }
 }
 
@@ -249,10 +277,9 @@ pub(crate) struct Attempt<'a> {
     pub wait: Wait,
     /// When the call gives up (`Wait::deadline`, taken when the context is made).
     pub deadline: Option<Instant>,
-    cancel: &'a CancelWait,
-    events: &'a Receiver<SessionEvent>,
-    /// What the cancel, the session's events and the call's watches ring ([`wake`]).
-    bell: &'a Bell,
+    /// The cancel registration, the session's events and the bell they and the call's
+    /// watches ring ([`wake`]).
+    sources: Sources,
     /// The pauses after connection trouble; each loop starts it afresh. Made at the first
     /// pause: its seed is a random number (a system call), which a call that meets no
     /// trouble, nearly every one, never needs.
@@ -270,21 +297,21 @@ pub(crate) struct Attempt<'a> {
 }
 
 impl<'a> Attempt<'a> {
-    /// The context of an acquire of recipe `kind` at `path`.
+    /// The context of an acquire of recipe `kind` at `path` (a queue's: its
+    /// [`Spec::path`] and its [`Place::kind`]), registered with `canceller` and the client's
+    /// session events until it is dropped.
     pub(crate) fn new(
         client: &'a Client,
         (path, kind): (&'a str, Kind),
         wait: Wait,
-        sources: &'a Sources,
+        canceller: &Canceller,
     ) -> Attempt<'a> {
         Attempt {
             client,
             path,
             wait,
             deadline: wait.deadline(client),
-            cancel: &sources.cancel,
-            events: &sources.events.rx,
-            bell: &sources.bell,
+            sources: Sources::new(client, canceller),
             backoff: None,
             labels: Arc::new(Labels::new(
                 client.meter(),
@@ -306,7 +333,7 @@ impl<'a> Attempt<'a> {
         }
         self.ahead = None;
         self.heard = None;
-        self.cancel.tell(QueueEvent::Queued {
+        self.sources.cancel.tell(QueueEvent::Queued {
             node: node.to_string(),
         });
     }
@@ -315,7 +342,7 @@ impl<'a> Attempt<'a> {
     pub(crate) fn position(&mut self, node: &str, ahead: usize) {
         if self.ahead != Some(ahead) {
             self.ahead = Some(ahead);
-            self.cancel.tell(QueueEvent::Position {
+            self.sources.cancel.tell(QueueEvent::Position {
                 node: node.to_string(),
                 ahead,
             });
@@ -373,7 +400,7 @@ impl<'a> Attempt<'a> {
     /// The checks of [`checked`](Attempt::checked) without the deadline's.
     pub(crate) fn live(&self, owner: Option<i64>) -> std::result::Result<(), Next> {
         // The state, not the channel: a pause may have taken the cancel's message.
-        if self.cancel.is_cancelled() {
+        if self.sources.cancel.is_cancelled() {
             return Err(self.cancelled());
         }
         match owner {
@@ -448,17 +475,22 @@ impl<'a> Attempt<'a> {
     /// The bell of the call's waits: a watch they wait on is armed in a pipeline given it
     /// ([`Pipeline::ring`](crate::client::Pipeline::ring)).
     pub(crate) fn bell(&self) -> &Bell {
-        self.bell
+        &self.sources.bell
     }
 
     /// [`wake`] on `watches`, the session's events, a cancel, the deadline and `tick`.
     fn wake(&self, watches: &[&Receiver<WatchedEvent>], tick: Option<Instant>) -> Wake {
+        let Sources {
+            bell,
+            cancel,
+            events,
+        } = &self.sources;
         wake(WaitOn {
             watches,
-            cancel: Some(&self.cancel.rx),
+            cancel: Some(&cancel.rx),
             deadline: self.deadline,
             tick,
-            ..WaitOn::new(self.bell, self.events)
+            ..WaitOn::new(bell, &events.rx)
         })
     }
 }
@@ -488,16 +520,16 @@ fn retry_backoff() -> Backoff {
     Backoff::new(Duration::from_millis(50), Duration::from_secs(1))
 }
 
-/// What an acquire call's waits listen to besides their watches, made once per call: its
-/// cancel registration, the session's events, and the bell both ring.
-pub(crate) struct Sources {
+/// What an acquire call's waits listen to besides their watches, made once per call with
+/// its [`Attempt`]: its cancel registration, the session's events, and the bell both ring.
+struct Sources {
     bell: Bell,
     cancel: CancelWait,
     events: SessionEvents,
 }
 
 impl Sources {
-    pub(crate) fn new(client: &Client, canceller: &Canceller) -> Sources {
+    fn new(client: &Client, canceller: &Canceller) -> Sources {
         let bell = Bell::default();
         Sources {
             cancel: canceller.register(&bell),
@@ -565,10 +597,41 @@ impl News {
 
 #[cfg(test)]
 mod tests {
-    use super::{Fired, News, Next, Verdict, Woke};
+    use super::{Fired, News, Next, Place, Verdict, Woke};
     use crate::client::{EventType, LossReason, SessionEvent, WatchedEvent};
     use crate::error::Error;
+    use crate::queue::kind::Kind;
+    use crate::queue::names;
+    use crate::queue::rules::Rule;
     use crate::queue::wake::Wake;
+
+    /// A place's kind, marker and rule: its kind's in a recipe's own queue and behind a
+    /// gate; at the gate, still the semaphore (its labels), but Curator's lock nodes and
+    /// the exclusive rule.
+    #[test]
+    fn a_place_gives_its_kind_marker_and_rule() {
+        let own = Place::Own(Kind::Read);
+        assert_eq!(
+            (own.kind(), own.marker(), own.rule()),
+            (Kind::Read, names::READ, Rule::Read)
+        );
+        let behind = Place::Behind {
+            gate: "/s/locks",
+            permits: 3,
+        };
+        assert_eq!(
+            (behind.kind(), behind.marker(), behind.rule()),
+            (Kind::Semaphore(3), names::LEASE, Rule::Semaphore(3))
+        );
+        let gate = Place::Gate {
+            then: "/s/leases",
+            permits: 3,
+        };
+        assert_eq!(
+            (gate.kind(), gate.marker(), gate.rule()),
+            (Kind::Semaphore(3), names::LOCK, Rule::Exclusive)
+        );
+    }
 
     fn watch(t: EventType) -> Wake {
         Wake::Watch(

@@ -108,7 +108,7 @@ pub(crate) fn enqueue<'a, 's: 'a>(
         node: None,
         maybe_created: false,
     };
-    let prefix = names::node_prefix(spec.dir, &at.uuid, spec.marker);
+    let prefix = names::node_prefix(spec.dir, &at.uuid, spec.place.marker());
     cx.reset_backoff();
     let mut listing: Option<Names> = None;
     let guard = spec.acl.keeps_others_out();

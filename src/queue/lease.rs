@@ -19,7 +19,6 @@ use crossbeam_channel::Receiver;
 use super::attempt::{Attempt, Fired, Next, Spec, Wait, Woke};
 use super::enqueue::{OwnNode, Queued};
 use super::held::Acquired;
-use super::kind::Kind;
 use super::names;
 use super::rules::{lease_count, Count};
 use crate::client::{Check, Client, Names, Pending, WatchedEvent};
@@ -45,21 +44,6 @@ impl Drop for Gate {
     fn drop(&mut self) {
         self.client
             .delete_unwaited(&self.node.path, Check::None, self.node.owner);
-    }
-}
-
-/// Whether a try blocked in a gate's queue (`gate`: that queue's spec) waits for its turn
-/// (up to its deadline: one request timeout): only while a permit is free, as the gate's
-/// holder is then taking it and lets go within a round trip or two; else (or for any
-/// other queue) it says no at once.
-pub(super) fn try_waits(c: &Client, gate: &Spec<'_>) -> crate::error::Result<bool> {
-    let (Some(leases), Kind::Semaphore(permits)) = (gate.then, gate.kind) else {
-        return Ok(false);
-    };
-    match c.get_children(leases) {
-        Ok((names, _)) => Ok(names.len() < permits as usize),
-        Err(Error::NoNode { .. }) => Ok(true),
-        Err(e) => Err(e),
     }
 }
 
@@ -103,14 +87,8 @@ impl<'a, 's> Lease<'a, 's> {
         }
     }
 
-    /// Counts the leases until ours is a permit, or the attempt ends.
-    pub(super) fn run(mut self) -> Next {
-        let Kind::Semaphore(permits) = self.spec.kind else {
-            return Next::Done(Err(Error::InvalidArgument {
-                name: "kind",
-                reason: "only a semaphore waits by count behind a gate".into(),
-            }));
-        };
+    /// Counts the leases until ours is one of the `permits`, or the attempt ends.
+    pub(super) fn run(mut self, permits: u32) -> Next {
         let Some(node) = self.at.node.clone() else {
             return Next::Restart;
         };

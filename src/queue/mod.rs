@@ -1,6 +1,6 @@
 //! The ordered queue of contenders: one algorithm under every sequential recipe. A recipe
-//! gives its [`Kind`] (from which its node names and blocker rule come), its directory,
-//! and for the semaphore a gate; the rest is here.
+//! gives its directory and its place there (its [`Kind`], from which its node names and
+//! blocker rule come, or for the semaphore's lease its gate and permits); the rest is here.
 
 mod acquire;
 mod attempt;
@@ -20,7 +20,7 @@ mod waiter;
 mod wake;
 
 pub(crate) use acquire::{acquire, acquire_after, participants};
-pub(crate) use attempt::{Attempt, Next, SessionEvents, Spec, Wait};
+pub(crate) use attempt::{Attempt, Next, Place, SessionEvents, Spec, Wait};
 pub use cancel::{Canceller, QueueEvent};
 pub(crate) use create::create_dir;
 pub use held::Participant;

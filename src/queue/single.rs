@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use super::attempt::{Attempt, Fired, Next, Sources, Verdict, Wait, Woke};
+use super::attempt::{Attempt, Fired, Next, Verdict, Wait, Woke};
 use super::cancel::Canceller;
 use super::create::{Create, Failed};
 use super::held::Acquired;
@@ -29,8 +29,7 @@ pub(crate) fn acquire(
     wait: Wait,
     canceller: &Canceller,
 ) -> Result<Option<Acquired>> {
-    let sources = Sources::new(client, canceller);
-    let mut cx = Attempt::new(client, (path, kind), wait, &sources);
+    let mut cx = Attempt::new(client, (path, kind), wait, canceller);
     let r = race(&mut cx, client, path, data, acl);
     cx.end(r)
 }

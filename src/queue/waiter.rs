@@ -13,7 +13,6 @@ use decide::{listed, Listed, Slot, Then, View, Watches, BLOCKER};
 use super::attempt::{Attempt, Fired, Next, Spec, Wait, Woke};
 use super::enqueue::{OwnNode, Queued};
 use super::held::{Acquired, Seen};
-use super::lease;
 use super::names;
 use crate::client::{Bell, Client, Names};
 use crate::client::{EventType, WatchedEvent};
@@ -129,7 +128,12 @@ impl<'a, 's> Waiter<'a, 's> {
                 Err(e) => return self.failed(e),
             },
         };
-        match listed(self.spec.dir, self.spec.rule, names.iter(), &self.me) {
+        match listed(
+            self.spec.dir,
+            self.spec.place.rule(),
+            names.iter(),
+            &self.me,
+        ) {
             Err(e) => Step::End(Next::Done(Err(e))),
             Ok(Listed::Vanished) => self.vanished(),
             Ok(Listed::Holds(ahead)) => {
@@ -140,7 +144,7 @@ impl<'a, 's> Waiter<'a, 's> {
                 self.ahead = ahead;
                 self.cx.position(&self.node.path, ahead);
                 match self.cx.wait {
-                    Wait::Try => match lease::try_waits(c, self.spec) {
+                    Wait::Try => match self.spec.place.try_waits(c) {
                         Ok(true) => Step::Arm(v),
                         Ok(false) => Step::End(Next::Done(Ok(None))),
                         Err(e) => self.failed(e),

@@ -121,7 +121,7 @@ impl Node {
     /// The node's name, as the recipe names it.
     pub(crate) fn name(&self, recipe: Modelled) -> String {
         // The kind's marker; a semaphore's internal lock is the gate's queue
-        // (`Spec::gate_queue`: Curator's lock nodes).
+        // (`Place::Gate`: Curator's lock nodes).
         let marker = match (self.dir, recipe) {
             (Dir::Queue, Modelled::Semaphore(_)) => names::LOCK,
             _ => recipe.kind(self.read).marker(),
