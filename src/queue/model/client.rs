@@ -22,12 +22,11 @@ fn seq_of(path: &str) -> u8 {
 }
 
 impl Queue {
-    /// The rule process `p` queues by.
+    /// The rule process `p` queues by (a `Waiter` waits only in `Dir::Queue`: a
+    /// semaphore's lease counts).
     pub(super) fn rule(&self, p: usize) -> Rule {
-        match self.config.recipe {
-            Modelled::RwLock if self.config.procs[p].read => Rule::Read,
-            _ => Rule::Exclusive,
-        }
+        let read = self.config.procs[p].read;
+        self.config.recipe.place(Dir::Queue, read).rule()
     }
 
     fn read(&self, p: usize, dir: Dir) -> bool {

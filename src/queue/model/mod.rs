@@ -92,6 +92,7 @@ use check::Model;
 pub(crate) use state::{Config, Dir, Faults, Modelled, ProcSpec, Seeded};
 use state::{Doing, WStep, World};
 
+use crate::queue::attempt::Place;
 use crate::queue::kind::Kind;
 use crate::queue::rules::Rule;
 use crate::queue::waiter::decide::{BLOCKER, NEXT, OWN};
@@ -106,16 +107,29 @@ impl Modelled {
         matches!(self, Modelled::Semaphore(_))
     }
 
-    /// The library's `Kind` of a process of this recipe (a reader's or a writer's side of
-    /// an `RwLock`): its markers and rules come from there.
-    pub(crate) fn kind(self, read: bool) -> Kind {
-        match self {
+    /// The library's `Place` of a node of this recipe in `dir` (a reader's or a writer's
+    /// side of an `RwLock`): its marker and rule come from there, as the recipe's do (a
+    /// semaphore's internal lock is its gate, `Place::Gate`; its leases are behind it).
+    pub(crate) fn place(self, dir: Dir, read: bool) -> Place<'static> {
+        let kind = match self {
             Modelled::Mutex => Kind::Mutex,
             Modelled::Election => Kind::Election,
             Modelled::RwLock if read => Kind::Read,
             Modelled::RwLock => Kind::Write,
-            Modelled::Semaphore(n) => Kind::Semaphore(n),
-        }
+            Modelled::Semaphore(permits) => {
+                return match dir {
+                    Dir::Queue => Place::Gate {
+                        then: Dir::Leases.path(),
+                        permits,
+                    },
+                    Dir::Leases => Place::Behind {
+                        gate: Dir::Queue.path(),
+                        permits,
+                    },
+                }
+            }
+        };
+        Place::Own(kind)
     }
 }
 
@@ -281,12 +295,12 @@ impl Queue {
         let names: Vec<String> = listing.iter().map(|n| n.name(self.config.recipe)).collect();
         let q = crate::queue::names::order(dir.path(), names)
             .expect("the model names its nodes as the recipes do");
-        // The rule of the recipe's `participants`: its kind's on the leases, the gate's
-        // (exclusive) on a semaphore's internal lock, the whole queue's for an `RwLock`.
-        let rule = match (self.config.recipe, dir) {
-            (Modelled::RwLock, _) => Rule::ReadWrite,
-            (Modelled::Semaphore(_), Dir::Queue) => Rule::Exclusive,
-            (recipe, _) => recipe.kind(false).rule(),
+        // The rule of the recipe's `participants`: its place's (the kind's on the leases,
+        // the gate's, exclusive, on a semaphore's internal lock), the whole queue's for an
+        // `RwLock`.
+        let rule = match self.config.recipe {
+            Modelled::RwLock => Rule::ReadWrite,
+            recipe => recipe.place(dir, false).rule(),
         };
         let me = s.node(seq).map(|n| n.name(self.config.recipe));
         let i = q

@@ -4,7 +4,8 @@
 use crate::queue::names;
 use crate::queue::waiter::decide::{Slot, View, Watches};
 
-/// Which recipe the processes run (its library `Kind` by [`Modelled::kind`]). The model's
+/// Which recipe the processes run (its library `Place` in each directory by
+/// [`Modelled::place`]). The model's
 /// names are its own: `Modelled`, `Held` (a guard's core), `Doing` (a process's phase) and
 /// `World` (the whole state), never the library's `Recipe`, `Guard`, `Phase` or `State`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,10 +123,7 @@ impl Node {
     pub(crate) fn name(&self, recipe: Modelled) -> String {
         // The kind's marker; a semaphore's internal lock is the gate's queue
         // (`Place::Gate`: Curator's lock nodes).
-        let marker = match (self.dir, recipe) {
-            (Dir::Queue, Modelled::Semaphore(_)) => names::LOCK,
-            _ => recipe.kind(self.read).marker(),
-        };
+        let marker = recipe.place(self.dir, self.read).marker();
         let prefix = names::node_prefix(
             self.dir.path(),
             &format!("p{}a{}", self.proc, self.uuid),
