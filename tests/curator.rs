@@ -24,7 +24,7 @@ use common::{
 };
 use crossbeam_channel::{Receiver, Sender};
 use peer::{
-    curator_hold, curator_loop, slot_dir, zk_loop, zk_mutex, Kind, Peer, ZkRun, JAVA_QUIET,
+    curator_hold, curator_loop, slot_dir, zk_loop, zk_mutex, Mark, Peer, ZkRun, JAVA_QUIET,
 };
 use zkguard::{Client, Error, LeaderChange, LeaderElection, Mutex, NodeAcl, RwLock, Semaphore};
 
@@ -81,10 +81,10 @@ fn the_marker_check_sees_the_overlap_when_curator_and_zkguard_lock_different_pat
 
 fn zk_rw(dir: &Path, path: &str, write: bool, rounds: usize) -> ZkRun {
     let path = path.to_string();
-    let kind = if write { Kind::Writer } else { Kind::Reader };
+    let mark = if write { Mark::Writer } else { Mark::Reader };
     zk_loop(
         dir,
-        kind,
+        mark,
         rounds,
         None,
         move |c| RwLock::new(c, &path),
@@ -318,7 +318,7 @@ fn curator_latches_and_zkguard_candidates_handing_over_never_lead_together() {
         let path = path.clone();
         zk_loop(
             &dir,
-            Kind::Slots(1),
+            Mark::Slots(1),
             10,
             None,
             move |c| LeaderElection::new(c, &path, "zk-1"),
@@ -379,7 +379,7 @@ fn zk_semaphore(dir: &Path, path: &str, gate: Option<Receiver<()>>) -> ZkRun {
     let path = path.to_string();
     zk_loop(
         dir,
-        Kind::Slots(PERMITS),
+        Mark::Slots(PERMITS),
         SEM_ROUNDS,
         gate,
         move |c| Semaphore::new(c, &path, PERMITS),

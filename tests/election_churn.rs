@@ -105,17 +105,22 @@ fn the_churn_referee_catches_overlaps_and_malformed_streams() {
 // ---------------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
+enum Ending {
     Resign,
     Close,
     Kill,
     Partition,
 }
 
-/// The kinds in round order. A partition round waits out a session timeout; a kill round
+/// The endings in round order. A partition round waits out a session timeout; a kill round
 /// restarts the killed server in the background (joined before the next kill, so a
 /// quorum always stands).
-const PATTERN: [Kind; 4] = [Kind::Resign, Kind::Kill, Kind::Close, Kind::Partition];
+const PATTERN: [Ending; 4] = [
+    Ending::Resign,
+    Ending::Kill,
+    Ending::Close,
+    Ending::Partition,
+];
 const CHURN_ROUNDS: usize = 100;
 
 /// One candidate of the churn test: its own proxy (so it alone can be cut off), client
@@ -237,7 +242,7 @@ impl Churn {
 
 #[derive(Debug)]
 struct Round {
-    kind: Kind,
+    ending: Ending,
     took: Duration,
     old: (usize, u64),
     new: (usize, u64),
@@ -284,19 +289,19 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
     let mut kept_in_kills = 0;
     let churn_began = Instant::now();
     for n in 0..CHURN_ROUNDS {
-        let kind = PATTERN[n % PATTERN.len()];
-        let what = format!("round {n} ({kind:?})");
+        let ending = PATTERN[n % PATTERN.len()];
+        let what = format!("round {n} ({ending:?})");
         let old = (churn.slots[li].id, token);
         let mark = churn.mark(old.0);
         let started = Instant::now();
-        let (ni, ntoken) = match kind {
-            Kind::Resign => {
+        let (ni, ntoken) = match ending {
+            Ending::Resign => {
                 if let Err(e) = churn.slots[li].cand.resign() {
                     panic!("{what}: the leader was not leading when asked to resign: {e}");
                 }
                 churn.settled(Some(old.0), &what)
             }
-            Kind::Close => {
+            Ending::Close => {
                 if let Err(e) = churn.slots[li].client.close().into_result() {
                     log::info!("{what}: close: {e}");
                 }
@@ -315,7 +320,7 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
                     .unwrap_or_default();
                 (at, found.1)
             }
-            Kind::Kill => {
+            Ending::Kill => {
                 if let Some(h) = restarting.take() {
                     h.join().unwrap().unwrap();
                 }
@@ -346,7 +351,7 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
                 }
                 found
             }
-            Kind::Partition => {
+            Ending::Partition => {
                 churn.slots[li].proxy.blackhole();
                 let found = churn.settled(Some(old.0), &what);
                 churn.slots[li].proxy.heal();
@@ -359,17 +364,17 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
         let said =
             |done: fn(&[Option<LeaderEvent>]) -> bool| churn.events_since(old.0, mark, &what, done);
         use LeaderEvent::{Lost, Rejoined, Resigned, Restored, Suspended};
-        match kind {
-            Kind::Resign => {
+        match ending {
+            Ending::Resign => {
                 said(|e| e.first() == Some(&Some(Resigned)));
             }
-            Kind::Close => {
+            Ending::Close => {
                 said(|e| e == [Some(Lost), None]);
             }
-            Kind::Partition => {
+            Ending::Partition => {
                 said(|e| e.starts_with(&[Some(Suspended), Some(Lost), Some(Rejoined)]));
             }
-            Kind::Kill if new.0 == old.0 => {
+            Ending::Kill if new.0 == old.0 => {
                 // Suspended (again if a reconnect dropped before the proof), then Restored.
                 let evs = said(|e| e.contains(&Some(Restored)) || e.contains(&Some(Lost)));
                 let restored = evs.iter().position(|e| *e == Some(Restored));
@@ -379,7 +384,7 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
                     "{what}: the leader kept its term but said {evs:?}"
                 );
             }
-            Kind::Kill => {
+            Ending::Kill => {
                 said(|e| e.contains(&Some(Lost)));
             }
         }
@@ -392,7 +397,7 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
         let gaps = (new.0 != old.0)
             .then(|| {
                 let handover = || referee.lock().handover(old.0, new.0);
-                if kind != Kind::Kill {
+                if ending != Ending::Kill {
                     wait_until(WITHIN, &format!("{what}: the handover in the log"), || {
                         handover().is_some()
                     });
@@ -401,7 +406,7 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
             })
             .flatten();
         rounds.push(Round {
-            kind,
+            ending,
             took: started.elapsed(),
             old,
             new,
@@ -444,8 +449,13 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
     // The report.
     let r = referee.lock();
     let mut summary = String::new();
-    for kind in [Kind::Resign, Kind::Close, Kind::Kill, Kind::Partition] {
-        let of: Vec<&Round> = rounds.iter().filter(|x| x.kind == kind).collect();
+    for ending in [
+        Ending::Resign,
+        Ending::Close,
+        Ending::Kill,
+        Ending::Partition,
+    ] {
+        let of: Vec<&Round> = rounds.iter().filter(|x| x.ending == ending).collect();
         let mut took: Vec<Duration> = of.iter().map(|x| x.took).collect();
         took.sort();
         let mut valid_gaps: Vec<Duration> = of.iter().filter_map(|x| x.gaps.map(|g| g.0)).collect();
@@ -454,7 +464,7 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
         end_gaps.sort();
         let mid = |v: &[Duration]| v.get(v.len() / 2).copied().unwrap_or_default();
         summary.push_str(&format!(
-            "\n  {kind:?}: {} rounds, median {:?} (max {:?}); leader changes {}; \
+            "\n  {ending:?}: {} rounds, median {:?} (max {:?}); leader changes {}; \
              invalid->elected min {:?} median {:?}; ended->elected min {:?} median {:?}",
             of.len(),
             mid(&took),
@@ -498,7 +508,7 @@ fn exactly_one_valid_leader_at_any_instant_under_churn() {
     assert!(
         rounds
             .iter()
-            .filter(|x| x.kind != Kind::Kill)
+            .filter(|x| x.ending != Ending::Kill)
             .all(|x| x.gaps.is_some()),
         "a handover missing from the log: {rounds:?}"
     );

@@ -533,7 +533,7 @@ pub(crate) fn w4_guard(
 // --- background style ------------------------------------------------------------------
 
 /// An event of a background-style candidate, stamped when its listener received it.
-pub(crate) struct Heard {
+pub(crate) struct Stamped {
     pub(crate) who: usize,
     pub(crate) ev: LeaderEvent,
     pub(crate) at: Instant,
@@ -555,7 +555,7 @@ pub(crate) fn w4_candidates(
 ) -> Res<()> {
     let path = format!("{}/w4-candidate", ctx.dir);
     let observer = LeaderElection::new(&ctx.client, &path, "observer")?;
-    let (heard_tx, heard_rx) = crossbeam_channel::unbounded::<Heard>();
+    let (heard_tx, heard_rx) = crossbeam_channel::unbounded::<Stamped>();
     let mut slots: Vec<CandSlot> = Vec::new();
     let mut next_who = 0;
     let mut add = |slots: &mut Vec<CandSlot>| -> Res<()> {
@@ -575,7 +575,7 @@ pub(crate) fn w4_candidates(
         let listener = spawn(format!("bench-w4-c{who}"), move || -> Res<()> {
             for ev in events.iter() {
                 let at = Instant::now();
-                let _ = tx.send(Heard { who, ev, at });
+                let _ = tx.send(Stamped { who, ev, at });
             }
             Ok(())
         });
@@ -728,7 +728,7 @@ pub(crate) fn w4_candidates(
 
 /// Takes in one event of a background-style candidate: true for `Elected`. A `Lost` is
 /// counted (only closed candidates lose); anything but these and `Resigned` is an error.
-pub(crate) fn w4_heard(h: &Heard, run: &mut W4Run) -> Res<bool> {
+pub(crate) fn w4_heard(h: &Stamped, run: &mut W4Run) -> Res<bool> {
     match &h.ev {
         LeaderEvent::Elected { .. } => Ok(true),
         LeaderEvent::Resigned => Ok(false),

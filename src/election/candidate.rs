@@ -20,7 +20,7 @@ use crate::backoff::Backoff;
 use crate::client::{Bell, Ringing, SessionSink};
 use crate::client::{Op, OpResult, SessionEvent, SessionState};
 use crate::error::{Error, Result};
-use crate::lock::Holding;
+use crate::lock::holding::Holding;
 use crate::queue::{self, SessionEvents, Wait, WaitOn, Wake};
 
 pub use self::leader_term::LeaderTerm;

@@ -2,7 +2,9 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::{lock_api, recipe_options, Holding, Lock, Recipe, Sealed};
+use crate::lock::api::{lock_api, Lock, Sealed};
+use crate::lock::holding::Holding;
+use crate::lock::recipe::{recipe_options, Recipe};
 use crate::queue::{self, names, Canceller, Kind, Participant, Rule, Wait};
 
 use super::candidate::Candidate;
@@ -257,17 +259,6 @@ impl Lock for LeaderElection {
         Ok(self
             .elect(wait, cancel)?
             .map(|holding| Leadership::new(holding, &self.base.path)))
-    }
-
-    /// The election's path.
-    fn path(&self) -> &str {
-        &self.base.path
-    }
-
-    /// A handle that cancels this election's blocked `lead` calls from another thread.
-    /// (A [`Candidate`] has its own; dropping it is how it leaves.)
-    fn canceller(&self) -> Canceller {
-        self.base.canceller.clone()
     }
 
     fn participants(&self) -> Result<Vec<Participant>> {

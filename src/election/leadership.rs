@@ -1,8 +1,8 @@
 //! The guard of the guard style: proof of leadership, resigned on drop.
 
 use crate::error::{Error, Result};
-use crate::lock::Holding;
-use crate::lock::{guard_api, Guard, OneNode};
+use crate::lock::api::{guard_api, Guard};
+use crate::lock::holding::{Holding, OneNode};
 
 use super::hand_over::{hand_over, Successor, Term};
 

@@ -6,53 +6,23 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
+use super::holding::Core;
+use super::recipe::Named;
 use crate::error::{Error, Result};
-use crate::queue::{Canceller, Participant};
+use crate::queue::{Canceller, Participant, Wait};
 
-pub(crate) use sealed::{Core, Part, Sealed, Wait};
+pub(crate) use sealed::{Part, Sealed};
 
 /// The sealed pattern: public items in a private module, so nobody outside the crate can
-/// implement the traits or name what their hidden methods take.
+/// implement the traits or name what their hidden methods take (the same holds for
+/// [`Core`], in `holding.rs`, and [`Named`], in `recipe.rs`: public in private modules).
 mod sealed {
-    use crossbeam_channel::Sender;
-
-    use crate::client::{Op, OpResult};
-    use crate::error::Result;
-    use crate::lock::Holding;
-
     /// Implemented by the crate's locks and guards only.
     pub trait Sealed {}
-
-    /// How long an acquire may wait (crate-internal; named only by the hidden method).
-    #[doc(hidden)]
-    pub type Wait = crate::queue::Wait;
 
     /// One lock of a [`MultiLock`](crate::MultiLock), held: its guard, boxed.
     #[doc(hidden)]
     pub type Part = Box<dyn super::Guard + Send + Sync>;
-
-    /// The node (or nodes) a guard holds; every [`Guard`](super::Guard) method reads it.
-    #[doc(hidden)]
-    pub trait Core {
-        fn is_valid(&self) -> bool;
-        /// Known lost for good (not merely disconnected): someone else may hold it now.
-        fn is_gone(&self) -> bool;
-        /// `tx` gets `()` once the lock is lost (once per node).
-        fn notify_lost(&self, tx: &Sender<()>);
-        /// `tx` gets `()` once a holder is asked to let go (once per node).
-        fn notify_revoked(&self, tx: &Sender<()>);
-        fn token(&self) -> u64;
-        fn path(&self) -> &str;
-        fn confirm(&self) -> Result<()>;
-        /// Lets go and reports how it went; dropping the guard afterwards does nothing more.
-        fn release(&self) -> Result<()>;
-        /// The nodes held, each of which a fenced write checks.
-        fn holdings(&self) -> Vec<&Holding>;
-        /// `ops` in one transaction with a check of every node held.
-        fn fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
-            crate::lock::fenced(&self.holdings(), ops)
-        }
-    }
 }
 
 /// A lock of this crate: [`Mutex`](crate::Mutex), [`ReentrantMutex`](crate::ReentrantMutex),
@@ -88,7 +58,7 @@ mod sealed {
 /// exclusively(&zkguard::Semaphore::new(&client, "/semaphores/c", 2)?, |_| {})?;
 /// # Ok(()) }
 /// ```
-pub trait Lock: Sealed {
+pub trait Lock: Sealed + Named {
     /// What an acquire returns: proof that the lock is held, released on drop.
     type Guard: Guard;
 
@@ -98,10 +68,16 @@ pub trait Lock: Sealed {
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Self::Guard>>;
 
     /// The lock's path (a [`MultiLock`](crate::MultiLock)'s: its paths, joined by commas).
-    fn path(&self) -> &str;
+    fn path(&self) -> &str {
+        self.named_path()
+    }
 
-    /// A handle that cancels this lock's blocked acquires from another thread.
-    fn canceller(&self) -> Canceller;
+    /// A handle that cancels this lock's blocked acquires from another thread (a
+    /// [`LeaderElection`](crate::LeaderElection)'s: its blocked `lead` calls; a
+    /// [`Candidate`](crate::Candidate) has its own, and dropping it is how it leaves).
+    fn canceller(&self) -> Canceller {
+        self.named_canceller().clone()
+    }
 
     /// Who holds the lock and who waits for it, read from ZooKeeper now: each contender's
     /// node name, its node's data (by default its host and process id; an election's: the
@@ -476,16 +452,16 @@ macro_rules! lock_api {
         $acquire:ident, $try_acquire:ident, $acquire_timeout:ident) => {
         impl $lock {
             #[doc = concat!("Blocks until ", $what, " is held; see [`Lock::acquire`](crate::Lock::acquire).")]
-            pub fn $acquire(&self) -> $crate::Result<$guard> {
-                $crate::Lock::acquire(&(*self)$(.$view)?)
+            pub fn $acquire(&self) -> $crate::error::Result<$guard> {
+                $crate::lock::api::Lock::acquire(&(*self)$(.$view)?)
             }
 
             #[doc = concat!(
                 "Takes ", $what, " if it is free and nobody waits for it, never waiting for it; ",
                 "see [`Lock::try_acquire`](crate::Lock::try_acquire)."
             )]
-            pub fn $try_acquire(&self) -> $crate::Result<Option<$guard>> {
-                $crate::Lock::try_acquire(&(*self)$(.$view)?)
+            pub fn $try_acquire(&self) -> $crate::error::Result<Option<$guard>> {
+                $crate::lock::api::Lock::try_acquire(&(*self)$(.$view)?)
             }
 
             #[doc = concat!(
@@ -495,8 +471,8 @@ macro_rules! lock_api {
             pub fn $acquire_timeout(
                 &self,
                 timeout: std::time::Duration,
-            ) -> $crate::Result<Option<$guard>> {
-                $crate::Lock::acquire_timeout(&(*self)$(.$view)?, timeout)
+            ) -> $crate::error::Result<Option<$guard>> {
+                $crate::lock::api::Lock::acquire_timeout(&(*self)$(.$view)?, timeout)
             }
         }
     };
@@ -504,25 +480,25 @@ macro_rules! lock_api {
         impl $lock {
             /// The lock's path.
             pub fn path(&self) -> &str {
-                $crate::Lock::path(&(*self)$(.$view)?)
+                $crate::lock::api::Lock::path(&(*self)$(.$view)?)
             }
 
             /// A handle that cancels this lock's blocked acquires from another thread.
-            pub fn canceller(&self) -> $crate::Canceller {
-                $crate::Lock::canceller(&(*self)$(.$view)?)
+            pub fn canceller(&self) -> $crate::queue::Canceller {
+                $crate::lock::api::Lock::canceller(&(*self)$(.$view)?)
             }
 
             /// Where this lock's waiting acquires stand in its queue: when each one's node
             /// is made, and its place in line as it moves (see [`QueueEvent`](crate::QueueEvent);
             /// the same as [`Canceller::queue_events`](crate::Canceller::queue_events)).
             #[must_use = "the receiver is the only way to hear the events"]
-            pub fn queue_events(&self) -> crossbeam_channel::Receiver<$crate::QueueEvent> {
+            pub fn queue_events(&self) -> crossbeam_channel::Receiver<$crate::queue::QueueEvent> {
                 self.canceller().queue_events()
             }
 
             $(#[$participants])+
-            pub fn participants(&self) -> $crate::Result<Vec<$crate::Participant>> {
-                $crate::Lock::participants(&(*self)$(.$view)?)
+            pub fn participants(&self) -> $crate::error::Result<Vec<$crate::queue::Participant>> {
+                $crate::lock::api::Lock::participants(&(*self)$(.$view)?)
             }
         }
 
@@ -542,13 +518,13 @@ pub(crate) use lock_api;
 /// gives it the same methods as inherent ones (one-line delegations) and its `Debug`.
 macro_rules! guard_api {
     ($guard:ident) => {
-        $crate::lock::guard_api!($guard, holding);
+        $crate::lock::api::guard_api!($guard, holding);
     };
     ($guard:ident, $field:ident) => {
-        impl $crate::lock::Sealed for $guard {}
+        impl $crate::lock::api::Sealed for $guard {}
 
-        impl $crate::Guard for $guard {
-            fn core(&self) -> &dyn $crate::lock::Core {
+        impl $crate::lock::api::Guard for $guard {
+            fn core(&self) -> &dyn $crate::lock::holding::Core {
                 &self.$field
             }
         }
@@ -557,32 +533,32 @@ macro_rules! guard_api {
             /// Whether the lock is held right now, as far as this process can know without
             /// asking ZooKeeper; see [`Guard::is_valid`](crate::Guard::is_valid).
             pub fn is_valid(&self) -> bool {
-                $crate::Guard::is_valid(self)
+                $crate::lock::api::Guard::is_valid(self)
             }
 
             /// A receiver that gets `()` once the lock is lost; see
             /// [`Guard::lost`](crate::Guard::lost).
             #[must_use = "the receiver is the only way to hear the signal"]
             pub fn lost(&self) -> crossbeam_channel::Receiver<()> {
-                $crate::Guard::lost(self)
+                $crate::lock::api::Guard::lost(self)
             }
 
             /// The fencing token, larger for every later holder; see
             /// [`Guard::token`](crate::Guard::token).
             pub fn token(&self) -> u64 {
-                $crate::Guard::token(self)
+                $crate::lock::api::Guard::token(self)
             }
 
             /// The full path of the node held; see [`Guard::path`](crate::Guard::path).
             pub fn path(&self) -> &str {
-                $crate::Guard::path(self)
+                $crate::lock::api::Guard::path(self)
             }
 
             /// A receiver that gets `()` when someone asks this holder to let go; see
             /// [`Guard::revocation`](crate::Guard::revocation).
             #[must_use = "the receiver is the only way to hear the signal"]
             pub fn revocation(&self) -> crossbeam_channel::Receiver<()> {
-                $crate::Guard::revocation(self)
+                $crate::lock::api::Guard::revocation(self)
             }
 
             /// Proves with ZooKeeper's quorum that the lock is still ours at this instant;
@@ -593,8 +569,8 @@ macro_rules! guard_api {
             /// [`Error::LockLost`](crate::Error::LockLost) if it is not (for a leadership,
             /// [`Error::NotLeader`](crate::Error::NotLeader)); a connection error or timeout
             /// if ZooKeeper cannot be asked.
-            pub fn confirm(&self) -> $crate::Result<()> {
-                $crate::Guard::confirm(self)
+            pub fn confirm(&self) -> $crate::error::Result<()> {
+                $crate::lock::api::Guard::confirm(self)
             }
 
             /// Releases and reports how the delete went; see
@@ -608,8 +584,8 @@ macro_rules! guard_api {
             /// After a loss this is an error even if `lost()` fired before (it answers
             /// whether the lock was held until the release); drop the guard instead when
             /// the loss was handled already.
-            pub fn release(self) -> $crate::Result<()> {
-                $crate::Guard::release(self)
+            pub fn release(self) -> $crate::error::Result<()> {
+                $crate::lock::api::Guard::release(self)
             }
 
             /// Applies `ops` only while the lock is held: one `multi` behind a check of
@@ -624,15 +600,15 @@ macro_rules! guard_api {
             /// failed; the others of [`Guard::fenced_multi`](crate::Guard::fenced_multi).
             pub fn fenced_multi(
                 &self,
-                ops: &[$crate::Op],
-            ) -> $crate::Result<Vec<$crate::OpResult>> {
-                $crate::Guard::fenced_multi(self, ops)
+                ops: &[$crate::client::Op],
+            ) -> $crate::error::Result<Vec<$crate::client::OpResult>> {
+                $crate::lock::api::Guard::fenced_multi(self, ops)
             }
         }
 
         impl std::fmt::Debug for $guard {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                let core = $crate::Guard::core(self);
+                let core = $crate::lock::api::Guard::core(self);
                 f.debug_struct(stringify!($guard))
                     .field("path", &core.path())
                     .field("token", &core.token())

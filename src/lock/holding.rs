@@ -1,6 +1,7 @@
-//! The core of every guard, beside the lock traits that wrap it (locks and elections
-//! build it from the node the queue acquired): the node it holds, its validity, the lost
-//! and revocation signals, and the delete on release.
+//! The core of every guard, which the lock traits wrap: the [`Core`] trait every
+//! [`Guard`](crate::Guard) method reads, and the [`Holding`] that implements it (locks and
+//! elections build it from the node the queue acquired): the node it holds, its validity,
+//! the lost and revocation signals, and the delete on release.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-use super::{Core, REVOKE_MESSAGE};
+use super::revoke::REVOKE_MESSAGE;
 use crate::client::{Bell, Check, Client, Hex, Ringing, SessionSink, WatchSink};
 use crate::client::{EventType, Op, OpResult, SessionEvent, SessionState, Stat, WatchedEvent};
 use crate::error::{Error, Result};
@@ -498,6 +499,31 @@ pub(crate) fn fenced(nodes: &[&Holding], ops: &[Op]) -> Result<Vec<OpResult>> {
     }
 }
 
+/// The node (or nodes) a guard holds; every [`Guard`](crate::Guard) method reads it.
+/// Public in a private module, as `api.rs`'s `Sealed` is: `Guard::core` (hidden) returns it,
+/// and nobody outside the crate can name it.
+#[doc(hidden)]
+pub trait Core {
+    fn is_valid(&self) -> bool;
+    /// Known lost for good (not merely disconnected): someone else may hold it now.
+    fn is_gone(&self) -> bool;
+    /// `tx` gets `()` once the lock is lost (once per node).
+    fn notify_lost(&self, tx: &Sender<()>);
+    /// `tx` gets `()` once a holder is asked to let go (once per node).
+    fn notify_revoked(&self, tx: &Sender<()>);
+    fn token(&self) -> u64;
+    fn path(&self) -> &str;
+    fn confirm(&self) -> Result<()>;
+    /// Lets go and reports how it went; dropping the guard afterwards does nothing more.
+    fn release(&self) -> Result<()>;
+    /// The nodes held, each of which a fenced write checks.
+    fn holdings(&self) -> Vec<&Holding>;
+    /// `ops` in one transaction with a check of every node held.
+    fn fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+        fenced(&self.holdings(), ops)
+    }
+}
+
 /// A guard core that is one node underneath: every [`Core`] method is the node's, written
 /// once here for the three such cores (the node itself, a reentrant lock's level, an
 /// election's term); each says only how it lets go and what the node's errors read as.
@@ -543,7 +569,7 @@ impl<T: OneNode> Core for T {
     fn holdings(&self) -> Vec<&Holding> {
         vec![self.node()]
     }
-    fn fenced(&self, ops: &[crate::client::Op]) -> Result<Vec<crate::client::OpResult>> {
+    fn fenced(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
         fenced(&[self.node()], ops).map_err(|e| self.rename(e))
     }
 }

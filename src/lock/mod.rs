@@ -1,26 +1,26 @@
-//! The lock recipes, one file per lock type with its guard.
+//! The lock recipes, one file per lock type with its guard. This file only declares and
+//! re-exports (the public types, for the crate root); everything is defined in the files
+//! below, and the recipes (and `election/`) import from those files, never through here.
+//! `api`, `holding` and `recipe` are visible to the crate: `election/` uses them, and so do
+//! their macros wherever they expand.
 
-mod api;
-mod holding;
+pub(crate) mod api;
+pub(crate) mod holding;
 mod multi;
 mod mutex;
-mod recipe;
+pub(crate) mod recipe;
 mod reentrant;
 mod revoke;
 mod rwlock;
 mod semaphore;
 mod unfair;
 
-pub(crate) use api::{boxed, guard_api, lock_api, Core, Part, Sealed};
 pub use api::{BoxedGuard, DynLock, ExclusiveLock, Guard, Lock};
-pub(crate) use holding::{fenced, Holding, OneNode};
 pub use multi::{MultiLock, MultiLockGuard};
 pub use mutex::{Mutex, MutexGuard};
 pub use recipe::validate_recipe_path;
-pub(crate) use recipe::{recipe_options, Based, Recipe};
 pub use reentrant::{ReentrantMutex, ReentrantMutexGuard};
 pub use revoke::revoke;
-pub(crate) use revoke::REVOKE_MESSAGE;
 pub use rwlock::{ReadGuard, ReadLock, RwLock, WriteGuard, WriteLock};
 pub use semaphore::{Permit, Semaphore};
 pub use unfair::{UnfairMutex, UnfairMutexGuard};

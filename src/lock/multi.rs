@@ -6,7 +6,10 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
-use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, Part, Sealed};
+use super::api::{guard_api, lock_api, ExclusiveLock, Guard, Lock, Part, Sealed};
+use super::holding::{Core, Holding};
+use super::mutex::Mutex;
+use super::recipe::Named;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{Canceller, Participant, Wait};
@@ -143,6 +146,18 @@ impl MultiLock {
 
 impl Sealed for MultiLock {}
 
+/// Its [`Lock::path`]: the paths joined by commas; its [`Lock::canceller`]: its own, which
+/// cancels a blocked acquire from another thread, whatever lock it is waiting for.
+impl Named for MultiLock {
+    fn named_path(&self) -> &str {
+        &self.joined
+    }
+
+    fn named_canceller(&self) -> &Canceller {
+        &self.canceller
+    }
+}
+
 impl Lock for MultiLock {
     type Guard = MultiLockGuard;
 
@@ -182,15 +197,6 @@ impl Lock for MultiLock {
                 _not_send: PhantomData,
             }));
         }
-    }
-
-    fn path(&self) -> &str {
-        &self.joined
-    }
-
-    /// Cancels a blocked acquire from another thread, whatever lock it is waiting for.
-    fn canceller(&self) -> Canceller {
-        self.canceller.clone()
     }
 
     /// Each lock's, one after the other, in the order of [`paths`](MultiLock::paths).
@@ -321,7 +327,7 @@ impl Core for Parts {
     fn path(&self) -> &str {
         &self.joined
     }
-    fn holdings(&self) -> Vec<&crate::lock::Holding> {
+    fn holdings(&self) -> Vec<&Holding> {
         self.list.iter().flat_map(|g| g.core().holdings()).collect()
     }
     /// The first lock that is not held, or the first error.

@@ -1,8 +1,8 @@
 //! The fair exclusive lock and its guard.
 
+use super::api::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
+use super::holding::Holding;
 use super::recipe::{recipe_options, Recipe};
-use super::Holding;
-use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
 use crate::error::Result;
 use crate::queue::{self, Canceller, Kind, Participant, Rule, Wait};
@@ -80,14 +80,6 @@ impl Lock for Mutex {
         Ok(self
             .node(Kind::Mutex, wait, cancel)?
             .map(|holding| MutexGuard { holding }))
-    }
-
-    fn path(&self) -> &str {
-        &self.base.path
-    }
-
-    fn canceller(&self) -> Canceller {
-        self.base.canceller.clone()
     }
 
     fn participants(&self) -> Result<Vec<Participant>> {

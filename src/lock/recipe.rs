@@ -1,11 +1,12 @@
 //! What every recipe is made of, written once: the [`Recipe`] base (client, path, the data
 //! its nodes carry, their ACL, the canceller), the two ways a recipe takes its node (the
-//! queue, the single node), and `recipe_options!`, which gives each recipe the same
-//! `with_acl` (and `with_data`) with one text.
+//! queue, the single node), the lock's path and canceller read from the base ([`Named`]),
+//! and `recipe_options!`, which gives each recipe the same `with_acl` (and `with_data`)
+//! with one text.
 
+use super::holding::Holding;
 use crate::client::{Client, NodeAcl};
 use crate::error::Result;
-use crate::lock::Holding;
 use crate::queue::{self, names, Canceller, Kind, Place, Spec, Wait};
 
 /// Checks a recipe's path the way every recipe's constructor does ([`Mutex::new`],
@@ -113,12 +114,34 @@ impl Recipe {
     }
 }
 
-/// A recipe's base, for the option setters `recipe_options!` writes.
+/// A recipe's base, for the option setters `recipe_options!` writes and for [`Named`].
 pub(crate) trait Based {
-    /// The base (the one an ACL is checked against).
+    /// The base (the one an ACL is checked against, whose path and canceller the lock's are).
     fn base(&self) -> &Recipe;
     /// Applies `f` to every base the recipe keeps (an `RwLock` keeps one per side).
     fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe));
+}
+
+/// What a [`Lock`](crate::Lock)'s provided `path` and `canceller` read: a recipe's base's
+/// (every [`Based`] type, written once below), a [`MultiLock`](crate::MultiLock)'s its own.
+/// Public in a private module (the sealed pattern of `api.rs`): a bound of `Lock` that
+/// nobody outside the crate can name or implement.
+#[doc(hidden)]
+pub trait Named {
+    /// The lock's path.
+    fn named_path(&self) -> &str;
+    /// The canceller of the lock's blocked acquires.
+    fn named_canceller(&self) -> &Canceller;
+}
+
+impl<T: Based> Named for T {
+    fn named_path(&self) -> &str {
+        &self.base().path
+    }
+
+    fn named_canceller(&self) -> &Canceller {
+        &self.base().canceller
+    }
 }
 
 /// Gives `$recipe` its option setters with one text for every recipe: `with_acl` (the ACL of
@@ -127,19 +150,21 @@ pub(crate) trait Based {
 ///
 /// `recipe_options!(Mutex { base }, …)` also implements [`Based`] for a recipe whose one base
 /// is the field `base`; a recipe with another shape implements it itself.
+/// `recipe_options!(ReadLock { side })` implements [`Based`] alone, for a lock with no
+/// setters of its own (an `RwLock`'s side: the `RwLock` has them).
 macro_rules! recipe_options {
-    ($recipe:ident { $field:ident }, $($rest:tt)*) => {
-        impl $crate::lock::Based for $recipe {
-            fn base(&self) -> &$crate::lock::Recipe {
+    ($recipe:ident { $field:ident } $(, $($rest:tt)*)?) => {
+        impl $crate::lock::recipe::Based for $recipe {
+            fn base(&self) -> &$crate::lock::recipe::Recipe {
                 &self.$field
             }
 
-            fn each_base(&mut self, f: &mut dyn FnMut(&mut $crate::lock::Recipe)) {
+            fn each_base(&mut self, f: &mut dyn FnMut(&mut $crate::lock::recipe::Recipe)) {
                 f(&mut self.$field);
             }
         }
 
-        $crate::lock::recipe_options!($recipe, $($rest)*);
+        $($crate::lock::recipe::recipe_options!($recipe, $($rest)*);)?
     };
     ($recipe:ident, $what:literal, $nodes:literal, $example:literal $(, data: $data:literal)?) => {
         impl $recipe {
@@ -163,9 +188,9 @@ macro_rules! recipe_options {
                 "# Ok(()) }\n",
                 "```"
             )]
-            pub fn with_acl(mut self, acl: $crate::NodeAcl) -> $crate::Result<$recipe> {
-                $crate::lock::Based::base(&self).check_acl(&acl)?;
-                $crate::lock::Based::each_base(&mut self, &mut |b| b.acl = acl.clone());
+            pub fn with_acl(mut self, acl: $crate::client::NodeAcl) -> $crate::error::Result<$recipe> {
+                $crate::lock::recipe::Based::base(&self).check_acl(&acl)?;
+                $crate::lock::recipe::Based::each_base(&mut self, &mut |b| b.acl = acl.clone());
                 Ok(self)
             }
 
@@ -177,7 +202,7 @@ macro_rules! recipe_options {
                 #[must_use = "with_data returns the changed recipe; the original is consumed"]
                 pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> $recipe {
                     let data = data.into();
-                    $crate::lock::Based::each_base(&mut self, &mut |b| b.data.clone_from(&data));
+                    $crate::lock::recipe::Based::each_base(&mut self, &mut |b| b.data.clone_from(&data));
                     self
                 }
             )?

@@ -8,9 +8,10 @@ use std::thread::ThreadId;
 
 use parking_lot::Mutex as PlMutex;
 
+use super::api::{guard_api, lock_api, ExclusiveLock, Guard, Lock, Part, Sealed};
+use super::holding::{Core, Holding, OneNode};
+use super::mutex::Mutex;
 use super::recipe::{recipe_options, Based, Recipe};
-use super::Holding;
-use super::{guard_api, lock_api, Core, ExclusiveLock, Guard, Lock, Mutex, OneNode, Part, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{Canceller, Kind, Participant, Wait};
@@ -130,14 +131,6 @@ impl Lock for ReentrantMutex {
             level,
             _not_send: PhantomData,
         }))
-    }
-
-    fn path(&self) -> &str {
-        Lock::path(&self.inner)
-    }
-
-    fn canceller(&self) -> Canceller {
-        Lock::canceller(&self.inner)
     }
 
     fn participants(&self) -> Result<Vec<Participant>> {

@@ -1,8 +1,8 @@
 //! The read/write lock and its two guards.
 
+use super::api::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
+use super::holding::Holding;
 use super::recipe::{recipe_options, Based, Recipe};
-use super::Holding;
-use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
 use crate::error::Result;
 use crate::queue::{self, Canceller, Kind, Participant, Rule, Wait};
@@ -119,6 +119,9 @@ macro_rules! side {
     ($lock:ident => $guard:ident, $read:literal) => {
         impl Sealed for $lock {}
 
+        // Its one base, the side (the `RwLock`'s setters reach it): its path and canceller.
+        recipe_options!($lock { side });
+
         impl Lock for $lock {
             type Guard = $guard;
 
@@ -128,14 +131,6 @@ macro_rules! side {
                     .side
                     .queue(kind, wait, cancel)?
                     .map(|holding| $guard { holding }))
-            }
-
-            fn path(&self) -> &str {
-                &self.side.path
-            }
-
-            fn canceller(&self) -> Canceller {
-                self.side.canceller.clone()
             }
 
             fn participants(&self) -> Result<Vec<Participant>> {

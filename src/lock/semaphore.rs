@@ -6,8 +6,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::api::{guard_api, lock_api, Lock, Sealed};
+use super::holding::Holding;
 use super::recipe::{recipe_options, Recipe};
-use super::{guard_api, lock_api, Holding, Lock, Sealed};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{self, names, Attempt, Canceller, Next, Participant, Place, Rule, Wait};
@@ -252,14 +253,6 @@ impl Lock for Semaphore {
 
     fn hold(&self, wait: Wait, cancel: &Canceller) -> Result<Option<Permit>> {
         self.permit(wait, cancel)
-    }
-
-    fn path(&self) -> &str {
-        &self.base.path
-    }
-
-    fn canceller(&self) -> Canceller {
-        self.base.canceller.clone()
     }
 
     fn participants(&self) -> Result<Vec<Participant>> {

@@ -1,8 +1,8 @@
 //! The unfair single-node lock and its guard.
 
+use super::api::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
+use super::holding::Holding;
 use super::recipe::{recipe_options, Recipe};
-use super::Holding;
-use super::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use crate::client::Client;
 use crate::error::Result;
 use crate::queue::{self, names, Canceller, Kind, Participant, Wait};
@@ -85,14 +85,6 @@ impl Lock for UnfairMutex {
     }
 
     /// The lock node's path.
-    fn path(&self) -> &str {
-        &self.base.path
-    }
-
-    fn canceller(&self) -> Canceller {
-        self.base.canceller.clone()
-    }
-
     /// The [`holder`](UnfairMutex::holder) alone, if any: an unfair lock has no queue.
     fn participants(&self) -> Result<Vec<Participant>> {
         Ok(self.holder()?.into_iter().collect())

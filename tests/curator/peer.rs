@@ -240,7 +240,7 @@ impl Drop for Peer {
 
 /// What a holder marks in the shared directory.
 #[derive(Clone, Copy, Debug)]
-pub enum Kind {
+pub enum Mark {
     /// One of `slot-0..slot-(n-1)`, created exclusively: an exclusive lock or leadership
     /// (`n` = 1), or a semaphore permit. A violation if all are taken.
     Slots(u32),
@@ -250,12 +250,12 @@ pub enum Kind {
     Writer,
 }
 
-impl Kind {
-    /// A marker of this kind in `dir` (the Java peer picks its kind from its recipe).
+impl Mark {
+    /// A marker making this mark in `dir` (the Java peer picks its mark from its recipe).
     pub fn marker(self, dir: &Path) -> Marker {
         Marker {
             dir: dir.to_path_buf(),
-            kind: self,
+            mark: self,
             violations: Vec::new(),
         }
     }
@@ -263,22 +263,22 @@ impl Kind {
 
 pub struct Marker {
     pub dir: PathBuf,
-    pub kind: Kind,
+    pub mark: Mark,
     pub violations: Vec<String>,
 }
 
 impl Marker {
     /// Takes a slot: the file to delete before releasing, or none (a violation).
     pub fn take(&mut self) -> Option<PathBuf> {
-        match self.kind {
-            Kind::Slots(n) => {
+        match self.mark {
+            Mark::Slots(n) => {
                 let slot = (0..n).find_map(|i| self.create_new(&format!("slot-{i}")));
                 if slot.is_none() {
                     self.violations.push(format!("all {n} slots taken"));
                 }
                 slot
             }
-            Kind::Writer => {
+            Mark::Writer => {
                 let Some(w) = self.create_new("w") else {
                     self.violations.push("w exists".into());
                     return None;
@@ -294,7 +294,7 @@ impl Marker {
                 }
                 Some(w)
             }
-            Kind::Reader => {
+            Mark::Reader => {
                 let r = self.create_new(&format!("r-rust-{}", uuid::Uuid::new_v4().simple()));
                 if self.dir.join("w").exists() {
                     self.violations.push("w exists with a reader".into());
@@ -358,18 +358,18 @@ impl ZkRun {
 }
 
 /// Runs `rounds` rounds on a new client: acquire with `acquire` (the guard is dropped to
-/// release), take a marker slot of `kind` in `dir`, hold, free it. After the first acquire
+/// release), take a marker slot of `mark` in `dir`, hold, free it. After the first acquire
 /// it waits for `gate` to close, holding, if there is one.
 pub fn zk_loop<L, G>(
     dir: &Path,
-    kind: Kind,
+    mark: Mark,
     rounds: usize,
     gate: Option<Receiver<()>>,
     make: impl FnOnce(&Client) -> zkguard::Result<L> + Send + 'static,
     acquire: impl Fn(&L) -> zkguard::Result<G> + Send + 'static,
 ) -> ZkRun {
     let (tx, acquired) = crossbeam_channel::unbounded();
-    let mut marker = kind.marker(dir);
+    let mut marker = mark.marker(dir);
     let done = spawn(move || {
         let client = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
         let lock = make(&client).map_err(|e| format!("new lock: {e:?}"))?;
@@ -397,7 +397,7 @@ pub fn zk_mutex(dir: &Path, path: &str, rounds: usize) -> ZkRun {
     let path = path.to_string();
     zk_loop(
         dir,
-        Kind::Slots(1),
+        Mark::Slots(1),
         rounds,
         None,
         move |c| Mutex::new(c, &path),

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::client::{Op, OpResult};
 use crate::error::Result;
-use crate::lock::{fenced, Holding};
+use crate::lock::holding::{fenced, Holding};
 
 use super::super::leadership::not_leader;
 

@@ -53,7 +53,7 @@ use crossbeam_channel::Sender;
 use crate::client::SessionEvent;
 use crate::client::SessionSink;
 use crate::error::Error;
-use crate::lock::Holding;
+use crate::lock::holding::Holding;
 
 use super::{LeaderEvent, Shared};
 
