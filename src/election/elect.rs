@@ -4,7 +4,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::lock::api::{lock_api, Lock, Sealed};
 use crate::lock::holding::Holding;
-use crate::lock::recipe::{recipe_options, Recipe};
+use crate::lock::recipe::{recipe_options, Base};
 use crate::queue::{self, names, Canceller, Kind, Participant, Rule, Wait};
 
 use super::candidate::Candidate;
@@ -61,7 +61,7 @@ const MAX_ID: usize = 512 * 1024;
 #[derive(Clone)]
 pub struct LeaderElection {
     /// The base; its data is the participant id.
-    base: Recipe,
+    base: Base,
     fair: bool,
 }
 
@@ -101,7 +101,7 @@ impl LeaderElection {
                 ),
             });
         }
-        let mut base = Recipe::new(client, path)?;
+        let mut base = Base::new(client, path)?;
         base.data = id.into_bytes();
         Ok(LeaderElection { base, fair })
     }

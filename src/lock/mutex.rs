@@ -2,7 +2,7 @@
 
 use super::api::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use super::holding::Holding;
-use super::recipe::{recipe_options, Recipe};
+use super::recipe::{recipe_options, Base};
 use crate::client::Client;
 use crate::error::Result;
 use crate::queue::{self, Canceller, Kind, Participant, Rule, Wait};
@@ -35,7 +35,7 @@ use crate::queue::{self, Canceller, Kind, Participant, Rule, Wait};
 /// ```
 #[derive(Clone)]
 pub struct Mutex {
-    base: Recipe,
+    base: Base,
 }
 
 impl Mutex {
@@ -48,7 +48,7 @@ impl Mutex {
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<Mutex> {
         Ok(Mutex {
-            base: Recipe::new(client, path)?,
+            base: Base::new(client, path)?,
         })
     }
 

@@ -1,4 +1,4 @@
-//! What every recipe is made of, written once: the [`Recipe`] base (client, path, the data
+//! What every recipe is made of, written once: the recipe base, [`Base`] (client, path, the data
 //! its nodes carry, their ACL, the canceller), the two ways a recipe takes its node (the
 //! queue, the single node), the lock's path and canceller read from the base ([`Named`]),
 //! and `recipe_options!`, which gives each recipe the same `with_acl` (and `with_data`)
@@ -40,7 +40,7 @@ pub fn validate_recipe_path(path: &str) -> Result<()> {
 /// [`LeaderElection`](crate::LeaderElection) (a [`ReentrantMutex`](crate::ReentrantMutex)
 /// through its `Mutex`).
 #[derive(Clone)]
-pub(crate) struct Recipe {
+pub(crate) struct Base {
     pub(crate) client: Client,
     /// The recipe's path: its directory, or its node (unfair recipes).
     pub(crate) path: String,
@@ -52,16 +52,16 @@ pub(crate) struct Recipe {
     pub(crate) canceller: Canceller,
 }
 
-impl Recipe {
+impl Base {
     /// A recipe at `path` with the client's node ACL and the default data (host name and
     /// process id). Nothing is sent.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming a bad path.
-    pub(crate) fn new(client: &Client, path: &str) -> Result<Recipe> {
+    pub(crate) fn new(client: &Client, path: &str) -> Result<Base> {
         validate_recipe_path(path)?;
-        Ok(Recipe {
+        Ok(Base {
             client: client.clone(),
             path: path.to_string(),
             data: names::default_data(),
@@ -117,9 +117,9 @@ impl Recipe {
 /// A recipe's base, for the option setters `recipe_options!` writes and for [`Named`].
 pub(crate) trait Based {
     /// The base (the one an ACL is checked against, whose path and canceller the lock's are).
-    fn base(&self) -> &Recipe;
+    fn base(&self) -> &Base;
     /// Applies `f` to every base the recipe keeps (an `RwLock` keeps one per side).
-    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe));
+    fn each_base(&mut self, f: &mut dyn FnMut(&mut Base));
 }
 
 /// What a [`Lock`](crate::Lock)'s provided `path` and `canceller` read: a recipe's base's
@@ -155,11 +155,11 @@ impl<T: Based> Named for T {
 macro_rules! recipe_options {
     ($recipe:ident { $field:ident } $(, $($rest:tt)*)?) => {
         impl $crate::lock::recipe::Based for $recipe {
-            fn base(&self) -> &$crate::lock::recipe::Recipe {
+            fn base(&self) -> &$crate::lock::recipe::Base {
                 &self.$field
             }
 
-            fn each_base(&mut self, f: &mut dyn FnMut(&mut $crate::lock::recipe::Recipe)) {
+            fn each_base(&mut self, f: &mut dyn FnMut(&mut $crate::lock::recipe::Base)) {
                 f(&mut self.$field);
             }
         }

@@ -11,7 +11,7 @@ use parking_lot::Mutex as PlMutex;
 use super::api::{guard_api, lock_api, ExclusiveLock, Guard, Lock, Part, Sealed};
 use super::holding::{Core, Holding, OneNode};
 use super::mutex::Mutex;
-use super::recipe::{recipe_options, Based, Recipe};
+use super::recipe::{recipe_options, Base, Based};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{Canceller, Kind, Participant, Wait};
@@ -103,11 +103,11 @@ impl ReentrantMutex {
 }
 
 impl Based for ReentrantMutex {
-    fn base(&self) -> &Recipe {
+    fn base(&self) -> &Base {
         self.inner.base()
     }
 
-    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe)) {
+    fn each_base(&mut self, f: &mut dyn FnMut(&mut Base)) {
         self.inner.each_base(f);
     }
 }

@@ -2,7 +2,7 @@
 
 use super::api::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use super::holding::Holding;
-use super::recipe::{recipe_options, Based, Recipe};
+use super::recipe::{recipe_options, Base, Based};
 use crate::client::Client;
 use crate::error::Result;
 use crate::queue::{self, Canceller, Kind, Participant, Rule, Wait};
@@ -50,7 +50,7 @@ impl RwLock {
     ///
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<RwLock> {
-        let side = Recipe::new(client, path)?;
+        let side = Base::new(client, path)?;
         Ok(RwLock {
             read: ReadLock { side: side.clone() },
             write: WriteLock { side },
@@ -70,11 +70,11 @@ impl RwLock {
 }
 
 impl Based for RwLock {
-    fn base(&self) -> &Recipe {
+    fn base(&self) -> &Base {
         &self.write.side
     }
 
-    fn each_base(&mut self, f: &mut dyn FnMut(&mut Recipe)) {
+    fn each_base(&mut self, f: &mut dyn FnMut(&mut Base)) {
         f(&mut self.read.side);
         f(&mut self.write.side);
     }
@@ -103,7 +103,7 @@ lock_api!(RwLock.write: common []
 /// are the lock's `read`, `try_read` and `read_timeout`.
 #[derive(Clone)]
 pub struct ReadLock {
-    side: Recipe,
+    side: Base,
 }
 
 /// The write side of an [`RwLock`] ([`RwLock::write_lock`]): as a [`Lock`], its acquires
@@ -111,7 +111,7 @@ pub struct ReadLock {
 /// can be part of a [`MultiLock`](crate::MultiLock).
 #[derive(Clone)]
 pub struct WriteLock {
-    side: Recipe,
+    side: Base,
 }
 
 /// The [`Lock`] impl of one side, and the same methods inherent.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::api::{guard_api, lock_api, Lock, Sealed};
 use super::holding::Holding;
-use super::recipe::{recipe_options, Recipe};
+use super::recipe::{recipe_options, Base};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::queue::{self, names, Attempt, Canceller, Next, Participant, Place, Rule, Wait};
@@ -71,7 +71,7 @@ use crate::queue::{self, names, Attempt, Canceller, Next, Participant, Place, Ru
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
-    base: Recipe,
+    base: Base,
     /// `<path>/locks`: the internal lock (Curator's `InterProcessMutex` layout).
     locks: String,
     /// `<path>/leases`: one node per lease.
@@ -98,7 +98,7 @@ impl Semaphore {
     /// [`Error::InvalidArgument`] for zero permits or data at `path` that is not a count,
     /// [`Error::InvalidPath`] for a bad path, and connection errors.
     pub fn new(client: &Client, path: &str, permits: u32) -> Result<Semaphore> {
-        let base = Recipe::new(client, path)?;
+        let base = Base::new(client, path)?;
         if permits == 0 {
             return Err(Error::InvalidArgument {
                 name: "permits",

@@ -2,7 +2,7 @@
 
 use super::api::{boxed, guard_api, lock_api, ExclusiveLock, Lock, Part, Sealed};
 use super::holding::Holding;
-use super::recipe::{recipe_options, Recipe};
+use super::recipe::{recipe_options, Base};
 use crate::client::Client;
 use crate::error::Result;
 use crate::queue::{self, names, Canceller, Kind, Participant, Wait};
@@ -29,7 +29,7 @@ use crate::queue::{self, names, Canceller, Kind, Participant, Wait};
 /// ```
 #[derive(Clone)]
 pub struct UnfairMutex {
-    base: Recipe,
+    base: Base,
 }
 
 impl UnfairMutex {
@@ -40,7 +40,7 @@ impl UnfairMutex {
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) naming the path if it is relative, ends in a slash, has an empty segment or is the root.
     pub fn new(client: &Client, path: &str) -> Result<UnfairMutex> {
         Ok(UnfairMutex {
-            base: Recipe::new(client, path)?,
+            base: Base::new(client, path)?,
         })
     }
 

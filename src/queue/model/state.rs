@@ -7,7 +7,7 @@ use crate::queue::waiter::decide::{Slot, View, Watches};
 /// Which recipe the processes run (its library `Place` in each directory by
 /// [`Modelled::place`]). The model's
 /// names are its own: `Modelled`, `Held` (a guard's core), `Doing` (a process's phase) and
-/// `World` (the whole state), never the library's `Recipe`, `Guard`, `Phase` or `State`.
+/// `World` (the whole state), never the library's recipe base `Base`, `Guard`, `Phase` or `State`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Modelled {
     /// `Mutex` (and every exclusive queue: a `ReentrantMutex`'s first hold, a `MultiLock`
