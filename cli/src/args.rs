@@ -294,18 +294,19 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// ([`zkguard::validate_path`], the client's own check) and not the root. Checked here so
+/// A lock's or an election's path, by the library's own rule
+/// ([`zkguard::validate_recipe_path`]: a valid ZooKeeper path, not the root). Checked here so
 /// a bad one fails before connecting.
 pub fn check_path(path: &str) -> Result<(), Fail> {
-    zkguard::validate_path(path).map_err(|e| Fail::new(EXIT_USAGE, e.to_string()))?;
-    if path == "/" {
-        return Err(Fail::new(
-            EXIT_USAGE,
-            "invalid path \"/\": the root cannot be a lock or an election; give one like \
-             /locks/nightly",
-        ));
-    }
-    Ok(())
+    zkguard::validate_recipe_path(path).map_err(|e| {
+        // The library's rule and words; the root gets an example of what to give instead.
+        let hint = if path == "/" {
+            "; give one like /locks/nightly"
+        } else {
+            ""
+        };
+        Fail::new(EXIT_USAGE, format!("{e}{hint}"))
+    })
 }
 
 #[derive(Args)]

@@ -40,7 +40,7 @@ pub(crate) fn check_lock_path(path: &str) -> Result<()> {
     if path == "/" {
         return Err(Error::InvalidPath {
             path: path.into(),
-            reason: "a lock needs a directory of its own, not the root".into(),
+            reason: "a lock or an election needs a directory of its own, not the root".into(),
         });
     }
     Ok(())

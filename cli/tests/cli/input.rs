@@ -37,7 +37,7 @@ fn bad_paths_are_refused_before_connecting_named_and_escaped() {
         ("/locks//x", "empty segment"),
         ("/locks/./x", "relative segment"),
         ("/locks/..", "relative segment"),
-        ("/", "the root cannot be a lock"),
+        ("/", "a lock or an election needs a directory of its own, not the root; give one like /locks/nightly"),
         ("/locks/\u{1b}[2Jx", "a character ZooKeeper does not allow"),
         ("/locks/\u{85}x", "a character ZooKeeper does not allow"),
         ("/locks/\u{7f}", "a character ZooKeeper does not allow"),
