@@ -54,6 +54,23 @@ pub(crate) struct Waiter<'a, 's> {
     ahead: usize,
     /// The slow re-check's period.
     tick: Duration,
+    /// An election's waiter: where a leader asks it to take over (a named hand-over).
+    ask: Option<Ask>,
+}
+
+/// The index of the ask's watch in a waiter's wait, after the view's (`decide::OWN`).
+const ASK: usize = 3;
+
+/// A named hand-over's ask to an election's waiter (docs/recipes.md, "Moving leadership"):
+/// the leader creates the node at `path` ([`names::ask`]), the waiter answers by deleting
+/// it. Its watch is an `exists` watch, armed in the view's round trip; nobody else watches
+/// that path, so an ask wakes this waiter alone.
+struct Ask {
+    path: String,
+    /// The watch while armed; `None`: to be armed in the next round.
+    rx: Option<Receiver<WatchedEvent>>,
+    /// The last arming found the ask there: answer it.
+    asked: bool,
 }
 
 impl<'a, 's> Waiter<'a, 's> {
@@ -66,10 +83,17 @@ impl<'a, 's> Waiter<'a, 's> {
         let node = queued.at.node.clone()?;
         cx.reset_backoff();
         let tick = cx.client.session_timeout().max(Duration::from_secs(1));
+        let me = names::base(&node.path).to_string();
+        let ask = spec.kind.leads().then(|| Ask {
+            path: names::ask(spec.dir, &me),
+            rx: None,
+            asked: false,
+        });
         Some(Waiter {
             cx,
             spec,
-            me: names::base(&node.path).to_string(),
+            me,
+            ask,
             watching: Watching::new(node.path.clone()),
             seen: None,
             ahead: 0,
@@ -96,7 +120,7 @@ impl<'a, 's> Waiter<'a, 's> {
                 step = self.arm(&c, v);
             }
             if let Step::Wait(v) = step {
-                step = self.wait(v);
+                step = self.wait(&c, v);
             }
             if let Step::End(next) = step {
                 return next;
@@ -153,9 +177,14 @@ impl<'a, 's> Waiter<'a, 's> {
 
     /// Steps 3 and 4: the watches the view asks for, in one round trip.
     fn arm(&mut self, c: &Client, v: View) -> Step {
-        let armed = self
-            .watching
-            .arm(c, self.cx.bell(), &v, &self.node.path, &mut self.seen);
+        let armed = self.watching.arm(
+            c,
+            self.cx.bell(),
+            &v,
+            &self.node.path,
+            &mut self.seen,
+            self.ask.as_mut(),
+        );
         let gone = match armed {
             Ok(gone) => {
                 // The server answers again: the next trouble starts with a short pause.
@@ -166,6 +195,7 @@ impl<'a, 's> Waiter<'a, 's> {
         };
         match self.watching.after_arm(&v, &gone) {
             Then::Vanished => self.vanished(),
+            Then::Wait if self.ask.as_ref().is_some_and(|a| a.asked) => self.answer(c, v),
             Then::Wait => Step::Wait(v),
             Then::Grant => self.grant(),
             Then::List | Then::Arm | Then::Nearer => Step::List,
@@ -175,18 +205,23 @@ impl<'a, 's> Waiter<'a, 's> {
     /// Step 5: waits on the watches, the session, a cancel, the deadline and the tick; what
     /// a wake-up means is the attempt's rule ([`Woke::of`](super::attempt::Woke::of)), what
     /// a watch of ours heard the view's ([`Watching::on_watch`]).
-    fn wait(&mut self, v: View) -> Step {
+    fn wait(&mut self, c: &Client, v: View) -> Step {
         let blocker = self.watching.receiver(&v.blocker);
         let next = v
             .next
             .as_deref()
             .map_or_else(crossbeam_channel::never, |n| self.watching.receiver(n));
         let own = self.watching.receiver(&self.node.path);
+        let ask = self
+            .ask
+            .as_ref()
+            .and_then(|a| a.rx.clone())
+            .unwrap_or_else(crossbeam_channel::never);
         let tick = Some(Instant::now() + self.tick);
         let (i, fired) = loop {
             match self
                 .cx
-                .woke(&[&blocker, &next, &own], tick, Some(self.node.owner))
+                .woke(&[&blocker, &next, &own, &ask], tick, Some(self.node.owner))
             {
                 Woke::Watch(i, fired) => break (i, fired),
                 Woke::Again => continue,
@@ -194,6 +229,9 @@ impl<'a, 's> Waiter<'a, 's> {
                 Woke::End(end) => return Step::End(end),
             }
         };
+        if i == ASK {
+            return self.answer(c, v);
+        }
         self.cx
             .heard_release(i == BLOCKER && fired == Fired::Deleted);
         match self.watching.on_watch(fired, i, &v) {
@@ -208,6 +246,21 @@ impl<'a, 's> Waiter<'a, 's> {
                 self.cx.position(&self.node.path, self.ahead);
                 Step::Wait(v.nearer())
             }
+        }
+    }
+
+    /// A leader asks us to take over (or its ask went): we answer by deleting the ask
+    /// (gone already is fine), so the leader knows this process runs, and arm its watch
+    /// again.
+    fn answer(&mut self, c: &Client, v: View) -> Step {
+        let Some(a) = self.ask.as_mut() else {
+            return Step::Wait(v);
+        };
+        a.rx = None;
+        a.asked = false;
+        match c.delete(&a.path, None) {
+            Ok(()) | Err(Error::NoNode { .. }) => Step::Arm(v),
+            Err(e) => self.failed(e),
         }
     }
 
@@ -249,7 +302,9 @@ impl Watching {
     /// Arms a data watch on each node `v` names and on `own` (our node), each that is not
     /// watched yet, in one round trip, and forgets other watches. Returns the nodes that
     /// are gone already (no watch is left on a missing node). What our own node's arming
-    /// read goes to `seen`. The watches ring `bell` (the waiter's [`Attempt::woke`]).
+    /// read goes to `seen`. An election's `ask`, if its watch is spent, gets an `exists`
+    /// watch in the same round trip. The watches ring `bell` (the waiter's
+    /// [`Attempt::woke`]).
     fn arm(
         &mut self,
         c: &Client,
@@ -257,17 +312,20 @@ impl Watching {
         v: &View,
         own: &str,
         seen: &mut Option<Seen>,
+        ask: Option<&mut Ask>,
     ) -> Result<Vec<String>> {
         let (mut gone, missing) = self.keep(v);
-        if missing.is_empty() {
+        let ask = ask.filter(|a| a.rx.is_none());
+        if missing.is_empty() && ask.is_none() {
             return Ok(gone);
         }
-        let pending = c.pipeline(|p| {
+        let (pending, asked) = c.pipeline(|p| {
             p.ring(bell);
-            missing
+            let pending = missing
                 .iter()
                 .map(|path| p.get_data_w(path))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (pending, ask.as_ref().map(|a| p.exists_w(&a.path)))
         });
         let mut failed = None;
         for (path, p) in missing.into_iter().zip(pending) {
@@ -287,6 +345,15 @@ impl Watching {
                     self.armed(path, rx)
                 }
                 Err(Error::NoNode { .. }) => gone.push(path),
+                Err(e) => failed = Some(e),
+            }
+        }
+        if let (Some(a), Some(asked)) = (ask, asked) {
+            match asked.wait() {
+                Ok((stat, rx)) => {
+                    a.rx = Some(rx);
+                    a.asked = stat.is_some();
+                }
                 Err(e) => failed = Some(e),
             }
         }
