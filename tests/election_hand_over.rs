@@ -18,7 +18,7 @@ use common::{assert_quiet, connect, recv, shared_cluster, spawn, unique, wait_un
 use crossbeam_channel::Receiver;
 use zkguard::testing::FaultProxy;
 use zkguard::{
-    Candidate, Client, CreateMode, Error, LeaderChange, LeaderElection, LeaderEvent, Op,
+    Candidate, Client, CreateMode, Error, LeaderChange, LeaderElection, LeaderEvent, Op, Prefer,
 };
 
 const SESSION: Duration = Duration::from_secs(10);
@@ -311,6 +311,30 @@ fn a_leadership_hands_over_to_a_named_candidate_and_those_between_queue_again_be
     ));
 }
 
+/// `Prefer::Newest`: leadership to the candidate queued last, past those between, which
+/// queue again behind it; with nobody behind, nothing done.
+#[test]
+fn a_hand_over_to_the_newest_goes_to_the_candidate_queued_last() {
+    let cs = shared_cluster().connect_string();
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let path = unique("hand-over-newest");
+    let a = LeaderElection::new(&x, &path, "a").unwrap();
+    let leadership = a.lead().unwrap();
+    assert_eq!(leadership.hand_over_to(Prefer::Newest, WITHIN), Ok(None));
+    assert!(leadership.is_valid());
+    let queued = join_in_order(&y, &path, &a, &["a"], &["b", "c"]);
+    let (b_events, c_events) = (queued[0].events(), queued[1].events());
+    let s = leadership
+        .hand_over_to(Prefer::Newest, WITHIN)
+        .unwrap()
+        .expect("c takes over");
+    assert_eq!(s.id, "c");
+    assert_eq!(elected(&c_events, "c"), s.token);
+    assert!(!leadership.is_valid());
+    wait_ids(&a, &["c", "b"]);
+    assert_quiet(&b_events, "b elected");
+}
+
 /// A candidate hands over to a named one; an unknown id (its own among them) is refused
 /// with nothing done.
 #[test]
@@ -448,7 +472,10 @@ fn two_named_hand_overs_at_once_move_leadership_once() {
     let results: Vec<_> = std::thread::scope(|s| {
         let calls: Vec<_> = ["c", "d"]
             .into_iter()
-            .map(|id| s.spawn(|| leadership.hand_over_to(id, WITHIN)))
+            .map(|id| {
+                let leadership = &leadership;
+                s.spawn(move || leadership.hand_over_to(id, WITHIN))
+            })
             .collect();
         calls.into_iter().map(|t| t.join().unwrap()).collect()
     });

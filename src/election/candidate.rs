@@ -357,7 +357,7 @@ impl Candidate {
         hand_over::hand_over(&t, within, |ops| self.resign_with(ops))
     }
 
-    /// Hands leadership to the candidate whose participant id is `id`, as
+    /// Hands leadership to the candidate `to` names (an id, or [`Prefer::Newest`](crate::Prefer::Newest)), as
     /// [`Leadership::hand_over_to`](crate::Leadership::hand_over_to) does (asked first,
     /// `within` at most; else to the next candidate); the term ends as a
     /// [`resign`](Candidate::resign) ends it, this candidate queued again at the back.
@@ -367,10 +367,15 @@ impl Candidate {
     /// As [`Leadership::hand_over_to`](crate::Leadership::hand_over_to): [`Error::NotLeader`]
     /// if it does not lead, [`Error::InvalidArgument`] if no candidate with that id is queued
     /// behind it (nothing done).
-    pub fn hand_over_to(&self, id: &str, within: Duration) -> Result<Option<hand_over::Successor>> {
+    pub fn hand_over_to(
+        &self,
+        to: impl Into<hand_over::Prefer>,
+        within: Duration,
+    ) -> Result<Option<hand_over::Successor>> {
+        let to = to.into();
         let term = self.current()?;
         let t = self.handing(&term);
-        hand_over::hand_over_to(&t, id, within, |ops| self.resign_with(ops))
+        hand_over::hand_over_to(&t, &to, within, |ops| self.resign_with(ops))
     }
 
     /// A hand-over's view of `term`.

@@ -44,6 +44,34 @@ pub struct Successor {
     pub token: u64,
 }
 
+/// Whom a hand-over by choice ([`Leadership::hand_over_to`](crate::Leadership::hand_over_to),
+/// [`Candidate::hand_over_to`](crate::Candidate::hand_over_to)) gives leadership to. A
+/// `&str` or a `String` is an [`Id`](Prefer::Id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Prefer {
+    /// The first candidate queued behind the leader whose participant id is this.
+    Id(String),
+    /// The candidate queued last: the one that joined most recently. In a rolling deploy
+    /// that is an instance already restarted, as soon as there is one, so leadership, once
+    /// on a new instance, stays there for the rest of the deploy; before any is restarted,
+    /// it is the old instance started last (restarted last in a deploy that goes in start
+    /// order).
+    Newest,
+}
+
+impl From<&str> for Prefer {
+    fn from(id: &str) -> Prefer {
+        Prefer::Id(id.to_string())
+    }
+}
+
+impl From<String> for Prefer {
+    fn from(id: String) -> Prefer {
+        Prefer::Id(id)
+    }
+}
+
 /// The leader's term as a hand-over needs it.
 pub(super) struct Term<'a> {
     pub(super) holding: &'a Holding,
@@ -89,14 +117,14 @@ pub(super) fn hand_over(
     successor(term, within, || step_down(&[]))
 }
 
-/// Hands `term` (a fair election's) over to the first candidate queued behind it whose id
-/// is `id`: asks it and waits `within` at most for its answer; answered, `step_down` ends
-/// the term with the ops that make it the head (its node's check, the deletes of the nodes
-/// between) before the leader's delete, in one `multi`; else as [`hand_over`]. Then the
-/// successor is waited for, `within` at most.
+/// Hands `term` (a fair election's) over to the candidate `to` prefers: asks it and waits
+/// `within` at most for its answer; answered, `step_down` ends the term with the ops that
+/// make it the head (its node's check, the deletes of the nodes between) before the
+/// leader's delete, in one `multi`; else as [`hand_over`]. Then the successor is waited
+/// for, `within` at most. [`Prefer::Newest`] with nobody behind: `Ok(None)`, nothing done.
 pub(super) fn hand_over_to(
     term: &Term<'_>,
-    id: &str,
+    to: &Prefer,
     within: Duration,
     step_down: impl FnOnce(&[Op]) -> Result<()>,
 ) -> Result<Option<Successor>> {
@@ -111,7 +139,11 @@ pub(super) fn hand_over_to(
         });
     }
     let queue = term.queue()?;
-    let target = find(term, &queue[1..], id)?;
+    let target = match to {
+        Prefer::Id(id) => find(term, &queue[1..], id)?,
+        Prefer::Newest if queue.len() < 2 => return Ok(None),
+        Prefer::Newest => queue[queue.len() - 1].name.clone(),
+    };
     if !answered(term, &target, within)? {
         return hand_over(term, within, step_down);
     }

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::lock::Holding;
 use crate::lock::{guard_api, Guard, OneNode};
 
-use super::hand_over::{hand_over, hand_over_to, Successor, Term};
+use super::hand_over::{hand_over, hand_over_to, Prefer, Successor, Term};
 
 /// Leadership of a [`LeaderElection`](crate::LeaderElection), won by
 /// [`lead`](crate::LeaderElection::lead). Dropping it resigns: the node's delete is
@@ -132,9 +132,13 @@ impl Leadership {
         self.handing(|term, step_down| hand_over(term, within, step_down))
     }
 
-    /// Hands leadership to the candidate whose participant id is `id` (the first queued
-    /// behind this leader with that id), and says who took over. The candidates between
-    /// them queue again at the back, behind it; nobody behind it is moved.
+    /// Hands leadership to the candidate `to` names, and says who took over: the one whose
+    /// participant id is given (`"host-c"`, [`Prefer::Id`]: the first queued behind this
+    /// leader with that id), or the one queued last ([`Prefer::Newest`]: in a rolling
+    /// deploy, an instance already restarted). The candidates between them queue again at
+    /// the back, behind it; nobody behind it is moved. [`Prefer::Newest`] with nobody
+    /// queued behind does nothing and returns `Ok(None)`, as
+    /// [`hand_over`](Leadership::hand_over) does.
     ///
     /// It asks that candidate first, while this term goes on, and waits `within` at most
     /// for its answer (a zkguard candidate answers from its waiter, without a round trip of
@@ -151,13 +155,18 @@ impl Leadership {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] if no candidate with that id is queued behind this leader
+    /// [`Error::InvalidArgument`] if no candidate with the id is queued behind this leader
     /// (its own id included), or the election is unfair (it has no queue): nothing done,
     /// still leading. Otherwise as [`hand_over`](Leadership::hand_over): before the term
     /// ends (the reads, the ask's create: nothing done, still leading) or after (a
     /// [`Error::Timeout`] waiting for the successor).
-    pub fn hand_over_to(&self, id: &str, within: Duration) -> Result<Option<Successor>> {
-        self.handing(|term, step_down| hand_over_to(term, id, within, step_down))
+    pub fn hand_over_to(
+        &self,
+        to: impl Into<Prefer>,
+        within: Duration,
+    ) -> Result<Option<Successor>> {
+        let to = to.into();
+        self.handing(|term, step_down| hand_over_to(term, &to, within, step_down))
     }
 
     /// Runs a hand-over on this term: `Error::NotLeader` if it is over; its step down
