@@ -457,6 +457,45 @@ fn a_named_candidate_killed_mid_hand_over_passes_leadership_to_the_next() {
     wait_ids(&st.a, &["b"]);
 }
 
+/// An election's waiter keeps a watch on its ask path while it waits, and takes it back
+/// when its wait ends without a term (its candidate stopped); elected, its term's guard
+/// takes it back when the term ends (not before: nothing is sent on the way to leading).
+/// (A watch on a path nobody creates would otherwise stay on the server, and in the
+/// client, for the rest of the session: one more per wait.)
+#[test]
+fn a_waiter_takes_its_ask_watch_back_when_its_wait_ends() {
+    let cs = shared_cluster().connect_string();
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let path = unique("hand-over-ask-watch");
+    let a = LeaderElection::new(&x, &path, "a").unwrap();
+    let leadership = a.lead().unwrap();
+    let queued = join_in_order(&y, &path, &a, &["a"], &["b", "c"]);
+    let asks: Vec<String> = a.participants().unwrap()[1..]
+        .iter()
+        .map(|p| ask_path(&path, &p.node))
+        .collect();
+    let watched = |ask: &str| common::watches_by_path().contains_key(ask);
+    for ask in &asks {
+        wait_until(WITHIN, &format!("{ask} watched"), || watched(ask));
+    }
+    queued[0].stop();
+    wait_until(WITHIN, "the stopped waiter's ask unwatched", || {
+        !watched(&asks[0])
+    });
+    assert!(watched(&asks[1]), "c's ask watch went with b's");
+    let c_events = queued[1].events();
+    leadership.resign().unwrap();
+    elected(&c_events, "c");
+    assert!(
+        watched(&asks[1]),
+        "c's ask watch taken back before its term ends"
+    );
+    queued[1].resign().unwrap();
+    wait_until(WITHIN, "the ask of a term ended unwatched", || {
+        !watched(&asks[1])
+    });
+}
+
 /// Two named hand-overs of one term at once, to different candidates: leadership moves
 /// once, to one of them; each call says that successor, or that this was not the leader
 /// any more; nobody else is elected.

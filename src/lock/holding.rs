@@ -208,7 +208,11 @@ impl Holding {
                 &acquired.path,
                 sink,
                 acquired.owner,
-                acquired.seen.as_deref().map(|s| (&s.data[..], &s.stat)),
+                acquired
+                    .handed
+                    .as_deref()
+                    .and_then(|h| h.seen.as_ref())
+                    .map(|s| (&s.data[..], &s.stat)),
             );
         }
         Holding {
@@ -412,6 +416,7 @@ impl Holding {
             self.client
                 .delete_owned(&self.acquired.path, check, self.acquired.owner, timeout)
         };
+        self.forget_ask();
         self.state.ended(None, released_at);
         match deleted {
             Ok(true) if !was_lost => Ok(()),
@@ -451,6 +456,18 @@ impl Holding {
         self.state.ended(None, Instant::now());
         self.client
             .delete_unwaited(&self.acquired.path, Check::None, self.acquired.owner);
+        self.forget_ask();
+    }
+
+    /// Takes back the `exists` watch an election's waiter kept on its ask path
+    /// (`Handed::ask_watch`), without waiting; with its session gone, it went with it.
+    fn forget_ask(&self) {
+        let handed = self.acquired.handed.as_deref();
+        if let Some(ask) = handed.and_then(|h| h.ask_watch.as_ref()) {
+            if self.client.session_id() == self.acquired.owner {
+                let _ = self.client.pipeline(|p| p.remove_watches(ask));
+            }
+        }
     }
 }
 

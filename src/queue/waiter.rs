@@ -12,7 +12,7 @@ use decide::{listed, Listed, Slot, Then, View, Watches, BLOCKER};
 
 use super::attempt::{Attempt, Fired, Next, Spec, Wait, Woke};
 use super::enqueue::{OwnNode, Queued};
-use super::held::{Acquired, Seen};
+use super::held::{Acquired, Handed, Seen};
 use super::lease;
 use super::names;
 use crate::client::{Bell, Client, Names};
@@ -104,9 +104,27 @@ impl<'a, 's> Waiter<'a, 's> {
         })
     }
 
-    /// Waits for our turn. Every round starts with the checks (a cancel, our session, the
-    /// deadline), then lists unless a view is still true, arms, and waits.
+    /// Waits for our turn, then takes back the ask's watch if it is still armed (an
+    /// `exists` watch on a path nobody creates would stay on the server, and in the client,
+    /// until the session ends: one per wait). A granted waiter's goes to the guard instead
+    /// ([`Handed::ask_watch`]), which takes it back when the hold ends.
     pub(crate) fn run(mut self) -> Next {
+        let next = self.steps();
+        if let Some(Ask {
+            path, rx: Some(_), ..
+        }) = &self.ask
+        {
+            if self.cx.client.session_id() == self.node.owner {
+                // Not waited for: its answer changes nothing.
+                let _ = self.cx.client.pipeline(|p| p.remove_watches(path));
+            }
+        }
+        next
+    }
+
+    /// Every round starts with the checks (a cancel, our session, the deadline), then lists
+    /// unless a view is still true, arms, and waits.
+    fn steps(&mut self) -> Next {
         let mut step = Step::List;
         loop {
             let c = match self.cx.checked(Some(self.node.owner)) {
@@ -277,7 +295,14 @@ impl<'a, 's> Waiter<'a, 's> {
         }
         let mut acquired = self.at.take();
         if let Some(a) = acquired.as_mut() {
-            a.seen = self.seen.take().map(Box::new);
+            let handed = Handed {
+                seen: self.seen.take(),
+                // The guard takes it back, so that nothing is sent on the way to holding.
+                ask_watch: self.ask.take().filter(|k| k.rx.is_some()).map(|k| k.path),
+            };
+            if handed.seen.is_some() || handed.ask_watch.is_some() {
+                a.handed = Some(Box::new(handed));
+            }
         }
         Step::End(Next::Done(Ok(acquired)))
     }
