@@ -165,7 +165,8 @@ pub(super) fn hand_over_to(
     successor(term, within, || step_down(&ops))
 }
 
-/// The name of the first node of `behind` whose data is `id`; none is bad input.
+/// The name of the first node of `behind` whose data is `id`; none is bad input (or, if
+/// the term ended meanwhile, `NotLeader`).
 fn find(term: &Term<'_>, behind: &[Contender], id: &str) -> Result<String> {
     let dir = term.election;
     let reads = term.client().pipeline(|p| {
@@ -184,13 +185,18 @@ fn find(term: &Term<'_>, behind: &[Contender], id: &str) -> Result<String> {
             Err(e) => return Err(e),
         }
     }
-    found.ok_or_else(|| Error::InvalidArgument {
-        name: "hand-over target",
-        reason: format!(
-            "no candidate with id {} is queued behind the leader of {}",
-            escape(id),
-            escape(dir)
-        ),
+    found.ok_or_else(|| match term.holding.is_gone() {
+        // Ended meanwhile (another hand-over of this term, whose `multi` may have deleted
+        // the node sought): not an unknown id.
+        true => term.not_leader(),
+        false => Error::InvalidArgument {
+            name: "hand-over target",
+            reason: format!(
+                "no candidate with id {} is queued behind the leader of {}",
+                escape(id),
+                escape(dir)
+            ),
+        },
     })
 }
 
