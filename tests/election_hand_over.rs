@@ -4,8 +4,9 @@
 //! named) candidate leads and the one behind it is told nothing, nothing is done with
 //! nobody behind or an unknown id; the candidates between a leader and the named one queue
 //! again behind it and never lead; a named candidate that does not answer (its connection
-//! stalled) or dies mid-hand-over: leadership goes to the next; and the leaderless time of
-//! both hand-overs beside a plain resign's, printed (`cargo test --all-features --test
+//! stalled, or its process, a child run of this binary, stopped by SIGSTOP) or dies
+//! mid-hand-over (killed by SIGKILL): leadership goes to the next; and the leaderless time
+//! of both hand-overs beside a plain resign's, printed (`cargo test --all-features --test
 //! election_hand_over -- --nocapture leaderless`; never asserted). (A Curator `LeaderLatch`
 //! as the next candidate, or between the leader and the named one: `tests/curator.rs`.)
 
@@ -371,38 +372,95 @@ fn a_candidate_hands_over_to_a_named_one_and_an_unknown_id_is_refused() {
     ));
 }
 
-/// An election where "a" leads, "b" is next and "d" (named in the tests) behind it, on a
-/// client through `proxy` whose answers and notifications are stalled from the end of
-/// [`stalled_target`] on: to the leader, "d" is a frozen process.
-struct Stalled {
-    proxy: FaultProxy,
+/// How candidate "d" (the one named) runs in [`named_behind`].
+enum D {
+    /// In this process, on a client through `proxy`: stalled, its connection is a path that
+    /// lost its way back (requests reach the server, nothing comes back).
+    Proxied { proxy: FaultProxy, _d: Candidate },
+    /// In a child process ([`child_candidate_d_stands_until_stdin_closes`]): stopped by
+    /// SIGSTOP, a frozen process.
+    Process(std::process::Child),
+}
+
+const CHILD: &str = "ZKGUARD_HAND_OVER_CHILD";
+
+/// The child's part of the frozen and killed tests: joins the election at
+/// `$ZKGUARD_HAND_OVER_CHILD` (`CONNECT|PATH|SESSION_MS`) as "d" and stands until its stdin
+/// is closed. Run only when this binary is run again by those tests; an ordinary run of the
+/// suite passes through.
+#[test]
+fn child_candidate_d_stands_until_stdin_closes() {
+    let Ok(spec) = std::env::var(CHILD) else {
+        return;
+    };
+    let f: Vec<&str> = spec.split('|').collect();
+    let c = connect(f[0], Duration::from_millis(f[2].parse().unwrap()));
+    let _d = LeaderElection::new(&c, f[1], "d").unwrap().join().unwrap();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+}
+
+/// Sends `sig` (`STOP`, `CONT`, `KILL`) to `child`.
+fn signal(child: &std::process::Child, sig: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{sig}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{sig}: {status}");
+}
+
+/// An election where "a" leads, "b" is next and "d" (named in the tests) behind it, run as
+/// `how` says ("proxied" or "process", its session `d_session`), asking-ready (the server
+/// shows its waiter watching its ask path); then made deaf: its connection stalled, or its
+/// process stopped.
+struct Named {
     x: Client,
     a: LeaderElection,
     leadership: std::sync::Arc<zkguard::Leadership>,
     b_events: Receiver<LeaderEvent>,
-    d: Candidate,
+    d: D,
     /// Where the leader asks "d".
     ask: String,
     _b: Candidate,
 }
 
-fn stalled_target(prefix: &str, d_session: Duration) -> Stalled {
+fn named_behind(prefix: &str, how: &str, d_session: Duration) -> Named {
     let cs = shared_cluster().connect_string();
-    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
     let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
-    let t = connect(&proxy.connect_string(), d_session);
     let path = unique(prefix);
     let a = LeaderElection::new(&x, &path, "a").unwrap();
     let leadership = std::sync::Arc::new(a.lead().unwrap());
     let b = join_in_order(&y, &path, &a, &["a"], &["b"]).remove(0);
-    let d = join_in_order(&t, &path, &a, &["a", "b"], &["d"]).remove(0);
-    let ask = ask_path(
-        &path,
-        &format!("{path}/{}", a.participants().unwrap()[2].node),
-    );
-    proxy.stall_server_to_client();
-    Stalled {
-        proxy,
+    let d = match how {
+        "proxied" => {
+            let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+            let t = connect(&proxy.connect_string(), d_session);
+            let d = join_in_order(&t, &path, &a, &["a", "b"], &["d"]).remove(0);
+            D::Proxied { proxy, _d: d }
+        }
+        _ => {
+            let child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "child_candidate_d_stands_until_stdin_closes",
+                    "--test-threads=1",
+                ])
+                .env(CHILD, format!("{cs}|{path}|{}", d_session.as_millis()))
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            wait_ids(&a, &["a", "b", "d"]);
+            D::Process(child)
+        }
+    };
+    let ask = ask_path(&path, &a.participants().unwrap()[2].node);
+    wait_until(WITHIN, "d watching its ask path", || {
+        common::watches_by_path().contains_key(&ask)
+    });
+    match &d {
+        D::Proxied { proxy, .. } => proxy.stall_server_to_client(),
+        D::Process(child) => signal(child, "STOP"),
+    }
+    Named {
         x,
         a,
         leadership,
@@ -413,7 +471,7 @@ fn stalled_target(prefix: &str, d_session: Duration) -> Stalled {
     }
 }
 
-impl Stalled {
+impl Named {
     /// The hand-over's outcome: "b" took over, "a"'s term is over, the ask taken back.
     fn passed_to_b(&self, handed: zkguard::Result<Option<zkguard::Successor>>) {
         let s = handed.unwrap().expect("b takes over");
@@ -424,37 +482,49 @@ impl Stalled {
     }
 }
 
-/// The named candidate's connection stalls (the server's answers and notifications held
-/// back: to the leader it is a frozen process): it cannot answer, and after the bound
-/// leadership goes to the next candidate, as a resign would give it; the ask is taken back.
-/// The named one stays queued and, once its connection heals, is not elected.
+/// The named candidate cannot answer, cut off (its connection stalled one way: a
+/// partition) or frozen (its process stopped by SIGSTOP): after the bound, leadership goes
+/// to the next candidate, as a resign would give it, and the ask is taken back. The named
+/// one stays queued behind it once it runs again.
 #[test]
-fn a_named_candidate_that_does_not_answer_is_passed_over_after_the_bound() {
-    let st = stalled_target("hand-over-frozen", Duration::from_secs(30));
-    let d_events = st.d.events();
-    st.passed_to_b(st.leadership.hand_over_to("d", Duration::from_secs(2)));
-    st.proxy.heal();
-    wait_ids(&st.a, &["b", "d"]);
-    assert_quiet(&d_events, "d elected");
+fn a_named_candidate_partitioned_or_frozen_is_passed_over_after_the_bound() {
+    for how in ["proxied", "process"] {
+        let mut n = named_behind("hand-over-deaf", how, Duration::from_secs(30));
+        n.passed_to_b(n.leadership.hand_over_to("d", Duration::from_secs(2)));
+        match &mut n.d {
+            D::Proxied { proxy, .. } => proxy.heal(),
+            D::Process(child) => signal(child, "CONT"),
+        }
+        wait_ids(&n.a, &["b", "d"]);
+        if let D::Process(child) = &mut n.d {
+            drop(child.stdin.take());
+            assert!(
+                child.wait().unwrap().success(),
+                "the child candidate failed"
+            );
+        }
+    }
 }
 
-/// The named candidate dies mid-hand-over (asked, not answering, then its session ends):
-/// the leader stops waiting for it at its node's deletion, not at the bound (a long one
-/// here), and leadership goes to the next candidate.
+/// The named candidate dies mid-hand-over (asked while frozen, then SIGKILLed: its session
+/// expires): the leader stops waiting for it at its node's deletion, not at the bound (an
+/// hour here), and leadership goes to the next candidate.
 #[test]
 fn a_named_candidate_killed_mid_hand_over_passes_leadership_to_the_next() {
-    let st = stalled_target("hand-over-killed", Duration::from_secs(4));
+    let mut n = named_behind("hand-over-killed", "process", Duration::from_secs(4));
     let handing = {
-        let leadership = st.leadership.clone();
+        let leadership = n.leadership.clone();
         spawn(move || leadership.hand_over_to("d", Duration::from_secs(3600)))
     };
     wait_until(WITHIN, "the ask made", || {
-        st.x.exists(&st.ask).unwrap().is_some()
+        n.x.exists(&n.ask).unwrap().is_some()
     });
-    // Nothing more from d's process reaches the server: its session expires.
-    st.proxy.blackhole();
-    st.passed_to_b(recv(&handing, WITHIN, "the hand-over's end"));
-    wait_ids(&st.a, &["b"]);
+    if let D::Process(child) = &mut n.d {
+        signal(child, "KILL");
+        let _ = child.wait();
+    }
+    n.passed_to_b(recv(&handing, WITHIN, "the hand-over's end"));
+    wait_ids(&n.a, &["b"]);
 }
 
 /// An election's waiter keeps a watch on its ask path while it waits, and takes it back
