@@ -191,7 +191,7 @@ pub use client::{
 pub use crossbeam_channel as channel;
 pub use election::{
     Candidate, LeaderChange, LeaderElection, LeaderEvent, LeaderObserver, LeaderTerm, Leadership,
-    Successor,
+    Prefer, Successor,
 };
 pub use error::{
     escape, escape_bytes, ConnectAttempt, ConnectFailure, Error, ErrorCode, IoCause, KerberosCause,

@@ -37,7 +37,7 @@
 //! | `zkguard_session_state` | gauge | `state` | clients in each session state: `connecting`, `connected`, `suspended`, `lost` (closed clients leave the gauge) |
 //! | `zkguard_session_transitions_total` | counter | `to` | session state changes, by the state entered: `connected`, `suspended`, `lost`, `closed` |
 //! | `zkguard_reconnects_total` | counter | `session` | connections after a client's first: `resumed` (same session) or `new` (after a loss) |
-//! | `zkguard_request_seconds` | histogram | `op` | from writing a request to its reply, by the name the request was made with (`create`, `delete`, `exists`, `get_data`, `set_data`, `get_acl`, `set_acl`, `sync`, `get_children`, `multi`, `who_am_i`, `get_config`, `reconfig`, `close`); the watches the connection thread re-arms by itself are `get_data` too |
+//! | `zkguard_request_seconds` | histogram | `op` | from writing a request to its reply, by the name the request was made with (`create`, `delete`, `exists`, `get_data`, `set_data`, `get_acl`, `set_acl`, `sync`, `get_children`, `multi`, `who_am_i`, `get_config`, `reconfig`, `remove_watches`, `close`); the watches the connection thread re-arms by itself are `get_data` too |
 //! | `zkguard_watch_rearms_total` | counter | none | watches re-armed on a resumed session after a reconnect (each SetWatches path) |
 //!
 //! The `kind` label is the recipe: `mutex`, `reentrant_mutex`, `read_lock`, `write_lock`,
@@ -440,6 +440,7 @@ mod table {
             | Name::WhoAmI
             | Name::GetConfig
             | Name::Reconfig
+            | Name::RemoveWatches
             | Name::Close => {}
         }
         match k {

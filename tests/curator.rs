@@ -202,16 +202,43 @@ fn a_curator_leader_latch_leads_first_and_zkguard_leads_only_once_it_closes() {
 /// A zkguard leader at a fresh path (`prefix`), and a Curator `LeaderLatch` queued behind
 /// it ("java-1", holding once it leads): the leader's client, election and leadership.
 fn zk_leader_latch_behind(prefix: &str) -> (Client, LeaderElection, zkguard::Leadership, Peer) {
+    let (z, election, led, _, java) = zk_leader_then_latch(prefix, &[]);
+    (z, election, led, java)
+}
+
+/// As [`zk_leader_latch_behind`], with zkguard candidates of ids `between` queued, in this
+/// order, between the leader and the latch (returned too).
+fn zk_leader_then_latch(
+    prefix: &str,
+    between: &[&str],
+) -> (
+    Client,
+    LeaderElection,
+    zkguard::Leadership,
+    Vec<zkguard::Candidate>,
+    Peer,
+) {
     let path = unique(prefix);
     let z = connect(&shared_cluster().connect_string(), Duration::from_secs(10));
     let election = LeaderElection::new(&z, &path, "zk-1").unwrap();
     let led = election.lead().unwrap();
+    let queued = between
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let c = LeaderElection::new(&z, &path, *id).unwrap().join().unwrap();
+            wait_until(WITHIN, &format!("{id} queued"), || {
+                election.participants().unwrap().len() == i + 2
+            });
+            c
+        })
+        .collect();
     let mut java = Peer::start(&["latch", &path, "java-1", "hold"]);
     java.expect("connected");
     wait_until(WITHIN, "Curator's latch queued", || {
-        election.participants().unwrap().len() == 2
+        election.participants().unwrap().len() == between.len() + 2
     });
-    (z, election, led, java)
+    (z, election, led, queued, java)
 }
 
 #[test]
@@ -306,6 +333,64 @@ fn a_zkguard_leader_hands_over_to_the_curator_latch_behind_it() {
     assert!(s.token > led.token());
     assert!(!led.is_valid());
     java.expect("acquired");
+    java.release();
+}
+
+/// A named hand-over past a Curator `LeaderLatch` (a zkguard leader, the latch, the named
+/// zkguard candidate): the latch sees its predecessor, the leader's node, deleted (one
+/// `multi` deletes both their nodes), lists, finds its own node gone and resets: a new node
+/// at the back, behind the named one. It never leads in between, and it is not stranded: it
+/// leads when its turn comes.
+#[test]
+fn a_named_hand_over_past_a_curator_latch_queues_it_again_behind_the_named_one() {
+    let (z, election, led, mut java) = zk_leader_latch_behind("cur-latch-named");
+    let latch_node = election.participants().unwrap()[1].node.clone();
+    let named = LeaderElection::new(&z, election.path(), "zk-2")
+        .unwrap()
+        .join()
+        .unwrap();
+    wait_until(WITHIN, "the named candidate queued", || {
+        election.participants().unwrap().len() == 3
+    });
+    let named_events = named.events();
+    let s = led
+        .hand_over_to("zk-2", WITHIN)
+        .unwrap()
+        .expect("the named one takes over");
+    assert_eq!(s.id, "zk-2");
+    assert_eq!(
+        recv(&named_events, WITHIN, "zk-2's election"),
+        zkguard::LeaderEvent::Elected { token: s.token }
+    );
+    wait_until(WITHIN, "the latch queued again behind zk-2", || {
+        let p = election.participants().unwrap();
+        p.len() == 2 && p[0].id() == "zk-2" && p[1].id() == "java-1" && p[1].node != latch_node
+    });
+    java.assert_quiet(JAVA_QUIET, "Curator's latch led past the named candidate");
+    named.resign().unwrap();
+    java.expect("acquired");
+    assert_eq!(election.leader().unwrap().unwrap().id(), "java-1");
+    java.release();
+}
+
+/// A Curator `LeaderLatch` named in a hand-over cannot answer the ask (it knows nothing of
+/// it): after the bound, leadership goes to the next candidate (a zkguard one, between the
+/// leader and the latch), as a resign gives it. The ask touched no node of the queue: the
+/// latch keeps its place and its watch, and leads when its turn comes.
+#[test]
+fn a_curator_latch_named_in_a_hand_over_does_not_answer_and_the_next_leads() {
+    let (_z, election, led, queued, mut java) =
+        zk_leader_then_latch("cur-latch-named-t", &["zk-2"]);
+    let s = led
+        .hand_over_to("java-1", Duration::from_secs(1))
+        .unwrap()
+        .expect("the next takes over");
+    assert_eq!(s.id, "zk-2");
+    assert!(!led.is_valid());
+    java.assert_quiet(JAVA_QUIET, "Curator's latch led");
+    queued[0].resign().unwrap();
+    java.expect("acquired");
+    assert_eq!(election.leader().unwrap().unwrap().id(), "java-1");
     java.release();
 }
 

@@ -178,6 +178,17 @@ pub struct ElectArgs {
         value_parser = duration
     )]
     pub hand_over_on_exit: Option<Duration>,
+    /// With --hand-over-on-exit, whom to hand leadership to instead of the next candidate:
+    /// `newest` (the candidate queued last: in a rolling restart, an instance already
+    /// restarted) or `id:ID` (the first candidate with that --id). It is asked first; one
+    /// that does not answer within the bound is passed over for the next candidate
+    #[arg(
+        long,
+        value_name = "WHOM",
+        requires = "hand_over_on_exit",
+        value_parser = prefer
+    )]
+    pub hand_over_to: Option<zkguard::Prefer>,
     /// Do not stand: print each new leader's id until Ctrl-C (as etcdctl elect -l; the
     /// same as `zkguard leader PATH --watch`)
     #[arg(
@@ -292,6 +303,16 @@ pub fn duration(s: &str) -> Result<Duration, String> {
         return Err("must be more than zero".into());
     }
     Ok(d)
+}
+
+/// `--hand-over-to`'s value: `newest`, or `id:ID` (a non-empty id).
+pub fn prefer(s: &str) -> Result<zkguard::Prefer, String> {
+    match s.strip_prefix("id:") {
+        Some("") => Err("id: needs an id after it".into()),
+        Some(id) => Ok(zkguard::Prefer::Id(id.to_string())),
+        None if s == "newest" => Ok(zkguard::Prefer::Newest),
+        None => Err(format!("{s:?}: want `newest` or `id:ID`")),
+    }
 }
 
 /// A lock's or an election's path, by the library's own rule

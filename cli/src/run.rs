@@ -94,7 +94,10 @@ pub fn elect(conn: &Connection, args: &ElectArgs, say: Say) -> Result<i32, Fail>
         args,
         say,
         args.repeat,
-        args.hand_over_on_exit,
+        args.hand_over_on_exit.map(|within| HandOver {
+            within,
+            to: args.hand_over_to.clone(),
+        }),
     );
     client.close();
     code
@@ -154,6 +157,13 @@ macro_rules! job {
 
 job!(LockArgs, ElectArgs);
 
+/// An election's `--hand-over-on-exit` (its bound) and `--hand-over-to` (whom; `None`: the
+/// next candidate).
+struct HandOver {
+    within: Duration,
+    to: Option<zkguard::Prefer>,
+}
+
 /// Takes the target, runs the command while holding it, and (with `repeat`) again. With
 /// `hand_over` (an election's `--hand-over-on-exit`), leadership still held as zkguard
 /// exits is handed over ([`hand_over`]) instead of resigned.
@@ -163,7 +173,7 @@ fn session(
     job: &dyn Job,
     say: Say,
     repeat: bool,
-    hand_over: Option<Duration>,
+    hand_over: Option<HandOver>,
 ) -> Result<i32, Fail> {
     let patience = Patience::from(job.waiting());
     let signals = child::signals()?;
@@ -189,10 +199,8 @@ fn session(
         // The command has exited: only now let the lock go; handed over if zkguard exits
         // leading and was asked to.
         let exiting = signalled || !repeat;
-        if let (End::Exited(_), true, Some(within), Some(l)) =
-            (&end, exiting, hand_over, &leadership)
-        {
-            self::hand_over(l, within, &signals, say, path);
+        if let (End::Exited(_), true, Some(h), Some(l)) = (&end, exiting, &hand_over, &leadership) {
+            self::hand_over(l, h, &signals, say, path);
         }
         drop(leadership);
         drop(held);
@@ -286,22 +294,27 @@ fn hold_until_signalled(
 
 /// `--hand-over-on-exit`: the command has exited (or, without one, zkguard was signalled)
 /// and zkguard is about to exit leading. Instead of a plain resign, leadership goes to the
-/// next candidate in the queue and zkguard waits, `within` at most, until it is seen
-/// leading ([`Leadership::hand_over`]: the term ends before the node is deleted, so the two
-/// never lead at once). Nobody queued behind: resigned as without the flag (the caller's
+/// next candidate in the queue (or the one `--hand-over-to` prefers, asked first, `within`
+/// at most: [`Leadership::hand_over_to`]) and zkguard waits, `within` at most, until it is
+/// seen leading ([`Leadership::hand_over`]: the term ends before the node is deleted, so
+/// the two never lead at once). Nobody queued behind: resigned as without the flag (the caller's
 /// drop). Another signal for zkguard cuts the wait short (the session's close then deletes
 /// the node if the step down had not been sent yet).
 fn hand_over(
     leadership: &Arc<Leadership>,
-    within: Duration,
+    how: &HandOver,
     signals: &Receiver<Signal>,
     say: Say,
     path: &str,
 ) {
     let (tx, rx) = crossbeam_channel::bounded(1);
     let l = leadership.clone();
+    let (within, to) = (how.within, how.to.clone());
     std::thread::spawn(move || {
-        let _ = tx.send(l.hand_over(within));
+        let _ = tx.send(match to {
+            None => l.hand_over(within),
+            Some(to) => l.hand_over_to(to, within),
+        });
     });
     let answer = loop {
         select! {

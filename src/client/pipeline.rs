@@ -18,6 +18,10 @@ use proto::{
     Reader, Writer,
 };
 
+/// removeWatches' type for data watches (`Watcher.WatcherType.Data`), which on the server
+/// holds `exists` watches too.
+const WATCHER_TYPE_DATA: i32 = 2;
+
 /// Requests collected by [`Client::pipeline`], written together when the closure returns.
 pub struct Pipeline<'a> {
     pub(super) client: &'a Client,
@@ -540,6 +544,21 @@ impl<'a> Pipeline<'a> {
         };
         self.push(Req::on(Name::Sync, path, op::SYNC), body, |_| Ok(()))
             .0
+    }
+
+    /// Takes back this session's data watches on `path` (an `exists` watch on a missing
+    /// node is one; ZooKeeper 3.5's removeWatches, type data). The client forgets its own
+    /// registrations of them first, so nothing is delivered for them from this call on,
+    /// and a reconnect does not arm them again. `NoWatcher` (none left: it fired, or was
+    /// never set) is for the caller to ignore.
+    pub(crate) fn remove_watches(&mut self, path: &str) -> Pending<()> {
+        let shared = &self.client.shared;
+        shared.forget_watches(&path::to_server(&shared.cfg.chroot, path));
+        let body = |w: &mut Writer, sp: &str| {
+            w.string(sp).int(WATCHER_TYPE_DATA);
+        };
+        let req = Req::on(Name::RemoveWatches, path, op::REMOVE_WATCHES);
+        self.push(req, body, |_| Ok(())).0
     }
 
     /// See [`Client::multi`].

@@ -304,6 +304,12 @@ impl Candidate {
     /// [`Client`](crate::Client#errors-every-request-can-return)) from the delete of its
     /// node, other than connection errors (the delete is retried in the background then).
     pub fn resign(&self) -> Result<()> {
+        self.resign_with(&[])
+    }
+
+    /// [`resign`](Candidate::resign), the node deleted in one `multi` behind `before`
+    /// ([`Holding::release_with`]; a resign without ops).
+    fn resign_with(&self, before: &[Op]) -> Result<()> {
         let (term, was_lost) = self.shared.resign();
         let not_leader = || Error::NotLeader {
             path: self.shared.election.path().to_string(),
@@ -311,7 +317,7 @@ impl Candidate {
         let Some(h) = term else {
             return Err(not_leader());
         };
-        let released = h.release();
+        let released = h.release_with(before).map(|_| ());
         // Queue again only now, so the new node's create does not race the delete that
         // lets the successor in.
         let _ = self.shared.wake.send(());
@@ -347,15 +353,37 @@ impl Candidate {
     /// within `within`.
     pub fn hand_over(&self, within: Duration) -> Result<Option<hand_over::Successor>> {
         let term = self.current()?;
-        let election = &self.shared.election;
-        let t = hand_over::Term {
-            client: election.client(),
-            election: election.path(),
-            fair: election.is_fair(),
-            node: term.path(),
-            token: term.token(),
-        };
-        hand_over::hand_over(&t, within, || self.resign())
+        let t = self.handing(&term);
+        hand_over::hand_over(&t, within, |ops| self.resign_with(ops))
+    }
+
+    /// Hands leadership to the candidate `to` names (an id, or [`Prefer::Newest`](crate::Prefer::Newest)), as
+    /// [`Leadership::hand_over_to`](crate::Leadership::hand_over_to) does (asked first,
+    /// `within` at most; else to the next candidate); the term ends as a
+    /// [`resign`](Candidate::resign) ends it, this candidate queued again at the back.
+    ///
+    /// # Errors
+    ///
+    /// As [`Leadership::hand_over_to`](crate::Leadership::hand_over_to): [`Error::NotLeader`]
+    /// if it does not lead, [`Error::InvalidArgument`] if no candidate with that id is queued
+    /// behind it (nothing done).
+    pub fn hand_over_to(
+        &self,
+        to: impl Into<hand_over::Prefer>,
+        within: Duration,
+    ) -> Result<Option<hand_over::Successor>> {
+        let to = to.into();
+        let term = self.current()?;
+        let t = self.handing(&term);
+        hand_over::hand_over_to(&t, &to, within, |ops| self.resign_with(ops))
+    }
+
+    /// A hand-over's view of `term`.
+    fn handing<'t>(&'t self, term: &'t LeaderTerm) -> hand_over::Term<'t> {
+        hand_over::Term {
+            holding: term.holding(),
+            election: self.shared.election.path(),
+        }
     }
 
     /// The election this candidate takes part in.

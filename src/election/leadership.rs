@@ -1,10 +1,13 @@
 //! The guard of the guard style: proof of leadership, resigned on drop.
 
+use std::time::Duration;
+
+use crate::client::Op;
 use crate::error::{Error, Result};
 use crate::lock::api::{guard_api, Guard};
 use crate::lock::holding::{Holding, OneNode};
 
-use super::hand_over::{hand_over, Successor, Term};
+use super::hand_over::{hand_over, hand_over_to, Prefer, Successor, Term};
 
 /// Leadership of a [`LeaderElection`](crate::LeaderElection), won by
 /// [`lead`](crate::LeaderElection::lead). Dropping it resigns: the node's delete is
@@ -125,27 +128,71 @@ impl Leadership {
     /// `within` (the one behind left meanwhile, or is slow); the errors every request can
     /// return (see [`Client`](crate::Client#errors-every-request-can-return)) from the
     /// queue's read (nothing done).
-    pub fn hand_over(&self, within: std::time::Duration) -> Result<Option<Successor>> {
+    pub fn hand_over(&self, within: Duration) -> Result<Option<Successor>> {
+        self.handing(|term, step_down| hand_over(term, within, step_down))
+    }
+
+    /// Hands leadership to the candidate `to` names, and says who took over: the one whose
+    /// participant id is given (`"host-c"`, [`Prefer::Id`]: the first queued behind this
+    /// leader with that id), or the one queued last ([`Prefer::Newest`]: in a rolling
+    /// deploy, an instance already restarted). The candidates between them queue again at
+    /// the back, behind it; nobody behind it is moved. [`Prefer::Newest`] with nobody
+    /// queued behind does nothing and returns `Ok(None)`, as
+    /// [`hand_over`](Leadership::hand_over) does.
+    ///
+    /// It asks that candidate first, while this term goes on, and waits `within` at most
+    /// for its answer (a zkguard candidate answers from its waiter, without a round trip of
+    /// its own to wait for; a Curator `LeaderLatch` cannot). Answered, the term ends as
+    /// [`hand_over`](Leadership::hand_over)'s does ([`is_valid`](Leadership::is_valid)
+    /// false and fenced writes refused before anything is sent), and one `multi` deletes this
+    /// leader's node and the nodes between, only while the named candidate's node exists:
+    /// it is the head, and leads, on that one write's notification. Not answered within
+    /// `within` (it is frozen, cut off, slow, gone, or a `LeaderLatch`), or gone before the
+    /// `multi`: leadership moves as [`hand_over`](Leadership::hand_over) moves it, to the
+    /// next candidate, and the returned [`Successor`] says who (compare its `id`). Either
+    /// way the successor is waited for `within` at most again, so the call takes at most
+    /// about twice `within`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] if no candidate with the id is queued behind this leader
+    /// (its own id included), or the election is unfair (it has no queue): nothing done,
+    /// still leading. Otherwise as [`hand_over`](Leadership::hand_over): before the term
+    /// ends (the reads, the ask's create: nothing done, still leading) or after (a
+    /// [`Error::Timeout`] waiting for the successor).
+    pub fn hand_over_to(
+        &self,
+        to: impl Into<Prefer>,
+        within: Duration,
+    ) -> Result<Option<Successor>> {
+        let to = to.into();
+        self.handing(|term, step_down| hand_over_to(term, &to, within, step_down))
+    }
+
+    /// Runs a hand-over on this term: `Error::NotLeader` if it is over; its step down
+    /// deletes the node behind the ops given, in one `multi` ([`Holding::release_with`]).
+    fn handing(
+        &self,
+        hand: impl FnOnce(&Term<'_>, &dyn Fn(&[Op]) -> Result<()>) -> Result<Option<Successor>>,
+    ) -> Result<Option<Successor>> {
         let h = &self.term.holding;
+        let election = &self.term.election;
         if h.is_gone() {
             return Err(not_leader(
                 Error::LockLost {
                     path: h.path().to_string(),
                 },
-                &self.term.election,
+                election,
             ));
         }
         let term = Term {
-            client: h.client(),
-            election: &self.term.election,
-            fair: !h.single(),
-            node: h.path(),
-            token: h.token(),
+            holding: h,
+            election,
         };
-        hand_over(&term, within, || match h.release() {
-            Ok(()) => Ok(()),
+        hand(&term, &|ops| match h.release_with(ops) {
+            Ok(_) => Ok(()),
             Err(e) if e.is_connection_error() => Ok(()), // deleted in the background
-            Err(e) => Err(not_leader(e, &self.term.election)),
+            Err(e) => Err(not_leader(e, election)),
         })
     }
 }

@@ -9,6 +9,6 @@ mod observe;
 
 pub use candidate::{Candidate, LeaderEvent, LeaderTerm};
 pub use elect::LeaderElection;
-pub use hand_over::Successor;
+pub use hand_over::{Prefer, Successor};
 pub use leadership::Leadership;
 pub use observe::{LeaderChange, LeaderObserver};

@@ -209,7 +209,11 @@ impl Holding {
                 &acquired.path,
                 sink,
                 acquired.owner,
-                acquired.seen.as_deref().map(|s| (&s.data[..], &s.stat)),
+                acquired
+                    .handed
+                    .as_deref()
+                    .and_then(|h| h.seen.as_ref())
+                    .map(|s| (&s.data[..], &s.stat)),
             );
         }
         Holding {
@@ -236,6 +240,11 @@ impl Holding {
 
     pub(crate) fn token(&self) -> u64 {
         self.acquired.token
+    }
+
+    /// The ACL the node was created with (what a node made on its behalf gets).
+    pub(crate) fn acl(&self) -> &crate::client::NodeAcl {
+        &self.acquired.acl
     }
 
     /// Whether the node is known to be ours no more: lost, released, or its session over
@@ -356,7 +365,37 @@ impl Holding {
         self.delete(self.client.timeout())
     }
 
+    /// Ends the hold as [`release`](Holding::release) does, the node deleted in one `multi`
+    /// behind `before` (sent only on its session): `Ok(true)` if that `multi` was applied.
+    /// If it was refused (an op of `before` failed), the node is deleted alone, as
+    /// `release` does: `Ok(false)`. The node's ACL goes to no op: `before` must not create.
+    pub(crate) fn release_with(&self, before: &[Op]) -> Result<bool> {
+        if before.is_empty() {
+            return self.release().map(|()| false);
+        }
+        let mut applied = false;
+        let send = || {
+            let mut ops = before.to_vec();
+            ops.push(Op::Delete {
+                path: self.acquired.path.clone(),
+                version: None,
+            });
+            let r = self.client.pinned(self.acquired.owner).multi(&ops);
+            applied = r.is_ok();
+            // Refused: the node is still there; a lost answer: maybe, the delete finds out.
+            r.is_ok()
+        };
+        self.delete_after(send, self.client.timeout())?;
+        Ok(applied)
+    }
+
     fn delete(&self, timeout: Duration) -> Result<()> {
+        self.delete_after(|| false, timeout)
+    }
+
+    /// The one end of a hold: marked released (so not valid, its fenced writes refused),
+    /// then `first` (true: it deleted the node), else the node's delete.
+    fn delete_after(&self, first: impl FnOnce() -> bool, timeout: Duration) -> Result<()> {
         if self.state.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
@@ -372,9 +411,13 @@ impl Holding {
         let lock_lost = || Error::LockLost {
             path: self.acquired.path.clone(),
         };
-        let deleted =
+        let deleted = if first() {
+            Ok(true)
+        } else {
             self.client
-                .delete_owned(&self.acquired.path, check, self.acquired.owner, timeout);
+                .delete_owned(&self.acquired.path, check, self.acquired.owner, timeout)
+        };
+        self.forget_ask();
         self.state.ended(None, released_at);
         match deleted {
             Ok(true) if !was_lost => Ok(()),
@@ -414,6 +457,18 @@ impl Holding {
         self.state.ended(None, Instant::now());
         self.client
             .delete_unwaited(&self.acquired.path, Check::None, self.acquired.owner);
+        self.forget_ask();
+    }
+
+    /// Takes back the `exists` watch an election's waiter kept on its ask path
+    /// (`Handed::ask_watch`), without waiting; with its session gone, it went with it.
+    fn forget_ask(&self) {
+        let handed = self.acquired.handed.as_deref();
+        if let Some(ask) = handed.and_then(|h| h.ask_watch.as_ref()) {
+            if self.client.session_id() == self.acquired.owner {
+                let _ = self.client.pipeline(|p| p.remove_watches(ask));
+            }
+        }
     }
 }
 

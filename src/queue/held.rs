@@ -21,9 +21,20 @@ pub(crate) struct Acquired {
     /// What the guard's measurements are labeled with (set by the acquire that ends with
     /// it: `Attempt::end`).
     pub labels: Option<Arc<Labels>>,
-    /// A waiter's last read of the node with its data watch (set by `Waiter::grant`): the
-    /// guard takes that watch over instead of arming its own (see [`Seen`]).
-    pub seen: Option<Box<Seen>>,
+    /// What a waiter hands the guard with its grant (set by `Waiter::grant`; boxed: an
+    /// acquire that did not wait has none).
+    pub handed: Option<Box<Handed>>,
+}
+
+/// What a waiter hands the guard with its grant.
+#[derive(Debug, Clone)]
+pub(crate) struct Handed {
+    /// Its last read of the node with its data watch: the guard takes that watch over
+    /// instead of arming its own (see [`Seen`]).
+    pub seen: Option<Seen>,
+    /// An election waiter's ask path whose `exists` watch is still armed: the guard takes
+    /// the watch back when the hold ends, off the way to leading (`Holding::forget_ask`).
+    pub ask_watch: Option<String>,
 }
 
 /// The node's data and stat as the waiter read them with the data watch that is still
@@ -47,7 +58,7 @@ impl Acquired {
             owner: stat.ephemeral_owner,
             acl: acl.clone(),
             labels: None,
-            seen: None,
+            handed: None,
         }
     }
 

@@ -125,6 +125,14 @@ pub(crate) fn child(dir: &str, name: &str) -> String {
     }
 }
 
+/// Where a leader asks the election candidate whose node is `name` in `dir` to take over
+/// (a named hand-over, `election/hand_over.rs`): beside the election's directory, not in
+/// it, so no listing of the queue (ours, Curator's) ever sees it, and only that candidate's
+/// waiter watches it.
+pub(crate) fn ask(dir: &str, name: &str) -> String {
+    format!("{dir}.hand-over.{name}")
+}
+
 /// The last component of a path.
 pub(crate) fn base(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)

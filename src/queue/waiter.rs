@@ -12,7 +12,7 @@ use decide::{listed, Listed, Slot, Then, View, Watches, BLOCKER};
 
 use super::attempt::{Attempt, Fired, Next, Spec, Wait, Woke};
 use super::enqueue::{OwnNode, Queued};
-use super::held::{Acquired, Seen};
+use super::held::{Acquired, Handed, Seen};
 use super::names;
 use crate::client::{Bell, Client, Names};
 use crate::client::{EventType, WatchedEvent};
@@ -53,6 +53,23 @@ pub(crate) struct Waiter<'a, 's> {
     ahead: usize,
     /// The slow re-check's period.
     tick: Duration,
+    /// An election's waiter: where a leader asks it to take over (a named hand-over).
+    ask: Option<Ask>,
+}
+
+/// The index of the ask's watch in a waiter's wait, after the view's (`decide::OWN`).
+const ASK: usize = 3;
+
+/// A named hand-over's ask to an election's waiter (docs/recipes.md, "Moving leadership"):
+/// the leader creates the node at `path` ([`names::ask`]), the waiter answers by deleting
+/// it. Its watch is an `exists` watch, armed in the view's round trip; nobody else watches
+/// that path, so an ask wakes this waiter alone.
+struct Ask {
+    path: String,
+    /// The watch while armed; `None`: to be armed in the next round.
+    rx: Option<Receiver<WatchedEvent>>,
+    /// The last arming found the ask there: answer it.
+    asked: bool,
 }
 
 impl<'a, 's> Waiter<'a, 's> {
@@ -65,10 +82,17 @@ impl<'a, 's> Waiter<'a, 's> {
         let node = queued.at.node.clone()?;
         cx.reset_backoff();
         let tick = cx.client.session_timeout().max(Duration::from_secs(1));
+        let me = names::base(&node.path).to_string();
+        let ask = spec.place.kind().leads().then(|| Ask {
+            path: names::ask(spec.dir, &me),
+            rx: None,
+            asked: false,
+        });
         Some(Waiter {
             cx,
             spec,
-            me: names::base(&node.path).to_string(),
+            me,
+            ask,
             watching: Watching::new(node.path.clone()),
             seen: None,
             ahead: 0,
@@ -79,9 +103,27 @@ impl<'a, 's> Waiter<'a, 's> {
         })
     }
 
-    /// Waits for our turn. Every round starts with the checks (a cancel, our session, the
-    /// deadline), then lists unless a view is still true, arms, and waits.
+    /// Waits for our turn, then takes back the ask's watch if it is still armed (an
+    /// `exists` watch on a path nobody creates would stay on the server, and in the client,
+    /// until the session ends: one per wait). A granted waiter's goes to the guard instead
+    /// ([`Handed::ask_watch`]), which takes it back when the hold ends.
     pub(crate) fn run(mut self) -> Next {
+        let next = self.steps();
+        if let Some(Ask {
+            path, rx: Some(_), ..
+        }) = &self.ask
+        {
+            if self.cx.client.session_id() == self.node.owner {
+                // Not waited for: its answer changes nothing.
+                let _ = self.cx.client.pipeline(|p| p.remove_watches(path));
+            }
+        }
+        next
+    }
+
+    /// Every round starts with the checks (a cancel, our session, the deadline), then lists
+    /// unless a view is still true, arms, and waits.
+    fn steps(&mut self) -> Next {
         let mut step = Step::List;
         loop {
             let c = match self.cx.checked(Some(self.node.owner)) {
@@ -95,7 +137,7 @@ impl<'a, 's> Waiter<'a, 's> {
                 step = self.arm(&c, v);
             }
             if let Step::Wait(v) = step {
-                step = self.wait(v);
+                step = self.wait(&c, v);
             }
             if let Step::End(next) = step {
                 return next;
@@ -157,9 +199,14 @@ impl<'a, 's> Waiter<'a, 's> {
 
     /// Steps 3 and 4: the watches the view asks for, in one round trip.
     fn arm(&mut self, c: &Client, v: View) -> Step {
-        let armed = self
-            .watching
-            .arm(c, self.cx.bell(), &v, &self.node.path, &mut self.seen);
+        let armed = self.watching.arm(
+            c,
+            self.cx.bell(),
+            &v,
+            &self.node.path,
+            &mut self.seen,
+            self.ask.as_mut(),
+        );
         let gone = match armed {
             Ok(gone) => {
                 // The server answers again: the next trouble starts with a short pause.
@@ -170,6 +217,7 @@ impl<'a, 's> Waiter<'a, 's> {
         };
         match self.watching.after_arm(&v, &gone) {
             Then::Vanished => self.vanished(),
+            Then::Wait if self.ask.as_ref().is_some_and(|a| a.asked) => self.answer(c, v),
             Then::Wait => Step::Wait(v),
             Then::Grant => self.grant(),
             Then::List | Then::Arm | Then::Nearer => Step::List,
@@ -179,18 +227,23 @@ impl<'a, 's> Waiter<'a, 's> {
     /// Step 5: waits on the watches, the session, a cancel, the deadline and the tick; what
     /// a wake-up means is the attempt's rule ([`Woke::of`](super::attempt::Woke::of)), what
     /// a watch of ours heard the view's ([`Watching::on_watch`]).
-    fn wait(&mut self, v: View) -> Step {
+    fn wait(&mut self, c: &Client, v: View) -> Step {
         let blocker = self.watching.receiver(&v.blocker);
         let next = v
             .next
             .as_deref()
             .map_or_else(crossbeam_channel::never, |n| self.watching.receiver(n));
         let own = self.watching.receiver(&self.node.path);
+        let ask = self
+            .ask
+            .as_ref()
+            .and_then(|a| a.rx.clone())
+            .unwrap_or_else(crossbeam_channel::never);
         let tick = Some(Instant::now() + self.tick);
         let (i, fired) = loop {
             match self
                 .cx
-                .woke(&[&blocker, &next, &own], tick, Some(self.node.owner))
+                .woke(&[&blocker, &next, &own, &ask], tick, Some(self.node.owner))
             {
                 Woke::Watch(i, fired) => break (i, fired),
                 Woke::Again => continue,
@@ -198,6 +251,9 @@ impl<'a, 's> Waiter<'a, 's> {
                 Woke::End(end) => return Step::End(end),
             }
         };
+        if i == ASK {
+            return self.answer(c, v);
+        }
         self.cx
             .heard_release(i == BLOCKER && fired == Fired::Deleted);
         match self.watching.on_watch(fired, i, &v) {
@@ -215,6 +271,21 @@ impl<'a, 's> Waiter<'a, 's> {
         }
     }
 
+    /// A leader asks us to take over (or its ask went): we answer by deleting the ask
+    /// (gone already is fine), so the leader knows this process runs, and arm its watch
+    /// again.
+    fn answer(&mut self, c: &Client, v: View) -> Step {
+        let Some(a) = self.ask.as_mut() else {
+            return Step::Wait(v);
+        };
+        a.rx = None;
+        a.asked = false;
+        match c.delete(&a.path, None) {
+            Ok(()) | Err(Error::NoNode { .. }) => Step::Arm(v),
+            Err(e) => self.failed(e),
+        }
+    }
+
     /// Our node heads the queue: the last checks, then it is the caller's. A closing client
     /// grants nothing; a session that changed since our node was made starts over. (Our
     /// node's listing was answered within its session, and an ephemeral node only goes with
@@ -228,7 +299,14 @@ impl<'a, 's> Waiter<'a, 's> {
         }
         let mut acquired = self.at.take();
         if let Some(a) = acquired.as_mut() {
-            a.seen = self.seen.take().map(Box::new);
+            let handed = Handed {
+                seen: self.seen.take(),
+                // The guard takes it back, so that nothing is sent on the way to holding.
+                ask_watch: self.ask.take().filter(|k| k.rx.is_some()).map(|k| k.path),
+            };
+            if handed.seen.is_some() || handed.ask_watch.is_some() {
+                a.handed = Some(Box::new(handed));
+            }
         }
         Step::End(Next::Done(Ok(acquired)))
     }
@@ -253,7 +331,9 @@ impl Watching {
     /// Arms a data watch on each node `v` names and on `own` (our node), each that is not
     /// watched yet, in one round trip, and forgets other watches. Returns the nodes that
     /// are gone already (no watch is left on a missing node). What our own node's arming
-    /// read goes to `seen`. The watches ring `bell` (the waiter's [`Attempt::woke`]).
+    /// read goes to `seen`. An election's `ask`, if its watch is spent, gets an `exists`
+    /// watch in the same round trip. The watches ring `bell` (the waiter's
+    /// [`Attempt::woke`]).
     fn arm(
         &mut self,
         c: &Client,
@@ -261,17 +341,20 @@ impl Watching {
         v: &View,
         own: &str,
         seen: &mut Option<Seen>,
+        ask: Option<&mut Ask>,
     ) -> Result<Vec<String>> {
         let (mut gone, missing) = self.keep(v);
-        if missing.is_empty() {
+        let ask = ask.filter(|a| a.rx.is_none());
+        if missing.is_empty() && ask.is_none() {
             return Ok(gone);
         }
-        let pending = c.pipeline(|p| {
+        let (pending, asked) = c.pipeline(|p| {
             p.ring(bell);
-            missing
+            let pending = missing
                 .iter()
                 .map(|path| p.get_data_w(path))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (pending, ask.as_ref().map(|a| p.exists_w(&a.path)))
         });
         let mut failed = None;
         for (path, p) in missing.into_iter().zip(pending) {
@@ -291,6 +374,15 @@ impl Watching {
                     self.armed(path, rx)
                 }
                 Err(Error::NoNode { .. }) => gone.push(path),
+                Err(e) => failed = Some(e),
+            }
+        }
+        if let (Some(a), Some(asked)) = (ask, asked) {
+            match asked.wait() {
+                Ok((stat, rx)) => {
+                    a.rx = Some(rx);
+                    a.asked = stat.is_some();
+                }
                 Err(e) => failed = Some(e),
             }
         }

@@ -1,7 +1,8 @@
 //! `elect --hand-over-on-exit`: a supervised leader stopped by SIGTERM stops its command,
-//! then hands leadership to the next candidate and waits until it leads; alone, it
-//! resigns. And the rolling restart: three daemons restarted one by one, the leadership
-//! changes counted, the leaderless time per change printed, never two leaders.
+//! then hands leadership to the next candidate (or, with `--hand-over-to`, the newest or a
+//! named one) and waits until it leads; alone, it resigns. And the rolling restart: three
+//! daemons restarted one by one, the leadership changes counted, the leaderless time per
+//! change printed, never two leaders.
 
 use zkguard::{Client, Error, LeaderChange, LeaderElection, Op};
 
@@ -203,6 +204,29 @@ fn hand_over_on_exit_needs_a_bound() {
     );
 }
 
+/// `--hand-over-to` takes `newest` or `id:ID`, and only with `--hand-over-on-exit`.
+#[test]
+fn hand_over_to_takes_newest_or_an_id_with_hand_over_on_exit() {
+    for (args, want) in [
+        (&["--hand-over-to", "newest"][..], "--hand-over-on-exit"),
+        (
+            &["--hand-over-on-exit", "--hand-over-to", "host-c"][..],
+            "`newest` or `id:ID`",
+        ),
+        (
+            &["--hand-over-on-exit", "--hand-over-to", "id:"][..],
+            "needs an id",
+        ),
+    ] {
+        let mut all = vec!["elect", "/cli/x"];
+        all.extend_from_slice(args);
+        all.extend(["--", "true"]);
+        let (code, _, err) = output(zkguard("127.0.0.1:1").args(&all));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
 /// A rolling restart of three `zkguard elect` daemons, one by one in `order` (indexes of
 /// the running daemons, by start), each SIGTERMed, awaited, and started again (`gN+1` in
 /// its id) at the back of the queue. Returns, per restart, whether the restarted daemon
@@ -282,6 +306,11 @@ fn rolling_restart(flags: &[&str], order: [usize; 3]) -> Vec<(bool, usize, Vec<f
     let all = terms(&s.lines("log"));
     let said: Vec<(String, u64)> = all.iter().map(|t| (t.id.clone(), t.token)).collect();
     assert_eq!(led_by_observer, said, "the observer against the terms");
+    let last = &all.last().unwrap().id;
+    assert!(
+        !last.ends_with("-g1"),
+        "an old instance leads at the end: {last}"
+    );
     assert!(
         observer.events().try_recv().is_err(),
         "a change no term shows"
@@ -298,15 +327,24 @@ fn rolling_restart(flags: &[&str], order: [usize; 3]) -> Vec<(bool, usize, Vec<f
 /// The rolling restart with `--hand-over-on-exit`, twice: in the order started (each
 /// restart is then the leader's: one change each, leadership bouncing from old instance to
 /// old instance), and followers first (no change for a follower's restart, one for the
-/// leader's, which ends on a restarted instance); with plain resigns for comparison. The
-/// counts are asserted; the leaderless times printed (docs/recipes.md, "Moving leadership").
+/// leader's, which ends on a restarted instance); with `--hand-over-to newest` (in the
+/// order started: the first leader hands over to the old instance started last, which
+/// hands over to a restarted one when its turn comes, and the restart between moves
+/// nothing: two changes, not three; followers first: one); and with plain resigns for
+/// comparison. The counts are asserted, and that the deploy ends with a restarted leader;
+/// the leaderless times printed (docs/recipes.md, "Moving leadership").
 #[test]
 fn rolling_restart_with_hand_over() {
-    for (what, flags) in [
-        ("hand-over", &["--hand-over-on-exit=30s"][..]),
-        ("resign", &[][..]),
+    for (what, flags, leaders) in [
+        ("hand-over", &["--hand-over-on-exit=30s"][..], [3, 1]),
+        (
+            "hand-over to newest",
+            &["--hand-over-on-exit=30s", "--hand-over-to", "newest"][..],
+            [2, 1],
+        ),
+        ("resign", &[][..], [3, 1]),
     ] {
-        for order in [[0, 1, 2], [1, 2, 0]] {
+        for (order, leaders) in [[0, 1, 2], [1, 2, 0]].into_iter().zip(leaders) {
             let restarts = rolling_restart(flags, order);
             let mut gaps: Vec<f64> = Vec::new();
             for (n, (was_leader, changes, g)) in restarts.iter().enumerate() {
@@ -317,8 +355,8 @@ fn rolling_restart_with_hand_over() {
                 );
                 gaps.extend(g);
             }
-            let leaders = restarts.iter().filter(|r| r.0).count();
-            assert_eq!(leaders, if order[0] == 0 { 3 } else { 1 }, "{restarts:?}");
+            let restarted_leaders = restarts.iter().filter(|r| r.0).count();
+            assert_eq!(restarted_leaders, leaders, "{what} {order:?}: {restarts:?}");
             let shown: Vec<String> = gaps.iter().map(|g| format!("{g:.1}")).collect();
             println!(
                 "rolling restart, {what}, order {order:?}: {} changes; leaderless ms (old \

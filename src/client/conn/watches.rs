@@ -161,6 +161,17 @@ impl Watches {
 }
 
 impl Shared {
+    /// Forgets every data and `exists` watch registered on `server_path`: nothing of theirs
+    /// is delivered or armed again after a reconnect (`Pipeline::remove_watches`).
+    pub(crate) fn forget_watches(&self, server_path: &str) {
+        // Dropped (each sender rings its wait's bell as it goes) once the lock is let go.
+        let forgotten = self
+            .watches
+            .lock()
+            .take_fired(server_path, [true, true, false]);
+        drop(forgotten);
+    }
+
     /// A watch's arming request failed (nothing was set): a sink that wants its watch kept
     /// is queued to be armed again.
     pub(super) fn unarmed(&self, watch: Option<WatchReg>) {

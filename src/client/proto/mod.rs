@@ -35,13 +35,14 @@ pub(crate) enum Name {
     WhoAmI,
     GetConfig,
     Reconfig,
+    RemoveWatches,
     Close,
 }
 
 impl Name {
     /// Every name (the metrics table's test records each).
     #[cfg(all(test, feature = "metrics"))]
-    pub(crate) const ALL: [Name; 14] = [
+    pub(crate) const ALL: [Name; 15] = [
         Name::Create,
         Name::Delete,
         Name::Exists,
@@ -55,6 +56,7 @@ impl Name {
         Name::WhoAmI,
         Name::GetConfig,
         Name::Reconfig,
+        Name::RemoveWatches,
         Name::Close,
     ];
 
@@ -74,6 +76,7 @@ impl Name {
             Name::WhoAmI => "who_am_i",
             Name::GetConfig => "get_config",
             Name::Reconfig => "reconfig",
+            Name::RemoveWatches => "remove_watches",
             Name::Close => "close",
         }
     }
@@ -95,6 +98,7 @@ pub(crate) mod op {
     pub const MULTI: i32 = 14;
     pub const RECONFIG: i32 = 16;
     pub const CREATE2: i32 = 15;
+    pub const REMOVE_WATCHES: i32 = 18;
     pub const CREATE_CONTAINER: i32 = 19;
     pub const CREATE_TTL: i32 = 21;
     pub const CLOSE: i32 = -11;

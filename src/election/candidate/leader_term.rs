@@ -55,6 +55,11 @@ impl LeaderTerm {
         }
     }
 
+    /// The term's node, as the guard core holds it.
+    pub(in crate::election) fn holding(&self) -> &Holding {
+        &self.node
+    }
+
     /// The term's fencing token: its node's creation zxid, larger for every later term of
     /// any candidate of the election (as in [`LeaderEvent::Elected`](crate::LeaderEvent)).
     pub fn token(&self) -> u64 {
