@@ -609,3 +609,48 @@ fn two_named_hand_overs_at_once_move_leadership_once() {
     assert_quiet(&events[0], "b elected");
     assert_quiet(&events[lost], "the other named candidate elected");
 }
+
+/// Another identity puts a node at a waiter's ask path, in a parent that lets everyone
+/// create but only that identity delete: the waiter cannot answer (its delete is refused).
+/// That ends nothing: it stops answering asks in this wait and leads at its turn, and the
+/// other identity's node is left alone. (Without the rule the waiter's `lead()` failed
+/// with `NoAuth`.)
+#[test]
+fn an_ask_the_waiter_may_not_delete_does_not_end_its_wait() {
+    use zkguard::{Acl, Perms};
+    let cs = shared_cluster().connect_string();
+    let vandal = common::as_user("vandal");
+    let parent = unique("ask-parent");
+    let mut acl = Acl::creator_all();
+    acl.push(Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"));
+    vandal
+        .create_with_acl(&parent, b"", CreateMode::Persistent, &acl)
+        .unwrap();
+    let path = format!("{parent}/election");
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let a = LeaderElection::new(&x, &path, "a").unwrap();
+    let leadership = a.lead().unwrap();
+    let b = LeaderElection::new(&y, &path, "b").unwrap();
+    let b_lead = spawn(move || b.lead().map(|l| (l.is_valid(), l)));
+    wait_ids(&a, &["a", "b"]);
+    let ask = ask_path(&path, &a.participants().unwrap()[1].node);
+    wait_until(WITHIN, "b's ask watched", || {
+        common::watches_by_path().contains_key(&ask)
+    });
+    // y is b's alone: its next request is the waiter's answer, the refused delete.
+    let before = y.stats().requests;
+    vandal
+        .create(&ask, b"not a leader's", CreateMode::Persistent)
+        .unwrap();
+    wait_until(WITHIN, "b's answer sent", || y.stats().requests > before);
+    leadership.resign().unwrap();
+    let (valid, b_leads) = recv(&b_lead, WITHIN, "b's lead()").expect("b leads");
+    assert!(valid, "b's leadership valid when handed out");
+    assert_eq!(
+        vandal.get_data(&ask).unwrap().0,
+        b"not a leader's".to_vec(),
+        "the other identity's node left alone"
+    );
+    b_leads.resign().unwrap();
+    vandal.delete(&ask, None).unwrap();
+}

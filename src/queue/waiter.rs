@@ -16,7 +16,7 @@ use super::held::{Acquired, Handed, Seen};
 use super::names;
 use crate::client::{Bell, Client, Names};
 use crate::client::{EventType, WatchedEvent};
-use crate::error::{Error, Result};
+use crate::error::{escape, Error, Result};
 
 /// Where a waiter goes next.
 enum Step {
@@ -282,7 +282,21 @@ impl<'a, 's> Waiter<'a, 's> {
         a.asked = false;
         match c.delete(&a.path, None) {
             Ok(()) | Err(Error::NoNode { .. }) => Step::Arm(v),
-            Err(e) => self.failed(e),
+            Err(e) if e.is_connection_error() || e == Error::SessionExpired => self.failed(e),
+            Err(e) => {
+                // An ask we may not delete (a node another identity put there, its parent
+                // closed to our deletes) is not ours to answer: this wait stops answering
+                // asks (a leader then hands over as if we were frozen) rather than fail
+                // the acquire, or answer again and again.
+                log::warn!(
+                    "zkguard: cannot answer the hand-over ask {}: {e}; not answering asks in this wait",
+                    escape(&a.path)
+                );
+                // Its watch, if still armed on that node, taken back (not waited for).
+                let _ = c.pipeline(|p| p.remove_watches(&a.path));
+                self.ask = None;
+                Step::Arm(v)
+            }
         }
     }
 
