@@ -88,6 +88,49 @@ fn a_delete_firing_a_data_and_a_child_watch_cut_after_the_first_notification_del
     );
 }
 
+/// The other side of the zxid rule: the zxid a reconnect says it saw is the one the replies
+/// raised, not 0. SetWatches re-fires a watch whose node changed after that zxid; a client
+/// that said 0 (its seen zxid never raised: `dispatch`'s `h.zxid > 0` made `== 0`, a
+/// mutant) would hear every watched node "change" at each reconnect, and its connect
+/// request would let a server behind what it read take it. SetWatches is written before
+/// any caller's request on the new connection, and the server answers in order, so a
+/// re-fired watch's notification would come before the reply to the read below.
+#[test]
+fn a_reconnect_fires_no_watch_whose_node_did_not_change() {
+    let cluster = shared_cluster();
+    let client = connect(&cluster.connect_string(), SESSION);
+    let other = connect(&cluster.connect_string(), SESSION);
+    let events = client.events();
+    let session = client.session_id();
+    let dir = unique("refire");
+    client.create(&dir, b"", CreateMode::Persistent).unwrap();
+    let node = format!("{dir}/n");
+    client.create(&node, b"", CreateMode::Persistent).unwrap();
+    let (_, _, data) = client.get_data_w(&node).unwrap();
+    let (_, _, kids) = client.get_children_w(&dir).unwrap();
+    client.drop_connection();
+    expect_reconnected(&events, session, WITHIN);
+    client.get_data(&node).unwrap();
+    assert_eq!(
+        data.try_recv().map(|e| e.event_type),
+        Err(zkguard::channel::TryRecvError::Empty),
+        "the data watch fired though the node did not change"
+    );
+    assert_eq!(
+        kids.try_recv().map(|e| e.event_type),
+        Err(zkguard::channel::TryRecvError::Empty),
+        "the child watch fired though no child came or went"
+    );
+    // Both are still armed: a change now is heard.
+    other.set_data(&node, b"1", None).unwrap();
+    assert_eq!(heard(&data, "the node's change"), EventType::NodeDataChanged);
+    other.delete(&node, None).unwrap();
+    assert_eq!(
+        heard(&kids, "the child's deletion"),
+        EventType::NodeChildrenChanged
+    );
+}
+
 /// What an acquire returned, as text.
 fn outcome<T>(r: zkguard::Result<T>) -> String {
     match r {
