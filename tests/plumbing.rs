@@ -123,7 +123,10 @@ fn a_reconnect_fires_no_watch_whose_node_did_not_change() {
     );
     // Both are still armed: a change now is heard.
     other.set_data(&node, b"1", None).unwrap();
-    assert_eq!(heard(&data, "the node's change"), EventType::NodeDataChanged);
+    assert_eq!(
+        heard(&data, "the node's change"),
+        EventType::NodeDataChanged
+    );
     other.delete(&node, None).unwrap();
     assert_eq!(
         heard(&kids, "the child's deletion"),
