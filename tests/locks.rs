@@ -400,6 +400,31 @@ fn a_timed_acquire_gives_up_at_its_deadline_not_at_its_slow_re_check() {
     );
 }
 
+/// A try on a held lock says no at once, for every kind's loop: on a client whose request
+/// timeout (a try's one deadline) is two minutes, a try that waited for the holder instead
+/// (the single node's race without its "a try does not wait" arm) would answer only then.
+#[test]
+fn a_try_on_a_held_lock_says_no_at_once() {
+    let cs = shared_cluster().connect_string();
+    for kind in ["mutex", "unfair", "semaphore"] {
+        let path = unique(&format!("try-{kind}"));
+        let a = connect(&cs, SESSION);
+        let _held = waiting_kind(&a, kind, &path).0.acquire_boxed().unwrap();
+        let t = Client::builder(&cs)
+            .session_timeout(SESSION)
+            .request_timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
+        let (lock_t, _) = waiting_kind(&t, kind, &path);
+        let tried = spawn(move || lock_t.try_acquire_boxed().map(|g| g.is_some()));
+        let got = recv(&tried, WITHIN, &format!("the {kind}'s try"));
+        assert!(
+            matches!(got, Ok(false)),
+            "{kind}: expected Ok(None), got {got:?}"
+        );
+    }
+}
+
 #[test]
 fn deleting_the_holders_node_is_a_loss() {
     let cs = shared_cluster().connect_string();
