@@ -339,10 +339,10 @@ fn waiting_kind(client: &Client, kind: &str, path: &str) -> (Box<dyn DynLock>, C
 /// For each kind: the lock held on one client, and on a client whose slow re-check is a
 /// minute off (the longest session the harness grants) an acquire started by `start` and
 /// seen waiting (a watch of its session on the server); `end` then gets the acquire's
-/// outcome channel and its canceller.
+/// outcome channel, its canceller and its client.
 fn while_waiting(
     start: impl Fn(&dyn DynLock) -> zkguard::Result<bool> + Copy + Send + 'static,
-    end: impl Fn(&str, &zkguard::channel::Receiver<zkguard::Result<bool>>, &Canceller),
+    end: impl Fn(&str, &zkguard::channel::Receiver<zkguard::Result<bool>>, &Canceller, &Client),
 ) {
     let cs = shared_cluster().connect_string();
     for kind in ["mutex", "unfair", "semaphore"] {
@@ -357,7 +357,7 @@ fn while_waiting(
             watches_by_path().values().any(|s| s.contains(&session_b))
         });
         assert_quiet(&waiter, "acquired while the lock is held");
-        end(kind, &waiter, &cancel_b);
+        end(kind, &waiter, &cancel_b, &b);
         drop(held);
     }
 }
@@ -370,7 +370,7 @@ fn while_waiting(
 fn a_cancel_ends_a_waiting_acquire_at_once_not_at_its_slow_re_check() {
     while_waiting(
         |l| l.acquire_boxed().map(|_| true),
-        |kind, waiter, cancel| {
+        |kind, waiter, cancel, _| {
             cancel.cancel();
             match recv(waiter, WITHIN, &format!("the {kind}'s cancelled acquire")) {
                 Err(Error::Cancelled { .. }) => {}
@@ -390,12 +390,37 @@ fn a_timed_acquire_gives_up_at_its_deadline_not_at_its_slow_re_check() {
             l.acquire_timeout_boxed(Duration::from_secs(2))
                 .map(|g| g.is_some())
         },
-        |kind, waiter, _| {
+        |kind, waiter, _, _| {
             let got = recv(waiter, WITHIN, &format!("the {kind}'s timed acquire"));
             assert!(
                 matches!(got, Ok(false)),
                 "{kind}: expected Ok(None), got {got:?}"
             );
+        },
+    );
+}
+
+/// An acquire waiting on a watch sends nothing until something changes: it sleeps to its
+/// watch, a session event or its slow re-check (a minute here), never in a loop of races
+/// (the single node's re-check set in the past, `now - timeout`, would race again and
+/// again). Pings are not requests (`ClientStats::requests`).
+#[test]
+fn a_waiting_acquire_sends_nothing_while_nothing_changes() {
+    while_waiting(
+        |l| l.acquire_boxed().map(|_| true),
+        |kind, waiter, cancel, client| {
+            let before = client.stats().requests;
+            assert_quiet(waiter, "acquired while the lock is held");
+            assert_eq!(
+                client.stats().requests,
+                before,
+                "{kind}: requests sent while waiting"
+            );
+            cancel.cancel();
+            assert!(matches!(
+                recv(waiter, WITHIN, "the cancelled acquire"),
+                Err(Error::Cancelled { .. })
+            ));
         },
     );
 }
