@@ -19,7 +19,7 @@ mod common;
 use std::time::Duration;
 
 use common::{children, connect, expect_reconnected, recv, shared_cluster, spawn, unique};
-use common::{wait_until, WITHIN};
+use common::{wait_until, watches_by_path, WITHIN};
 use zkguard::testing::FaultProxy;
 use zkguard::{Canceller, Client, CreateMode, Error, EventType, Op, SessionEvent};
 
@@ -132,6 +132,44 @@ fn a_reconnect_fires_no_watch_whose_node_did_not_change() {
         heard(&kids, "the child's deletion"),
         EventType::NodeChildrenChanged
     );
+}
+
+/// A guard keeps a data watch on its own node (its loss is heard by it); a data change
+/// spends the watch, and the connection thread arms it again at once. If the connection
+/// dies with that re-arm in flight, the re-arm is queued again and made on the next
+/// connection (`unarmed`): the cut comes right after the change's notification, so the
+/// re-arm is written on the dying connection and failed with it. The node's deletion
+/// afterwards is heard, and the guard reads invalid.
+#[test]
+fn a_guards_own_node_watch_re_armed_as_the_connection_dies_is_armed_on_the_next() {
+    let (proxy, client, other) = behind_proxy();
+    let events = client.events();
+    let session = client.session_id();
+    let path = unique("rearm-cut");
+    let guard = zkguard::Mutex::new(&client, &path)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let node = guard.path().to_string();
+    let lost = guard.lost();
+    // The guard arms its watch as it is handed out, without waiting for the reply: the
+    // change must come after the server has set it, or it fires nothing.
+    let ours = format!("0x{:x}", session as u64);
+    let armed = || {
+        watches_by_path()
+            .get(&node)
+            .is_some_and(|s| s.contains(&ours))
+    };
+    wait_until(WITHIN, "the own-node watch armed", armed);
+    proxy.cut_after_next_notification();
+    other.set_data(&node, b"changed", None).unwrap();
+    expect_reconnected(&events, session, WITHIN);
+    assert_eq!(proxy.notification_cuts(), 1, "the cut was not made");
+    wait_until(WITHIN, "the own-node watch armed again", armed);
+    assert!(guard.is_valid());
+    other.delete(&node, None).unwrap();
+    recv(&lost, WITHIN, "the guard's loss");
+    assert!(!guard.is_valid());
 }
 
 /// What an acquire returned, as text.
