@@ -94,7 +94,8 @@ fn a_delete_firing_a_data_and_a_child_watch_cut_after_the_first_notification_del
 /// mutant) would hear every watched node "change" at each reconnect, and its connect
 /// request would let a server behind what it read take it. SetWatches is written before
 /// any caller's request on the new connection, and the server answers in order, so a
-/// re-fired watch's notification would come before the reply to the read below.
+/// re-fired watch's notification would come before the reply to the read below. The
+/// client counts the watches it re-armed (`ClientStats::watch_rearms`): one of each table.
 #[test]
 fn a_reconnect_fires_no_watch_whose_node_did_not_change() {
     let cluster = shared_cluster();
@@ -108,9 +109,18 @@ fn a_reconnect_fires_no_watch_whose_node_did_not_change() {
     client.create(&node, b"", CreateMode::Persistent).unwrap();
     let (_, _, data) = client.get_data_w(&node).unwrap();
     let (_, _, kids) = client.get_children_w(&dir).unwrap();
+    let (none, absent) = client.exists_w(&format!("{dir}/absent")).unwrap();
+    assert!(none.is_none());
     client.drop_connection();
     expect_reconnected(&events, session, WITHIN);
     client.get_data(&node).unwrap();
+    // Each of the three, one of each of the server's tables, re-armed once.
+    assert_eq!(client.stats().watch_rearms, 3, "watches re-armed");
+    assert_eq!(
+        absent.try_recv().map(|e| e.event_type),
+        Err(zkguard::channel::TryRecvError::Empty),
+        "the exists watch fired though no node was made"
+    );
     assert_eq!(
         data.try_recv().map(|e| e.event_type),
         Err(zkguard::channel::TryRecvError::Empty),
