@@ -337,6 +337,12 @@ fn a_resign_while_the_connection_is_down_is_ok_and_the_node_goes_once_back() {
     let ca = LeaderElection::new(&a, &path, "a").unwrap().join().unwrap();
     let events = ca.events();
     expect_elected(&events, "a");
+    // Its `Debug` says the election and that it leads.
+    let said = format!("{ca:?}");
+    assert!(
+        said.contains(&path) && said.contains("leader: true"),
+        "{said}"
+    );
     let node = ca.term().expect("a term").path().to_string();
     proxy.blackhole();
     proxy.reset();
