@@ -28,6 +28,10 @@
 # zxid (3.9 on): run it with ZKGUARD_ZOOKEEPER_VERSION=3.9.5 (and ZKGUARD_VERSIONS_DIR; see
 # docs/testing.md), as its pass over the integration files includes tests/plumbing.rs.
 set -euo pipefail
+# No globbing by the shell: an area's files are cargo-mutants' globs (`src/queue/**/*.rs`).
+# Expanded by bash (no globstar) `**` is `*`, and the area was only its subdirectories'
+# files (`src/client/conn/**/*.rs` was `reply/loom.rs` and `session/first.rs`).
+set -f
 cd "$(dirname "$0")/.."
 
 # Area: the files mutated, then the integration files run on each mutant the library's unit
@@ -42,10 +46,10 @@ files[wake]="src/queue/wake.rs"
 tests[wake]="--test mutex --test locks --test shutdown --test plumbing"
 skip[wake]="model::"
 files[queue]="src/queue/**/*.rs"
-tests[queue]="--test plumbing --test mutex --test rwlock --test semaphore --test locks --test handoff --test queue_position --test lock_faults --test shutdown --test election_unfair --test new_directory --test tenancy --test failure_semantics"
+tests[queue]="--test plumbing --test mutex --test rwlock --test semaphore --test locks --test handoff --test queue_position --test lock_faults --test shutdown --test election_unfair --test new_directory --test tenancy --test acl --test failure_semantics"
 skip[queue]=""
 files[conn]="src/client/conn/**/*.rs"
-tests[conn]="--test plumbing --test client --test faults --test connect --test recovery --test ensemble --test failure_semantics"
+tests[conn]="--test plumbing --test client --test faults --test connect --test recovery --test ensemble --test failure_semantics --test locks --test logging --test metrics"
 skip[conn]="model::"
 files[election]="src/election/**/*.rs"
 tests[election]="--test plumbing --test election --test election_unfair --test candidate --test candidate_fenced --test election_faults --test shutdown"
@@ -87,25 +91,28 @@ for a in "${pick[@]}"; do
     if [ "$pass" != files ]; then
         echo "==> mutants: $a (${files[$a]}), shard $shard, the library's unit tests"
         cargo mutants "${common[@]}" "${select[@]}" --shard "$shard" --timeout 120 \
-            --output "$out/lib" -- --lib "${test_bin[@]}" || true
+            --output "$out/lib" -C --lib -- "${test_bin[@]}" || true
     fi
     if [ "$pass" != lib ]; then
         # Only what the first pass missed, by name (not `--iterate`: with a shard it would
         # take in every mutant of the other shards, none of them caught).
         missed="$out/lib/mutants.out/missed.txt"
         if [ -s "$missed" ]; then
-            # shellcheck disable=SC2086 # the test list is words
-            set -- --lib ${tests[$a]}
+            # The targets as `--cargo-arg`s, so the build before the tests makes only them
+            # (after `--` they would reach `cargo test` alone, and its `--no-run` build
+            # would make every test binary and example for each mutant).
+            set --
+            for t in --lib ${tests[$a]}; do set -- "$@" -C "$t"; done
             echo "==> mutants: $a, the $(wc -l <"$missed") the unit tests missed, its" \
                 "integration files, timeout $timeout s"
             cargo mutants "${common[@]}" --re "$(names_re "$missed")" --timeout "$timeout" \
-                --output "$out/files" -- "$@" "${test_bin[@]}" || true
+                --output "$out/files" "$@" -- "${test_bin[@]}" || true
         fi
     fi
     for p in lib files; do
         for f in caught missed timeout unviable; do
-            printf '%s (%s): %s %s\n' "$a" "$p" "$f" \
-                "$(wc -l <"$out/$p/mutants.out/$f.txt" 2>/dev/null || echo 0)"
+            list="$out/$p/mutants.out/$f.txt"
+            printf '%s (%s): %s %s\n' "$a" "$p" "$f" "$(cat "$list" 2>/dev/null | wc -l)"
         done
     done
 done
