@@ -319,3 +319,38 @@ fn a_revoked_leader_candidate_is_told_and_its_successor_still_takes_over_on_its_
     assert_eq!(next_event(&b_events, "b"), LeaderEvent::Revoked);
     assert_quiet(&a_events, "a told of b's request");
 }
+
+/// A candidate that resigns while its connection is down leads no more at once: `Ok(())`,
+/// as documented (the delete of its node is retried in the background: a connection
+/// error of the delete is not the caller's), and the node is gone once the connection is
+/// back.
+#[test]
+fn a_resign_while_the_connection_is_down_is_ok_and_the_node_goes_once_back() {
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    let a = zkguard::Client::builder(&proxy.connect_string())
+        .session_timeout(Duration::from_secs(20))
+        .request_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let observer = connect(&shared_cluster().connect_string(), SESSION);
+    let path = unique("resign-down");
+    let ca = LeaderElection::new(&a, &path, "a").unwrap().join().unwrap();
+    let events = ca.events();
+    expect_elected(&events, "a");
+    // Its `Debug` says the election and that it leads.
+    let said = format!("{ca:?}");
+    assert!(
+        said.contains(&path) && said.contains("leader: true"),
+        "{said}"
+    );
+    let node = ca.term().expect("a term").path().to_string();
+    proxy.blackhole();
+    proxy.reset();
+    assert_eq!(next_event(&events, "a"), LeaderEvent::Suspended);
+    ca.resign().expect("a resign with the connection down");
+    assert_eq!(next_event(&events, "a"), LeaderEvent::Resigned);
+    proxy.heal();
+    wait_until(WITHIN, "the resigned term's node deleted", || {
+        observer.exists(&node).unwrap().is_none()
+    });
+}

@@ -14,8 +14,8 @@ use common::{
 };
 use zkguard::testing::FaultProxy;
 use zkguard::{
-    Client, CreateMode, Error, MultiLock, Mutex, ReentrantMutex, RwLock, Semaphore, SessionEvent,
-    UnfairMutex,
+    Canceller, Client, CreateMode, DynLock, Error, Lock, MultiLock, Mutex, ReentrantMutex, RwLock,
+    Semaphore, SessionEvent, UnfairMutex,
 };
 
 /// Session timeout for clients whose session is not the point of the test.
@@ -318,6 +318,136 @@ fn a_waiter_lists_again_as_soon_as_its_connection_is_back() {
     drop(g);
     let gb = recv(&waiter, WITHIN, "the waiter's acquire").unwrap();
     assert!(gb.is_valid());
+}
+
+/// A lock of `kind` at `path` on `client`, and its canceller: each kind's wait is another
+/// loop over the same wake-up (`Attempt::woke`): `mutex` the queue's waiter, `unfair` the
+/// single node's, `semaphore` (one permit) the lease phase's behind its internal lock.
+fn waiting_kind(client: &Client, kind: &str, path: &str) -> (Box<dyn DynLock>, Canceller) {
+    fn boxed<L: Lock + DynLock + 'static>(l: L) -> (Box<dyn DynLock>, Canceller) {
+        let c = l.canceller();
+        (Box::new(l), c)
+    }
+    match kind {
+        "mutex" => boxed(Mutex::new(client, path).unwrap()),
+        "unfair" => boxed(UnfairMutex::new(client, path).unwrap()),
+        "semaphore" => boxed(Semaphore::new(client, path, 1).unwrap()),
+        _ => unreachable!("{kind}"),
+    }
+}
+
+/// For each kind: the lock held on one client, and on a client whose slow re-check is a
+/// minute off (the longest session the harness grants) an acquire started by `start` and
+/// seen waiting (a watch of its session on the server); `end` then gets the acquire's
+/// outcome channel, its canceller and its client.
+fn while_waiting(
+    start: impl Fn(&dyn DynLock) -> zkguard::Result<bool> + Copy + Send + 'static,
+    end: impl Fn(&str, &zkguard::channel::Receiver<zkguard::Result<bool>>, &Canceller, &Client),
+) {
+    let cs = shared_cluster().connect_string();
+    for kind in ["mutex", "unfair", "semaphore"] {
+        let path = unique(&format!("wake-{kind}"));
+        let a = connect(&cs, SESSION);
+        let b = connect(&cs, Duration::from_secs(60));
+        let held = waiting_kind(&a, kind, &path).0.acquire_boxed().unwrap();
+        let (lock_b, cancel_b) = waiting_kind(&b, kind, &path);
+        let waiter = spawn(move || start(&*lock_b));
+        let session_b = format!("0x{:x}", b.session_id() as u64);
+        wait_until(WITHIN, "the acquire waits on a watch", || {
+            watches_by_path().values().any(|s| s.contains(&session_b))
+        });
+        assert_quiet(&waiter, "acquired while the lock is held");
+        end(kind, &waiter, &cancel_b, &b);
+        drop(held);
+    }
+}
+
+/// A cancel reaches an acquire waiting on a watch the moment it is made, not at the wait's
+/// slow re-check (a minute here): every wait names the call's cancel among its sources
+/// (`Attempt::wake`; without it the cancel's ring finds nothing to take, and the acquire
+/// sleeps on to the re-check).
+#[test]
+fn a_cancel_ends_a_waiting_acquire_at_once_not_at_its_slow_re_check() {
+    while_waiting(
+        |l| l.acquire_boxed().map(|_| true),
+        |kind, waiter, cancel, _| {
+            cancel.cancel();
+            match recv(waiter, WITHIN, &format!("the {kind}'s cancelled acquire")) {
+                Err(Error::Cancelled { .. }) => {}
+                other => panic!("{kind}: expected Cancelled, got {other:?}"),
+            }
+        },
+    );
+}
+
+/// A timed acquire waiting on a watch gives up at its deadline, not at its wait's slow
+/// re-check (a minute here; a timed wait has none): every wait names the call's deadline
+/// (`Attempt::wake`).
+#[test]
+fn a_timed_acquire_gives_up_at_its_deadline_not_at_its_slow_re_check() {
+    while_waiting(
+        |l| {
+            l.acquire_timeout_boxed(Duration::from_secs(2))
+                .map(|g| g.is_some())
+        },
+        |kind, waiter, _, _| {
+            let got = recv(waiter, WITHIN, &format!("the {kind}'s timed acquire"));
+            assert!(
+                matches!(got, Ok(false)),
+                "{kind}: expected Ok(None), got {got:?}"
+            );
+        },
+    );
+}
+
+/// An acquire waiting on a watch sends nothing until something changes: it sleeps to its
+/// watch, a session event or its slow re-check (a minute here), never in a loop of races
+/// (the single node's re-check set in the past, `now - timeout`, would race again and
+/// again). Pings are not requests (`ClientStats::requests`).
+#[test]
+fn a_waiting_acquire_sends_nothing_while_nothing_changes() {
+    while_waiting(
+        |l| l.acquire_boxed().map(|_| true),
+        |kind, waiter, cancel, client| {
+            let before = client.stats().requests;
+            assert_quiet(waiter, "acquired while the lock is held");
+            assert_eq!(
+                client.stats().requests,
+                before,
+                "{kind}: requests sent while waiting"
+            );
+            cancel.cancel();
+            assert!(matches!(
+                recv(waiter, WITHIN, "the cancelled acquire"),
+                Err(Error::Cancelled { .. })
+            ));
+        },
+    );
+}
+
+/// A try on a held lock says no at once, for every kind's loop: on a client whose request
+/// timeout (a try's one deadline) is two minutes, a try that waited for the holder instead
+/// (the single node's race without its "a try does not wait" arm) would answer only then.
+#[test]
+fn a_try_on_a_held_lock_says_no_at_once() {
+    let cs = shared_cluster().connect_string();
+    for kind in ["mutex", "unfair", "semaphore"] {
+        let path = unique(&format!("try-{kind}"));
+        let a = connect(&cs, SESSION);
+        let _held = waiting_kind(&a, kind, &path).0.acquire_boxed().unwrap();
+        let t = Client::builder(&cs)
+            .session_timeout(SESSION)
+            .request_timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
+        let (lock_t, _) = waiting_kind(&t, kind, &path);
+        let tried = spawn(move || lock_t.try_acquire_boxed().map(|g| g.is_some()));
+        let got = recv(&tried, WITHIN, &format!("the {kind}'s try"));
+        assert!(
+            matches!(got, Ok(false)),
+            "{kind}: expected Ok(None), got {got:?}"
+        );
+    }
 }
 
 #[test]

@@ -46,6 +46,11 @@ fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_electio
     let old = client.session_id();
     let events = client.events();
 
+    // A reconnect to the same session first: its SetWatches (the guard's and the
+    // candidates' watches) is answered without error, and nothing says otherwise.
+    client.drop_connection();
+    common::expect_reconnected(&events, old, WITHIN);
+
     // The server is down for longer than the session timeout, then back from its data.
     let new = common::outlive_session(&cluster, &events, timeout);
     // Held again in the new session, then our own close.
@@ -77,6 +82,11 @@ fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_electio
         );
         assert!(saying(&recs, &dec).is_empty(), "session {hex} in decimal");
     }
+    // The re-arm of the reconnect was not refused: nothing says it was.
+    assert!(
+        saying(&recs, "refused to re-arm").is_empty(),
+        "a re-arm that succeeded reported refused: {recs:#?}"
+    );
     // The levels the crate docs give.
     let (old_hex, new_hex) = (format!("0x{old:x}"), format!("0x{new:x}"));
     assert_eq!(

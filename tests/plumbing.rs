@@ -19,7 +19,7 @@ mod common;
 use std::time::Duration;
 
 use common::{children, connect, expect_reconnected, recv, shared_cluster, spawn, unique};
-use common::{wait_until, WITHIN};
+use common::{wait_until, watches_by_path, WITHIN};
 use zkguard::testing::FaultProxy;
 use zkguard::{Canceller, Client, CreateMode, Error, EventType, Op, SessionEvent};
 
@@ -86,6 +86,100 @@ fn a_delete_firing_a_data_and_a_child_watch_cut_after_the_first_notification_del
         heard(&kids, "the parent's child change"),
         EventType::NodeChildrenChanged
     );
+}
+
+/// The other side of the zxid rule: the zxid a reconnect says it saw is the one the replies
+/// raised, not 0. SetWatches re-fires a watch whose node changed after that zxid; a client
+/// that said 0 (its seen zxid never raised: `dispatch`'s `h.zxid > 0` made `== 0`, a
+/// mutant) would hear every watched node "change" at each reconnect, and its connect
+/// request would let a server behind what it read take it. SetWatches is written before
+/// any caller's request on the new connection, and the server answers in order, so a
+/// re-fired watch's notification would come before the reply to the read below. The
+/// client counts the watches it re-armed (`ClientStats::watch_rearms`): one of each table.
+#[test]
+fn a_reconnect_fires_no_watch_whose_node_did_not_change() {
+    let cluster = shared_cluster();
+    let client = connect(&cluster.connect_string(), SESSION);
+    let other = connect(&cluster.connect_string(), SESSION);
+    let events = client.events();
+    let session = client.session_id();
+    let dir = unique("refire");
+    client.create(&dir, b"", CreateMode::Persistent).unwrap();
+    let node = format!("{dir}/n");
+    client.create(&node, b"", CreateMode::Persistent).unwrap();
+    let (_, _, data) = client.get_data_w(&node).unwrap();
+    let (_, _, kids) = client.get_children_w(&dir).unwrap();
+    let (none, absent) = client.exists_w(&format!("{dir}/absent")).unwrap();
+    assert!(none.is_none());
+    client.drop_connection();
+    expect_reconnected(&events, session, WITHIN);
+    client.get_data(&node).unwrap();
+    // Each of the three, one of each of the server's tables, re-armed once.
+    assert_eq!(client.stats().watch_rearms, 3, "watches re-armed");
+    assert_eq!(
+        absent.try_recv().map(|e| e.event_type),
+        Err(zkguard::channel::TryRecvError::Empty),
+        "the exists watch fired though no node was made"
+    );
+    assert_eq!(
+        data.try_recv().map(|e| e.event_type),
+        Err(zkguard::channel::TryRecvError::Empty),
+        "the data watch fired though the node did not change"
+    );
+    assert_eq!(
+        kids.try_recv().map(|e| e.event_type),
+        Err(zkguard::channel::TryRecvError::Empty),
+        "the child watch fired though no child came or went"
+    );
+    // Both are still armed: a change now is heard.
+    other.set_data(&node, b"1", None).unwrap();
+    assert_eq!(
+        heard(&data, "the node's change"),
+        EventType::NodeDataChanged
+    );
+    other.delete(&node, None).unwrap();
+    assert_eq!(
+        heard(&kids, "the child's deletion"),
+        EventType::NodeChildrenChanged
+    );
+}
+
+/// A guard keeps a data watch on its own node (its loss is heard by it); a data change
+/// spends the watch, and the connection thread arms it again at once. If the connection
+/// dies with that re-arm in flight, the re-arm is queued again and made on the next
+/// connection (`unarmed`): the cut comes right after the change's notification, so the
+/// re-arm is written on the dying connection and failed with it. The node's deletion
+/// afterwards is heard, and the guard reads invalid.
+#[test]
+fn a_guards_own_node_watch_re_armed_as_the_connection_dies_is_armed_on_the_next() {
+    let (proxy, client, other) = behind_proxy();
+    let events = client.events();
+    let session = client.session_id();
+    let path = unique("rearm-cut");
+    let guard = zkguard::Mutex::new(&client, &path)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let node = guard.path().to_string();
+    let lost = guard.lost();
+    // The guard arms its watch as it is handed out, without waiting for the reply: the
+    // change must come after the server has set it, or it fires nothing.
+    let ours = format!("0x{:x}", session as u64);
+    let armed = || {
+        watches_by_path()
+            .get(&node)
+            .is_some_and(|s| s.contains(&ours))
+    };
+    wait_until(WITHIN, "the own-node watch armed", armed);
+    proxy.cut_after_next_notification();
+    other.set_data(&node, b"changed", None).unwrap();
+    expect_reconnected(&events, session, WITHIN);
+    assert_eq!(proxy.notification_cuts(), 1, "the cut was not made");
+    wait_until(WITHIN, "the own-node watch armed again", armed);
+    assert!(guard.is_valid());
+    other.delete(&node, None).unwrap();
+    recv(&lost, WITHIN, "the guard's loss");
+    assert!(!guard.is_valid());
 }
 
 /// What an acquire returned, as text.
