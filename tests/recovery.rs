@@ -12,9 +12,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, expect_reconnected, init_log, outlive_session, unique, wait_event, WITHIN};
+use common::{
+    connect, expect_reconnected, init_log, outlive_session, unique, wait_event, wait_until, WITHIN,
+};
 use crossbeam_channel::Receiver;
-use zkguard::testing::TestCluster;
+use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{Client, LeaderElection, LeaderEvent, LossReason, Mutex, SessionEvent};
 
 /// The next event of a candidate, failing after `WITHIN`.
@@ -99,6 +101,56 @@ fn a_given_up_sessions_nodes_are_gone_when_the_new_session_is_reported() {
     drop(guard);
     let again = lock.try_acquire().unwrap();
     assert!(again.is_some(), "the lock is still busy after recovery");
+}
+
+/// The same behind a proxy that accepts every connection and closes it while the server
+/// behind it is down (a load balancer, a sidecar, the harness's `FaultProxy`): such a
+/// connection served nothing, so it is no refused close of the given-up session. (Counted
+/// as one, the client gave the old session up after three of them and, once the server was
+/// back, opened its new session beside the restored old one and its nodes: a 3.9.5 server
+/// that accepts before it serves did the same once in the mutation runs.)
+#[test]
+fn connections_closed_unanswered_while_the_server_is_down_do_not_give_up_the_close() {
+    init_log();
+    let cluster = TestCluster::start(1).unwrap();
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let timeout = Duration::from_secs(6);
+    let a = connect(&proxy.connect_string(), timeout);
+    let dir = unique("recovery-proxy");
+    let lock = Mutex::new(&a, &format!("{dir}/lock")).unwrap();
+    let guard = lock.acquire().unwrap();
+    let lock_node = guard.path().to_string();
+    let old = a.session_id();
+    let events = a.events();
+
+    cluster.stop(0).unwrap();
+    wait_event(&events, timeout * 3, "the loss", |e| {
+        matches!(e, SessionEvent::Lost { .. })
+    });
+    // From the loss on, each connection the client makes is first a close of the given-up
+    // session; the proxy accepts it and, finding no server, closes it unanswered.
+    let lost_at = proxy.accepted();
+    wait_until(WITHIN, "five connections after the loss", || {
+        proxy.accepted() >= lost_at + 5
+    });
+    cluster.start_server(0).unwrap();
+    let new = match wait_event(&events, WITHIN, "the new session", |e| {
+        matches!(e, SessionEvent::Connected { .. })
+    }) {
+        SessionEvent::Connected { session_id } => session_id,
+        ev => unreachable!("{ev:?}"),
+    };
+    assert_ne!(new, old);
+    assert_eq!(
+        a.exists(&lock_node).unwrap(),
+        None,
+        "the lost session's lock node outlived the new session's start"
+    );
+    drop(guard);
+    assert!(
+        lock.try_acquire().unwrap().is_some(),
+        "the lock is still busy"
+    );
 }
 
 #[test]

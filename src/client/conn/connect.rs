@@ -1,6 +1,7 @@
 //! Connecting: host rotation and back-off, the session handshake, auth replay, SetWatches,
 //! and closing a session the loss clock gave up before a new one opens (`session.rs`).
 
+use std::cell::Cell;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
@@ -258,7 +259,8 @@ impl Shared {
     /// connection of its own resumes it with its password, logs in as this client does,
     /// and sends `closeSession`, waiting for the reply (the server has deleted the session's
     /// ephemeral nodes by then). `Gone` if the server no longer has the session. An error
-    /// says whether the server was reached (`true`: the attempt counts as a failed close).
+    /// says whether a server was reached and served the attempt (`true`: it counts as a
+    /// failed close); a connection closed before the handshake's answer is `false`.
     ///
     /// Without credentials there is no login, and the `closeSession` goes out with the
     /// handshake, in one write: a client that still holds the session and reconnects at
@@ -285,12 +287,22 @@ impl Shared {
         if one_write {
             out.extend_from_slice(&close);
         }
-        let greeted = self.greet(&stream, &out, deadline, failure);
+        // A server that closes the connection before it answers the handshake has not
+        // served it (a restarted server accepts before it serves; a proxy or a load
+        // balancer in front of a server that is down accepts and closes): no close was
+        // refused, so it does not count toward giving the session up, or the client would
+        // give up after three such connections and start its new session beside the old
+        // one, which the server may still hold with its nodes.
+        let unserved = Cell::new(false);
+        let greeted = self.greet(&stream, &out, deadline, |e: io::Error| {
+            unserved.set(closed_unanswered(&e));
+            failure(e)
+        });
         let (mut frames, resp) = match greeted {
             Ok(greeted) => greeted,
             Err(e) => {
                 stream.shutdown();
-                return Err(reached(e));
+                return Err((!unserved.get(), e));
             }
         };
         if resp.timeout_ms <= 0 || resp.session_id != session_id {
@@ -516,4 +528,16 @@ impl Shared {
         self.enter_connected(&mut s, addr, resp, same);
         true
     }
+}
+
+/// Whether `e` says the peer closed the connection (an EOF where a reply was due, a reset,
+/// a broken pipe): nothing was answered.
+fn closed_unanswered(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
 }

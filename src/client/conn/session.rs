@@ -19,7 +19,9 @@
 //! standalone server restarted from its data restores its sessions with a fresh timeout).
 //! Before the next new session, the connection thread closes it on the server
 //! (`connect.rs`, [`abandoned`]) and [`settle_abandoned`] forgets it: closed, found gone,
-//! or given up after [`ABANDON_TRIES`] attempts that reached a server. A session the server
+//! or given up after [`ABANDON_TRIES`] attempts that a server served (one that closes the
+//! connection before answering the handshake, as a restarting server or a proxy in front
+//! of a stopped one does, does not count). A session the server
 //! itself said expired is not kept; the current session never is, so the client never
 //! closes a session it still counts live. `Connected` for the new session therefore comes
 //! after the old session's nodes are gone (unless the close was given up).
