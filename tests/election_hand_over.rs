@@ -7,8 +7,11 @@
 //! stalled, or its process, a child run of this binary, stopped by SIGSTOP) or dies
 //! mid-hand-over (killed by SIGKILL): leadership goes to the next; and the leaderless time
 //! of both hand-overs beside a plain resign's, printed (`cargo test --all-features --test
-//! election_hand_over -- --nocapture leaderless`; never asserted). (A Curator `LeaderLatch`
-//! as the next candidate, or between the leader and the named one: `tests/curator.rs`.)
+//! election_hand_over -- --nocapture leaderless`; never asserted). Also: a term that does
+//! not head the queue hands nothing over; a waiting candidate sends nothing; one whose
+//! answer is lost (timed out, or gone with its connection) answers again. (A Curator
+//! `LeaderLatch` as the next candidate, or between the leader and the named one:
+//! `tests/curator.rs`.)
 
 mod common;
 
@@ -187,8 +190,13 @@ fn leaderless_time_of_a_hand_over_beside_a_resign_printed() {
                     .map(|s| assert_eq!(s.unwrap().id, next.election().id())),
                 _ => leader.resign(),
             });
-            while term.is_valid() {
+            while term.is_valid() && !stepping.is_finished() {
                 std::thread::sleep(Duration::from_micros(100));
+            }
+            if term.is_valid() {
+                // Returned with the term still on: its failure, said (else no end).
+                stepping.join().unwrap().unwrap();
+                panic!("{} returned with the term still valid", names[how]);
             }
             let ended = Instant::now();
             loop {
@@ -313,15 +321,23 @@ fn a_leadership_hands_over_to_a_named_candidate_and_those_between_queue_again_be
 }
 
 /// `Prefer::Newest`: leadership to the candidate queued last, past those between, which
-/// queue again behind it; with nobody behind, nothing done.
+/// queue again behind it, and to the one behind when it is the only one; with nobody
+/// behind, nothing done, at once (nobody asked: the bound, an hour here, not waited).
 #[test]
 fn a_hand_over_to_the_newest_goes_to_the_candidate_queued_last() {
     let cs = shared_cluster().connect_string();
     let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
     let path = unique("hand-over-newest");
     let a = LeaderElection::new(&x, &path, "a").unwrap();
-    let leadership = a.lead().unwrap();
-    assert_eq!(leadership.hand_over_to(Prefer::Newest, WITHIN), Ok(None));
+    let leadership = std::sync::Arc::new(a.lead().unwrap());
+    let alone = {
+        let leadership = leadership.clone();
+        spawn(move || leadership.hand_over_to(Prefer::Newest, Duration::from_secs(3600)))
+    };
+    assert_eq!(
+        recv(&alone, WITHIN, "the hand-over with nobody behind"),
+        Ok(None)
+    );
     assert!(leadership.is_valid());
     let queued = join_in_order(&y, &path, &a, &["a"], &["b", "c"]);
     let (b_events, c_events) = (queued[0].events(), queued[1].events());
@@ -334,6 +350,14 @@ fn a_hand_over_to_the_newest_goes_to_the_candidate_queued_last() {
     assert!(!leadership.is_valid());
     wait_ids(&a, &["c", "b"]);
     assert_quiet(&b_events, "b elected");
+    // The only one behind is the newest.
+    let s = queued[1]
+        .hand_over_to(Prefer::Newest, WITHIN)
+        .unwrap()
+        .expect("b takes over");
+    assert_eq!(s.id, "b");
+    assert_eq!(elected(&b_events, "b"), s.token);
+    wait_ids(&a, &["b", "c"]);
 }
 
 /// A candidate hands over to a named one; an unknown id (its own among them) is refused
@@ -380,6 +404,18 @@ enum D {
     /// In a child process ([`child_candidate_d_stands_until_stdin_closes`]): stopped by
     /// SIGSTOP, a frozen process.
     Process(std::process::Child),
+}
+
+/// A child left stopped by a failing test would outlive the test binary, and hold its
+/// output open (a harness reading it, cargo-mutants, then waits for its timeout): killed
+/// (SIGKILL ends a stopped process too) and reaped. After a passing test it has exited.
+impl Drop for D {
+    fn drop(&mut self) {
+        if let D::Process(child) = self {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 const CHILD: &str = "ZKGUARD_HAND_OVER_CHILD";
@@ -653,4 +689,136 @@ fn an_ask_the_waiter_may_not_delete_does_not_end_its_wait() {
     );
     b_leads.resign().unwrap();
     vandal.delete(&ask, None).unwrap();
+}
+
+/// An election's waiter sends nothing while nothing changes: its ask's watch armed, it
+/// sleeps to its watches, answering only an ask that is there, never in a loop of answers
+/// and re-arms. (Pings are not requests: `ClientStats::requests`.)
+#[test]
+fn a_waiting_candidate_sends_nothing_while_nothing_changes() {
+    let cs = shared_cluster().connect_string();
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let path = unique("hand-over-quiet");
+    let a = LeaderElection::new(&x, &path, "a").unwrap();
+    let leadership = a.lead().unwrap();
+    let b = join_in_order(&y, &path, &a, &["a"], &["b"]).remove(0);
+    let ask = ask_path(&path, &a.participants().unwrap()[1].node);
+    wait_until(WITHIN, "b watching its ask path", || {
+        common::watches_by_path().contains_key(&ask)
+    });
+    let b_events = b.events();
+    let before = y.stats().requests;
+    assert_quiet(&b_events, "b told something while a leads");
+    assert_eq!(y.stats().requests, before, "b's requests while it waits");
+    leadership.resign().unwrap();
+    elected(&b_events, "b");
+}
+
+/// A named candidate whose answer is lost goes on answering asks. Its delete of the ask
+/// timed out (its connection stalled toward the server): not a refusal, only a path cut
+/// for a while (taken for a refusal, the error would end its answers for this wait); once
+/// healed it watches its ask path again. Its delete lost with its connection: the ask is
+/// still there when it arms its watch again, and it answers it then (not only asks it
+/// hears of). A named hand-over to it then succeeds.
+#[test]
+fn a_named_candidate_whose_answer_is_lost_answers_again() {
+    let cs = shared_cluster().connect_string();
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let path = unique("hand-over-answer-lost");
+    let a = LeaderElection::new(&x, &path, "a").unwrap();
+    let leadership = a.lead().unwrap();
+    let _b = join_in_order(&y, &path, &a, &["a"], &["b"]).remove(0);
+    let proxy = FaultProxy::for_cluster(shared_cluster()).unwrap();
+    let t = Client::builder(&proxy.connect_string())
+        .session_timeout(Duration::from_secs(30))
+        .request_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let d = join_in_order(&t, &path, &a, &["a", "b"], &["d"]).remove(0);
+    let ask = ask_path(&path, &a.participants().unwrap()[2].node);
+    let watched = || common::watches_by_path().contains_key(&ask);
+    wait_until(WITHIN, "d watching its ask path", watched);
+    proxy.stall_client_to_server();
+    let before = t.stats().requests;
+    // An ask, as the leader makes it: d hears it; its answer is held back and times out.
+    x.create(
+        &ask,
+        leadership.token().to_string().as_bytes(),
+        CreateMode::Ephemeral,
+    )
+    .unwrap();
+    // The delete, then (after its timeout) the next request.
+    wait_until(WITHIN, "d's answer and its next request sent", || {
+        t.stats().requests >= before + 2
+    });
+    proxy.heal();
+    wait_until(
+        WITHIN,
+        "the ask answered and d watching its ask path again",
+        || x.exists(&ask).unwrap().is_none() && watched(),
+    );
+    // Again, the answer lost with its connection this time (held back, then the connection
+    // closed: it never reaches the server): d finds the ask there when it arms its watch
+    // on the next connection, and answers it then.
+    proxy.stall_client_to_server();
+    let before = t.stats().requests;
+    x.create(
+        &ask,
+        leadership.token().to_string().as_bytes(),
+        CreateMode::Ephemeral,
+    )
+    .unwrap();
+    wait_until(WITHIN, "d's answer sent", || t.stats().requests > before);
+    proxy.reset();
+    proxy.heal();
+    wait_until(
+        WITHIN,
+        "the ask found and answered on the next connection",
+        || x.exists(&ask).unwrap().is_none() && watched(),
+    );
+    let d_events = d.events();
+    let s = leadership
+        .hand_over_to("d", WITHIN)
+        .unwrap()
+        .expect("d takes over");
+    assert_eq!(s.id, "d");
+    assert_eq!(elected(&d_events, "d"), s.token);
+}
+
+/// A term whose node no longer heads the queue (a node put ahead of it by hand, with a
+/// smaller sequence number) hands nothing over: both hand-overs say `NotLeader` with
+/// nothing done, the term still valid and the one behind told nothing.
+#[test]
+fn a_term_that_does_not_head_the_queue_hands_nothing_over() {
+    let cs = shared_cluster().connect_string();
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let path = unique("hand-over-not-head");
+    x.create(&path, b"", CreateMode::Persistent).unwrap();
+    // A sequence number spent, so that a node can be put ahead of the leader's below.
+    let spent = format!("{path}/spent-");
+    let spent = x
+        .create(&spent, b"", CreateMode::PersistentSequential)
+        .unwrap()
+        .path;
+    x.delete(&spent, None).unwrap();
+    let a = LeaderElection::new(&x, &path, "a").unwrap();
+    let leadership = a.lead().unwrap();
+    let b = join_in_order(&y, &path, &a, &["a"], &["b"]).remove(0);
+    let b_events = b.events();
+    y.create(
+        &format!("{path}/latch-0000000000"),
+        b"z",
+        CreateMode::Ephemeral,
+    )
+    .unwrap();
+    match leadership.hand_over(WITHIN) {
+        Err(Error::NotLeader { .. }) => {}
+        other => panic!("hand_over said {other:?}"),
+    }
+    match leadership.hand_over_to("b", WITHIN) {
+        Err(Error::NotLeader { .. }) => {}
+        other => panic!("hand_over_to said {other:?}"),
+    }
+    assert!(leadership.is_valid());
+    assert_quiet(&b_events, "b told of a refused hand-over");
 }
