@@ -136,15 +136,48 @@ fn a_leadership_hands_over_to_the_next_candidate_after_its_term_has_ended() {
     wait_ids(&a, &["b", "c"]);
 }
 
-#[test]
-fn a_candidate_hands_over_and_queues_again_at_the_back() {
+/// Candidate "a" (background style) leading an election at a new path under `prefix`, on a
+/// client of its own (`_x`); `y`, a second client, holds `lister` ("x", taking no part).
+struct ALeads {
+    _x: Client,
+    y: Client,
+    path: String,
+    lister: LeaderElection,
+    a: Candidate,
+    a_events: Receiver<LeaderEvent>,
+    a_token: u64,
+}
+
+fn a_leads(prefix: &str) -> ALeads {
     let cs = shared_cluster().connect_string();
     let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
-    let path = unique("hand-over-cand");
+    let path = unique(prefix);
     let lister = LeaderElection::new(&y, &path, "x").unwrap();
     let a = LeaderElection::new(&x, &path, "a").unwrap().join().unwrap();
     let a_events = a.events();
     let a_token = elected(&a_events, "a");
+    ALeads {
+        _x: x,
+        y,
+        path,
+        lister,
+        a,
+        a_events,
+        a_token,
+    }
+}
+
+#[test]
+fn a_candidate_hands_over_and_queues_again_at_the_back() {
+    let ALeads {
+        y,
+        path,
+        lister,
+        a,
+        a_events,
+        a_token,
+        ..
+    } = a_leads("hand-over-cand");
     assert_eq!(a.hand_over(WITHIN), Ok(None), "alone");
     assert!(a.is_leader());
     let b = LeaderElection::new(&y, &path, "b").unwrap().join().unwrap();
@@ -364,13 +397,15 @@ fn a_hand_over_to_the_newest_goes_to_the_candidate_queued_last() {
 /// with nothing done.
 #[test]
 fn a_candidate_hands_over_to_a_named_one_and_an_unknown_id_is_refused() {
-    let cs = shared_cluster().connect_string();
-    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
-    let path = unique("hand-over-to-cand");
-    let lister = LeaderElection::new(&y, &path, "x").unwrap();
-    let a = LeaderElection::new(&x, &path, "a").unwrap().join().unwrap();
-    let a_events = a.events();
-    let a_token = elected(&a_events, "a");
+    let ALeads {
+        y,
+        path,
+        lister,
+        a,
+        a_events,
+        a_token,
+        ..
+    } = a_leads("hand-over-to-cand");
     let queued = join_in_order(&y, &path, &lister, &["a"], &["b", "c"]);
     let (b_events, c_events) = (queued[0].events(), queued[1].events());
     for unknown in ["z", "a", ""] {
