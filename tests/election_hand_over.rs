@@ -732,7 +732,9 @@ fn an_ask_the_waiter_may_not_delete_does_not_end_its_wait() {
 #[test]
 fn a_waiting_candidate_sends_nothing_while_nothing_changes() {
     let cs = shared_cluster().connect_string();
-    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    // b's client with a long session: its waiter's slow re-check (a session timeout) is
+    // then far outside the quiet window, so any request in it is a wrong one.
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, Duration::from_secs(60)));
     let path = unique("hand-over-quiet");
     let a = LeaderElection::new(&x, &path, "a").unwrap();
     let leadership = a.lead().unwrap();
