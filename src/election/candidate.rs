@@ -302,7 +302,10 @@ impl Candidate {
     ///
     /// [`Error::NotLeader`] if it was not leading; the errors every request can return (see
     /// [`Client`](crate::Client#errors-every-request-can-return)) from the delete of its
-    /// node, other than connection errors (the delete is retried in the background then).
+    /// node, other than connection errors (the delete is retried in the background then):
+    /// [`Error::NoAuth`] if the election's directory does not let this identity delete its
+    /// node (the node stays until its session ends, and the candidate queues again behind
+    /// it).
     pub fn resign(&self) -> Result<()> {
         self.resign_with(&[])
     }

@@ -81,7 +81,10 @@ impl Leadership {
     ///
     /// # Errors
     ///
-    /// [`Error::NotLeader`] if leadership had already been lost.
+    /// [`Error::NotLeader`] if leadership had already been lost; the errors every request
+    /// can return (see [`Client`](crate::Client#errors-every-request-can-return)) from the
+    /// delete, other than connection errors: [`Error::NoAuth`] if the election's directory
+    /// does not let this identity delete its node (the node stays until its session ends).
     pub fn resign(self) -> Result<()> {
         Guard::release(self)
     }
