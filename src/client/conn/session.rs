@@ -526,3 +526,35 @@ impl Shared {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::client::conn::unconnected;
+
+    struct Deaf;
+
+    impl SessionSink for Deaf {
+        fn on_session(&self, _ev: &SessionEvent) {}
+    }
+
+    /// A sink whose owner is gone is dropped from the list when another subscribes, not
+    /// only at the next event: a client that makes guards for hours on a quiet session
+    /// would otherwise keep every one it ever made.
+    #[test]
+    fn a_dead_sink_leaves_the_list_when_another_subscribes() {
+        let sh = unconnected();
+        let live: Arc<dyn SessionSink> = Arc::new(Deaf);
+        sh.subscribe_sink(Arc::downgrade(&live));
+        for _ in 0..3 {
+            let gone: Arc<dyn SessionSink> = Arc::new(Deaf);
+            sh.subscribe_sink(Arc::downgrade(&gone));
+        }
+        sh.subscribe_sink(Arc::downgrade(&live));
+        let s = sh.session.lock();
+        assert_eq!(s.subscribers.len(), 2, "the live sink twice, no dead one");
+        assert!(s.subscribers.iter().all(Subscriber::alive));
+    }
+}
