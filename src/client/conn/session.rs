@@ -534,6 +534,18 @@ mod tests {
     use super::*;
     use crate::client::conn::unconnected;
 
+    /// A handshake for session `id` published, as the connection thread does; `same` if it
+    /// resumed the session asked for.
+    fn publish(sh: &Shared, id: i64, same: bool) {
+        let resp = ConnectResponse {
+            timeout_ms: 10_000,
+            session_id: id,
+            passwd: vec![7; 16],
+        };
+        let mut s = sh.session.lock();
+        sh.enter_connected(&mut s, "127.0.0.1:2181".parse().unwrap(), resp, same);
+    }
+
     struct Deaf;
 
     impl SessionSink for Deaf {
@@ -556,5 +568,28 @@ mod tests {
         let s = sh.session.lock();
         assert_eq!(s.subscribers.len(), 2, "the live sink twice, no dead one");
         assert!(s.subscribers.iter().all(Subscriber::alive));
+    }
+
+    /// A request that found its connection broken waits for the next one; once a new
+    /// connection is up it goes on, though the phase reads `Connected` as it did before the
+    /// break (its waiter woke only after the reconnect: the generation moved).
+    #[test]
+    fn a_request_waiting_for_its_broken_connection_goes_on_once_another_is_up() {
+        let sh = Arc::new(unconnected());
+        publish(&sh, 0x51, false);
+        let broken = sh.session.lock().generation();
+        sh.enter_suspended(false);
+        publish(&sh, 0x51, true);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let waiter = Arc::clone(&sh);
+        std::thread::spawn(move || {
+            let hour = std::time::Instant::now() + Duration::from_secs(3600);
+            waiter.wait_connection_change(broken, hour);
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(20)).is_ok(),
+            "the waiter still waiting for a connection change 20s after the reconnect"
+        );
     }
 }
