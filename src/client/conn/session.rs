@@ -532,13 +532,14 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::client::conn::clock::Clock;
     use crate::client::conn::unconnected;
 
     /// A handshake for session `id` published, as the connection thread does; `same` if it
     /// resumed the session asked for.
     fn publish(sh: &Shared, id: i64, same: bool) {
         let resp = ConnectResponse {
-            timeout_ms: 10_000,
+            timeout_ms: 60_000,
             session_id: id,
             passwd: vec![7; 16],
         };
@@ -591,5 +592,29 @@ mod tests {
             rx.recv_timeout(Duration::from_secs(20)).is_ok(),
             "the waiter still waiting for a connection change 20s after the reconnect"
         );
+    }
+
+    /// The state is read against the loss clock: a session whose requests have gone
+    /// unanswered for two thirds of its (60 s) timeout reads `Suspended`, and from its loss
+    /// time on `Lost`, though the phase still says `Connected`; a session silent a little
+    /// reads the phase, and a closing client `Closed`, however silent.
+    #[test]
+    fn the_state_is_read_against_the_loss_clock() {
+        use SessionState::*;
+        for (silent, closing, want) in [
+            (0, false, Connected),
+            (30, false, Connected),
+            (50, false, Suspended),
+            (70, false, Lost),
+            (50, true, Closed),
+        ] {
+            let mut sh = unconnected();
+            sh.clock = Clock::started_ago(Duration::from_secs(silent));
+            publish(&sh, 0x5e, false);
+            if closing {
+                sh.begin_close();
+            }
+            assert_eq!(sh.state(), want, "silent {silent}s, closing {closing}");
+        }
     }
 }
