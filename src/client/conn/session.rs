@@ -617,4 +617,13 @@ mod tests {
             assert_eq!(sh.state(), want, "silent {silent}s, closing {closing}");
         }
     }
+
+    /// A session counts as lost a tenth of its timeout early, at most `LOSS_MARGIN`.
+    #[test]
+    fn the_loss_margin_is_a_tenth_of_the_timeout_at_most_a_quarter_second() {
+        let ms = Duration::from_millis;
+        assert_eq!(Shared::loss_after(ms(1000)), ms(900));
+        assert_eq!(Shared::loss_after(ms(60_000)), ms(59_750));
+        assert_eq!(Shared::loss_after(Duration::ZERO), Duration::ZERO);
+    }
 }
