@@ -348,7 +348,8 @@ fn a_close_to_a_frozen_server_is_bounded_and_unconfirmed() {
 }
 
 /// Once a close is said (`Closed`, before the server is asked), a request is refused with
-/// `Closed` and never sent, though the close itself still waits for the server.
+/// `Closed` and never sent, and a new server list refused, though the close itself still
+/// waits for the server.
 #[test]
 fn a_request_made_once_the_close_is_said_is_refused_and_never_sent() {
     init_log();
@@ -366,6 +367,9 @@ fn a_request_made_once_the_close_is_said_is_refused_and_never_sent() {
         matches!(e, SessionEvent::Closed)
     });
     let r = c.exists("/");
+    assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    // The client counts as closed for everything else too.
+    let r = c.update_servers(&proxy.connect_string());
     assert!(matches!(r, Err(Error::Closed)), "{r:?}");
     let outcome = recv(&closer, WITHIN, "the close");
     assert!(
