@@ -348,8 +348,8 @@ fn a_close_to_a_frozen_server_is_bounded_and_unconfirmed() {
 }
 
 /// Once a close is said (`Closed`, before the server is asked), a request is refused with
-/// `Closed` and never sent, and a new server list refused, though the close itself still
-/// waits for the server.
+/// `Closed` and never sent, a new server list refused and a second close no close of its
+/// own, though the first still waits for the server.
 #[test]
 fn a_request_made_once_the_close_is_said_is_refused_and_never_sent() {
     init_log();
@@ -371,6 +371,9 @@ fn a_request_made_once_the_close_is_said_is_refused_and_never_sent() {
     // The client counts as closed for everything else too.
     let r = c.update_servers(&proxy.connect_string());
     assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    // A second close while the first waits is no close of its own.
+    let again = c.close();
+    assert!(matches!(again, CloseOutcome::AlreadyClosed), "{again:?}");
     let outcome = recv(&closer, WITHIN, "the close");
     assert!(
         matches!(outcome, CloseOutcome::Unconfirmed { .. }),
