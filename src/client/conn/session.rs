@@ -626,4 +626,42 @@ mod tests {
         assert_eq!(Shared::loss_after(ms(60_000)), ms(59_750));
         assert_eq!(Shared::loss_after(Duration::ZERO), Duration::ZERO);
     }
+
+    /// A session the loss clock gave up is kept to close on the server, and forgotten once
+    /// closed, found gone, or failed `ABANDON_TRIES` times; a settle naming another
+    /// session leaves it, and a session the server said expired is not kept at all.
+    #[test]
+    fn a_given_up_session_is_kept_until_closed_gone_or_failed_three_times() {
+        let given_up = |sh: &Shared, id: i64| {
+            publish(sh, id, false);
+            sh.enter_lost(LossReason::Timeout);
+            assert_eq!(sh.abandoned(), Some((id, vec![7; 16])), "{id:#x} kept");
+        };
+        for how in [Settled::Closed, Settled::Gone] {
+            let sh = unconnected();
+            given_up(&sh, 0xa1);
+            sh.settle_abandoned(0xb2, how);
+            assert!(sh.abandoned().is_some(), "{how:?} of another session");
+            sh.settle_abandoned(0xa1, how);
+            assert_eq!(sh.abandoned(), None, "{how:?}");
+        }
+        let sh = unconnected();
+        given_up(&sh, 0xa1);
+        for tries in 1..ABANDON_TRIES {
+            sh.settle_abandoned(0xa1, Settled::Failed);
+            assert!(
+                sh.abandoned().is_some(),
+                "given up after {tries} failed closes"
+            );
+        }
+        sh.settle_abandoned(0xa1, Settled::Failed);
+        assert_eq!(
+            sh.abandoned(),
+            None,
+            "kept after {ABANDON_TRIES} failed closes"
+        );
+        publish(&sh, 0xc3, false);
+        sh.enter_lost(LossReason::Expired);
+        assert_eq!(sh.abandoned(), None, "an expired session kept");
+    }
 }
