@@ -627,6 +627,8 @@ fn close_ends_the_session_at_once() {
     // The ephemeral node went with the session, not after a timeout.
     assert_eq!(observer.exists(&p).unwrap(), None);
     assert_eq!(clone.state(), SessionState::Closed);
+    // No session and no server once closed.
+    assert_eq!((clone.session_id(), clone.connected_server()), (0, None));
     assert_eq!(clone.get_data(&p).unwrap_err(), Error::Closed);
     assert_eq!(
         events.recv_timeout(Duration::from_secs(1)).unwrap(),

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::partition::partition;
 use common::{
-    connect, expect_reconnected, init_log, next_watch, retry, shared_cluster, unique, wait_event,
-    WITHIN,
+    connect, expect_reconnected, init_log, next_watch, recv, retry, shared_cluster, spawn, unique,
+    wait_event, WITHIN,
 };
 use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{
@@ -345,6 +345,45 @@ fn a_close_to_a_frozen_server_is_bounded_and_unconfirmed() {
         Err(e) => panic!("{e}"),
     };
     assert_eq!(ev, Ok(EventType::NodeDeleted));
+}
+
+/// Once a close is said (`Closed`, before the server is asked), a request is refused with
+/// `Closed` and never sent, a new server list refused and a second close no close of its
+/// own, though the first still waits for the server.
+#[test]
+fn a_request_made_once_the_close_is_said_is_refused_and_never_sent() {
+    init_log();
+    let proxy = FaultProxy::start(&[shared_cluster().client_addr(0)]).unwrap();
+    let c = connect(&proxy.connect_string(), Duration::from_secs(30));
+    let events = c.events();
+    let before = c.stats().requests;
+    // Nothing answers the close: it waits its bound, the client closing all the while.
+    proxy.blackhole();
+    let closer = {
+        let c = c.clone();
+        spawn(move || c.close())
+    };
+    wait_event(&events, WITHIN, "the close said", |e| {
+        matches!(e, SessionEvent::Closed)
+    });
+    let r = c.exists("/");
+    assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    // The client counts as closed for everything else too.
+    let r = c.update_servers(&proxy.connect_string());
+    assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    // A second close while the first waits is no close of its own.
+    let again = c.close();
+    assert!(matches!(again, CloseOutcome::AlreadyClosed), "{again:?}");
+    let outcome = recv(&closer, WITHIN, "the close");
+    assert!(
+        matches!(outcome, CloseOutcome::Unconfirmed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        c.stats().requests,
+        before + 1,
+        "the close alone was sent once the close was said"
+    );
 }
 
 fn send_frame(s: &mut std::net::TcpStream, body: &[u8]) {

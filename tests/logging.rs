@@ -3,7 +3,8 @@
 //! election loses its session while its standalone server is down, recovers when the
 //! server is back, and is closed while holding again. The records must write session ids
 //! in hex only, carry no `Option`, sit at the levels the crate docs give, name the election
-//! node as an election node, and say nothing above debug about our own close.
+//! node as an election node, and say nothing above debug about our own close; a client
+//! whose build failed (it never had a session) says no unconfirmed close.
 //!
 //! A test binary of its own: a process has one logger (`common::logs`).
 
@@ -15,7 +16,7 @@ use common::logs::{capture, level_of, records, saying};
 use common::{connect, WITHIN};
 use log::Level;
 use zkguard::testing::TestCluster;
-use zkguard::{LeaderElection, LeaderEvent, Mutex};
+use zkguard::{Client, LeaderElection, LeaderEvent, Mutex};
 
 #[test]
 fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_election_nodes() {
@@ -156,4 +157,16 @@ fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_electio
     assert_eq!(session_lost.target, "zkguard::client::conn::session");
     let closing = &saying(after, "closing session")[0];
     assert_eq!(closing.target, "zkguard::client::conn::session");
+    // A client that never had a session has none to close: its failed build says no
+    // unconfirmed close.
+    let before_failed = records().len();
+    let nobody = Client::builder("127.0.0.1:1")
+        .connect_timeout(Duration::from_secs(1))
+        .build();
+    assert!(nobody.is_err());
+    let failed = &records()[before_failed..];
+    assert!(
+        saying(failed, "was not confirmed").is_empty(),
+        "a close said unconfirmed without a session: {failed:#?}"
+    );
 }

@@ -28,6 +28,17 @@ impl Clock {
         }
     }
 
+    /// A clock started `ago`: to the loss clock, a client whose requests have gone
+    /// unanswered that long (the unit tests read the state against it).
+    #[cfg(test)]
+    pub(super) fn started_ago(ago: Duration) -> Clock {
+        let mut c = Clock::new();
+        c.base = Instant::now()
+            .checked_sub(ago)
+            .expect("the machine has been up longer than the clock's age");
+        c
+    }
+
     /// Now, as a stamp.
     pub(super) fn now_us(&self) -> u64 {
         self.base.elapsed().as_micros() as u64

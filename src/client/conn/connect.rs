@@ -541,3 +541,17 @@ fn closed_unanswered(e: &io::Error) -> bool {
             | io::ErrorKind::BrokenPipe
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection counts as one that worked once it has lived a third of the session
+    /// timeout, at most a second.
+    #[test]
+    fn a_connection_worked_after_a_third_of_the_timeout_at_most_a_second() {
+        let ms = Duration::from_millis;
+        assert_eq!(Shared::stayed_up(ms(1500)), ms(500));
+        assert_eq!(Shared::stayed_up(ms(30_000)), ms(1000));
+    }
+}

@@ -176,6 +176,26 @@ pub(crate) struct Shared {
     pub lists_given: AtomicU64,
 }
 
+/// A client's shared state with nothing behind it (no connection thread; its one host
+/// is a port nobody listens on): the unit tests drive its watch tables and session
+/// transitions by hand.
+#[cfg(test)]
+pub(super) fn unconnected() -> Shared {
+    Shared::new(Config {
+        metrics_path_labels: false,
+        hosts: vec!["127.0.0.1:1".into()],
+        chroot: String::new(),
+        session_timeout: Duration::from_secs(10),
+        auth: Vec::new(),
+        max_request: super::proto::DEFAULT_MAX_REQUEST,
+        max_reply: super::proto::MAX_FRAME,
+        tls: None,
+        sasl: None,
+        node_acl: crate::client::NodeAcl::open(),
+        identity: false,
+    })
+}
+
 /// How long a close waits for the server to confirm.
 pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(1);
 

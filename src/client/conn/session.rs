@@ -526,3 +526,142 @@ impl Shared {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::client::conn::clock::Clock;
+    use crate::client::conn::unconnected;
+
+    /// A handshake for session `id` published, as the connection thread does; `same` if it
+    /// resumed the session asked for.
+    fn publish(sh: &Shared, id: i64, same: bool) {
+        let resp = ConnectResponse {
+            timeout_ms: 60_000,
+            session_id: id,
+            passwd: vec![7; 16],
+        };
+        let mut s = sh.session.lock();
+        sh.enter_connected(&mut s, "127.0.0.1:2181".parse().unwrap(), resp, same);
+    }
+
+    struct Deaf;
+
+    impl SessionSink for Deaf {
+        fn on_session(&self, _ev: &SessionEvent) {}
+    }
+
+    /// A sink whose owner is gone is dropped from the list when another subscribes, not
+    /// only at the next event: a client that makes guards for hours on a quiet session
+    /// would otherwise keep every one it ever made.
+    #[test]
+    fn a_dead_sink_leaves_the_list_when_another_subscribes() {
+        let sh = unconnected();
+        let live: Arc<dyn SessionSink> = Arc::new(Deaf);
+        sh.subscribe_sink(Arc::downgrade(&live));
+        for _ in 0..3 {
+            let gone: Arc<dyn SessionSink> = Arc::new(Deaf);
+            sh.subscribe_sink(Arc::downgrade(&gone));
+        }
+        sh.subscribe_sink(Arc::downgrade(&live));
+        let s = sh.session.lock();
+        assert_eq!(s.subscribers.len(), 2, "the live sink twice, no dead one");
+        assert!(s.subscribers.iter().all(Subscriber::alive));
+    }
+
+    /// A request that found its connection broken waits for the next one; once a new
+    /// connection is up it goes on, though the phase reads `Connected` as it did before the
+    /// break (its waiter woke only after the reconnect: the generation moved).
+    #[test]
+    fn a_request_waiting_for_its_broken_connection_goes_on_once_another_is_up() {
+        let sh = Arc::new(unconnected());
+        publish(&sh, 0x51, false);
+        let broken = sh.session.lock().generation();
+        sh.enter_suspended(false);
+        publish(&sh, 0x51, true);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let waiter = Arc::clone(&sh);
+        std::thread::spawn(move || {
+            let hour = std::time::Instant::now() + Duration::from_secs(3600);
+            waiter.wait_connection_change(broken, hour);
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(20)).is_ok(),
+            "the waiter still waiting for a connection change 20s after the reconnect"
+        );
+    }
+
+    /// The state is read against the loss clock: a session whose requests have gone
+    /// unanswered for two thirds of its (60 s) timeout reads `Suspended`, and from its loss
+    /// time on `Lost`, though the phase still says `Connected`; a session silent a little
+    /// reads the phase, and a closing client `Closed`, however silent.
+    #[test]
+    fn the_state_is_read_against_the_loss_clock() {
+        use SessionState::*;
+        for (silent, closing, want) in [
+            (0, false, Connected),
+            (30, false, Connected),
+            (50, false, Suspended),
+            (70, false, Lost),
+            (50, true, Closed),
+        ] {
+            let mut sh = unconnected();
+            sh.clock = Clock::started_ago(Duration::from_secs(silent));
+            publish(&sh, 0x5e, false);
+            if closing {
+                sh.begin_close();
+            }
+            assert_eq!(sh.state(), want, "silent {silent}s, closing {closing}");
+        }
+    }
+
+    /// A session counts as lost a tenth of its timeout early, at most `LOSS_MARGIN`.
+    #[test]
+    fn the_loss_margin_is_a_tenth_of_the_timeout_at_most_a_quarter_second() {
+        let ms = Duration::from_millis;
+        assert_eq!(Shared::loss_after(ms(1000)), ms(900));
+        assert_eq!(Shared::loss_after(ms(60_000)), ms(59_750));
+        assert_eq!(Shared::loss_after(Duration::ZERO), Duration::ZERO);
+    }
+
+    /// A session the loss clock gave up is kept to close on the server, and forgotten once
+    /// closed, found gone, or failed `ABANDON_TRIES` times; a settle naming another
+    /// session leaves it, and a session the server said expired is not kept at all.
+    #[test]
+    fn a_given_up_session_is_kept_until_closed_gone_or_failed_three_times() {
+        let given_up = |sh: &Shared, id: i64| {
+            publish(sh, id, false);
+            sh.enter_lost(LossReason::Timeout);
+            assert_eq!(sh.abandoned(), Some((id, vec![7; 16])), "{id:#x} kept");
+        };
+        for how in [Settled::Closed, Settled::Gone] {
+            let sh = unconnected();
+            given_up(&sh, 0xa1);
+            sh.settle_abandoned(0xb2, how);
+            assert!(sh.abandoned().is_some(), "{how:?} of another session");
+            sh.settle_abandoned(0xa1, how);
+            assert_eq!(sh.abandoned(), None, "{how:?}");
+        }
+        let sh = unconnected();
+        given_up(&sh, 0xa1);
+        for tries in 1..ABANDON_TRIES {
+            sh.settle_abandoned(0xa1, Settled::Failed);
+            assert!(
+                sh.abandoned().is_some(),
+                "given up after {tries} failed closes"
+            );
+        }
+        sh.settle_abandoned(0xa1, Settled::Failed);
+        assert_eq!(
+            sh.abandoned(),
+            None,
+            "kept after {ABANDON_TRIES} failed closes"
+        );
+        publish(&sh, 0xc3, false);
+        sh.enter_lost(LossReason::Expired);
+        assert_eq!(sh.abandoned(), None, "an expired session kept");
+    }
+}

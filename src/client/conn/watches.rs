@@ -347,7 +347,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::config::Config;
+    use crate::client::conn::unconnected as shared;
 
     /// The server's tables: getData and exists-on-a-node watches are in the data table,
     /// exists-on-no-node in the exist table, getChildren in the child table.
@@ -364,22 +364,6 @@ mod tests {
         for ignored in [-1, 0, 5, 6, 7, 99] {
             assert_eq!(fired_by(ignored), None, "type {ignored}");
         }
-    }
-
-    fn shared() -> Shared {
-        Shared::new(Config {
-            metrics_path_labels: false,
-            hosts: vec!["127.0.0.1:1".into()],
-            chroot: String::new(),
-            session_timeout: std::time::Duration::from_secs(10),
-            auth: Vec::new(),
-            max_request: proto::DEFAULT_MAX_REQUEST,
-            max_reply: proto::MAX_FRAME,
-            tls: None,
-            sasl: None,
-            node_acl: crate::client::NodeAcl::open(),
-            identity: false,
-        })
     }
 
     fn event(kind: i32, path: &str) -> proto::RawWatchEvent {
