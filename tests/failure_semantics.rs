@@ -565,7 +565,9 @@ fn rebuilt_from_nothing(servers: usize) {
         cluster.kill(leader).unwrap();
         cluster.start_server(leader).unwrap();
     }
-    let c = connect(&cluster.connect_string(), Duration::from_secs(2));
+    // Through a proxy, to cut the new session's connection at the end.
+    let proxy = FaultProxy::for_cluster(&cluster).unwrap();
+    let c = connect(&proxy.connect_string(), Duration::from_secs(2));
     let events = c.events();
     // Move the zxid well past where a fresh server starts.
     for i in 0..40 {
@@ -612,6 +614,26 @@ fn rebuilt_from_nothing(servers: usize) {
         "{:#x} vs {old_token:#x} (epoch, counter)",
         g2.token()
     );
+    // The new session's seen zxid starts from the rebuilt servers' (far below the old
+    // session's): its connection cut, it resumes. Had it kept the old session's, every
+    // server would refuse it ("client has seen zxid … our last zxid is …") until it was
+    // lost.
+    let new_session = c.session_id();
+    while events.try_recv().is_ok() {}
+    proxy.reset();
+    let ev = common::wait_event(&events, WITHIN, "the new session resumed", |e| {
+        matches!(
+            e,
+            zkguard::SessionEvent::Reconnected { .. } | zkguard::SessionEvent::Lost { .. }
+        )
+    });
+    assert_eq!(
+        ev,
+        zkguard::SessionEvent::Reconnected {
+            session_id: new_session
+        }
+    );
+    assert!(g2.is_valid(), "the rebuilt ensemble's guard kept");
     drop(g);
 }
 
