@@ -5,21 +5,34 @@
 //! in hex only, carry no `Option`, sit at the levels the crate docs give, name the election
 //! node as an election node, and say nothing above debug about our own close.
 //!
-//! A test binary of its own: a process has one logger (`common::logs`).
+//! Beside it, an observer of an unfair election whose path holds a persistent node: a warning
+//! per failed read, nothing said, `NoLeader` once the node is gone.
+//!
+//! A test binary of its own: a process has one logger (`common::logs`). Its tests run one at
+//! a time (`serial`): the failover's test reads every record written after its close began.
 
 mod common;
 
+use std::sync::{Mutex as StdMutex, MutexGuard};
 use std::time::Duration;
 
 use common::logs::{capture, level_of, records, saying};
-use common::{connect, WITHIN};
+use common::{connect, wait_until, WITHIN};
 use log::Level;
 use zkguard::testing::TestCluster;
-use zkguard::{LeaderElection, LeaderEvent, Mutex};
+use zkguard::{CreateMode, LeaderChange, LeaderElection, LeaderEvent, Mutex};
+
+/// One test at a time, the logger installed (the records are the process's).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: StdMutex<()> = StdMutex::new(());
+    let one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    capture();
+    one
+}
 
 #[test]
 fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_election_nodes() {
-    capture();
+    let _one = serial();
     let cluster = TestCluster::start(1).unwrap();
     let timeout = Duration::from_secs(3);
     let client = connect(&cluster.connect_string(), timeout);
@@ -156,4 +169,46 @@ fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_electio
     assert_eq!(session_lost.target, "zkguard::client::conn::session");
     let closing = &saying(after, "closing session")[0];
     assert_eq!(closing.target, "zkguard::client::conn::session");
+}
+
+/// An unfair election's path holding a persistent node (a co-tenant's, a typo): the observer
+/// never says it leads, warns of each failed read (not a connection error: a warning, not
+/// debug), and says `NoLeader` once the node is gone.
+#[test]
+fn an_observer_of_a_persistent_node_at_an_unfair_elections_path_warns_and_says_nothing() {
+    let _one = serial();
+    let cluster = TestCluster::start(1).unwrap();
+    let client = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let path = common::unique("logging-observe");
+    client
+        .create(&path, b"config", CreateMode::Persistent)
+        .unwrap();
+    let observer = LeaderElection::unfair(&client, &path, "router")
+        .unwrap()
+        .observe()
+        .unwrap();
+    let needle = format!("observing the election {path}: ");
+    wait_until(WITHIN, "the observer's warning", || {
+        !saying(&records(), &needle).is_empty()
+    });
+    assert_eq!(level_of(&records(), &needle), Level::Warn);
+    assert!(
+        saying(&records(), &needle)[0]
+            .msg
+            .contains("persistent node"),
+        "{:#?}",
+        saying(&records(), &needle)
+    );
+    assert!(
+        observer.events().is_empty(),
+        "said {:?} of a persistent node",
+        observer.events().try_recv()
+    );
+    client.delete(&path, None).unwrap();
+    assert_eq!(
+        observer.events().recv_timeout(WITHIN),
+        Ok(LeaderChange::NoLeader)
+    );
+    drop(observer);
+    client.close();
 }
