@@ -6,7 +6,8 @@
 //! node as an election node, and say nothing above debug about our own close.
 //!
 //! Beside it, an observer of an unfair election whose path holds a persistent node: a warning
-//! per failed read, nothing said, `NoLeader` once the node is gone.
+//! per failed read, nothing said, `NoLeader` once the node is gone; and a node an acquire
+//! leaves where it may not delete it, warned of.
 //!
 //! A test binary of its own: a process has one logger (`common::logs`). Its tests run one at
 //! a time (`serial`): the failover's test reads every record written after its close began.
@@ -20,7 +21,9 @@ use common::logs::{capture, level_of, records, saying};
 use common::{connect, wait_until, WITHIN};
 use log::Level;
 use zkguard::testing::TestCluster;
-use zkguard::{CreateMode, LeaderChange, LeaderElection, LeaderEvent, Mutex};
+use zkguard::{
+    Acl, CreateMode, Error, LeaderChange, LeaderElection, LeaderEvent, Mutex, NodeAcl, Perms,
+};
 
 /// One test at a time, the logger installed (the records are the process's).
 fn serial() -> MutexGuard<'static, ()> {
@@ -211,4 +214,32 @@ fn an_observer_of_a_persistent_node_at_an_unfair_elections_path_warns_and_says_n
     );
     drop(observer);
     client.close();
+}
+
+/// A creator lock's acquire in a directory anyone may create in but only its owner (ops) may
+/// delete in: refused (anyone could create there), and its node, which it may not delete,
+/// is left with a warning naming it.
+#[test]
+fn a_node_an_acquire_may_not_delete_is_warned_of() {
+    let _one = serial();
+    let (alice, ops) = (common::as_user("alice"), common::as_user("ops"));
+    let dir = common::unique("logging-abandoned");
+    let mut acl = Acl::creator_all();
+    acl.push(Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"));
+    ops.create_with_acl(&dir, b"", CreateMode::Persistent, &acl)
+        .unwrap();
+    let refused = Mutex::new(&alice, &dir)
+        .unwrap()
+        .with_acl(NodeAcl::creator())
+        .unwrap()
+        .acquire_timeout(WITHIN);
+    assert!(
+        matches!(refused, Err(Error::UntrustedDirectory { .. })),
+        "{:?}",
+        refused.map(|g| g.is_some())
+    );
+    let left = ops.get_children(&dir).unwrap().0;
+    assert_eq!(left.len(), 1, "{left:?}");
+    let needle = format!("cannot delete abandoned node {dir}/{}", left[0]);
+    assert_eq!(level_of(&records(), &needle), Level::Warn);
 }
