@@ -93,6 +93,15 @@ fn a_leading_candidate_writes_fenced_and_its_term_is_the_listed_leader() {
     let token = elected(&a.events(), "a");
     let term = a.term().expect("a term while leading");
     assert_eq!(term.token(), token);
+    assert!(term.is_valid(), "the term of a leading candidate");
+    // Its `Debug` says which term, and that it goes on.
+    assert_eq!(
+        format!("{term:?}"),
+        format!(
+            "LeaderTerm {{ path: {:?}, token: {token}, valid: true }}",
+            term.path()
+        )
+    );
     // The node is the one the election lists first, and its stat's token is the term's.
     let leader = election.leader().unwrap().expect("a leader");
     assert_eq!(term.path(), format!("{path}/{}", leader.node));

@@ -246,6 +246,8 @@ fn an_unfair_election_is_observed_through_its_one_node() {
         .unwrap();
     let mut said = Said::new("unfair");
     said.until(&observer, &LeaderChange::NoLeader);
+    // Its `Debug` says how many changes wait unread: none yet after the first.
+    assert_eq!(format!("{observer:?}"), "LeaderObserver { unread: 0 }");
     let a = LeaderElection::unfair(&c, &path, "a")
         .unwrap()
         .lead()

@@ -6,21 +6,38 @@
 //! node as an election node, and say nothing above debug about our own close; a client
 //! whose build failed (it never had a session) says no unconfirmed close.
 //!
-//! A test binary of its own: a process has one logger (`common::logs`).
+//! Beside it, an observer of an unfair election whose path holds a persistent node: a warning
+//! per failed read, nothing said, `NoLeader` once the node is gone; and a node an acquire
+//! leaves where it may not delete it, warned of.
+//!
+//! A test binary of its own: a process has one logger (`common::logs`). Its tests run one at
+//! a time (`serial`): the failover's test reads every record written after its close began.
 
 mod common;
 
+use std::sync::{Mutex as StdMutex, MutexGuard};
 use std::time::Duration;
 
 use common::logs::{capture, level_of, records, saying};
-use common::{connect, WITHIN};
+use common::{connect, wait_until, WITHIN};
 use log::Level;
 use zkguard::testing::TestCluster;
-use zkguard::{Client, LeaderElection, LeaderEvent, Mutex};
+use zkguard::{
+    Acl, Client, CreateMode, Error, LeaderChange, LeaderElection, LeaderEvent, Mutex, NodeAcl,
+    Perms,
+};
+
+/// One test at a time, the logger installed (the records are the process's).
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: StdMutex<()> = StdMutex::new(());
+    let one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    capture();
+    one
+}
 
 #[test]
 fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_election_nodes() {
-    capture();
+    let _one = serial();
     let cluster = TestCluster::start(1).unwrap();
     let timeout = Duration::from_secs(3);
     let client = connect(&cluster.connect_string(), timeout);
@@ -169,4 +186,74 @@ fn a_failovers_records_use_hex_ids_no_options_documented_levels_and_name_electio
         saying(failed, "was not confirmed").is_empty(),
         "a close said unconfirmed without a session: {failed:#?}"
     );
+}
+
+/// An unfair election's path holding a persistent node (a co-tenant's, a typo): the observer
+/// never says it leads, warns of each failed read (not a connection error: a warning, not
+/// debug), and says `NoLeader` once the node is gone.
+#[test]
+fn an_observer_of_a_persistent_node_at_an_unfair_elections_path_warns_and_says_nothing() {
+    let _one = serial();
+    let cluster = TestCluster::start(1).unwrap();
+    let client = connect(&cluster.connect_string(), Duration::from_secs(10));
+    let path = common::unique("logging-observe");
+    client
+        .create(&path, b"config", CreateMode::Persistent)
+        .unwrap();
+    let observer = LeaderElection::unfair(&client, &path, "router")
+        .unwrap()
+        .observe()
+        .unwrap();
+    let needle = format!("observing the election {path}: ");
+    wait_until(WITHIN, "the observer's warning", || {
+        !saying(&records(), &needle).is_empty()
+    });
+    assert_eq!(level_of(&records(), &needle), Level::Warn);
+    assert!(
+        saying(&records(), &needle)[0]
+            .msg
+            .contains("persistent node"),
+        "{:#?}",
+        saying(&records(), &needle)
+    );
+    assert!(
+        observer.events().is_empty(),
+        "said {:?} of a persistent node",
+        observer.events().try_recv()
+    );
+    client.delete(&path, None).unwrap();
+    assert_eq!(
+        observer.events().recv_timeout(WITHIN),
+        Ok(LeaderChange::NoLeader)
+    );
+    drop(observer);
+    client.close();
+}
+
+/// A creator lock's acquire in a directory anyone may create in but only its owner (ops) may
+/// delete in: refused (anyone could create there), and its node, which it may not delete,
+/// is left with a warning naming it.
+#[test]
+fn a_node_an_acquire_may_not_delete_is_warned_of() {
+    let _one = serial();
+    let (alice, ops) = (common::as_user("alice"), common::as_user("ops"));
+    let dir = common::unique("logging-abandoned");
+    let mut acl = Acl::creator_all();
+    acl.push(Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"));
+    ops.create_with_acl(&dir, b"", CreateMode::Persistent, &acl)
+        .unwrap();
+    let refused = Mutex::new(&alice, &dir)
+        .unwrap()
+        .with_acl(NodeAcl::creator())
+        .unwrap()
+        .acquire_timeout(WITHIN);
+    assert!(
+        matches!(refused, Err(Error::UntrustedDirectory { .. })),
+        "{:?}",
+        refused.map(|g| g.is_some())
+    );
+    let left = ops.get_children(&dir).unwrap().0;
+    assert_eq!(left.len(), 1, "{left:?}");
+    let needle = format!("cannot delete abandoned node {dir}/{}", left[0]);
+    assert_eq!(level_of(&records(), &needle), Level::Warn);
 }

@@ -263,30 +263,39 @@ fn a_directory_opened_after_it_was_judged_is_refused() {
     assert!(alice.get_children(&dir).unwrap().0.is_empty());
 }
 
+/// The ACL entry the server stores for `user`'s digest login (read back from a node made
+/// with the creator's ACL).
+fn digest(user: &str) -> zkguard::Acl {
+    let probe = unique("whoami");
+    let c = as_user(user);
+    c.create_with_acl(
+        &probe,
+        b"",
+        CreateMode::Ephemeral,
+        &zkguard::Acl::creator_all(),
+    )
+    .unwrap();
+    c.get_acl(&probe).unwrap().0.remove(0)
+}
+
+/// The directory `dir` made by `admin` for the service `service` too: both with every
+/// right, nobody else anything.
+fn prepared(admin: &Client, dir: &str, service: &zkguard::Acl) {
+    let mut acl = zkguard::Acl::creator_all();
+    acl.push(service.clone());
+    admin
+        .create_with_acl(dir, b"", CreateMode::Persistent, &acl)
+        .unwrap();
+}
+
 #[test]
 fn a_directory_prepared_for_several_identities_is_used_when_they_are_trusted() {
     // An administrator made the directory for the service (alice) and an operator (ops),
     // both with every right, nobody else anything.
     let (alice, ops) = (as_user("alice"), as_user("ops"));
     let dir = unique("prepared");
-    let mut acl = zkguard::Acl::creator_all();
-    let digest = |user: &str| {
-        let probe = unique("whoami");
-        let c = as_user(user);
-        c.create_with_acl(
-            &probe,
-            b"",
-            CreateMode::Ephemeral,
-            &zkguard::Acl::creator_all(),
-        )
-        .unwrap();
-        c.get_acl(&probe).unwrap().0.remove(0)
-    };
-    let alice_id = digest("alice");
-    acl.push(alice_id.clone());
-    ops.create_with_acl(&dir, b"", CreateMode::Persistent, &acl)
-        .unwrap();
-    let ops_id = digest("ops");
+    let (alice_id, ops_id) = (digest("alice"), digest("ops"));
+    prepared(&ops, &dir, &alice_id);
     // Untrusted by default: ops may delete alice's node.
     let e = Recipe::Mutex
         .take(&alice, &dir, &NodeAcl::creator(), WITHIN)
@@ -487,4 +496,35 @@ fn a_listing_over_the_reply_limit_is_an_error_not_a_reconnect_loop() {
     );
     let big = Client::connect(&cs).unwrap();
     assert_eq!(big.get_children(&dir).unwrap().0.len(), 100);
+}
+
+/// Who we are is learned from our first node's ACL less the recipe's own entries: an
+/// identity a recipe's ACL names (ops, granted every right) is not ours, so it stays
+/// untrusted for a later recipe of the same client that does not name it.
+#[test]
+fn an_identity_a_recipes_acl_names_is_not_learned_as_ours() {
+    let (alice, ops) = (as_user("alice"), as_user("ops"));
+    let ops_id = digest("ops");
+    let mut entries = zkguard::Acl::creator_all();
+    entries.push(ops_id.clone());
+    let shared = NodeAcl::custom(entries).unwrap();
+    // The client's first protected node, in a directory of its own: who we are learned.
+    let first = Recipe::Mutex
+        .take(&alice, &unique("learned"), &shared, WITHIN)
+        .unwrap()
+        .unwrap();
+    drop(first);
+    // A directory ops prepared for alice: ops may delete her node, and is not trusted.
+    let dir = unique("prepared-later");
+    prepared(&ops, &dir, &digest("alice"));
+    match Recipe::Mutex.take(&alice, &dir, &NodeAcl::creator(), WITHIN) {
+        Err(Error::UntrustedDirectory { untrusted, .. }) => {
+            assert_eq!(untrusted, [ops_id.to_string()], "only ops is untrusted")
+        }
+        other => panic!(
+            "expected UntrustedDirectory, got {:?}",
+            other.map(|g| g.is_some())
+        ),
+    }
+    assert!(ops.get_children(&dir).unwrap().0.is_empty());
 }

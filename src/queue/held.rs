@@ -95,3 +95,34 @@ impl Participant {
         String::from_utf8_lossy(&self.data).into_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Acquired, NodeAcl, Stat};
+
+    /// A node is this very node only if both its creation zxid (the token) and its
+    /// session are ours: a later node at the same path, of our session or another, is not.
+    #[test]
+    fn a_node_is_the_one_acquired_only_with_its_token_and_its_session() {
+        let stat = Stat {
+            czxid: 7,
+            ephemeral_owner: 42,
+            ..Stat::default()
+        };
+        let node = Acquired::of("/q/lock-0000000001".into(), &stat, &NodeAcl::open());
+        assert!(node.is(&stat));
+        let later = Stat { czxid: 9, ..stat };
+        assert!(!node.is(&later), "a later node of our session");
+        let theirs = Stat {
+            ephemeral_owner: 43,
+            ..stat
+        };
+        assert!(!node.is(&theirs), "another session's node of the same zxid");
+        let both = Stat {
+            czxid: 9,
+            ephemeral_owner: 43,
+            ..stat
+        };
+        assert!(!node.is(&both), "another session's later node");
+    }
+}
