@@ -859,3 +859,38 @@ fn a_term_that_does_not_head_the_queue_hands_nothing_over() {
     assert!(leadership.is_valid());
     assert_quiet(&b_events, "b told of a refused hand-over");
 }
+
+/// A hand-over whose step down the server refuses (the election's directory lets the
+/// leader's identity create its node but not delete it) says why, at once: `NoAuth`, not a
+/// wait for a successor that cannot come.
+#[test]
+fn a_hand_over_whose_step_down_the_server_refuses_says_why() {
+    use zkguard::{Acl, Perms};
+    let owner = common::as_user("election-owner");
+    let path = unique("hand-over-refused");
+    let mut acl = Acl::creator_all();
+    acl.push(Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"));
+    owner
+        .create_with_acl(&path, b"", CreateMode::Persistent, &acl)
+        .unwrap();
+    let cs = shared_cluster().connect_string();
+    let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
+    let a = LeaderElection::new(&x, &path, "a").unwrap();
+    let leadership = a.lead().unwrap();
+    let b = LeaderElection::new(&y, &path, "b").unwrap().join().unwrap();
+    wait_ids(&a, &["a", "b"]);
+    // A short bound: only a wrongly swallowed refusal would wait it out.
+    match leadership.hand_over(Duration::from_secs(2)) {
+        Err(Error::NoAuth { path: p, op }) => assert_eq!((p.as_str(), op), (&*path, "delete")),
+        other => panic!("expected NoAuth for the refused step down, got {other:?}"),
+    }
+    assert!(!leadership.is_valid(), "the term ended before the delete");
+    drop((leadership, b));
+    let (_x, _y) = (x.close(), y.close());
+    wait_until(
+        WITHIN,
+        "the candidates' nodes gone with their sessions",
+        || owner.get_children(&path).unwrap().0.is_empty(),
+    );
+    owner.delete(&path, None).unwrap();
+}
