@@ -360,52 +360,38 @@ fn a_resign_while_the_connection_is_down_is_ok_and_the_node_goes_once_back() {
 /// connection error is the delete's "under way in the background".
 #[test]
 fn a_resign_whose_delete_the_server_refuses_says_why() {
-    use zkguard::{Acl, CreateMode, Perms};
     let owner = common::as_user("election-owner");
-    let path = unique("resign-refused");
-    let mut acl = Acl::creator_all();
-    acl.push(Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"));
-    owner
-        .create_with_acl(&path, b"", CreateMode::Persistent, &acl)
-        .unwrap();
+    let path = common::dir_others_may_not_delete_in(&owner, "resign-refused");
+    // What a refused resign must say (`NoAuth`, named by the directory whose ACL refused the
+    // delete) and leave (the node, until its session's end takes it away, with the one a
+    // candidate queued again with).
+    let refused = |who: &str, said: zkguard::Result<()>, node: &str, client: &zkguard::Client| {
+        match said {
+            Err(Error::NoAuth { path: p, op }) => {
+                assert_eq!((p.as_str(), op), (&*path, "delete"), "{who}")
+            }
+            other => panic!("{who}: expected NoAuth for the refused delete, got {other:?}"),
+        }
+        assert!(
+            owner.exists(node).unwrap().is_some(),
+            "{who}: the node the server kept"
+        );
+        let _closed = client.close();
+        wait_until(
+            WITHIN,
+            &format!("{who}'s nodes gone with its session"),
+            || children(&owner, &path).is_empty(),
+        );
+    };
     let a = connect(&shared_cluster().connect_string(), SESSION);
     let ca = LeaderElection::new(&a, &path, "a").unwrap().join().unwrap();
-    let events = ca.events();
-    expect_elected(&events, "a");
+    expect_elected(&ca.events(), "a");
     let node = ca.term().expect("a term").path().to_string();
-    match ca.resign() {
-        // Named by the directory whose ACL refused the delete.
-        Err(Error::NoAuth { path: p, op }) => assert_eq!((p.as_str(), op), (&*path, "delete")),
-        other => panic!("expected NoAuth for the refused delete, got {other:?}"),
-    }
-    assert!(
-        owner.exists(&node).unwrap().is_some(),
-        "the node the server kept"
-    );
-    // Its session's end takes the node (and the one it queued again with) away.
-    drop(ca);
-    let _closed = a.close();
-    wait_until(
-        WITHIN,
-        "the candidate's nodes gone with its session",
-        || children(&owner, &path).is_empty(),
-    );
-
+    refused("the candidate", ca.resign(), &node, &a);
     // The guard style says the same.
     let b = connect(&shared_cluster().connect_string(), SESSION);
     let leadership = LeaderElection::new(&b, &path, "b").unwrap().lead().unwrap();
     let node = leadership.path().to_string();
-    match leadership.resign() {
-        Err(Error::NoAuth { path: p, op }) => assert_eq!((p.as_str(), op), (&*path, "delete")),
-        other => panic!("expected NoAuth for the guard's refused delete, got {other:?}"),
-    }
-    assert!(
-        owner.exists(&node).unwrap().is_some(),
-        "the guard's node the server kept"
-    );
-    let _closed = b.close();
-    wait_until(WITHIN, "the guard's node gone with its session", || {
-        children(&owner, &path).is_empty()
-    });
+    refused("the guard", leadership.resign(), &node, &b);
     owner.delete(&path, None).unwrap();
 }

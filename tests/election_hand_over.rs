@@ -688,15 +688,9 @@ fn two_named_hand_overs_at_once_move_leadership_once() {
 /// with `NoAuth`.)
 #[test]
 fn an_ask_the_waiter_may_not_delete_does_not_end_its_wait() {
-    use zkguard::{Acl, Perms};
     let cs = shared_cluster().connect_string();
     let vandal = common::as_user("vandal");
-    let parent = unique("ask-parent");
-    let mut acl = Acl::creator_all();
-    acl.push(Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"));
-    vandal
-        .create_with_acl(&parent, b"", CreateMode::Persistent, &acl)
-        .unwrap();
+    let parent = common::dir_others_may_not_delete_in(&vandal, "ask-parent");
     let path = format!("{parent}/election");
     let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
     let a = LeaderElection::new(&x, &path, "a").unwrap();
@@ -865,14 +859,8 @@ fn a_term_that_does_not_head_the_queue_hands_nothing_over() {
 /// wait for a successor that cannot come.
 #[test]
 fn a_hand_over_whose_step_down_the_server_refuses_says_why() {
-    use zkguard::{Acl, Perms};
     let owner = common::as_user("election-owner");
-    let path = unique("hand-over-refused");
-    let mut acl = Acl::creator_all();
-    acl.push(Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"));
-    owner
-        .create_with_acl(&path, b"", CreateMode::Persistent, &acl)
-        .unwrap();
+    let path = common::dir_others_may_not_delete_in(&owner, "hand-over-refused");
     let cs = shared_cluster().connect_string();
     let (x, y) = (connect(&cs, SESSION), connect(&cs, SESSION));
     let a = LeaderElection::new(&x, &path, "a").unwrap();

@@ -23,8 +23,7 @@ use common::{connect, wait_until, WITHIN};
 use log::Level;
 use zkguard::testing::TestCluster;
 use zkguard::{
-    Acl, Client, CreateMode, Error, LeaderChange, LeaderElection, LeaderEvent, Mutex, NodeAcl,
-    Perms,
+    Client, CreateMode, Error, LeaderChange, LeaderElection, LeaderEvent, Mutex, NodeAcl,
 };
 
 /// One test at a time, the logger installed (the records are the process's).
@@ -237,11 +236,7 @@ fn an_observer_of_a_persistent_node_at_an_unfair_elections_path_warns_and_says_n
 fn a_node_an_acquire_may_not_delete_is_warned_of() {
     let _one = serial();
     let (alice, ops) = (common::as_user("alice"), common::as_user("ops"));
-    let dir = common::unique("logging-abandoned");
-    let mut acl = Acl::creator_all();
-    acl.push(Acl::new(Perms::READ | Perms::CREATE, "world", "anyone"));
-    ops.create_with_acl(&dir, b"", CreateMode::Persistent, &acl)
-        .unwrap();
+    let dir = common::dir_others_may_not_delete_in(&ops, "logging-abandoned");
     let refused = Mutex::new(&alice, &dir)
         .unwrap()
         .with_acl(NodeAcl::creator())

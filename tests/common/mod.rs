@@ -58,6 +58,23 @@ pub fn as_user(user: &str) -> Client {
         .unwrap()
 }
 
+/// A new persistent node (a unique path under `prefix`) that `owner` alone may delete
+/// children of, and anyone may read and create children in: ZooKeeper checks a delete
+/// against the parent's ACL, so what another identity creates there it cannot delete.
+pub fn dir_others_may_not_delete_in(owner: &Client, prefix: &str) -> String {
+    let path = unique(prefix);
+    let mut acl = zkguard::Acl::creator_all();
+    acl.push(zkguard::Acl::new(
+        zkguard::Perms::READ | zkguard::Perms::CREATE,
+        "world",
+        "anyone",
+    ));
+    owner
+        .create_with_acl(&path, b"", zkguard::CreateMode::Persistent, &acl)
+        .unwrap();
+    path
+}
+
 /// A client with the given session timeout and a generous connect deadline (slow CI).
 pub fn connect(connect_string: &str, session_timeout: Duration) -> Client {
     Client::builder(connect_string)
