@@ -4,10 +4,11 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{connect, retry, unique, wait_event, wait_until};
-use zkguard::testing::TestCluster;
+use zkguard::testing::{FaultProxy, TestCluster};
 use zkguard::{Client, CreateMode, Error, LossReason, SessionEvent, SessionState};
 
 /// Longer than any of these tests: a loss the client's own clock decided would show as
@@ -137,6 +138,32 @@ fn expire_session_refuses_a_client_without_a_connection() {
     cluster.start_server(0).expect("restart");
     client.close();
     assert_eq!(client.expire_session(), Err(Error::Closed));
+}
+
+/// An expiry whose server never answers (the client behind a proxy that black-holes every
+/// new connection, the client's own still up) gives up at its deadline (the session
+/// timeout, at least 10 s) with an error naming what failed, rather than trying for ever.
+#[test]
+fn expire_session_gives_up_at_its_deadline_when_the_server_never_answers() {
+    let cluster = TestCluster::start(1).expect("start");
+    let proxy = FaultProxy::for_cluster(&cluster).expect("proxy");
+    let client = Arc::new(connect(&proxy.connect_string(), Duration::from_secs(4)));
+    // Nothing is closed: the client still reads as connected, and the expiry's own
+    // connections hang unanswered.
+    proxy.blackhole();
+    let expiring = Arc::clone(&client);
+    let said = common::recv(
+        &common::spawn(move || expiring.expire_session()),
+        PATIENCE,
+        "the expiry's end",
+    );
+    match said {
+        Err(e @ Error::Io { .. }) => {
+            assert!(e.to_string().contains("did not close session"), "{e}")
+        }
+        other => panic!("expected the expiry to give up, got {other:?}"),
+    }
+    proxy.heal();
 }
 
 #[test]
