@@ -133,6 +133,11 @@ pub(super) fn random() -> u64 {
     uuid::Uuid::new_v4().as_u128() as u64
 }
 
+/// The roll in `[0, 1)` of a random number: its top 53 bits (a double's precision).
+fn roll_of(r: u64) -> f64 {
+    (r >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// `hosts` in a random order (the connect string's list, at build).
 pub(crate) fn shuffle(hosts: Vec<String>) -> Vec<String> {
     shuffled(hosts, &mut (random() | 1))
@@ -206,7 +211,7 @@ impl Shared {
             Some((_, false)) => Current::Dropped,
         };
         let r = random();
-        let roll = (r >> 11) as f64 / (1u64 << 53) as f64;
+        let roll = roll_of(r);
         let session = Hex(self.session_id());
         let moves = {
             let mut s = self.servers.lock();
@@ -347,5 +352,27 @@ mod tests {
         let p = s.next();
         assert_eq!((p.host.as_str(), p.first_list_index), ("d:1", None));
         assert!(!s.must_leave(p.list));
+    }
+
+    #[test]
+    fn a_roll_is_in_zero_to_one_from_the_top_bits() {
+        assert_eq!(roll_of(0), 0.0);
+        assert_eq!(roll_of(1 << 63), 0.5);
+        assert_eq!(roll_of((1 << 11) - 1), 0.0, "the low bits are not used");
+        let top = roll_of(u64::MAX);
+        assert!(top < 1.0 && top > 0.999_999, "{top}");
+    }
+
+    #[test]
+    fn every_order_comes_from_fresh_seeds() {
+        // Clients given one list must spread over its servers: every order of three hosts
+        // comes up among a few hundred fresh seeds (each order's chance is 1/6).
+        let hosts = list(&["a:1", "b:1", "c:1"]);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..600 {
+            let mut rng = random() | 1;
+            seen.insert(shuffled(hosts.clone(), &mut rng));
+        }
+        assert_eq!(seen.len(), 6, "{seen:?}");
     }
 }
